@@ -1,0 +1,39 @@
+# Every target sets itself up: a fresh machine with python3 and make needs nothing else.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+# The CPU build of torch; a bare `torch` would pull a multi-GB CUDA build.
+TORCH  := torch==2.13.0
+
+.PHONY: demo test lab bench lint clean
+
+$(VENV)/.base: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(TORCH)
+	$(PY) -m pip install -q -e ".[corpus,lab]"
+	touch $@
+
+$(VENV)/.test: $(VENV)/.base
+	$(PY) -m pip install -q -e ".[test]"
+	touch $@
+
+demo: $(VENV)/.base
+	$(VENV)/bin/gptlab demo
+
+test: $(VENV)/.test
+	@command -v chromium >/dev/null || bash .ci/install-system-deps
+	$(VENV)/bin/ruff check src tests bench
+	$(PY) -m pytest -q
+
+lab: $(VENV)/.base
+	$(VENV)/bin/gptlab lab
+
+bench: $(VENV)/.test
+	$(VENV)/bin/gptlab bench
+
+lint: $(VENV)/.test
+	$(VENV)/bin/ruff check src tests bench
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info

@@ -1,0 +1,7 @@
+"""gptlab: build, count, train, sample, convert and look inside GPT-style transformers."""
+
+from gptlab.config import GPTConfig
+from gptlab.model import GPT
+
+__all__ = ["GPT", "GPTConfig"]
+__version__ = "0.1.0"

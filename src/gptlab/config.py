@@ -1,0 +1,167 @@
+"""GPTConfig: the one description of an architecture. Plain data, so it serializes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gptlab.errors import UsageError
+
+POS_ENCODINGS = ("learned", "sinusoidal", "rope", "none")
+NORMS = ("layernorm", "rmsnorm")
+NORM_POSITIONS = ("pre", "post")
+# 'gelu' is the exact erf GELU; 'gelu_tanh' is GPT-2's tanh approximation ("gelu_new").
+MLPS = ("gelu", "gelu_tanh", "swiglu")
+ROPE_SCALINGS = ("linear", "ntk", "yarn", "llama3")
+
+
+class ConfigError(UsageError, ValueError):
+    """An invalid GPTConfig. The message names the offending field."""
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 50257
+    block_size: int = 1024  # the longest sequence the model is built for
+    n_layer: int = 12
+    n_head: int = 12
+    n_kv_head: int | None = None  # None: n_head (multi-head); 1: multi-query; else grouped-query
+    n_embd: int = 768
+    ffn_hidden: int | None = None  # None: 4 * n_embd, the 2017 paper's and GPT-2's width
+    pos_encoding: str = "learned"
+    rope_base: float = 10000.0
+    # None, or {"type": "linear"|"ntk"|"yarn"|"llama3", "factor": float, ...}; see positional.py
+    rope_scaling: dict[str, Any] | None = None
+    norm: str = "layernorm"
+    norm_eps: float = 1e-5
+    norm_position: str = "pre"
+    mlp: str = "gelu"
+    bias: bool = True
+    tie_embeddings: bool = True
+    dropout: float = 0.0
+    # Derived in __post_init__; not part of the serialized config.
+    head_dim: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
+            _require_positive_int(name, getattr(self, name))
+        if self.n_kv_head is None:
+            self.n_kv_head = self.n_head
+        _require_positive_int("n_kv_head", self.n_kv_head)
+        if self.ffn_hidden is None:
+            self.ffn_hidden = 4 * self.n_embd
+        _require_positive_int("ffn_hidden", self.ffn_hidden)
+        if self.n_embd % self.n_head:
+            raise ConfigError(
+                f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})"
+            )
+        if self.n_head % self.n_kv_head:
+            raise ConfigError(
+                f"n_head ({self.n_head}) must be divisible by n_kv_head ({self.n_kv_head})"
+            )
+        self.head_dim = self.n_embd // self.n_head
+        _require_choice("pos_encoding", self.pos_encoding, POS_ENCODINGS)
+        _require_choice("norm", self.norm, NORMS)
+        _require_choice("norm_position", self.norm_position, NORM_POSITIONS)
+        _require_choice("mlp", self.mlp, MLPS)
+        if self.pos_encoding == "rope" and self.head_dim % 2:
+            raise ConfigError(
+                f"pos_encoding 'rope' rotates pairs of dimensions, so the head size "
+                f"n_embd / n_head = {self.head_dim} must be even"
+            )
+        if not (isinstance(self.rope_base, (int, float)) and self.rope_base > 1):
+            raise ConfigError(f"rope_base must be a number > 1, got {self.rope_base!r}")
+        if not (isinstance(self.norm_eps, (int, float)) and self.norm_eps > 0):
+            raise ConfigError(f"norm_eps must be a positive number, got {self.norm_eps!r}")
+        if not (isinstance(self.dropout, (int, float)) and 0 <= self.dropout < 1):
+            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        for name in ("bias", "tie_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.rope_scaling is not None:
+            self._check_rope_scaling()
+
+    def _check_rope_scaling(self) -> None:
+        scaling = self.rope_scaling
+        if not isinstance(scaling, dict):
+            raise ConfigError(f"rope_scaling must be null or an object, got {scaling!r}")
+        if self.pos_encoding != "rope":
+            raise ConfigError("rope_scaling is set but pos_encoding is not 'rope'")
+        _require_choice("rope_scaling.type", scaling.get("type"), ROPE_SCALINGS)
+        factor = scaling.get("factor")
+        if not (isinstance(factor, (int, float)) and factor >= 1):
+            raise ConfigError(f"rope_scaling.factor must be a number >= 1, got {factor!r}")
+        if scaling["type"] in ("yarn", "llama3"):
+            original = scaling.get("original_max_position_embeddings")
+            if not (isinstance(original, int) and original > 0):
+                raise ConfigError(
+                    f"rope_scaling.original_max_position_embeddings must be a positive "
+                    f"integer for type {scaling['type']!r}, got {original!r}"
+                )
+
+    # Derived sizes, named so the code that uses them reads plainly.
+    @property
+    def n_rep(self) -> int:
+        """Query heads that share one key/value head (1 for plain multi-head attention)."""
+        return self.n_head // self.n_kv_head
+
+    @property
+    def kv_dim(self) -> int:
+        return self.n_kv_head * self.head_dim
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
+        if out["rope_scaling"] is not None:
+            out["rope_scaling"] = dict(out["rope_scaling"])
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GPTConfig:
+        if not isinstance(d, dict):
+            raise ConfigError(f"a config must be a JSON object, got {type(d).__name__}")
+        known = {f.name for f in dataclasses.fields(cls) if f.init}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(f"unknown config field(s): {', '.join(unknown)}")
+        return cls(**d)
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> GPTConfig:
+        from gptlab.presets import preset_dict
+
+        return cls.from_dict({**preset_dict(name), **overrides})
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> GPTConfig:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise UsageError(f"config file not found: {path}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{path} is not valid JSON: {exc}") from None
+        return cls.from_dict(data)
+
+    @classmethod
+    def resolve(cls, name_or_path: str) -> GPTConfig:
+        """A preset name, or a path to a config JSON file (what the CLI accepts)."""
+        from gptlab.presets import PRESETS
+
+        if name_or_path in PRESETS:
+            return cls.from_preset(name_or_path)
+        if name_or_path.endswith(".json") or Path(name_or_path).exists():
+            return cls.from_json(name_or_path)
+        return cls.from_preset(name_or_path)  # raises, listing the known presets
+
+
+def _require_positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _require_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"unknown {name} {value!r}; expected one of: {', '.join(choices)}")

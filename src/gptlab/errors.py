@@ -1,0 +1,13 @@
+"""Errors a user can cause. The CLI prints them as one line and exits non-zero."""
+
+
+class GptlabError(Exception):
+    """A failure the user should read as one line, not as a traceback (exit code 1)."""
+
+    exit_code = 1
+
+
+class UsageError(GptlabError):
+    """Bad usage or bad input: an invalid config, a missing file, a malformed value (exit 2)."""
+
+    exit_code = 2

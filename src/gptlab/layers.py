@@ -1,0 +1,111 @@
+"""Norms, feed-forward networks and the transformer block."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from gptlab.attention import CausalSelfAttention, KVCache
+from gptlab.config import GPTConfig
+
+Rope = tuple[Tensor, Tensor] | None  # (cos, sin), each (T, head_dim), or no rotation
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * weight (Zhang & Sennrich 2019): no centring, no bias.
+
+    Normalizes in float32 and casts back before the weight, as Llama does, so bf16
+    activations lose no precision in the statistic."""
+
+    def __init__(self, dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        x32 = x.float()
+        normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * normed.to(x.dtype)
+
+
+def build_norm(config: GPTConfig) -> nn.Module:
+    if config.norm == "rmsnorm":
+        return RMSNorm(config.n_embd, eps=config.norm_eps)
+    return nn.LayerNorm(config.n_embd, eps=config.norm_eps, bias=config.bias)
+
+
+class GeluMLP(nn.Module):
+    """Linear -> GELU -> Linear, width ffn_hidden (4d by default). 'gelu_tanh' is GPT-2's
+    tanh approximation of GELU; 'gelu' is the exact erf form."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.fc = nn.Linear(config.n_embd, config.ffn_hidden, bias=config.bias)
+        self.approximate = "tanh" if config.mlp == "gelu_tanh" else "none"
+        self.proj = nn.Linear(config.ffn_hidden, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.dropout(self.proj(F.gelu(self.fc(x), approximate=self.approximate)))
+
+
+class SwiGLU(nn.Module):
+    """proj(silu(gate(x)) * up(x)) (Shazeer 2020): three matrices, as in Llama."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.gate = nn.Linear(config.n_embd, config.ffn_hidden, bias=config.bias)
+        self.up = nn.Linear(config.n_embd, config.ffn_hidden, bias=config.bias)
+        self.proj = nn.Linear(config.ffn_hidden, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.dropout(self.proj(F.silu(self.gate(x)) * self.up(x)))
+
+
+def build_mlp(config: GPTConfig) -> nn.Module:
+    return SwiGLU(config) if config.mlp == "swiglu" else GeluMLP(config)
+
+
+class Block(nn.Module):
+    """Attention and feed-forward, each wrapped in a residual connection and a norm.
+    Subclasses decide where the norm sits."""
+
+    def __init__(self, config: GPTConfig, layer: int) -> None:
+        super().__init__()
+        self.layer = layer  # this block's slot in a KV cache
+        self.norm_1 = build_norm(config)
+        self.attn = CausalSelfAttention(config)
+        self.norm_2 = build_norm(config)
+        self.mlp = build_mlp(config)
+
+    def attend(
+        self, x: Tensor, rope: Rope, allowed: Tensor | None, causal: bool, cache: KVCache | None
+    ) -> Tensor:
+        return self.attn(x, rope, allowed, causal, cache, self.layer)
+
+
+class PreNormBlock(Block):
+    """x + f(norm(x)): GPT-2, Llama. The residual stream is never normalized in place."""
+
+    def forward(
+        self, x: Tensor, rope: Rope = None, allowed: Tensor | None = None, causal: bool = True,
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        x = x + self.attend(self.norm_1(x), rope, allowed, causal, cache)
+        return x + self.mlp(self.norm_2(x))
+
+
+class PostNormBlock(Block):
+    """norm(x + f(x)): the 2017 paper's arrangement."""
+
+    def forward(
+        self, x: Tensor, rope: Rope = None, allowed: Tensor | None = None, causal: bool = True,
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        x = self.norm_1(x + self.attend(x, rope, allowed, causal, cache))
+        return self.norm_2(x + self.mlp(x))
+
+
+BLOCKS: dict[str, type[Block]] = {"pre": PreNormBlock, "post": PostNormBlock}

@@ -1,0 +1,138 @@
+"""GPT: token embeddings -> positions -> blocks -> final norm -> lm_head."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from gptlab.attention import KVCache, causal_mask
+from gptlab.config import GPTConfig
+from gptlab.errors import UsageError
+from gptlab.layers import BLOCKS, build_norm
+from gptlab.positional import RotaryEmbedding, build_absolute_positions
+
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wpe = build_absolute_positions(config)  # None for RoPE and 'none'
+        self.rope = RotaryEmbedding(config) if config.pos_encoding == "rope" else None
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(
+            BLOCKS[config.norm_position](config, layer) for layer in range(config.n_layer)
+        )
+        # A post-norm block already ends in a norm; pre-norm leaves the stream raw.
+        self.ln_f = build_norm(config) if config.norm_position == "pre" else None
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        if config.tie_embeddings:
+            self.lm_head.weight = self.wte.weight  # one matrix, read in and written out
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """GPT-2 init: N(0, 0.02) weights and embeddings, zero biases, unit norms; the two
+        projections that write into the residual stream get 0.02 / sqrt(2 * n_layer), so the
+        stream's variance does not grow with depth (Radford et al. 2019)."""
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+        residual_std = 0.02 / math.sqrt(2 * self.config.n_layer)
+        for block in self.blocks:
+            nn.init.normal_(block.attn.proj.weight, mean=0.0, std=residual_std)
+            nn.init.normal_(block.mlp.proj.weight, mean=0.0, std=residual_std)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())  # a tied matrix counts once
+
+    def new_kv_cache(
+        self, batch_size: int, max_len: int | None = None, dtype: torch.dtype | None = None
+    ) -> KVCache:
+        weight = self.wte.weight
+        return KVCache(self.config, batch_size, max_len or self.config.block_size,
+                       device=weight.device, dtype=dtype or weight.dtype)
+
+    def forward(
+        self,
+        idx: Tensor,
+        targets: Tensor | None = None,
+        *,
+        cache: KVCache | None = None,
+        attention_mask: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """idx (B, T) token ids -> (logits (B, T, vocab_size), loss or None).
+
+        targets (B, T): next-token ids; -1 marks positions left out of the loss.
+        cache: continue after the positions already in it (and store these).
+        attention_mask (B, T_keys) bool/0-1: False marks padding keys, T_keys counting the
+        cached positions too.
+        """
+        B, T = idx.shape
+        start = cache.length if cache is not None else 0
+        if self.config.pos_encoding == "learned" and start + T > self.config.block_size:
+            raise UsageError(
+                f"sequence of {start + T} tokens is longer than block_size "
+                f"{self.config.block_size}, the number of learned positions"
+            )
+        positions = torch.arange(start, start + T, device=idx.device)
+        x = self.wte(idx)  # (B, T, C)
+        if self.wpe is not None:
+            x = x + self.wpe(positions).to(x.dtype)
+        x = self.drop(x)
+        rope = self.rope(positions) if self.rope is not None else None
+        allowed, causal = self._mask(T, start, attention_mask, idx.device)
+        for block in self.blocks:
+            x = block(x, rope, allowed, causal, cache)
+        if cache is not None:
+            cache.advance(T)
+        if self.ln_f is not None:
+            x = self.ln_f(x)
+        logits = self.lm_head(x)  # (B, T, vocab_size)
+        if targets is None:
+            return logits, None
+        loss = F.cross_entropy(
+            logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=-1
+        )
+        return logits, loss
+
+    @staticmethod
+    def _mask(
+        T: int, start: int, attention_mask: Tensor | None, device: torch.device
+    ) -> tuple[Tensor | None, bool]:
+        """(allowed, causal) for attention; None lets the fused kernel build the mask."""
+        if attention_mask is None:
+            if start == 0:
+                return None, True  # plain causal attention over this chunk
+            if T == 1:
+                return None, False  # one new token sees every cached one
+            return causal_mask(T, start + T, device), False
+        keys = attention_mask.to(torch.bool)[:, None, None, :]  # (B, 1, 1, T_keys)
+        allowed = causal_mask(T, start + T, device) & keys
+        # A padding query would see no key at all and softmax to NaN; let it see itself.
+        diagonal = torch.arange(start + T, device=device)[None, :] == (
+            torch.arange(T, device=device)[:, None] + start
+        )
+        return allowed | diagonal, False
+
+    @torch.no_grad()
+    def generate(
+        self,
+        idx: Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        generator: torch.Generator | None = None,
+    ) -> Tensor:
+        """Continue idx (B, T) by max_new_tokens sampled tokens; returns (B, T + new).
+        Greedy with top_k=1 or temperature=0. Uses the KV cache (see gptlab.sampling)."""
+        from gptlab.sampling import generate_tokens
+
+        new = list(generate_tokens(self, idx, max_new_tokens, temperature=temperature,
+                                   top_k=top_k, top_p=top_p, generator=generator))
+        return torch.cat([idx, *new], dim=1) if new else idx

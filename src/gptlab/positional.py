@@ -1,0 +1,158 @@
+"""Positions: none, sinusoidal (Vaswani et al. 2017), learned absolute, and rotary (RoPE,
+Su et al. 2021) with long-context scaling (linear interpolation, NTK-aware, YaRN, Llama 3).
+
+Absolute encodings are added to the token embeddings; RoPE is handed to attention and
+rotates queries and keys instead. RoPE here uses the "rotate-half" layout: dimension i is
+paired with dimension i + head_dim/2 (as Hugging Face Llama does), and the pair is rotated
+by the angle m * theta_i at position m.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from gptlab.config import GPTConfig
+
+
+def sinusoidal_table(positions: Tensor, d_model: int) -> Tensor:
+    """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d)).
+
+    positions: (T,) integers; returns (T, d_model) float32. Odd d_model drops the last cos.
+    """
+    i2 = torch.arange(0, d_model, 2, dtype=torch.float64, device=positions.device)
+    angles = positions.to(torch.float64)[:, None] / (10000.0 ** (i2 / d_model))  # (T, d/2)
+    table = torch.empty(len(positions), d_model, dtype=torch.float64, device=positions.device)
+    table[:, 0::2] = torch.sin(angles)
+    table[:, 1::2] = torch.cos(angles[:, : d_model // 2])
+    return table.to(torch.float32)
+
+
+class SinusoidalPositions(nn.Module):
+    """The 2017 paper's fixed encoding: no parameters, any length."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.n_embd = config.n_embd
+
+    def forward(self, positions: Tensor) -> Tensor:
+        return sinusoidal_table(positions, self.n_embd)
+
+
+class LearnedPositions(nn.Embedding):
+    """One trained vector per position, GPT-2 style; only block_size positions exist."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__(config.block_size, config.n_embd)
+
+
+def build_absolute_positions(config: GPTConfig) -> nn.Module | None:
+    """The module whose output is added to token embeddings, or None (RoPE and 'none')."""
+    builders = {"learned": LearnedPositions, "sinusoidal": SinusoidalPositions}
+    builder = builders.get(config.pos_encoding)
+    return builder(config) if builder else None
+
+
+# ----------------------------------------------------------------------------- RoPE
+
+
+def rope_inverse_frequencies(
+    head_dim: int, base: float, scaling: dict[str, Any] | None = None
+) -> tuple[Tensor, float]:
+    """theta_i = base^(-2i/d) for i < d/2, adjusted by a long-context scaling rule.
+
+    Returns (inv_freq (head_dim/2,) float32, attention_factor). The factor multiplies cos
+    and sin (YaRN's temperature correction); it is 1.0 for every other rule. Arithmetic
+    follows Hugging Face's `rope_utils` step for step so converted models match exactly.
+    """
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).to(torch.float32) / head_dim
+    kind = scaling["type"] if scaling else None
+    factor = float(scaling["factor"]) if scaling else 1.0
+    if kind == "ntk":
+        # NTK-aware scaling (bloc97, 2023): raise the base so the lowest frequency stretches
+        # by `factor` while the highest barely moves.
+        base = base * factor ** (head_dim / (head_dim - 2))
+    inv_freq = 1.0 / (base**exponents)
+    if kind == "linear":
+        # Position interpolation (Chen et al. 2023): positions m become m / factor.
+        return inv_freq / factor, 1.0
+    if kind == "yarn":
+        return _yarn(inv_freq, head_dim, base, factor, scaling)
+    if kind == "llama3":
+        return _llama3(inv_freq, factor, scaling), 1.0
+    return inv_freq, 1.0
+
+
+def _yarn(
+    inv_freq: Tensor, head_dim: int, base: float, factor: float, scaling: dict[str, Any]
+) -> tuple[Tensor, float]:
+    """YaRN (Peng et al. 2023): interpolate low frequencies, keep high ones, ramp between."""
+    original = scaling["original_max_position_embeddings"]
+    beta_fast = scaling.get("beta_fast") or 32.0
+    beta_slow = scaling.get("beta_slow") or 1.0
+    attention_factor = scaling.get("attention_factor")
+    if attention_factor is None:
+        attention_factor = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+
+    def dim_for_rotations(rotations: float) -> float:
+        # The dimension whose wavelength fits `rotations` times into the original context.
+        return head_dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = dim_for_rotations(beta_fast), dim_for_rotations(beta_slow)
+    if scaling.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, head_dim - 1)
+    if low == high:
+        high += 0.001  # avoid a zero-width ramp
+    ramp = (torch.arange(head_dim // 2, dtype=torch.float32) - low) / (high - low)
+    extrapolation_weight = 1 - ramp.clamp(0, 1)
+    interpolated = inv_freq / factor
+    return (
+        interpolated * (1 - extrapolation_weight) + inv_freq * extrapolation_weight,
+        float(attention_factor),
+    )
+
+
+def _llama3(inv_freq: Tensor, factor: float, scaling: dict[str, Any]) -> Tensor:
+    """Llama 3.1's rule: long wavelengths divided by factor, short kept, smooth between."""
+    low_freq_factor = scaling.get("low_freq_factor", 1.0)
+    high_freq_factor = scaling.get("high_freq_factor", 4.0)
+    original = scaling["original_max_position_embeddings"]
+    low_freq_wavelen = original / low_freq_factor
+    high_freq_wavelen = original / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth = (original / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    is_medium = (wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen)
+    return torch.where(is_medium, smoothed, scaled)
+
+
+class RotaryEmbedding(nn.Module):
+    """cos and sin of m * theta_i for the positions asked, in rotate-half layout."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        inv_freq, self.attention_factor = rope_inverse_frequencies(
+            config.head_dim, config.rope_base, config.rope_scaling
+        )
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """positions (T,) -> cos, sin, each (T, head_dim) float32."""
+        angles = positions.to(torch.float32)[:, None] * self.inv_freq[None, :]  # (T, hs/2)
+        angles = torch.cat((angles, angles), dim=-1)  # (T, hs): pair i with i + hs/2
+        return angles.cos() * self.attention_factor, angles.sin() * self.attention_factor
+
+
+def rotate_half(x: Tensor) -> Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate each pair (x_i, x_{i+d/2}) of x (..., T, hs) by its angle."""
+    return (x * cos.to(x.dtype)) + (rotate_half(x) * sin.to(x.dtype))

@@ -1,0 +1,109 @@
+"""Choosing the next token: temperature, top-k, top-p (nucleus), greedy; and the cached
+decoding loop that `GPT.generate` and `gptlab sample` share.
+
+Past the context: once the KV cache holds block_size positions, the oldest half of the
+text is dropped and the newest block_size // 2 tokens are encoded again in one pass, so
+decoding goes on with a cache that is half full. Each new token then sees at least half a
+context of history, and the re-encoding costs one prefill per block_size // 2 tokens.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+
+import torch
+from torch import Tensor
+
+from gptlab.errors import UsageError
+
+
+def check_sampling_args(temperature: float, top_k: int | None, top_p: float | None) -> None:
+    if temperature < 0:
+        raise UsageError(f"temperature must be >= 0, got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise UsageError(f"top_k must be >= 1, got {top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise UsageError(f"top_p must be in (0, 1], got {top_p}")
+
+
+def filter_logits(
+    logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None
+) -> Tensor:
+    """logits (B, V) -> temperature-scaled logits with every excluded token at -inf.
+
+    top_k keeps the k largest (ties at the k-th value kept too); top_p keeps the smallest
+    set of most likely tokens whose probabilities sum to at least top_p. Temperature 0 keeps
+    only the argmax.
+    """
+    check_sampling_args(temperature, top_k, top_p)
+    if temperature == 0:
+        top_k, temperature = 1, 1.0
+    logits = logits.float() / temperature
+    if top_k is not None and top_k < logits.size(-1):
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        mass_before = probs.cumsum(dim=-1) - probs  # probability of strictly likelier tokens
+        drop_sorted = mass_before >= top_p  # the set was complete before this token
+        drop = drop_sorted.scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def sample_next(
+    logits: Tensor, temperature: float = 1.0, top_k: int | None = None,
+    top_p: float | None = None, generator: torch.Generator | None = None,
+) -> Tensor:
+    """logits (B, V) -> next token ids (B, 1)."""
+    filtered = filter_logits(logits, temperature, top_k, top_p)
+    if temperature == 0 or top_k == 1:
+        return filtered.argmax(dim=-1, keepdim=True)
+    probs = torch.softmax(filtered, dim=-1)
+    return torch.multinomial(probs, num_samples=1, generator=generator)
+
+
+@torch.inference_mode()
+def generate_tokens(
+    model: torch.nn.Module,
+    idx: Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> Iterator[Tensor]:
+    """Yield max_new_tokens next tokens, each (B, 1), as soon as each is chosen.
+
+    idx (B, T) is the prompt; a prompt longer than the context is cropped from the left,
+    with a warning. Decoding uses a preallocated KV cache (see the module docstring).
+    """
+    check_sampling_args(temperature, top_k, top_p)
+    if idx.shape[1] == 0:
+        raise UsageError("the prompt is empty: give at least one token")
+    block_size = model.config.block_size
+    if idx.shape[1] > block_size:
+        warnings.warn(
+            f"prompt of {idx.shape[1]} tokens cropped to the last {block_size} "
+            f"(the model's context)", stacklevel=2)
+        idx = idx[:, -block_size:]
+    was_training = model.training
+    model.eval()
+    try:
+        cache = model.new_kv_cache(idx.shape[0], block_size)
+        window = idx  # the tokens the cache holds, kept to re-encode when it fills
+        logits, _ = model(idx, cache=cache)
+        for _ in range(max_new_tokens):
+            token = sample_next(logits[:, -1], temperature, top_k, top_p, generator)
+            yield token
+            window = torch.cat([window, token], dim=1)
+            if cache.length == block_size:
+                window = window[:, -(block_size // 2):]
+                cache.reset()
+                logits, _ = model(window, cache=cache)
+            else:
+                logits, _ = model(token, cache=cache)
+    finally:
+        model.train(was_training)
