@@ -1,0 +1,220 @@
+"""Corpora -> token files -> batches.
+
+A data directory holds `train.bin` and `val.bin` (token ids, flat, native-endian uint16,
+or uint32 when the vocabulary exceeds 65535), the `tokenizer.json` that produced them and
+a `meta.json` describing both. `meta.json` is written last, so a directory with one is
+complete. The split follows nanoGPT's data/shakespeare_char/prepare.py: the TEXT is cut at
+int(n * (1 - val_fraction)) characters, then each part is encoded on its own.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gptlab.errors import UsageError
+from gptlab.io import atomic_path, atomic_write_text
+from gptlab.tokenizers import CharTokenizer, Tokenizer
+
+META_VERSION = 1
+FILES = ("train.bin", "val.bin", "tokenizer.json", "meta.json")
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    return np.dtype(np.uint16) if vocab_size <= 65535 else np.dtype(np.uint32)
+
+
+def read_text(path: str | Path) -> str:
+    """A UTF-8 text file, or a folder's .txt files in name order joined by newlines."""
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"input not found: {path}")
+    if path.is_dir():
+        files = sorted(p for p in path.glob("*.txt") if p.is_file())
+        if not files:
+            raise UsageError(f"no .txt files in folder {path}")
+    else:
+        files = [path]
+    parts = [_read_utf8(f) for f in files]
+    # Files that end without a newline still start the next one on a new line.
+    return "".join(p if p.endswith("\n") or i == len(parts) - 1 else p + "\n"
+                   for i, p in enumerate(parts))
+
+
+def _read_utf8(path: Path) -> str:
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"{path} is not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start}"
+        ) from None
+    return text.removeprefix("\ufeff")  # a byte-order mark is not part of the text
+
+
+def split_text(text: str, val_fraction: float = 0.1) -> tuple[str, str]:
+    """First (1 - val_fraction) of the characters for training, the rest for validation."""
+    if not 0.0 < val_fraction < 1.0:
+        raise UsageError(f"--val-fraction must be between 0 and 1 (exclusive), got {val_fraction}")
+    if not text.strip():
+        raise UsageError("the corpus is empty (or only whitespace)")
+    n = len(text)
+    cut = int(n * (1.0 - val_fraction))
+    if cut == 0 or cut == n:
+        raise UsageError(
+            f"the corpus has {n} characters, too few to split with --val-fraction {val_fraction}"
+        )
+    return text[:cut], text[cut:]
+
+
+def encode_tokens(tokenizer: Tokenizer, text: str) -> np.ndarray:
+    if isinstance(tokenizer, CharTokenizer):
+        return tokenizer.encode_array(text)  # same ids as encode(), without a Python list
+    return np.asarray(tokenizer.encode(text), dtype=np.int64)
+
+
+def prepare(
+    text: str,
+    out_dir: str | Path,
+    tokenizer: Tokenizer,
+    val_fraction: float = 0.1,
+    source: str = "",
+) -> dict:
+    """Split, encode and write a data directory; return its meta dict."""
+    train_text, val_text = split_text(text, val_fraction)
+    dtype = token_dtype(tokenizer.vocab_size)
+    splits = {
+        "train": encode_tokens(tokenizer, train_text),
+        "val": encode_tokens(tokenizer, val_text),
+    }
+    for name, ids in splits.items():
+        if ids.size == 0:
+            raise UsageError(f"the {name} split encodes to no tokens")
+        if ids.min() < 0 or ids.max() >= tokenizer.vocab_size:
+            raise UsageError(
+                f"the tokenizer produced ids outside its vocabulary of {tokenizer.vocab_size}"
+            )
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out {out_dir} exists and is not a directory")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Without meta.json the directory reads as incomplete until the new one lands.
+    (out_dir / "meta.json").unlink(missing_ok=True)
+    for name, ids in splits.items():
+        with atomic_path(out_dir / f"{name}.bin") as tmp:
+            ids.astype(dtype).tofile(tmp)
+    tokenizer.save(out_dir / "tokenizer.json")
+    meta = {
+        "version": META_VERSION,
+        "vocab_size": int(tokenizer.vocab_size),
+        "dtype": dtype.name,
+        "tokenizer": tokenizer.kind,
+        "train_tokens": int(splits["train"].size),
+        "val_tokens": int(splits["val"].size),
+        "val_fraction": float(val_fraction),
+        "source": source,
+    }
+    atomic_write_text(out_dir / "meta.json", json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
+@dataclass
+class TokenData:
+    train: np.ndarray  # read-only memmap of token ids
+    val: np.ndarray
+    meta: dict
+    vocab_size: int
+    tokenizer_path: Path
+
+    def split(self, name: str) -> np.ndarray:
+        return {"train": self.train, "val": self.val}[name]
+
+
+def load_data(data_dir: str | Path) -> TokenData:
+    """Open a data directory written by `prepare`, checking it against its meta.json."""
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise UsageError(f"data directory not found: {data_dir} (make one with `gptlab prepare`)")
+    meta = _read_meta(data_dir / "meta.json")
+    dtype = np.dtype(meta["dtype"])
+    arrays = {}
+    for name in ("train", "val"):
+        path = data_dir / f"{name}.bin"
+        if not path.is_file():
+            raise UsageError(f"missing {path}")
+        expected = meta[f"{name}_tokens"] * dtype.itemsize
+        if path.stat().st_size != expected:
+            raise UsageError(
+                f"{path} has {path.stat().st_size} bytes but meta.json says "
+                f"{meta[f'{name}_tokens']} {dtype.name} tokens ({expected} bytes)"
+            )
+        arrays[name] = np.memmap(path, dtype=dtype, mode="r")
+    tokenizer_path = data_dir / "tokenizer.json"
+    if not tokenizer_path.is_file():
+        raise UsageError(f"missing {tokenizer_path}")
+    return TokenData(arrays["train"], arrays["val"], meta, meta["vocab_size"], tokenizer_path)
+
+
+def _read_meta(path: Path) -> dict:
+    if not path.is_file():
+        raise UsageError(f"missing {path} (an incomplete data directory? rerun `gptlab prepare`)")
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(meta, dict):
+        raise UsageError(f"{path} must hold a JSON object")
+    if meta.get("version") != META_VERSION:
+        raise UsageError(f"{path}: unsupported version {meta.get('version')!r}")
+    for key in ("vocab_size", "train_tokens", "val_tokens"):
+        value = meta.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UsageError(f"{path}: {key} must be a positive integer, got {value!r}")
+    if meta.get("dtype") not in ("uint16", "uint32"):
+        raise UsageError(f"{path}: dtype must be uint16 or uint32, got {meta.get('dtype')!r}")
+    expected_dtype = token_dtype(meta["vocab_size"]).name
+    if meta["dtype"] != expected_dtype:
+        raise UsageError(
+            f"{path}: dtype {meta['dtype']} does not match vocab_size {meta['vocab_size']} "
+            f"(expected {expected_dtype})"
+        )
+    return meta
+
+
+def check_enough_tokens(data: TokenData, block_size: int) -> None:
+    """One (x, y) window needs block_size + 1 tokens in each split."""
+    for name in ("train", "val"):
+        n = len(data.split(name))
+        if n <= block_size:
+            raise UsageError(
+                f"the {name} split has {n} tokens, too few for one block of {block_size} "
+                f"(needs at least {block_size + 1}): use more text, a different "
+                f"--val-fraction or a smaller block_size"
+            )
+
+
+def get_batch(
+    tokens: np.ndarray,
+    batch_size: int,
+    block_size: int,
+    generator: torch.Generator,
+    device: str | torch.device = "cpu",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random contiguous windows: x (B, T) int64 and y, the same windows shifted by one."""
+    if len(tokens) <= block_size:
+        raise UsageError(f"{len(tokens)} tokens are too few for one block of {block_size}")
+    offsets = torch.randint(len(tokens) - block_size, (batch_size,), generator=generator)
+    # One fancy-indexing gather reads all windows from the memmap: (B, T + 1).
+    index = offsets.numpy()[:, None] + np.arange(block_size + 1)
+    windows = torch.from_numpy(np.asarray(tokens[index]).astype(np.int64))
+    x, y = windows[:, :-1], windows[:, 1:]
+    device = torch.device(device)
+    if device.type == "cuda":
+        # Pinned host memory lets the copy overlap with the GPU's work.
+        return (x.pin_memory().to(device, non_blocking=True),
+                y.pin_memory().to(device, non_blocking=True))
+    return x.contiguous().to(device), y.contiguous().to(device)

@@ -1,0 +1,170 @@
+"""Tokenizers: character-level, byte-level BPE, and any Hugging Face `tokenizer.json`.
+
+All three save to and load from one `tokenizer.json`, so a data directory and a run
+directory carry the exact tokenizer their token ids mean. Our character format is
+`{"type": "gptlab-char", "chars": [...]}`; everything else is the `tokenizers` library's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import tokenizers as hf
+from tokenizers import decoders, models, pre_tokenizers, trainers
+
+from gptlab.errors import UsageError
+from gptlab.io import atomic_write_text
+
+CHAR_FORMAT = "gptlab-char"
+# Byte-level BPE starts from all 256 bytes; it needs room for at least one merge on top.
+MIN_BPE_VOCAB = 257
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    vocab_size: int
+    kind: str  # "char" | "bpe" | "file" (a loaded Hugging Face tokenizer.json)
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+    def save(self, path: str | Path) -> None: ...
+
+
+class CharTokenizer:
+    """One id per character; the vocabulary is the corpus's characters sorted by code point
+    (as nanoGPT's shakespeare_char), so the same text always gives the same ids."""
+
+    kind = "char"
+
+    def __init__(self, chars: Sequence[str]):
+        chars = list(chars)
+        if not chars or any(not isinstance(c, str) or len(c) != 1 for c in chars):
+            raise UsageError("a character vocabulary must be a non-empty list of single characters")
+        if sorted(set(chars)) != chars:
+            raise UsageError("a character vocabulary must be sorted and without repeats")
+        self.chars = chars
+        self.vocab_size = len(chars)
+        # Code points in id order: encoding is one searchsorted over the whole text.
+        self._codes = np.array([ord(c) for c in chars], dtype=np.uint32)
+
+    @classmethod
+    def from_text(cls, text: str) -> CharTokenizer:
+        if not text:
+            raise UsageError("cannot build a character vocabulary from empty text")
+        return cls(sorted(set(text)))
+
+    def encode(self, text: str) -> list[int]:
+        return self.encode_array(text).tolist()
+
+    def encode_array(self, text: str) -> np.ndarray:
+        """Like `encode`, as an int64 array; fast for whole corpora (no per-char Python)."""
+        codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        ids = np.searchsorted(self._codes, codes)
+        ids_in_range = np.minimum(ids, self.vocab_size - 1)
+        unknown = self._codes[ids_in_range] != codes
+        if unknown.any():
+            missing = sorted({chr(c) for c in codes[unknown].tolist()})
+            shown = ", ".join(repr(c) for c in missing[:10])
+            more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+            raise UsageError(f"characters not in the vocabulary: {shown}{more}")
+        return ids.astype(np.int64)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        ids = [int(i) for i in ids]
+        _check_ids(ids, self.vocab_size)
+        return "".join([self.chars[i] for i in ids])
+
+    def to_dict(self) -> dict:
+        return {"type": CHAR_FORMAT, "chars": self.chars}
+
+    def save(self, path: str | Path) -> None:
+        atomic_write_text(path, json.dumps(self.to_dict(), ensure_ascii=False) + "\n")
+
+
+class HFTokenizer:
+    """A `tokenizers.Tokenizer`: byte-level BPE trained here (kind "bpe") or any
+    tokenizer.json loaded from a file (kind "file"), e.g. GPT-2's."""
+
+    def __init__(self, tokenizer: hf.Tokenizer, kind: str = "file"):
+        self.tokenizer = tokenizer
+        self.kind = kind
+        self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+
+    @classmethod
+    def train_bpe(cls, text: str, vocab_size: int) -> HFTokenizer:
+        """Byte-level BPE as GPT-2's: any text encodes (no unknown token) and decodes back."""
+        if vocab_size < MIN_BPE_VOCAB:
+            raise UsageError(
+                f"--vocab-size {vocab_size} is too small for byte-level BPE: it needs at least "
+                f"{MIN_BPE_VOCAB} (the 256 bytes plus one merge)"
+            )
+        if not text.strip():
+            raise UsageError("cannot train BPE on empty text")
+        tok = hf.Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            min_frequency=2,  # a pair seen once is noise, not a merge worth a vocabulary slot
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
+        # One sequence, not an iterator of chunks: the result must not depend on batching.
+        tok.train_from_iterator([text], trainer=trainer)
+        return cls(tok, kind="bpe")
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> HFTokenizer:
+        path = Path(path)
+        try:
+            return cls(hf.Tokenizer.from_file(str(path)), kind="file")
+        except Exception as exc:  # the library raises plain Exception on bad JSON
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise UsageError(f"{path} is not a valid tokenizer.json: {reason}") from None
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        ids = [int(i) for i in ids]
+        _check_ids(ids, self.vocab_size)
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+    def save(self, path: str | Path) -> None:
+        atomic_write_text(path, self.tokenizer.to_str())
+
+
+def load_tokenizer(path: str | Path) -> Tokenizer:
+    """Load one tokenizer.json: our character format or the `tokenizers` library's."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"tokenizer file not found: {path}")
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{path} is not a valid tokenizer.json: {exc}") from None
+    if isinstance(spec, dict) and spec.get("type") == CHAR_FORMAT:
+        chars = spec.get("chars")
+        if not isinstance(chars, list):
+            raise UsageError(f"{path}: a gptlab-char tokenizer needs a list of characters")
+        try:
+            return CharTokenizer(chars)
+        except UsageError as exc:
+            raise UsageError(f"{path}: {exc}") from None
+    if not isinstance(spec, dict) or "model" not in spec:
+        raise UsageError(
+            f"{path} is neither a gptlab-char nor a Hugging Face tokenizers tokenizer.json"
+        )
+    return HFTokenizer.from_file(path)
+
+
+def _check_ids(ids: list[int], vocab_size: int) -> None:
+    bad = [i for i in ids if not 0 <= i < vocab_size]
+    if bad:
+        raise UsageError(f"token id {bad[0]} is outside the vocabulary (0..{vocab_size - 1})")
