@@ -1,0 +1,107 @@
+"""The only place that reads and writes model files.
+
+A model directory holds `config.json` (GPTConfig.to_dict) and `model.safetensors` (the
+unwrapped model's weights; a tied lm_head is stored once, as `wte.weight`), optionally a
+`tokenizer.json`. Training adds its own files beside them (see gptlab.train). Every write is
+atomic, and nothing is loaded with pickle.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from gptlab.config import GPTConfig
+from gptlab.errors import UsageError
+from gptlab.io import atomic_path, atomic_write_text
+from gptlab.model import GPT
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+TOKENIZER_FILE = "tokenizer.json"
+
+
+def unwrap(model: torch.nn.Module) -> GPT:
+    """The GPT inside a DistributedDataParallel and/or torch.compile wrapper."""
+    while True:
+        if hasattr(model, "module"):  # DistributedDataParallel
+            model = model.module
+        elif hasattr(model, "_orig_mod"):  # torch.compile
+            model = model._orig_mod
+        else:
+            return model
+
+
+def weights_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """State dict to save: tied lm_head dropped (it is wte), every tensor contiguous."""
+    gpt = unwrap(model)
+    state = gpt.state_dict()
+    if gpt.config.tie_embeddings:
+        state.pop("lm_head.weight", None)
+    return {name: t.detach().contiguous() for name, t in state.items()}
+
+
+def save_weights(model: torch.nn.Module, path: str | Path) -> None:
+    with atomic_path(path) as tmp:
+        save_file(weights_state(model), str(tmp), metadata={"format": "pt"})
+
+
+def load_weights(model: GPT, path: str | Path) -> None:
+    """Load model.safetensors into model, checking every name and shape against it."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"weights file not found: {path}")
+    try:
+        state = load_file(str(path), device=str(model.wte.weight.device))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise UsageError(f"{path} is not a readable safetensors file ({exc})") from None
+    expected = weights_state(model)
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if missing or unexpected:
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}")
+        if unexpected:
+            extra = ", ".join(unexpected[:4]) + (" ..." if len(unexpected) > 4 else "")
+            parts.append(f"unexpected {extra}")
+        raise UsageError(f"{path} does not match its config: {'; '.join(parts)}")
+    for name, tensor in expected.items():
+        if state[name].shape != tensor.shape:
+            raise UsageError(
+                f"{path} does not match its config: {name} has shape "
+                f"{tuple(state[name].shape)}, config says {tuple(tensor.shape)}"
+            )
+    model.load_state_dict(state, strict=not model.config.tie_embeddings)
+
+
+def save_model(model: torch.nn.Module, out_dir: str | Path) -> None:
+    """Write config.json and model.safetensors into out_dir (weights first, so a config
+    never points at weights that are not there yet)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    gpt = unwrap(model)
+    save_weights(gpt, out_dir / WEIGHTS_FILE)
+    atomic_write_text(out_dir / CONFIG_FILE, json.dumps(gpt.config.to_dict(), indent=2) + "\n")
+
+
+def load_config(model_dir: str | Path) -> GPTConfig:
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        raise UsageError(f"model directory not found: {model_dir}")
+    if not (model_dir / CONFIG_FILE).is_file():
+        raise UsageError(f"{model_dir} has no {CONFIG_FILE}: not a gptlab model directory")
+    return GPTConfig.from_json(model_dir / CONFIG_FILE)
+
+
+def load_model(model_dir: str | Path, device: str | torch.device = "cpu") -> GPT:
+    """The GPT saved in model_dir, in eval mode, on device."""
+    config = load_config(model_dir)
+    with torch.device(device):
+        model = GPT(config)
+    load_weights(model, Path(model_dir) / WEIGHTS_FILE)
+    return model.eval()
