@@ -69,7 +69,9 @@ class CharTokenizer:
         ids_in_range = np.minimum(ids, self.vocab_size - 1)
         unknown = self._codes[ids_in_range] != codes
         if unknown.any():
-            missing = sorted({chr(c) for c in codes[unknown].tolist()})
+            # Listed in order of first appearance, so the first one shown is the first to fix.
+            unknown_codes, first = np.unique(codes[unknown], return_index=True)
+            missing = [chr(c) for c in unknown_codes[np.argsort(first)].tolist()]
             shown = ", ".join(repr(c) for c in missing[:10])
             more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
             raise UsageError(f"characters not in the vocabulary: {shown}{more}")
