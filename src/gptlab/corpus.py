@@ -28,6 +28,7 @@ _SPEAKER = re.compile(r"^\*\*(?P<name>[^*]+)\*\*$")
 # `_\[Aside]_`, `__\[Awaking]_`, `*Exit.*`.
 _INLINE_DIRECTION = re.compile(r"_+\\?\[[^\]]*\]_|_[^_]+_|\*[^*]+\*")
 _ESCAPE = re.compile(r"\\(.)")  # markdown escapes: `\--`, `\[`, `\.`
+_SPACES = re.compile(r" {2,}")  # left where a direction was cut out of a line
 
 
 def _plays_dir() -> Path:
@@ -75,7 +76,8 @@ def play_to_text(markdown: str) -> str:
             if len(line) == 1 or not line.endswith(closer):
                 direction_closer = closer
             continue  # a stage direction on its own line(s)
-        text = _ESCAPE.sub(r"\1", _INLINE_DIRECTION.sub("", line)).strip()
+        text = _ESCAPE.sub(r"\1", _INLINE_DIRECTION.sub("", line))
+        text = _SPACES.sub(" ", text).strip()
         if text and speeches and speeches[-1][0]:
             speeches[-1][1].append(text)
     return "".join(f"{name}:\n" + "\n".join(lines) + "\n\n" for name, lines in speeches if lines)
