@@ -75,27 +75,36 @@ def rope_inverse_frequencies(
         # NTK-aware scaling (bloc97, 2023): raise the base so the lowest frequency stretches
         # by `factor` while the highest barely moves.
         base = base * factor ** (head_dim / (head_dim - 2))
-    inv_freq = 1.0 / (base**exponents)
+    wavelength_scale = base**exponents  # 1 / theta_i
+    inv_freq = 1.0 / wavelength_scale
     if kind == "linear":
         # Position interpolation (Chen et al. 2023): positions m become m / factor.
         return inv_freq / factor, 1.0
     if kind == "yarn":
-        return _yarn(inv_freq, head_dim, base, factor, scaling)
+        return _yarn(wavelength_scale, head_dim, base, factor, scaling)
     if kind == "llama3":
         return _llama3(inv_freq, factor, scaling), 1.0
     return inv_freq, 1.0
 
 
 def _yarn(
-    inv_freq: Tensor, head_dim: int, base: float, factor: float, scaling: dict[str, Any]
+    wavelength_scale: Tensor, head_dim: int, base: float, factor: float, scaling: dict[str, Any]
 ) -> tuple[Tensor, float]:
     """YaRN (Peng et al. 2023): interpolate low frequencies, keep high ones, ramp between."""
     original = scaling["original_max_position_embeddings"]
     beta_fast = scaling.get("beta_fast") or 32.0
     beta_slow = scaling.get("beta_slow") or 1.0
+
+    def temperature(mscale: float = 1.0) -> float:  # the paper's sqrt(1/t) = 0.1 ln(s) + 1
+        return 0.1 * mscale * math.log(factor) + 1.0 if factor > 1 else 1.0
+
     attention_factor = scaling.get("attention_factor")
     if attention_factor is None:
-        attention_factor = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+        mscale, mscale_all_dim = scaling.get("mscale"), scaling.get("mscale_all_dim")
+        if mscale and mscale_all_dim:  # DeepSeek's variant
+            attention_factor = temperature(mscale) / temperature(mscale_all_dim)
+        else:
+            attention_factor = temperature()
 
     def dim_for_rotations(rotations: float) -> float:
         # The dimension whose wavelength fits `rotations` times into the original context.
@@ -109,9 +118,9 @@ def _yarn(
         high += 0.001  # avoid a zero-width ramp
     ramp = (torch.arange(head_dim // 2, dtype=torch.float32) - low) / (high - low)
     extrapolation_weight = 1 - ramp.clamp(0, 1)
-    interpolated = inv_freq / factor
+    extrapolated, interpolated = 1.0 / wavelength_scale, 1.0 / (factor * wavelength_scale)
     return (
-        interpolated * (1 - extrapolation_weight) + inv_freq * extrapolation_weight,
+        interpolated * (1 - extrapolation_weight) + extrapolated * extrapolation_weight,
         float(attention_factor),
     )
 
