@@ -1,0 +1,348 @@
+"""What each view of the lab computes, as plain functions of the request body.
+
+Each takes the parsed JSON body (a dict), checks it (gptlab.lab.validate), calls gptlab's
+own code and returns JSON-ready data. Masked scores (-inf) are sent as null, since JSON
+has no infinities; the page draws them as -inf.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import zlib
+from typing import Any
+
+import torch
+
+from gptlab import presets
+from gptlab.attention import attention_steps, attention_weights
+from gptlab.config import GPTConfig
+from gptlab.errors import GptlabError, UsageError
+from gptlab.lab import validate as v
+from gptlab.lab.runs import Runs
+from gptlab.positional import RotaryEmbedding, apply_rope, sinusoidal_table
+
+DEFAULT_TOKENS = "cat sat on the mat"
+DEFAULT_D = 4
+# Models are shared by every request; their capture switches are not.
+_model_lock = threading.Lock()
+
+
+def to_json(t: torch.Tensor) -> Any:
+    """A tensor as nested lists, -inf as None (JSON has no infinities)."""
+    t = t.detach().to(torch.float64)
+    if torch.isinf(t).any():
+        return [to_json(row) for row in t] if t.dim() > 1 else [
+            None if math.isinf(x) else x for x in t.tolist()]
+    return t.tolist()
+
+
+# ----------------------------------------------------------------------------- 1. calculator
+
+
+def seeded_inputs(tokens: list[str], d: int, seed: int) -> dict[str, torch.Tensor]:
+    """Embeddings and W_Q, W_K, W_V rounded to 2 decimals, so a learner can redo the sums.
+
+    A token's embedding depends on the seed and the token's text only: "the" twice gives
+    two equal rows, and editing one token leaves the others' rows alone.
+    """
+    def randn(shape: tuple[int, ...], key: int, scale: float = 1.0) -> torch.Tensor:
+        g = torch.Generator().manual_seed(key)
+        sample = torch.randn(shape, generator=g, dtype=torch.float64) * scale
+        return torch.round(sample * 100) / 100
+
+    x = torch.stack([randn((d,), zlib.crc32(f"{seed}:{tok}".encode())) for tok in tokens])
+    w = randn((3, d, d), seed, scale=1 / math.sqrt(d))  # keeps q.k on the scale of x.x
+    return {"x": x, "w_q": w[0], "w_k": w[1], "w_v": w[2]}
+
+
+def attention_view(body: dict[str, Any]) -> dict[str, Any]:
+    """Every stage of one head, for the mask switch's both positions (`causal` selects
+    which one is the main result; `other` holds the rest, so the page can show the diff)."""
+    tokens = v.tokens(body.get("tokens", DEFAULT_TOKENS))
+    d = v.integer(body, "d", 1, v.MAX_DIM, DEFAULT_D)
+    seed = v.integer(body, "seed", 0, 2**31 - 1, 0)
+    causal = v.boolean(body, "causal", True)
+    inputs = seeded_inputs(tokens, d, seed)
+    for name in ("x", "w_q", "w_k", "w_v"):  # edited cells replace the seeded ones
+        if body.get(name) is not None:
+            rows = len(tokens) if name == "x" else d
+            inputs[name] = torch.tensor(v.matrix(body[name], name, rows, d), dtype=torch.float64)
+    steps = attention_steps(inputs["x"], inputs["w_q"], inputs["w_k"], inputs["w_v"],
+                            causal=causal)
+    other = attention_steps(inputs["x"], inputs["w_q"], inputs["w_k"], inputs["w_v"],
+                            causal=not causal)
+    out = {"tokens": tokens, "d": d, "d_k": d, "seed": seed, "causal": causal,
+           "sqrt_d_k": math.sqrt(d)}
+    out.update({name: to_json(t) for name, t in inputs.items()})
+    out.update({name: to_json(t) for name, t in steps.items()})
+    out["other"] = {name: to_json(steps_t) for name, steps_t in other.items()
+                    if name in ("masked", "weights", "out")}
+    return out
+
+
+# ----------------------------------------------------------------------------- 2. sqrt(d_k)
+
+
+def _softmax_stats(weights: torch.Tensor) -> dict[str, float]:
+    """weights (Q, K): mean largest weight and mean entropy (nats) over the rows."""
+    entropy = -(weights * torch.log(weights.clamp_min(1e-300))).sum(-1)
+    return {"max_weight": weights.max(-1).values.mean().item(), "entropy": entropy.mean().item()}
+
+
+def _histogram(values: torch.Tensor, lo: float, hi: float, bins: int) -> list[int]:
+    return torch.histc(values.clamp(lo, hi), bins=bins, min=lo, max=hi).long().tolist()
+
+
+def scaling_view(body: dict[str, Any]) -> dict[str, Any]:
+    """q, k with N(0, 1) entries: q.k has variance d_k, so unscaled scores grow like
+    sqrt(d_k) and the softmax saturates; dividing by sqrt(d_k) keeps the variance 1."""
+    d_k = v.integer(body, "d_k", 1, 4096, 64)
+    n_keys = v.integer(body, "n_keys", 2, v.MAX_TOKENS, 16)
+    seed = v.integer(body, "seed", 0, 2**31 - 1, 0)
+    n_queries = 256
+
+    def sample(dim: int) -> dict[str, Any]:
+        g = torch.Generator().manual_seed(seed * 7919 + dim)
+        q = torch.randn(n_queries, dim, generator=g, dtype=torch.float64)
+        k = torch.randn(n_keys, dim, generator=g, dtype=torch.float64)
+        raw = q @ k.T  # (Q, K)
+        return {"raw": raw, "unscaled_w": torch.softmax(raw, dim=-1),
+                "scaled_w": attention_weights(q, k)}  # the library's softmax(qk^T/sqrt(d_k))
+
+    s = sample(d_k)
+    raw, scaled = s["raw"], s["raw"] / math.sqrt(d_k)
+    span = max(4.0, 4 * math.sqrt(d_k))
+    sweep = []
+    for dim in [2**i for i in range(0, 13) if 2**i <= max(d_k, 1024)]:
+        t = sample(dim)
+        sweep.append({"d_k": dim, "unscaled": _softmax_stats(t["unscaled_w"]),
+                      "scaled": _softmax_stats(t["scaled_w"]),
+                      "std_raw": t["raw"].std().item()})
+    return {
+        "d_k": d_k, "n_keys": n_keys, "n_queries": n_queries, "seed": seed,
+        "std_raw": raw.std().item(), "std_scaled": scaled.std().item(),
+        "expected_std_raw": math.sqrt(d_k),
+        "hist_range": [-span, span], "bins": 40,
+        "hist_raw": _histogram(raw.flatten(), -span, span, 40),
+        "hist_scaled": _histogram(scaled.flatten(), -span, span, 40),
+        "unscaled": _softmax_stats(s["unscaled_w"]), "scaled": _softmax_stats(s["scaled_w"]),
+        "max_entropy": math.log(n_keys),
+        "example_row_unscaled": s["unscaled_w"][0].tolist(),
+        "example_row_scaled": s["scaled_w"][0].tolist(),
+        "sweep": sweep,
+    }
+
+
+# ----------------------------------------------------------------------------- 4. positions
+
+
+def sinusoidal_view(body: dict[str, Any]) -> dict[str, Any]:
+    positions = v.integer(body, "positions", 1, 256, 64)
+    d_model = v.integer(body, "d_model", 2, 256, 64)
+    table = sinusoidal_table(torch.arange(positions), d_model)  # (T, d)
+    return {"positions": positions, "d_model": d_model, "table": table.tolist(),
+            "similarity": (table @ table.T).tolist()}
+
+
+def rope_config(head_dim: int, base: float, positions: int) -> GPTConfig:
+    return GPTConfig(vocab_size=1, block_size=positions, n_layer=1, n_head=1,
+                     n_embd=head_dim, pos_encoding="rope", rope_base=base)
+
+
+def rope_scores(head_dim: int, base: float, positions: int, seed: int
+                ) -> dict[str, torch.Tensor]:
+    """One query and one key vector placed at every position, rotated by gptlab's RoPE.
+    scores[m, n] = RoPE(q, m) . RoPE(k, n), which depends on n - m only."""
+    rope = RotaryEmbedding(rope_config(head_dim, base, positions))
+    cos, sin = rope(torch.arange(positions))  # (P, hs) each
+    g = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(2, head_dim, generator=g)
+    q_rot = apply_rope(q.expand(positions, head_dim), cos, sin)  # (P, hs)
+    k_rot = apply_rope(k.expand(positions, head_dim), cos, sin)
+    return {"q": q, "k": k, "q_rot": q_rot, "k_rot": k_rot, "scores": q_rot @ k_rot.T,
+            "inv_freq": rope.inv_freq}
+
+
+def rope_view(body: dict[str, Any]) -> dict[str, Any]:
+    head_dim = v.integer(body, "head_dim", 2, 128, 8)
+    if head_dim % 2:
+        raise UsageError(f"head_dim must be even (RoPE rotates pairs), got {head_dim}")
+    base = v.number(body, "base", 2.0, 1e7, 10000.0)
+    positions = v.integer(body, "positions", 2, 64, 16)
+    offset = v.integer(body, "offset", 0, positions - 1, min(3, positions - 1))
+    seed = v.integer(body, "seed", 0, 2**31 - 1, 0)
+    r = rope_scores(head_dim, base, positions, seed)
+    half = head_dim // 2
+    same_offset = [{"m": m, "n": m + offset, "score": r["scores"][m, m + offset].item()}
+                   for m in range(positions - offset)]
+    return {
+        "head_dim": head_dim, "base": base, "positions": positions, "offset": offset,
+        "seed": seed, "inv_freq": r["inv_freq"].tolist(),
+        "q": r["q"].tolist(), "k": r["k"].tolist(),
+        "unrotated_score": (r["q"] @ r["k"]).item(),
+        "scores": r["scores"].tolist(), "same_offset": same_offset,
+        # the first pair (dims 0 and hs/2) of q at each position: a point on a circle
+        "q_pair0": [[r["q_rot"][m, 0].item(), r["q_rot"][m, half].item()]
+                    for m in range(positions)],
+        "k_pair0": [[r["k_rot"][m, 0].item(), r["k_rot"][m, half].item()]
+                    for m in range(positions)],
+    }
+
+
+# ----------------------------------------------------------------------------- 5. parameters
+
+
+def presets_view() -> dict[str, Any]:
+    return {"presets": {name: GPTConfig.from_preset(name).to_dict() for name in presets.PRESETS}}
+
+
+def params_view(body: dict[str, Any]) -> dict[str, Any]:
+    from gptlab.params import accounting
+
+    name = body.get("preset")
+    config_body = body.get("config") or {}
+    if not isinstance(config_body, dict):
+        raise UsageError("config must be a JSON object of GPTConfig fields")
+    if name is not None and not isinstance(name, str):
+        raise UsageError("preset must be a preset name")
+    base = presets.preset_dict(name) if name else {}
+    config = GPTConfig.from_dict({**base, **config_body})
+    seq_len = body.get("seq_len")
+    if seq_len is not None:
+        seq_len = v.integer(body, "seq_len", 1, 10**7)
+    return accounting(config, seq_len=seq_len, name=name if not config_body else None).to_dict()
+
+
+# ----------------------------------------------------------------------------- 3, 6. models
+
+
+def encode_prompt(run, prompt: str) -> torch.Tensor:
+    """(1, T) token ids of prompt, within the model's context and the display limit."""
+    ids = run.tokenizer.encode(prompt)
+    limit = min(run.model.config.block_size, v.MAX_TOKENS)
+    if not ids:
+        raise UsageError("the prompt is empty")
+    if len(ids) > limit:
+        raise UsageError(f"the prompt is {len(ids)} tokens; this view shows at most {limit} "
+                         f"(the model's context is {run.model.config.block_size})")
+    return torch.tensor([ids])
+
+
+def token_labels(run, idx: torch.Tensor) -> list[str]:
+    return [run.tokenizer.decode([i]) for i in idx[0].tolist()]
+
+
+def runs_view(runs: Runs) -> dict[str, Any]:
+    return {"root": str(runs.root), "runs": runs.list()}
+
+
+@torch.no_grad()
+def _capture(model, idx: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """Attention weights of every layer (n_layer, nh, T, T) and, for `layer`, each head's
+    output (nh, T, hs) before concatenation, and the attention sublayer's output (T, C)."""
+    attns = [block.attn for block in model.blocks]
+    seen: dict[str, torch.Tensor] = {}
+
+    def keep_heads(y: torch.Tensor) -> torch.Tensor:
+        seen["heads"] = y.detach().clone()  # (B, nh, T, hs)
+        return y
+
+    def keep_output(_module, _inputs, output: torch.Tensor) -> None:
+        seen["out"] = output.detach().clone()  # (B, T, C)
+
+    hook = attns[layer].register_forward_hook(keep_output)
+    with _model_lock:
+        try:
+            for a in attns:
+                a.record_weights = True
+            attns[layer].head_hook = keep_heads
+            model(idx)
+            weights = torch.stack([a.weights[0] for a in attns])  # (L, nh, T, T)
+        finally:
+            for a in attns:
+                a.record_weights, a.weights = False, None
+            attns[layer].head_hook = None
+            hook.remove()
+    return weights, seen["heads"][0], {"out": seen["out"][0]}
+
+
+def heads_view(runs: Runs, body: dict[str, Any]) -> dict[str, Any]:
+    run = runs.load(body.get("run"))
+    cfg = run.model.config
+    prompt = v.text(body, "prompt", 4000)
+    layer = v.integer(body, "layer", 0, cfg.n_layer - 1, 0)
+    idx = encode_prompt(run, prompt)
+    weights, heads, extra = _capture(run.model, idx, layer)
+    T = idx.shape[1]
+    concat = heads.transpose(0, 1).reshape(T, cfg.n_head * cfg.head_dim)  # (T, nh*hs)
+    proj = run.model.blocks[layer].attn.proj
+    return {
+        "run": run.name, "tokens": token_labels(run, idx), "ids": idx[0].tolist(),
+        "n_layer": cfg.n_layer, "n_head": cfg.n_head, "head_dim": cfg.head_dim,
+        "n_embd": cfg.n_embd, "layer": layer,
+        "attention": weights.tolist(),  # (n_layer, n_head, T, T)
+        "heads": heads.tolist(),  # (n_head, T, hs): weights @ V per head
+        "concat": concat.tolist(),  # (T, n_head*hs)
+        "w_o": proj.weight.detach().T.tolist(),  # (n_head*hs, C): out = concat @ W_O + b
+        "b_o": proj.bias.detach().tolist() if proj.bias is not None else None,
+        "out": extra["out"].tolist(),  # (T, C)
+    }
+
+
+def _interp():
+    try:
+        from gptlab import interp
+    except ImportError:
+        raise GptlabError("this view needs gptlab.interp, which is not in this build") from None
+    return interp
+
+
+def default_scores_prompt(run, seed: int) -> torch.Tensor:
+    """A random token sequence repeated twice (1, 2n): the standard probe for induction."""
+    n = min(v.MAX_TOKENS, run.model.config.block_size) // 2
+    g = torch.Generator().manual_seed(seed)
+    half = torch.randint(run.model.config.vocab_size, (1, n), generator=g)
+    return torch.cat([half, half], dim=1)
+
+
+def _prompt_ids(run, body: dict[str, Any]) -> torch.Tensor:
+    prompt = body.get("prompt")
+    if prompt in (None, ""):
+        return default_scores_prompt(run, v.integer(body, "seed", 0, 2**31 - 1, 0))
+    return encode_prompt(run, v.text(body, "prompt", 4000))
+
+
+def head_scores_view(runs: Runs, body: dict[str, Any]) -> dict[str, Any]:
+    interp = _interp()
+    run = runs.load(body.get("run"))
+    idx = _prompt_ids(run, body)
+    if idx.shape[1] < 2:
+        raise UsageError("head scores need a prompt of at least 2 tokens")
+    with _model_lock, torch.no_grad():
+        scores = interp.head_scores(run.model, idx)
+        deltas = interp.ablation_deltas(run.model, idx)
+        _, loss = run.model(idx[:, :-1], idx[:, 1:])
+    return {
+        "run": run.name, "tokens": token_labels(run, idx), "ids": idx[0].tolist(),
+        "n_layer": run.model.config.n_layer, "n_head": run.model.config.n_head,
+        "scores": {k: t.tolist() for k, t in scores.items()},
+        "ablation_deltas": deltas.tolist(), "loss": loss.item(),
+    }
+
+
+def ablate_view(runs: Runs, body: dict[str, Any]) -> dict[str, Any]:
+    interp = _interp()
+    run = runs.load(body.get("run"))
+    cfg = run.model.config
+    layer = v.integer(body, "layer", 0, cfg.n_layer - 1)
+    head = v.integer(body, "head", 0, cfg.n_head - 1)
+    idx = _prompt_ids(run, body)
+    if idx.shape[1] < 2:
+        raise UsageError("ablation needs a prompt of at least 2 tokens")
+    with _model_lock, torch.no_grad():
+        _, loss = run.model(idx[:, :-1], idx[:, 1:])
+        with interp.ablate_heads(run.model, [(layer, head)]):
+            _, ablated = run.model(idx[:, :-1], idx[:, 1:])
+    return {"run": run.name, "layer": layer, "head": head, "loss": loss.item(),
+            "ablated_loss": ablated.item(), "delta": ablated.item() - loss.item()}
