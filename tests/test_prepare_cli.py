@@ -1,0 +1,138 @@
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from gptlab import download
+from gptlab.cli import main
+from gptlab.data import load_data
+from gptlab.tokenizers import load_tokenizer
+
+TINY = Path(__file__).resolve().parents[2] / "shared/data/tinyshakespeare/input.txt"
+
+
+def _run(capsys, *argv):
+    code = main(["prepare", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_prepare_input_file(tmp_path, capsys):
+    code, out, err = _run(capsys, "--input", str(TINY), "--out", str(tmp_path / "d"))
+    assert code == 0, err
+    assert "1,115,394 characters -> 1,003,854 train + 111,540 val tokens" in out
+    assert "vocab 65, uint16" in out
+    data = load_data(tmp_path / "d")
+    assert (len(data.train), len(data.val), data.vocab_size) == (1003854, 111540, 65)
+    assert data.meta["source"] == str(TINY)
+
+
+def test_prepare_bpe_then_reuse_its_tokenizer(tmp_path, capsys):
+    text = TINY.read_text(encoding="utf-8")[:100_000]
+    (tmp_path / "in.txt").write_text(text, encoding="utf-8")
+    source = str(tmp_path / "in.txt")
+    code, _, err = _run(capsys, "--input", source, "--tokenizer", "bpe", "--vocab-size", "300",
+                        "--val-fraction", "0.2", "--out", str(tmp_path / "a"))
+    assert code == 0, err
+    meta = json.loads((tmp_path / "a/meta.json").read_text())
+    assert (meta["tokenizer"], meta["vocab_size"], meta["val_fraction"]) == ("bpe", 300, 0.2)
+    tok_path = tmp_path / "a/tokenizer.json"
+    code, _, err = _run(capsys, "--input", source, "--tokenizer", str(tok_path),
+                        "--val-fraction", "0.2", "--out", str(tmp_path / "b"))
+    assert code == 0, err
+    assert json.loads((tmp_path / "b/meta.json").read_text())["tokenizer"] == "file"
+    for name in ("train.bin", "val.bin"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    tok = load_tokenizer(tmp_path / "b/tokenizer.json")
+    assert tok.decode(load_data(tmp_path / "b").val.tolist()) == text[int(len(text) * 0.8):]
+
+
+def test_prepare_embedded_shakespeare(tmp_path, capsys):
+    code, out, err = _run(capsys, "shakespeare", "--out", str(tmp_path / "d"))
+    assert code == 0, err
+    data = load_data(tmp_path / "d")
+    assert data.meta["source"] == "shakespeare" and data.vocab_size == 76
+    assert len(data.train) + len(data.val) == 4_782_201
+    tok = load_tokenizer(data.tokenizer_path)
+    assert tok.decode(data.train[:9].tolist()) == "THESEUS:\n"
+
+
+def test_prepare_tinyshakespeare_from_cache(tmp_path, capsys, monkeypatch):
+    # Seed the cache with the real file, as a finished earlier download would have left it.
+    monkeypatch.setenv("GPTLAB_CACHE", str(tmp_path / "cache"))
+    cached = download.cache_path(download.TINYSHAKESPEARE_URL, tmp_path / "cache")
+    cached.parent.mkdir(parents=True)
+    shutil.copy(TINY, cached)
+    code, out, err = _run(capsys, "tinyshakespeare", "--out", str(tmp_path / "d"))
+    assert code == 0, err
+    assert out.startswith("tinyshakespeare: 1,115,394 characters -> 1,003,854 train + 111,540 val")
+
+
+def test_prepare_url_from_local_server(tmp_path, capsys, monkeypatch):
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www/corpus.txt").write_text("hello there, general kenobi\n" * 20)
+    handler = partial(SimpleHTTPRequestHandler, directory=str(tmp_path / "www"))
+    handler.log_message = lambda *a: None
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02})
+    thread.start()
+    try:
+        monkeypatch.setenv("GPTLAB_CACHE", str(tmp_path / "cache"))
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/corpus.txt"
+        code, out, err = _run(capsys, "--url", url, "--out", str(tmp_path / "d"))
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+    assert code == 0, err
+    assert load_data(tmp_path / "d").meta["source"] == url
+
+
+def _latin1(tmp_path):
+    (tmp_path / "latin1.txt").write_bytes("abc\ncafé".encode("latin-1"))
+    return str(tmp_path / "latin1.txt")
+
+
+def _text(tmp_path, content="some text for the corpus\n" * 4):
+    (tmp_path / "in.txt").write_text(content)
+    return str(tmp_path / "in.txt")
+
+
+@pytest.mark.parametrize("make_args, message", [
+    (lambda t: [], "give exactly one source"),
+    (lambda t: ["shakespeare", "--input", _text(t)], "give exactly one source"),
+    (lambda t: ["hamlet"], "unknown corpus 'hamlet'; known: shakespeare, tinyshakespeare"),
+    (lambda t: ["--input", str(t / "nope.txt")], "input not found: "),
+    (lambda t: ["--input", _latin1(t)], "latin1.txt is not UTF-8 text: byte 0xe9 at offset 7"),
+    (lambda t: ["--input", _text(t, " \n\n ")], "the corpus is empty"),
+    (lambda t: ["--input", _text(t), "--val-fraction", "1.5"], "--val-fraction must be between"),
+    (lambda t: ["--input", _text(t), "--val-fraction", "0"], "--val-fraction must be between"),
+    (lambda t: ["--input", _text(t), "--tokenizer", "bpe", "--vocab-size", "100"], "too small"),
+    (lambda t: ["--input", _text(t), "--vocab-size", "500"], "only to --tokenizer bpe"),
+    (lambda t: ["--input", _text(t), "--tokenizer", str(t / "none.json")], "tokenizer file not"),
+    (lambda t: ["--url", "ftp://example.com/x.txt"], "must be an http(s) URL"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, make_args, message):
+    code, out, err = _run(capsys, *make_args(tmp_path), "--out", str(tmp_path / "d"))
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("gptlab prepare: error: ")
+    assert message in err
+    assert not (tmp_path / "d").exists()
+
+
+def test_console_entry_point_has_no_traceback(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    result = subprocess.run(
+        [sys.executable, "-m", "gptlab", "prepare", "--input", str(tmp_path / "missing.txt"),
+         "--out", str(tmp_path / "d")],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr == f"gptlab prepare: error: input not found: {tmp_path / 'missing.txt'}\n"
