@@ -1,0 +1,91 @@
+"""Where each of our weights lives in a Hugging Face checkpoint: data, not code.
+
+One `KeyMap` per architecture. Names are ours on the left (as in `GPT.state_dict()`),
+theirs on the right; a block weight made of several of theirs is their tensors
+concatenated along dim 0 (our fused qkv from Llama's q/k/v_proj). `transposed` lists the
+weights GPT-2 stores as Conv1D, (in, out), where our nn.Linear is (out, in). gptlab.hf
+does the moving and checks every shape; the model knows nothing of any of this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KeyMap:
+    model_type: str  # config.json's "model_type"
+    architecture: str  # the class `AutoModelForCausalLM` builds, written to "architectures"
+    base_prefix: str  # their base model's prefix inside the LM-head model's state dict
+    block_prefix: str  # block i's prefix, after base_prefix
+    top: dict[str, str]  # ours -> theirs, outside the blocks (full names)
+    block: dict[str, tuple[str, ...]]  # ours -> theirs inside block i, concatenated on dim 0
+    transposed: frozenset[str]  # our block names stored transposed on their side
+    ignored: tuple[str, ...]  # suffixes of buffers their checkpoints may carry, not weights
+
+
+GPT2 = KeyMap(
+    model_type="gpt2",
+    architecture="GPT2LMHeadModel",
+    base_prefix="transformer.",
+    block_prefix="h.{i}.",
+    top={
+        "wte.weight": "transformer.wte.weight",
+        "wpe.weight": "transformer.wpe.weight",
+        "ln_f.weight": "transformer.ln_f.weight",
+        "ln_f.bias": "transformer.ln_f.bias",
+        "lm_head.weight": "lm_head.weight",
+    },
+    block={
+        "norm_1.weight": ("ln_1.weight",),
+        "norm_1.bias": ("ln_1.bias",),
+        "attn.qkv.weight": ("attn.c_attn.weight",),  # (C, 3C): q, k, v side by side
+        "attn.qkv.bias": ("attn.c_attn.bias",),
+        "attn.proj.weight": ("attn.c_proj.weight",),
+        "attn.proj.bias": ("attn.c_proj.bias",),
+        "norm_2.weight": ("ln_2.weight",),
+        "norm_2.bias": ("ln_2.bias",),
+        "mlp.fc.weight": ("mlp.c_fc.weight",),
+        "mlp.fc.bias": ("mlp.c_fc.bias",),
+        "mlp.proj.weight": ("mlp.c_proj.weight",),
+        "mlp.proj.bias": ("mlp.c_proj.bias",),
+    },
+    # Conv1D stores (in, out): y = x @ W + b.
+    transposed=frozenset({"attn.qkv.weight", "attn.proj.weight", "mlp.fc.weight",
+                          "mlp.proj.weight"}),
+    # The causal-mask buffers older GPT-2 checkpoints saved (openai-community/gpt2 has them).
+    ignored=(".attn.bias", ".attn.masked_bias"),
+)
+
+LLAMA = KeyMap(
+    model_type="llama",
+    architecture="LlamaForCausalLM",
+    base_prefix="model.",
+    block_prefix="layers.{i}.",
+    top={
+        "wte.weight": "model.embed_tokens.weight",
+        "ln_f.weight": "model.norm.weight",
+        "lm_head.weight": "lm_head.weight",
+    },
+    block={
+        "norm_1.weight": ("input_layernorm.weight",),
+        "attn.qkv.weight": ("self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                            "self_attn.v_proj.weight"),
+        "attn.qkv.bias": ("self_attn.q_proj.bias", "self_attn.k_proj.bias",
+                          "self_attn.v_proj.bias"),
+        "attn.proj.weight": ("self_attn.o_proj.weight",),
+        "attn.proj.bias": ("self_attn.o_proj.bias",),
+        "norm_2.weight": ("post_attention_layernorm.weight",),
+        "mlp.gate.weight": ("mlp.gate_proj.weight",),
+        "mlp.gate.bias": ("mlp.gate_proj.bias",),
+        "mlp.up.weight": ("mlp.up_proj.weight",),
+        "mlp.up.bias": ("mlp.up_proj.bias",),
+        "mlp.proj.weight": ("mlp.down_proj.weight",),
+        "mlp.proj.bias": ("mlp.down_proj.bias",),
+    },
+    transposed=frozenset(),
+    # Older Llama checkpoints saved RoPE's inverse frequencies; we recompute them.
+    ignored=(".rotary_emb.inv_freq",),
+)
+
+KEYMAPS: dict[str, KeyMap] = {m.model_type: m for m in (GPT2, LLAMA)}
