@@ -240,8 +240,9 @@ def runs_view(runs: Runs) -> dict[str, Any]:
 @torch.no_grad()
 def _capture(model, idx: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """Attention weights of every layer (n_layer, nh, T, T) and, for `layer`, each head's
-    output (nh, T, hs) before concatenation, and the attention sublayer's output (T, C)."""
-    attns = [block.attn for block in model.blocks]
+    output (nh, T, hs) before concatenation, and the attention sublayer's output (T, C),
+    all from one forward pass through gptlab.interp's instruments."""
+    interp = _interp()
     seen: dict[str, torch.Tensor] = {}
 
     def keep_heads(y: torch.Tensor) -> torch.Tensor:
@@ -251,19 +252,14 @@ def _capture(model, idx: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.
     def keep_output(_module, _inputs, output: torch.Tensor) -> None:
         seen["out"] = output.detach().clone()  # (B, T, C)
 
-    hook = attns[layer].register_forward_hook(keep_output)
-    with _model_lock:
-        try:
-            for a in attns:
-                a.record_weights = True
-            attns[layer].head_hook = keep_heads
+    hook = model.blocks[layer].attn.register_forward_hook(keep_output)
+    try:
+        with (_model_lock, interp.eval_mode(model), interp.recording_attention(model) as mods,
+              interp.head_hooks(model, {layer: keep_heads})):
             model(idx)
-            weights = torch.stack([a.weights[0] for a in attns])  # (L, nh, T, T)
-        finally:
-            for a in attns:
-                a.record_weights, a.weights = False, None
-            attns[layer].head_hook = None
-            hook.remove()
+            weights = torch.stack([m.weights[0] for m in mods])  # (L, nh, T, T)
+    finally:
+        hook.remove()
     return weights, seen["heads"][0], {"out": seen["out"][0]}
 
 

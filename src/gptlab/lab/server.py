@@ -138,6 +138,11 @@ def serve(runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8000) -> No
             s.bind((host, port))
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    import torch
+
+    # Every request works on small matrices: intra-op threads only add scheduling cost,
+    # and on a busy machine they make answers far slower (this process serves only the lab).
+    torch.set_num_threads(1)
     runs_path = Path(runs_dir)
     print(f"gptlab lab: http://{host}:{port}/  (runs from {runs_path.resolve()}; Ctrl-C stops)",
           flush=True)
