@@ -1,0 +1,95 @@
+"""`gptlab convert`: Hugging Face GPT-2 / Llama <-> a gptlab model directory (see gptlab.hf)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+from gptlab import hf
+from gptlab.checkpoint import CONFIG_FILE, TOKENIZER_FILE, load_model, save_model
+from gptlab.errors import UsageError
+from gptlab.io import atomic_path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "convert",
+        help="convert Hugging Face GPT-2 / Llama weights to and from gptlab",
+        description=(
+            "--from-hf: a Hugging Face GPT-2 or Llama (a directory with config.json and "
+            "safetensors or pytorch_model.bin, or a hub name already in the Hugging Face cache) "
+            "-> a gptlab model directory (config.json, model.safetensors, tokenizer.json if "
+            "there is one). --to-hf: a gptlab model directory -> a directory that "
+            "transformers.AutoModelForCausalLM.from_pretrained loads. Needs "
+            f"`{hf.INSTALL_HINT}`."
+        ),
+    )
+    direction = p.add_mutually_exclusive_group(required=True)
+    direction.add_argument("--from-hf", metavar="HF_DIR_OR_NAME",
+                           help="a Hugging Face model directory or hub name to read")
+    direction.add_argument("--to-hf", metavar="MODEL_DIR", help="a gptlab model directory to read")
+    p.add_argument("--out", required=True, metavar="DIR", help="directory to write")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite a model already in --out")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file, not a directory")
+    if (out / CONFIG_FILE).exists() and not args.force:
+        raise UsageError(f"{out} already holds a model ({CONFIG_FILE}); pass --force to overwrite")
+    if args.from_hf is not None:
+        return convert_from_hf(args.from_hf, out)
+    return convert_to_hf(Path(args.to_hf), out)
+
+
+def convert_from_hf(source: str, out: Path) -> int:
+    hf_dir = hf.resolve_hf_dir(source)
+    model = hf.from_hf(hf_dir)
+    save_model(model, out)
+    written = ["config.json", "model.safetensors"]
+    if (hf_dir / hf.HF_TOKENIZER).is_file():
+        _copy(hf_dir / hf.HF_TOKENIZER, out / TOKENIZER_FILE)
+        written.append(TOKENIZER_FILE)
+    config = model.config
+    print(f"{source}: {_architecture(config)}, {model.num_parameters():,} parameters, "
+          f"{config.n_layer} layers, vocab {config.vocab_size:,}")
+    print(f"wrote {out}/: {' '.join(written)}")
+    return 0
+
+
+def convert_to_hf(model_dir: Path, out: Path) -> int:
+    model = load_model(model_dir)
+    hf.to_hf(model, out)
+    written = [hf.HF_CONFIG, hf.SAFETENSORS]
+    tokenizer = model_dir / TOKENIZER_FILE
+    if tokenizer.is_file():
+        if _is_hf_tokenizer(tokenizer):
+            _copy(tokenizer, out / hf.HF_TOKENIZER)
+            written.append(hf.HF_TOKENIZER)
+        else:  # our character format means nothing to transformers
+            print(f"note: {tokenizer} is gptlab's character tokenizer; not copied")
+    print(f"{model_dir}: {_architecture(model.config)}, {model.num_parameters():,} parameters")
+    print(f"wrote {out}/: {' '.join(written)}")
+    return 0
+
+
+def _architecture(config) -> str:
+    return "Llama" if config.pos_encoding == "rope" else "GPT-2"
+
+
+def _is_hf_tokenizer(path: Path) -> bool:
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(spec, dict) and "model" in spec
+
+
+def _copy(src: Path, dst: Path) -> None:
+    with atomic_path(dst) as tmp:
+        shutil.copyfile(src, tmp)
