@@ -1,0 +1,129 @@
+"""`gptlab train`: a thin call into gptlab.train.train."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import typing
+from pathlib import Path
+
+from gptlab.config import GPTConfig
+from gptlab.errors import UsageError
+from gptlab.presets import PRESETS
+from gptlab.train import RECIPES, TrainConfig, recipe, train
+
+# Model fields a flag may override (the rest belong in a --config file).
+MODEL_FLAGS = {"n_layer": int, "n_head": int, "n_kv_head": int, "n_embd": int,
+               "block_size": int, "ffn_hidden": int, "dropout": float}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _train_fields() -> list[tuple[str, type]]:
+    hints = typing.get_type_hints(TrainConfig)
+    out = []
+    for f in dataclasses.fields(TrainConfig):
+        kind = hints[f.name]
+        base = next((t for t in (bool, int, float, str) if t == kind or t in
+                     typing.get_args(kind)), str)
+        out.append((f.name, base))
+    return out
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "train",
+        help="train a model on a data directory",
+        description=(
+            "Train a GPT from a preset or a config file on a data directory made by "
+            "`gptlab prepare`, writing a run directory (config.json, train.json, "
+            "model.safetensors, state.pt, tokenizer.json, metrics.jsonl, loss.png, best/). "
+            "Training settings come from --recipe (by default the recipe named like the "
+            "preset, if there is one; else TrainConfig's defaults, nanoGPT's CPU recipe), "
+            "then from the flags. Runs under torchrun too (DistributedDataParallel)."
+        ),
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--preset", metavar="NAME", help=f"one of: {', '.join(PRESETS)}")
+    src.add_argument("--config", metavar="JSON", help="a model config file (GPTConfig fields)")
+    p.add_argument("--recipe", metavar="NAME",
+                   help=f"named training settings: {', '.join(RECIPES)}")
+    p.add_argument("--train-config", metavar="JSON", help="training settings file (train.json)")
+    p.add_argument("--data", required=True, metavar="DATA_DIR")
+    p.add_argument("--out", required=True, metavar="RUN_DIR")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in RUN_DIR from its last checkpoint "
+                        "(only --max-iters, --device and --compile may change)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    model = p.add_argument_group("model overrides")
+    for name, kind in MODEL_FLAGS.items():
+        model.add_argument(_flag(name), type=kind, dest=f"model_{name}", metavar="N")
+    model.add_argument("--bias", action=argparse.BooleanOptionalAction, dest="model_bias",
+                       help="biases in linear layers and norms")
+    settings = p.add_argument_group("training settings (see train.json)")
+    for name, kind in _train_fields():
+        if kind is bool:
+            settings.add_argument(_flag(name), action=argparse.BooleanOptionalAction,
+                                  dest=f"train_{name}")
+        else:
+            settings.add_argument(_flag(name), type=kind, dest=f"train_{name}",
+                                  metavar=name.split("_")[-1].upper())
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    model_over = {k[6:]: v for k, v in vars(args).items()
+                  if k.startswith("model_") and v is not None}
+    train_over = {k[6:]: v for k, v in vars(args).items()
+                  if k.startswith("train_") and k != "train_config" and v is not None}
+    if args.resume:
+        given = [f for f, v in (("--preset", args.preset), ("--config", args.config),
+                                ("--recipe", args.recipe), ("--train-config", args.train_config))
+                 if v is not None]
+        if given or model_over:
+            raise UsageError(f"--resume reads the model and training settings from "
+                             f"{args.out}; drop {', '.join(given + list(map(_flag, model_over)))}")
+        result = train(None, None, args.data, args.out, resume=True, overrides=train_over,
+                       progress=not args.no_progress)
+    else:
+        if args.preset is None and args.config is None:
+            raise UsageError("give --preset NAME or --config JSON (or --resume)")
+        if args.preset is not None:
+            model_config = GPTConfig.from_preset(args.preset, **model_over)
+        else:
+            model_config = GPTConfig.from_dict({**GPTConfig.from_json(args.config).to_dict(),
+                                                **model_over})
+        train_config = _train_config(args, train_over)
+        result = train(model_config, train_config, args.data, args.out,
+                       progress=not args.no_progress)
+    if result.status == "interrupted":
+        print(f"stopped at step {result.step}; checkpoint saved. Continue with:\n"
+              f"  gptlab train --data {args.data} --out {args.out} --resume")
+    else:
+        val = f", val loss {result.val_loss:.4f}" if result.val_loss is not None else ""
+        print(f"done: {result.step} steps in {result.elapsed_s:.1f} s{val} "
+              f"(best {result.best_val_loss:.4f}); run in {result.run_dir}/")
+        print(f"sample from it: gptlab sample {result.run_dir}")
+    return 0
+
+
+def _train_config(args: argparse.Namespace, flags: dict) -> TrainConfig:
+    if args.train_config is not None:
+        from gptlab.checkpoint import read_json
+
+        path = Path(args.train_config)
+        if not path.is_file():
+            raise UsageError(f"training settings file not found: {path}")
+        base = TrainConfig.from_dict(read_json(path)).to_dict()
+        if "max_iters" in flags and "lr_decay_iters" not in flags:
+            base["lr_decay_iters"] = None  # follow the new max_iters
+        return TrainConfig.from_dict({**base, **flags})
+    name = args.recipe or (args.preset if args.preset in RECIPES else None)
+    if name is None:
+        return TrainConfig.from_dict(flags)
+    base = dict(RECIPES[name]) if name in RECIPES else recipe(name).to_dict()
+    if "max_iters" in flags and "lr_decay_iters" not in flags:
+        base.pop("lr_decay_iters", None)  # a shorter or longer run decays over its own length
+    return TrainConfig.from_dict({**base, **flags})

@@ -1,0 +1,74 @@
+"""One process or many: what the trainer needs to know about torchrun.
+
+Under `torchrun` the environment carries RANK, LOCAL_RANK and WORLD_SIZE; we then join a
+process group (nccl on GPUs, gloo on CPUs) and wrap the model in DistributedDataParallel.
+Without them everything here is a no-op, so the trainer has one code path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from gptlab.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Dist:
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        """Only this process writes files and prints."""
+        return self.rank == 0
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise UsageError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"device {name!r} asked for, but CUDA is not available here")
+    return device
+
+
+@contextlib.contextmanager
+def setup(device_name: str = "auto") -> Iterator[Dist]:
+    """Yield this process's place in the job, joining the process group under torchrun."""
+    if "RANK" not in os.environ or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        yield Dist(device=pick_device(device_name))
+        return
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = pick_device(device_name)
+    if device.type == "cuda":
+        device = torch.device("cuda", local_rank)  # one GPU per process on each node
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    try:
+        yield Dist(rank, local_rank, world, device)
+    finally:
+        dist.destroy_process_group()
+
+
+def sum_across(ctx: Dist, value: torch.Tensor) -> torch.Tensor:
+    """The sum of `value` over all processes (itself when there is one)."""
+    if ctx.enabled:
+        value = value.clone()
+        dist.all_reduce(value, op=dist.ReduceOp.SUM)
+    return value
