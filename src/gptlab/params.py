@@ -300,7 +300,7 @@ def format_table(acc: Accounting) -> str:
         "  N_matmul: blocks' Linear weights + lm_head (even when tied); lookups, norms,",
         "  biases not counted; attention = QK^T + AV over the full context (PaLM, nanoGPT)",
         "",
-        "memory (bytes; 1 MiB = 2^20):",
+        "memory (1 MiB = 2^20 bytes; --json gives exact bytes):",
         f"  weights fp32 {human_bytes(memory['weights_fp32'])}, "
         f"bf16 {human_bytes(memory['weights_bf16'])}",
         f"  training, AdamW fp32: {human_bytes(memory['training_adamw_fp32'])} "

@@ -24,7 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "config.json."
         ),
     )
-    p.add_argument("model", metavar="NAME_OR_JSON", help="a preset name or a config JSON path")
+    p.add_argument("model", metavar="NAME_OR_JSON",
+                   help="a preset name, a config JSON path or a run directory")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object instead of the table (memory in bytes)")
     p.add_argument("--seq-len", type=int, metavar="N",
