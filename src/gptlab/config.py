@@ -141,6 +141,8 @@ class GPTConfig:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise UsageError(f"config file not found: {path}") from None
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise UsageError(f"{path} is not valid JSON: {exc}") from None
         return cls.from_dict(data)
