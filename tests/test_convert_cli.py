@@ -1,0 +1,181 @@
+"""`gptlab convert` both ways, end to end, and its one-line errors."""
+
+from __future__ import annotations
+
+import builtins
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from gptlab import cli
+from gptlab.checkpoint import load_model, save_model
+from gptlab.config import GPTConfig
+from gptlab.model import GPT
+from gptlab.tokenizers import load_tokenizer
+
+transformers = pytest.importorskip("transformers")  # the `gptlab[hf]` extra; CI installs it
+
+TEXT = ("To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer "
+        "the slings and arrows of outrageous fortune, or to take arms against a sea of "
+        "troubles, and by opposing end them. ") * 20
+PROMPT = "To be, or not"
+
+
+def train_tokenizer(path: Path) -> Tokenizer:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([TEXT], trainer=trainer)
+    tok.save(str(path))
+    return tok
+
+
+@pytest.fixture(scope="module")
+def hf_dir(tmp_path_factory) -> Path:
+    """A Hugging Face GPT-2 directory, as save_pretrained writes it, with a tokenizer.json."""
+    directory = tmp_path_factory.mktemp("hf-gpt2")
+    tok = train_tokenizer(directory / "tokenizer.json")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=tok.get_vocab_size(), n_positions=64, n_embd=32,
+                                     n_layer=2, n_head=4, bos_token_id=None, eos_token_id=None)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    model.save_pretrained(directory)
+    return directory
+
+
+def run_gptlab(*args: str) -> subprocess.CompletedProcess:
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root / "src"), "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "gptlab", *args], capture_output=True,
+                           text=True, env=env, timeout=120)
+
+
+def test_from_hf_writes_a_model_directory_that_generates_like_transformers(hf_dir, tmp_path):
+    out = tmp_path / "model"
+    result = run_gptlab("convert", "--from-hf", str(hf_dir), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "wrote" in result.stdout
+    assert sorted(p.name for p in out.iterdir()) == [
+        "config.json", "model.safetensors", "tokenizer.json"]
+    model = load_model(out)
+    tokenizer = load_tokenizer(out / "tokenizer.json")
+    prompt = torch.tensor([tokenizer.encode(PROMPT)])
+    ours = model.generate(prompt, 5, temperature=0.0)
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(hf_dir).eval().generate(
+        prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=5,
+        eos_token_id=None, pad_token_id=0)
+    assert torch.equal(ours, theirs)
+    assert tokenizer.decode(ours[0].tolist()).startswith(PROMPT)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gptlab.commands.sample") is None,
+                    reason="`gptlab sample` is not in this build yet")
+def test_sample_runs_on_a_converted_directory(hf_dir, tmp_path):
+    out = tmp_path / "model"
+    assert cli.main(["convert", "--from-hf", str(hf_dir), "--out", str(out)]) == 0
+    result = run_gptlab("sample", str(out), "--prompt", PROMPT, "--max-new-tokens", "5")
+    assert result.returncode == 0, result.stderr
+    assert PROMPT in result.stdout
+
+
+def test_to_hf_writes_what_transformers_loads(hf_dir, tmp_path, capsys):
+    torch.manual_seed(1)
+    config = GPTConfig(vocab_size=300, block_size=32, n_layer=2, n_head=4, n_kv_head=2,
+                       n_embd=32, pos_encoding="rope", norm="rmsnorm", mlp="swiglu", bias=False,
+                       tie_embeddings=False)
+    model = GPT(config).eval()
+    model_dir = tmp_path / "ours"
+    save_model(model, model_dir)
+    (model_dir / "tokenizer.json").write_bytes((hf_dir / "tokenizer.json").read_bytes())
+    out = tmp_path / "hf"
+    assert cli.main(["convert", "--to-hf", str(model_dir), "--out", str(out)]) == 0
+    assert "tokenizer.json" in capsys.readouterr().out
+    assert (out / "tokenizer.json").read_bytes() == (hf_dir / "tokenizer.json").read_bytes()
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    assert type(theirs).__name__ == "LlamaForCausalLM"
+    idx = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert (theirs(idx).logits - model(idx)[0]).abs().max() <= 1e-5
+
+
+def _one_line_error(capsys, argv: list[str], expected_code: int = 2) -> str:
+    assert cli.main(argv) == expected_code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("gptlab convert: error: "), err
+    return err
+
+
+def test_errors_are_one_line(hf_dir, tmp_path, capsys):
+    out = str(tmp_path / "out")
+    assert "has no config.json" in _one_line_error(
+        capsys, ["convert", "--from-hf", str(tmp_path), "--out", out])
+    assert "directory not found" in _one_line_error(
+        capsys, ["convert", "--from-hf", str(tmp_path / "missing"), "--out", out])
+
+    other = tmp_path / "bert"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"model_type": "bert",
+                                                   "architectures": ["BertModel"]}))
+    err = _one_line_error(capsys, ["convert", "--from-hf", str(other), "--out", out])
+    assert "unsupported architecture 'bert'" in err and "BertModel" in err
+
+    bad = tmp_path / "bad-shapes"
+    bad.mkdir()
+    config = json.loads((hf_dir / "config.json").read_text())
+    (bad / "config.json").write_text(json.dumps({**config, "n_embd": 48, "n_head": 4}))
+    (bad / "model.safetensors").write_bytes((hf_dir / "model.safetensors").read_bytes())
+    assert "has shape" in _one_line_error(capsys, ["convert", "--from-hf", str(bad), "--out", out])
+
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    (pickled / "config.json").write_text(json.dumps(config))
+    torch.save({"transformer.wte.weight": _Evil()}, pickled / "pytorch_model.bin")
+    assert "not a plain state dict" in _one_line_error(
+        capsys, ["convert", "--from-hf", str(pickled), "--out", out])
+
+    post_norm = tmp_path / "post-norm"
+    save_model(GPT(GPTConfig(vocab_size=50, block_size=8, n_layer=1, n_head=2, n_embd=16,
+                             norm_position="post")), post_norm)
+    assert "post-norm" in _one_line_error(capsys, ["convert", "--to-hf", str(post_norm),
+                                                   "--out", out])
+    assert not Path(out).exists()  # nothing half-written
+
+
+def test_refuses_to_overwrite_without_force(hf_dir, tmp_path, capsys):
+    out = tmp_path / "model"
+    assert cli.main(["convert", "--from-hf", str(hf_dir), "--out", str(out)]) == 0
+    assert "--force" in _one_line_error(capsys, ["convert", "--from-hf", str(hf_dir),
+                                                 "--out", str(out)])
+    assert cli.main(["convert", "--from-hf", str(hf_dir), "--out", str(out), "--force"]) == 0
+
+
+def test_without_transformers_the_cli_says_what_to_install(hf_dir, tmp_path, capsys,
+                                                           monkeypatch):
+    real_import = builtins.__import__
+
+    def no_transformers(name, *args, **kwargs):
+        if name == "transformers" or name.startswith("transformers."):
+            raise ImportError("No module named 'transformers'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_transformers)
+    err = _one_line_error(capsys, ["convert", "--from-hf", str(hf_dir), "--out",
+                                   str(tmp_path / "out")], expected_code=1)
+    assert "pip install 'gptlab[hf]'" in err
+
+
+class _Evil:
+    def __reduce__(self):
+        return (print, ("this must never run",))
