@@ -24,8 +24,9 @@ LOGIT_TOL = 1e-5
 
 GPT2_CASES = {
     "gpt2-tied-3heads": dict(n_embd=48, n_layer=2, n_head=3, n_positions=64),
-    "gpt2-untied-5heads-ninner": dict(n_embd=40, n_layer=2, n_head=5, n_positions=64, n_inner=72,
-                                      tie_word_embeddings=False, layer_norm_epsilon=1e-6),
+    "gpt2-untied-5heads-erf-gelu": dict(n_embd=40, n_layer=2, n_head=5, n_positions=64,
+                                        n_inner=72, tie_word_embeddings=False,
+                                        layer_norm_epsilon=1e-6, activation_function="gelu"),
 }
 LLAMA_CASES = {
     "llama-gqa2-untied": dict(hidden_size=48, num_attention_heads=6, num_key_value_heads=3),
@@ -138,6 +139,17 @@ def test_to_hf_writes_transformers_format(tmp_path):
     assert hf.rope_from_hf(loaded) == (10000.0, {
         "type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
         "original_max_position_embeddings": 8})
+
+
+def test_bfloat16_round_trip_keeps_dtype_and_bits(tmp_path):
+    ours = hf.from_hf(random_hf_model("llama-gqa4-tied-bias"), dtype=torch.bfloat16)
+    assert ours.wte.weight.dtype == torch.bfloat16
+    hf.to_hf(ours, tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["torch_dtype"] == "bfloat16"
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert theirs.dtype == torch.bfloat16
+    back = hf.from_hf(theirs, dtype=torch.bfloat16).state_dict()
+    assert all(torch.equal(t, back[k]) for k, t in ours.state_dict().items())
 
 
 # ----------------------------------------------------------------------------- file forms
