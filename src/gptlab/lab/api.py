@@ -266,9 +266,11 @@ def _capture(model, idx: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.
 def heads_view(runs: Runs, body: dict[str, Any]) -> dict[str, Any]:
     run = runs.load(body.get("run"))
     cfg = run.model.config
-    prompt = v.text(body, "prompt", 4000)
     layer = v.integer(body, "layer", 0, cfg.n_layer - 1, 0)
-    idx = encode_prompt(run, prompt)
+    if body.get("ids") is not None:
+        idx = token_ids(run, body["ids"])
+    else:
+        idx = encode_prompt(run, v.text(body, "prompt", 4000))
     weights, heads, extra = _capture(run.model, idx, layer)
     T = idx.shape[1]
     concat = heads.transpose(0, 1).reshape(T, cfg.n_head * cfg.head_dim)  # (T, nh*hs)
@@ -302,7 +304,22 @@ def default_scores_prompt(run, seed: int) -> torch.Tensor:
     return torch.cat([half, half], dim=1)
 
 
+def token_ids(run, value: Any) -> torch.Tensor:
+    """(1, T) from a list of token ids sent back by the page (e.g. a random probe)."""
+    limit = min(run.model.config.block_size, v.MAX_TOKENS)
+    vocab = run.model.config.vocab_size
+    if (not isinstance(value, list) or not value or len(value) > limit
+            or any(isinstance(i, bool) or not isinstance(i, int) for i in value)):
+        raise UsageError(f"ids must be a list of 1 to {limit} integer token ids")
+    bad = [i for i in value if not 0 <= i < vocab]
+    if bad:
+        raise UsageError(f"token id {bad[0]} is outside the vocabulary (0..{vocab - 1})")
+    return torch.tensor([value])
+
+
 def _prompt_ids(run, body: dict[str, Any]) -> torch.Tensor:
+    if body.get("ids") is not None:
+        return token_ids(run, body["ids"])
     prompt = body.get("prompt")
     if prompt in (None, ""):
         return default_scores_prompt(run, v.integer(body, "seed", 0, 2**31 - 1, 0))
