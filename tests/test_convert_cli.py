@@ -150,6 +150,8 @@ def test_errors_are_one_line(hf_dir, tmp_path, capsys):
                              norm_position="post")), post_norm)
     assert "post-norm" in _one_line_error(capsys, ["convert", "--to-hf", str(post_norm),
                                                    "--out", out])
+    assert "gptlab model directory" in _one_line_error(
+        capsys, ["convert", "--from-hf", str(post_norm), "--out", out])
     assert not Path(out).exists()  # nothing half-written
 
 

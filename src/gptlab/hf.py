@@ -370,6 +370,9 @@ def read_hf_config(hf_dir: Path) -> dict[str, Any]:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"{path} is not valid JSON: {exc}") from None
+    if isinstance(raw, dict) and "model_type" not in raw and "pos_encoding" in raw:
+        raise UsageError(f"{hf_dir} is a gptlab model directory, not a Hugging Face one "
+                         "(to_hf / `gptlab convert --to-hf` converts it)")
     if not isinstance(raw, dict) or raw.get("model_type") not in KEYMAPS:
         model_type = raw.get("model_type") if isinstance(raw, dict) else None
         names = ", ".join(raw.get("architectures") or []) if isinstance(raw, dict) else ""
