@@ -101,11 +101,14 @@ def scaling_view(body: dict[str, Any]) -> dict[str, Any]:
     n_keys = v.integer(body, "n_keys", 2, v.MAX_TOKENS, 16)
     seed = v.integer(body, "seed", 0, 2**31 - 1, 0)
     n_queries = 256
+    dims = [2**i for i in range(0, 13) if 2**i <= max(d_k, 1024)]
+    # One draw at the largest size; each d_k uses the first d_k coordinates of it.
+    g = torch.Generator().manual_seed(seed)
+    q_all = torch.randn(n_queries, max(dims[-1], d_k), generator=g, dtype=torch.float64)
+    k_all = torch.randn(n_keys, max(dims[-1], d_k), generator=g, dtype=torch.float64)
 
     def sample(dim: int) -> dict[str, Any]:
-        g = torch.Generator().manual_seed(seed * 7919 + dim)
-        q = torch.randn(n_queries, dim, generator=g, dtype=torch.float64)
-        k = torch.randn(n_keys, dim, generator=g, dtype=torch.float64)
+        q, k = q_all[:, :dim], k_all[:, :dim]
         raw = q @ k.T  # (Q, K)
         return {"raw": raw, "unscaled_w": torch.softmax(raw, dim=-1),
                 "scaled_w": attention_weights(q, k)}  # the library's softmax(qk^T/sqrt(d_k))
@@ -114,7 +117,7 @@ def scaling_view(body: dict[str, Any]) -> dict[str, Any]:
     raw, scaled = s["raw"], s["raw"] / math.sqrt(d_k)
     span = max(4.0, 4 * math.sqrt(d_k))
     sweep = []
-    for dim in [2**i for i in range(0, 13) if 2**i <= max(d_k, 1024)]:
+    for dim in dims:
         t = sample(dim)
         sweep.append({"d_k": dim, "unscaled": _softmax_stats(t["unscaled_w"]),
                       "scaled": _softmax_stats(t["scaled_w"]),
@@ -142,7 +145,7 @@ def sinusoidal_view(body: dict[str, Any]) -> dict[str, Any]:
     d_model = v.integer(body, "d_model", 2, 256, 64)
     table = sinusoidal_table(torch.arange(positions), d_model)  # (T, d)
     return {"positions": positions, "d_model": d_model, "table": table.tolist(),
-            "similarity": (table @ table.T).tolist()}
+            "similarity": (table.double() @ table.double().T).tolist()}
 
 
 def rope_config(head_dim: int, base: float, positions: int) -> GPTConfig:
