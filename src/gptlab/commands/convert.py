@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gptlab import hf
 from gptlab.checkpoint import CONFIG_FILE, TOKENIZER_FILE, load_model, save_model
+from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
 from gptlab.io import atomic_path
 
@@ -78,7 +79,7 @@ def convert_to_hf(model_dir: Path, out: Path) -> int:
     return 0
 
 
-def _architecture(config) -> str:
+def _architecture(config: GPTConfig) -> str:
     return "Llama" if config.pos_encoding == "rope" else "GPT-2"
 
 
