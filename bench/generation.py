@@ -1,0 +1,186 @@
+"""Benchmark 3: generation. Greedy decoding tokens/s for the GPT-2 small shape (random
+init), gptlab's cached loop against transformers' `generate` with its KV cache; per-token
+latency as the text grows, with the cache and without; and the share of the memory-bandwidth
+floor reached (weight bytes read per token over the bandwidth measured in this run)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from bench.common import Size, interleaved, median, table, write_result
+from bench.steps import hf_gpt2
+from gptlab import GPT, GPTConfig
+from gptlab.sampling import generate_tokens
+
+PEER = "transformers"
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def read_bandwidth(mib: int, reps: int) -> float:
+    """Bytes/s that torch.sum reads from a buffer far larger than the caches."""
+    x = torch.ones(mib * 2**20 // 4, dtype=torch.float32)
+    times = interleaved({"sum": lambda: x.sum()}, reps=reps, warmup=1)["sum"]
+    return x.numel() * 4 / median(times)
+
+
+def weight_bytes_per_token(model: GPT) -> int:
+    """Bytes of weights one decoding step reads: every parameter once (the tied embedding
+    is read as lm_head), except the position table, of which only one row is read."""
+    total = sum(p.numel() * p.element_size() for p in model.parameters())
+    if model.wpe is not None:
+        w = model.wpe.weight
+        total -= (w.shape[0] - 1) * w.shape[1] * w.element_size()
+    return total
+
+
+def models(config: GPTConfig, dtype: torch.dtype) -> tuple[GPT, nn.Module, bool]:
+    """(ours, theirs, same_weights): the transformers model at random init, and ours
+    holding the very same weights when gptlab.hf can convert them."""
+    torch.manual_seed(0)
+    hf = hf_gpt2(config).eval()
+    try:
+        from gptlab.hf import from_hf
+
+        ours, same = from_hf(hf), True
+    except Exception:  # noqa: BLE001 (the converter is optional for this benchmark)
+        torch.manual_seed(0)
+        ours, same = GPT(config), False
+    return ours.to(dtype).eval(), hf.to(dtype), same
+
+
+def ours_generate(model: GPT, prompt: torch.Tensor, new: int) -> torch.Tensor:
+    return model.generate(prompt, new, temperature=0.0)
+
+
+def hf_generate(model: nn.Module, prompt: torch.Tensor, new: int) -> torch.Tensor:
+    with torch.inference_mode():
+        return model.generate(
+            prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new,
+            min_new_tokens=new, do_sample=False, use_cache=True, pad_token_id=0,
+        )
+
+
+def latency_with_cache(model: GPT, prompt: torch.Tensor, new: int) -> list[float]:
+    """Seconds between consecutive tokens of one cached greedy generation."""
+    stamps = [time.perf_counter()]
+    for _ in generate_tokens(model, prompt, new, temperature=0.0):
+        stamps.append(time.perf_counter())
+    return [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+
+
+@torch.inference_mode()
+def latency_without_cache(model: GPT, prompt: torch.Tensor, lengths: list[int],
+                          reps: int) -> list[float]:
+    """Median seconds to choose the next token by running the whole text again, at each
+    text length: what every step costs when nothing is cached."""
+    out = []
+    for n in lengths:
+        idx = prompt.new_zeros(prompt.shape[0], n) + prompt[:, :1]
+        times = interleaved({"f": lambda idx=idx: model(idx)[0][:, -1].argmax(-1)},
+                            reps=reps, warmup=1)["f"]
+        out.append(median(times))
+    return out
+
+
+def plot(path: Path, cached: list[float], lengths: list[int], uncached: list[float],
+         prompt_len: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gptlab.io import atomic_path
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(range(prompt_len + 1, prompt_len + 1 + len(cached)), [t * 1e3 for t in cached],
+            lw=1, label="with KV cache (each token)")
+    ax.plot(lengths, [t * 1e3 for t in uncached], "o-", label="without cache (whole text)")
+    ax.set_xlabel("text length (tokens)")
+    ax.set_ylabel("ms per new token")
+    ax.set_title("GPT-2 small shape, fp32, batch 1, greedy (gptlab)")
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+
+
+def run(size: Size, out_dir: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
+    if size.smoke:
+        config, prompt_len, new, batches = GPTConfig.from_preset("tiny-gpt2"), 4, 8, (1, 2)
+        mib, reps = 16, 2
+    else:
+        config, prompt_len = GPTConfig.from_preset("gpt2"), 16
+        new = 256 if size.name == "full" else 64
+        batches, mib, reps = (1, 8), 256, (3 if size.name == "full" else 2)
+    bandwidth = read_bandwidth(mib, reps=5)
+    log(f"\ngeneration: memory read bandwidth (torch.sum over {mib} MiB) "
+        f"{bandwidth / 1e9:.1f} GB/s")
+    rows = []
+    for dtype_name, dtype in DTYPES.items():
+        ours, hf, same_weights = models(config, dtype)
+        weight_bytes = weight_bytes_per_token(ours)
+        for batch in batches:
+            g = torch.Generator().manual_seed(batch)
+            prompt = torch.randint(config.vocab_size, (batch, prompt_len), generator=g)
+            a, b = ours_generate(ours, prompt, new), hf_generate(hf, prompt, new)
+            agree = float((a[:, prompt_len:] == b[:, prompt_len:]).float().mean())
+            times = interleaved({"gptlab": lambda m=ours, p=prompt: ours_generate(m, p, new),
+                                 PEER: lambda m=hf, p=prompt: hf_generate(m, p, new)},
+                                reps=reps, warmup=0)
+            floor = bandwidth / weight_bytes * batch  # tokens/s if only weight reads cost
+            for who, ts in times.items():
+                tps = batch * new / median(ts)
+                rows.append({
+                    "who": who, "dtype": dtype_name, "batch_size": batch,
+                    "prompt_len": prompt_len, "new_tokens": new, "seconds": median(ts),
+                    "tokens_per_s": tps, "weight_bytes_per_step": weight_bytes,
+                    "bandwidth_floor_tokens_per_s": floor, "share_of_floor": tps / floor,
+                    "greedy_tokens_agree": agree if same_weights else None, "times_s": ts})
+    peer = {(r["dtype"], r["batch_size"]): r["tokens_per_s"] for r in rows if r["who"] == PEER}
+    for r in rows:
+        r["speedup_vs_peer"] = r["tokens_per_s"] / peer[(r["dtype"], r["batch_size"])]
+    log(f"greedy, {prompt_len}-token prompt, {new} new tokens, median of {reps} "
+        f"interleaved runs")
+    log(table(["who", "dtype", "batch", "tokens/s", "x transformers", "floor tok/s",
+               "of floor", "same tokens"],
+              [[r["who"], r["dtype"], r["batch_size"], r["tokens_per_s"], r["speedup_vs_peer"],
+                r["bandwidth_floor_tokens_per_s"], f"{r['share_of_floor']:.0%}",
+                "-" if r["greedy_tokens_agree"] is None else f"{r['greedy_tokens_agree']:.0%}"]
+               for r in rows]))
+
+    # Per-token latency as the text grows, fp32, batch 1.
+    ours, _, _ = models(config, torch.float32)
+    prompt = torch.randint(config.vocab_size, (1, prompt_len),
+                           generator=torch.Generator().manual_seed(0))
+    cached = latency_with_cache(ours, prompt, new)
+    top = prompt_len + new
+    lengths = sorted({prompt_len, *(max(prompt_len, top * k // 4) for k in (1, 2, 3)), top})
+    uncached = latency_without_cache(ours, prompt, lengths, reps=reps)
+    quarter = max(1, len(cached) // 4)
+    latency = {
+        "cached_s_per_token": cached,
+        "cached_first_quarter_median_s": median(cached[:quarter]),
+        "cached_last_quarter_median_s": median(cached[-quarter:]),
+        "uncached_lengths": lengths, "uncached_s_per_token": uncached,
+    }
+    first, last = latency["cached_first_quarter_median_s"], latency["cached_last_quarter_median_s"]
+    log(f"per-token latency, fp32 batch 1: cached {first * 1e3:.1f} ms (first quarter) -> "
+        f"{last * 1e3:.1f} ms (last); "
+        "uncached " + ", ".join(f"{n}: {t*1e3:.0f} ms" for n, t in zip(lengths, uncached,
+                                                                       strict=True)))
+    png = Path(out_dir) / "generation_latency.png"
+    plot(png, cached, lengths, uncached, prompt_len)
+    data = {"size": size.name, "config": config.to_dict(), "bandwidth_bytes_per_s": bandwidth,
+            "bandwidth_method": f"torch.sum over {mib} MiB fp32, median", "rows": rows,
+            "latency": latency, "plot": png.name}
+    write_result(out_dir, "generation", data)
+    return data

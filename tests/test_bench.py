@@ -1,0 +1,145 @@
+"""The benchmarks run end to end at tiny sizes and write valid results. Correctness only:
+no timing is asserted (the smoke numbers mean nothing)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gptlab import GPT, GPTConfig
+from gptlab.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.common import interleaved, table  # noqa: E402
+from bench.generation import weight_bytes_per_token  # noqa: E402
+from bench.scaling import fit_line  # noqa: E402
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def smoke_results(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("bench")
+    assert main(["bench", "--smoke", "--out", str(out)]) == 0
+    return out
+
+
+def load(out: Path, name: str) -> dict:
+    data = json.loads((out / f"{name}.json").read_text())
+    assert data["benchmark"] == name
+    assert data["machine"]["torch_threads"] == 2
+    assert data["size"] == "smoke"
+    return data
+
+
+def test_train_step_compares_against_transformers(smoke_results):
+    data = load(smoke_results, "train_step")
+    rows = data["shapes"][0]["rows"]
+    peer = rows[0]
+    assert peer["contender"] == data["shapes"][0]["peer"] and peer["speedup_vs_peer"] == 1.0
+    for r in rows:
+        assert r["ms_per_step"] > 0 and len(r["times_s"]) == 2
+        shape = data["shapes"][0]
+        assert r["tokens_per_s"] == pytest.approx(
+            shape["batch_size"] * shape["seq_len"] / r["ms_per_step"] * 1e3)
+
+
+def test_generation_matches_transformers_tokens(smoke_results):
+    data = load(smoke_results, "generation")
+    assert {(r["who"], r["dtype"], r["batch_size"]) for r in data["rows"]} == {
+        (w, d, b) for w in ("gptlab", "transformers") for d in ("fp32", "bf16") for b in (1, 2)}
+    fp32 = [r for r in data["rows"] if r["dtype"] == "fp32"]
+    # Same weights (converted with gptlab.hf), greedy: the same tokens in fp32.
+    assert all(r["greedy_tokens_agree"] == 1.0 for r in fp32)
+    assert data["bandwidth_bytes_per_s"] > 0
+    lat = data["latency"]
+    assert len(lat["cached_s_per_token"]) == 8
+    assert len(lat["uncached_lengths"]) == len(lat["uncached_s_per_token"])
+    assert (smoke_results / data["plot"]).read_bytes()[:8] == PNG_MAGIC
+
+
+def test_mfu_uses_measured_peak(smoke_results):
+    data = load(smoke_results, "mfu")
+    for r in data["rows"]:
+        assert r["peak_flops_per_s"] == data["matmul"]["peak_flops_per_s"][r["dtype"]]
+        assert r["mfu"] == pytest.approx(r["achieved_flops_per_s"] / r["peak_flops_per_s"])
+        assert r["achieved_flops_per_s"] == pytest.approx(
+            r["flops_per_step"] / (r["ms_per_step"] / 1e3))
+
+
+def test_scaling_writes_fit_and_plot(smoke_results):
+    data = load(smoke_results, "scaling")
+    w = data["widths"][0]
+    assert [p["context"] for p in w["points"]] == [16, 32, 64]
+    assert all(p["batch_size"] * p["context"] == data["tokens_per_step"] for p in w["points"])
+    # attention's share of FLOPs grows with the context
+    shares = [p["attention_flop_share"] for p in w["points"]]
+    assert shares == sorted(shares) and 0 < shares[0] < shares[-1] < 1
+    assert (smoke_results / data["plot"]).read_bytes()[:8] == PNG_MAGIC
+
+
+def test_time_to_quality_trains_both_recipes(smoke_results):
+    data = load(smoke_results, "time_to_quality")
+    recipes = data["recipes"]
+    assert len(recipes) == 2 and data["peer"] in recipes
+    for r in recipes.values():
+        assert r["reached"] and r["final_val_loss"] <= data["target_val_loss"]
+        assert r["curve"][-1]["val_loss"] == r["final_val_loss"]
+        assert r["train_s"] > 0 and r["steps"] == r["curve"][-1]["step"]
+
+
+def test_unknown_benchmark_is_one_line_usage_error(capsys):
+    assert main(["bench", "--only", "nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unknown benchmark 'nope'" in err and "\n" not in err
+
+
+def test_time_to_quality_missing_text_is_usage_error(tmp_path, capsys):
+    code = main(["bench", "--only", "time_to_quality", "--text", str(tmp_path / "no.txt"),
+                 "--out", str(tmp_path)])
+    assert code == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_gpu_script_dry_run(tmp_path):
+    proc = subprocess.run([str(ROOT / "bench" / "gpu.sh"), "--dry-run", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((tmp_path / "gpu.json").read_text())
+    assert data["dry_run"] and data["train"]["tokens_per_s"] > 0
+    assert data["train"]["mfu"] == pytest.approx(
+        data["train"]["achieved_flops_per_s"] / data["bf16_matmul_peak_flops_per_s"])
+    assert [r["batch_size"] for r in data["generation"]] == [1, 2]
+
+
+def test_interleaved_alternates_order():
+    calls = []
+    times = interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+                        reps=3, warmup=1)
+    assert calls == ["a", "b", "a", "b", "b", "a", "a", "b"]
+    assert {k: len(v) for k, v in times.items()} == {"a": 3, "b": 3}
+
+
+def test_fit_line_recovers_line():
+    a, b = fit_line([64, 128, 256, 512], [3 + 0.5 * t for t in (64, 128, 256, 512)])
+    assert a == pytest.approx(3) and b == pytest.approx(0.5)
+
+
+def test_weight_bytes_per_token_gpt2():
+    # GPT-2 small: 124,439,808 parameters; of the 1024 x 768 position table one row is read.
+    with torch.device("meta"):
+        model = GPT(GPTConfig.from_preset("gpt2"))
+    assert weight_bytes_per_token(model) == (124_439_808 - 1023 * 768) * 4
+
+
+def test_table_aligns_columns():
+    lines = table(["name", "x"], [["a", 1.5], ["bbb", 1234.0]]).splitlines()
+    assert len({len(line.rstrip()) for line in lines[1:]}) == 1
+    assert lines[3].endswith("1,234")
