@@ -16,13 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from fastapi.testclient import TestClient
 
-pytest.importorskip("fastapi")
-from fastapi.testclient import TestClient  # noqa: E402
-
-from gptlab import GPT, GPTConfig  # noqa: E402
-from gptlab.lab.server import STATIC, create_app, free_port  # noqa: E402
-from gptlab.lab.tinyrun import make_tiny_run  # noqa: E402
+from gptlab import GPT, GPTConfig
+from gptlab.lab.server import STATIC, create_app, free_port
+from gptlab.lab.tinyrun import make_tiny_run
 
 ATOL = 1e-12  # float64 end to end (the calculator computes in float64)
 

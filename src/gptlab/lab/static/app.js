@@ -52,6 +52,8 @@ function htmlEl(tag, attrs = {}, text) {
 const fmt = (x, d = 2) => (x === null ? MINUS_INF : Number(x).toFixed(d).replace(/^-(0\.0+)$/, "$1"));
 const human = (n) => (n >= 1e12 ? (n / 1e12).toFixed(2) + " T" : n >= 1e9 ? (n / 1e9).toFixed(2) + " G" : n >= 1e6 ? (n / 1e6).toFixed(2) + " M" : n >= 1e3 ? (n / 1e3).toFixed(1) + " k" : String(n));
 const humanBytes = (n) => { const u = ["B", "KiB", "MiB", "GiB", "TiB"]; let i = 0; while (n >= 1024 && i < 4) { n /= 1024; i++; } return `${n.toFixed(i ? 2 : 0)} ${u[i]}`; };
+// A token as a visible label: a space shows as ␣, control characters escaped.
+const tokenLabel = (t) => JSON.stringify(t).slice(1, -1).replace(/ /g, "\u2423");
 const transpose = (m) => m[0].map((_, j) => m.map((row) => row[j]));
 const absMax = (m) => Math.max(1e-12, ...m.flat().filter((x) => x !== null).map(Math.abs));
 
@@ -441,8 +443,8 @@ function renderHeads() {
   const d = heads.data, figs = $("heads-figures"), wo = $("heads-wo");
   figs.replaceChildren();
   wo.replaceChildren();
-  const T = d.tokens.length, show = (t) => JSON.stringify(t).slice(1, -1);
-  const tok = d.tokens.map(show);
+  const T = d.tokens.length;
+  const tok = d.tokens.map(tokenLabel);
   const hover = (label) => { $("heads-hover").textContent = label; };
   const choice = $("heads-head").value;
   const list = choice === "all" ? [...Array(d.n_head).keys()] : [+choice];
@@ -451,7 +453,7 @@ function renderHeads() {
     const name = `head-${d.layer}-${h}`;
     figure(figs, name, `layer ${d.layer}, head ${h}`, heatmap({id: name, values: d.attention[d.layer][h],
       rows: tok, cols: tok, rowName: "query", colName: "key", title: `L${d.layer} H${h} attention`, scale: "seq", max: 1,
-      cell, showValues: cell >= 30, onHover: hover}));
+      cell, showValues: cell >= 26, onHover: hover}));
   }
   const hs = d.head_dim, C = d.n_embd;
   const headCols = [...Array(d.n_head * hs).keys()].map((j) => (j % hs === 0 ? `h${j / hs}` : ""));
@@ -668,7 +670,7 @@ const openScoredHead = guarded(async (layer, head) => {
   const h = await api("/api/heads", {run: d.run, ids: d.ids, layer});
   const box = $("scores-head");
   box.replaceChildren();
-  const tok = h.tokens.map((t) => JSON.stringify(t).slice(1, -1));
+  const tok = h.tokens.map(tokenLabel);
   const cell = Math.max(8, Math.min(20, Math.floor(520 / tok.length)));
   figure(box, `scored-head`, `layer ${layer}, head ${head}: its pattern`, heatmap({id: "scored-head",
     values: h.attention[layer][head], rows: tok, cols: tok, title: `L${layer} H${head}`, scale: "seq", max: 1,

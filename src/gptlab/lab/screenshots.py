@@ -1,0 +1,98 @@
+"""Screenshots of every view of the lab, for the docs: `python -m gptlab.lab.screenshots`.
+
+Starts the lab on a free 127.0.0.1 port, opens it in headless Chromium (Playwright) and
+writes one PNG per view. Without --runs it trains a tiny model first (a few seconds), so
+the model views have something to show.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from gptlab.errors import GptlabError, UsageError
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run"]
+# (file name, tab, what to wait for, what to do first)
+VIEWS = [
+    ("1-attention-qkv", "calc", "fig-q", []),
+    ("1-attention-mask", "calc", "fig-masked", ["calc-next", "calc-next"]),
+    ("1-attention-weights", "calc", "fig-weights", ["calc-next"]),
+    ("2-scaling", "scaling", "fig-scaling-sweep", []),
+    ("3-heads", "heads", "fig-concat", []),
+    ("4-positions", "positions", "fig-rope-scores", []),
+    ("5-params", "params", "fig-params-breakdown", []),
+    ("6-head-scores", "scores", "fig-scores-induction", []),
+    ("7-quiz", "quiz", "quiz-question", []),
+]
+
+
+def capture(url: str, out_dir: Path, chromium: str = CHROMIUM) -> list[Path]:
+    """One PNG per view of the lab served at url, in a fresh headless Chromium."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            return capture_views(browser.new_page(), url, out_dir)
+        finally:
+            browser.close()
+
+
+def capture_views(page, url: str, out_dir: Path) -> list[Path]:
+    """Screenshot every view with a Playwright page (sync API)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1280, "height": 860})
+    page.goto(url)
+    written = []
+    for name, tab, ready, clicks in VIEWS:
+        page.click(f"#tab-{tab}")
+        for button in clicks:
+            page.click(f"#{button}")
+        page.wait_for_selector(f"[data-testid={ready}]")
+        if tab == "quiz":  # show a checked answer with its worked solution
+            page.select_option("#quiz-kind", "row0")
+            page.click("#quiz-new")
+            page.check("[data-testid=quiz-choice-mask]")
+            page.click("#quiz-submit")
+            page.wait_for_selector("[data-testid=quiz-verdict]")
+        path = out_dir / f"{name}.png"
+        page.screenshot(path=str(path))
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gptlab.lab.screenshots",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="docs/screenshots", help="folder for the PNGs")
+    parser.add_argument("--runs", help="runs folder (default: train a tiny run in a temp dir)")
+    parser.add_argument("--chromium", default=CHROMIUM, help="Chromium executable")
+    args = parser.parse_args(argv)
+    from gptlab.lab.server import BackgroundServer
+    from gptlab.lab.tinyrun import make_tiny_run
+
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            runs = args.runs
+            if runs is None:
+                runs = Path(tmp) / "runs"
+                make_tiny_run(runs / "tiny-cat", steps=200)
+            if not Path(args.chromium).exists():
+                raise UsageError(f"Chromium not found at {args.chromium} (--chromium PATH)")
+            with BackgroundServer(runs) as url:
+                for path in capture(url, Path(args.out), args.chromium):
+                    print(path)
+    except GptlabError as exc:
+        print(f"screenshots: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
