@@ -489,3 +489,65 @@ def test_gptlab_lab_bad_port_is_one_line_exit_2():
 def test_runs_folder_path_is_relative_to_cwd(tmp_path):
     assert TestClient(create_app(tmp_path / "none")).get("/api/runs").json()["runs"] == []
     assert Path(create_app(tmp_path).state.runs.root) == tmp_path.resolve()
+
+
+# ----------------------------------------------------------------------------- hostile input
+
+HOSTILE = [None, -1, 0, 2**70, 1e308, -1e308, "x", "", [], [[]], {}, True, "../../etc/passwd"]
+FIELDS = {
+    "/api/attention": {"tokens": "cat sat", "d": 4, "seed": 0, "causal": True, "x": None},
+    "/api/scaling": {"d_k": 64, "n_keys": 16, "seed": 0},
+    "/api/sinusoidal": {"positions": 8, "d_model": 8},
+    "/api/rope": {"head_dim": 8, "base": 10000, "positions": 8, "offset": 2, "seed": 0},
+    "/api/params": {"preset": "gpt2", "config": {"n_layer": 2}, "seq_len": 16},
+    "/api/heads": {"run": "tiny", "prompt": "the", "layer": 0},
+    "/api/head_scores": {"run": "tiny", "prompt": "the cat", "seed": 0},
+    "/api/ablate": {"run": "tiny", "layer": 0, "head": 0, "ids": [1, 2, 3]},
+    "/api/quiz": {"kind": "params", "seed": 0},
+    "/api/quiz/check": {"kind": "sqrt_dk", "seed": 0, "answer": "8"},
+}
+
+
+@pytest.mark.parametrize("path", list(FIELDS))
+def test_hostile_values_get_a_4xx_or_an_answer_never_a_500(client, path):
+    for field in FIELDS[path]:
+        for value in HOSTILE:
+            body = dict(FIELDS[path], **{field: value})
+            r = client.post(path, json=body)
+            assert r.status_code in (200, 400), (path, field, value, r.status_code, r.text)
+            if r.status_code == 400:
+                assert r.json()["error"], (path, field, value)
+    config_fields = GPTConfig.from_preset("gpt2").to_dict()
+    if path == "/api/params":
+        for field in config_fields:
+            for value in HOSTILE:
+                r = client.post(path, json={"preset": "gpt2", "config": {field: value}})
+                assert r.status_code in (200, 400), (field, value, r.text)
+    assert client.get(path).status_code == 405
+
+
+def test_a_broken_run_is_a_400(tmp_path):
+    root = tmp_path / "runs"
+    make_tiny_run(root / "broken", steps=1)
+    (root / "broken/model.safetensors").write_bytes(b"not a safetensors file")
+    c = TestClient(create_app(root))
+    bad(c, "/api/heads", {"run": "broken", "prompt": "the"}, "not a readable safetensors")
+
+
+def test_heads_of_a_rope_gqa_model_without_biases(tmp_path):
+    from gptlab.checkpoint import save_model
+    from gptlab.tokenizers import CharTokenizer
+
+    tok = CharTokenizer.from_text("abcdefgh ")
+    torch.manual_seed(0)
+    model = GPT(GPTConfig.from_preset("tiny-llama", vocab_size=tok.vocab_size))
+    save_model(model, tmp_path / "llama")
+    tok.save(tmp_path / "llama/tokenizer.json")
+    c = TestClient(create_app(tmp_path))
+    d = post(c, "/api/heads", {"run": "llama", "prompt": "abc abc", "layer": 1})
+    assert d["b_o"] is None and len(d["attention"][1]) == 4
+    out = np.array(d["concat"]) @ np.array(d["w_o"])
+    np.testing.assert_allclose(np.array(d["out"]), out, atol=1e-5)
+    weights = np.array(d["attention"][1])
+    np.testing.assert_allclose(weights.sum(-1), 1, atol=1e-5)
+    assert np.all(np.triu(weights, 1) == 0)

@@ -148,4 +148,11 @@ def serve(runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8000) -> No
           flush=True)
     if host not in ("127.0.0.1", "localhost", "::1"):
         print(f"note: listening on {host}, reachable from other machines", flush=True)
-    uvicorn.run(create_app(runs_dir), host=host, port=port, log_level="warning")
+    app = create_app(runs_dir)
+    found = app.state.runs.list()
+    if found:
+        print(f"runs: {', '.join(found[:8])}{' ...' if len(found) > 8 else ''}", flush=True)
+    else:
+        print(f"no runs in {runs_path} yet: views 3 and 6 need one "
+              f"(gptlab train ... --out {runs_path}/NAME)", flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -447,14 +447,21 @@ function renderHeads() {
   const tok = d.tokens.map(tokenLabel);
   const hover = (label) => { $("heads-hover").textContent = label; };
   const choice = $("heads-head").value;
+  // The grid shows every layer when that stays readable, else the chosen layer's heads.
+  const layers = choice === "all" && d.n_layer * d.n_head <= 32 ? [...Array(d.n_layer).keys()] : [d.layer];
   const list = choice === "all" ? [...Array(d.n_head).keys()] : [+choice];
-  const cell = choice === "all" ? Math.max(8, Math.min(22, Math.floor(320 / T))) : Math.max(10, Math.min(40, Math.floor(640 / T)));
-  for (const h of list) {
-    const name = `head-${d.layer}-${h}`;
-    figure(figs, name, `layer ${d.layer}, head ${h}`, heatmap({id: name, values: d.attention[d.layer][h],
-      rows: tok, cols: tok, rowName: "query", colName: "key", title: `L${d.layer} H${h} attention`, scale: "seq", max: 1,
-      cell, showValues: cell >= 26, onHover: hover}));
+  const cell = choice === "all" ? Math.max(5, Math.min(22, Math.floor(260 / T))) : Math.max(10, Math.min(40, Math.floor(640 / T)));
+  for (const l of layers) {
+    const line = htmlEl("div", {class: "row"});
+    figs.appendChild(line);
+    for (const h of list) {
+      const name = `head-${l}-${h}`;
+      figure(line, name, `layer ${l}, head ${h}`,
+        heatmap({id: name, values: d.attention[l][h], rows: tok, cols: tok, rowName: "query", colName: "key",
+          title: `L${l} H${h} attention`, scale: "seq", max: 1, cell, showValues: cell >= 26, onHover: hover}));
+    }
   }
+  $("heads-wo-title").textContent = `Layer ${d.layer}: the concatenation of its heads and the output projection W_O`;
   const hs = d.head_dim, C = d.n_embd;
   const headCols = [...Array(d.n_head * hs).keys()].map((j) => (j % hs === 0 ? `h${j / hs}` : ""));
   const c2 = Math.max(6, Math.min(14, Math.floor(420 / (d.n_head * hs))));
