@@ -94,7 +94,8 @@ function heatmap(o) {
   const labelW = Math.min(90, 10 + 7 * Math.max(...rows.map((r) => r.length)));
   const showCols = o.showColLabels ?? (cell >= 14);
   const top = 24 + (showCols ? 16 : 0);
-  const width = labelW + nc * cell + 8, height = top + nr * cell + 6;
+  const width = Math.max(labelW + nc * cell + 8, 12 + 7.5 * (o.title || "").length);
+  const height = top + nr * cell + 6;
   const svg = svgEl("svg", {xmlns: SVGNS, width, height, viewBox: `0 0 ${width} ${height}`,
     "font-family": "ui-monospace, Menlo, Consolas, monospace", "data-testid": `fig-${o.id}`});
   svg.appendChild(svgEl("rect", {x: 0, y: 0, width, height, fill: "#ffffff"}));
@@ -316,8 +317,10 @@ function renderCalc() {
   const inputs = $("calc-inputs"), figs = $("calc-figures");
   inputs.replaceChildren();
   figs.replaceChildren();
+  // Cells shrink as the matrices grow (up to 64 x 64); numbers show while they fit.
+  const cell = Math.max(12, Math.min(40, Math.floor(560 / Math.max(tok.length, d.d))));
   const hm = (name, caption, values, extra) => figure(figs, name, caption, heatmap({id: name,
-    values, rows: tok, cols: dims, title: caption, ...extra}));
+    values, rows: tok, cols: dims, title: caption, cell, ...extra}));
   const tt = {rows: tok, cols: tok, rowName: "query", colName: "key"};
   if (s === 0) {
     inputs.appendChild(editGrid("x", "X (embeddings)", d.x, tok, dims));
@@ -327,7 +330,7 @@ function renderCalc() {
     hm("v", "V = X·W_V", d.v);
   } else if (s === 1) {
     hm("q", "Q", d.q);
-    figure(figs, "kt", "Kᵀ", heatmap({id: "kt", values: transpose(d.k), rows: dims, cols: tok, title: "Kᵀ"}));
+    figure(figs, "kt", "Kᵀ", heatmap({id: "kt", values: transpose(d.k), rows: dims, cols: tok, title: "Kᵀ", cell}));
     hm("scores", "scores = QKᵀ/√d_k", d.scores, tt);
   } else if (s === 2) {
     hm("scores", "scores", d.scores, tt);
@@ -340,7 +343,7 @@ function renderCalc() {
     const diff = d.weights.map((row, i) => row.map((v, j) => v - d.other.weights[i][j]));
     hm("weights-diff", "difference (this − other)", diff, tt);
     figure(figs, "rowsums", "row sums", heatmap({id: "rowsums", values: d.weights.map((r) => [r.reduce((a, b) => a + b, 0)]),
-      rows: tok, cols: ["Σ"], title: "row sums", scale: "seq", max: 1}));
+      rows: tok, cols: ["Σ"], title: "row sums", scale: "seq", max: 1, cell: Math.max(cell, 30)}));
   } else {
     hm("weights", "weights", d.weights, {...tt, scale: "seq", max: 1});
     hm("v", "V", d.v);
