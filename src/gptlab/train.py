@@ -431,8 +431,8 @@ class Trainer:
             msg = (f"step {self.step}: train loss {losses['train_loss']:.4f}, "
                    f"val loss {losses['val_loss']:.4f}")
             if bar is not None:
-                bar.write(msg)
-            elif self.progress:
+                bar.write(msg, file=sys.stderr)
+            else:
                 print(msg, file=sys.stderr)
 
     def _save_checkpoint(self) -> None:
@@ -598,7 +598,7 @@ def train(
         trainer = Trainer(model, batches, train_config, ctx, files, progress=progress)
         if state is not None:
             trainer.load_state(state)
-        if progress and ctx.is_main:
+        if ctx.is_main:
             print(f"training {_describe(model_config)}, {model.num_parameters():,} parameters, "
                   f"on {ctx.device} x {ctx.world_size}"
                   + (f", resuming at step {trainer.step}" if state is not None else ""),
