@@ -1,0 +1,385 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gptlab import GPT, GPTConfig, interp
+from gptlab.attention import attention_weights, causal_mask
+from gptlab.errors import UsageError
+
+TOKENS = torch.tensor([1, 2, 3, 1, 2, 3])  # "abcabc": one repeat of a 3-token sequence
+
+
+def tiny(preset="tiny-gpt2", seed=0, **overrides):
+    torch.manual_seed(seed)
+    return GPT(GPTConfig.from_preset(preset, **overrides)).eval()
+
+
+def pattern(rows):
+    """A (T, T) attention pattern from {query: {key: weight}}."""
+    T = len(rows)
+    A = torch.zeros(T, T)
+    for i, row in rows.items():
+        for j, w in row.items():
+            A[i, j] = w
+    return A
+
+
+def tl_reference_scores(A, tokens, exclude_bos, exclude_current_token):
+    """TransformerLens's head detector, element by element: detection patterns built as it
+    builds them (duplicate: equal tokens, diagonal zeroed, tril; induction: duplicate rolled
+    one column right, first column zeroed, tril), then sum(A * D) / sum(A) after exclusions."""
+    T = len(tokens)
+    t = tokens.tolist()
+    dup = [[1.0 if (t[i] == t[j] and i != j and j <= i) else 0.0 for j in range(T)]
+           for i in range(T)]
+    patterns = {
+        "previous_token": [[1.0 if j == i - 1 else 0.0 for j in range(T)] for i in range(T)],
+        "duplicate_token": dup,
+        "induction": [[(dup[i][j - 1] if j >= 1 else 0.0) if j <= i else 0.0
+                       for j in range(T)] for i in range(T)],
+    }
+    A = A.clone().double()
+    if exclude_bos:
+        A[:, 0] = 0
+    if exclude_current_token:
+        A.fill_diagonal_(0)
+    return {name: float((A * torch.tensor(D, dtype=torch.float64)).sum() / A.sum())
+            for name, D in patterns.items()}
+
+
+# ----------------------------------------------------------------------------- patterns
+
+def test_detection_patterns_by_hand():
+    D = interp.detection_patterns(TOKENS)
+    assert D["previous_token"].nonzero().tolist() == [[1, 0], [2, 1], [3, 2], [4, 3], [5, 4]]
+    assert D["duplicate_token"].nonzero().tolist() == [[3, 0], [4, 1], [5, 2]]
+    assert D["induction"].nonzero().tolist() == [[3, 1], [4, 2], [5, 3]]
+
+
+def test_induction_pattern_keeps_the_diagonal_when_a_token_repeats_itself():
+    # "aa": at query 1 the earlier copy (key 0) was followed by key 1, the query itself.
+    D = interp.detection_patterns(torch.tensor([7, 7]))
+    assert D["duplicate_token"].tolist() == [[False, False], [True, False]]
+    assert D["induction"].tolist() == [[False, False], [False, True]]
+
+
+def test_pure_previous_token_pattern():
+    A = pattern({0: {0: 1}, 1: {0: 1}, 2: {1: 1}, 3: {2: 1}, 4: {3: 1}, 5: {4: 1}})
+    s = interp.scores_from_patterns(A, TOKENS)
+    # Query 0 can only attend to itself: 5 of the 6 rows' attention is on the previous token.
+    assert s["previous_token"].item() == pytest.approx(5 / 6)
+    assert s["duplicate_token"].item() == 0 and s["induction"].item() == 0
+    # Without the diagonal, row 0 drops out: all the remaining attention is previous-token.
+    s = interp.scores_from_patterns(A, TOKENS, exclude_current_token=True)
+    assert s["previous_token"].item() == pytest.approx(1.0)
+    # Without column 0, rows 0 and 1 drop out: 4 of 4 left.
+    s = interp.scores_from_patterns(A, TOKENS, exclude_bos=True)
+    assert s["previous_token"].item() == pytest.approx(1.0)
+
+
+def test_pure_induction_pattern_and_exclusions():
+    # Before the repeat the head rests on position 0; in the repeat it looks one past the
+    # earlier copy of the current token.
+    A = pattern({0: {0: 1}, 1: {0: 1}, 2: {0: 1}, 3: {1: 1}, 4: {2: 1}, 5: {3: 1}})
+    s = interp.scores_from_patterns(A, TOKENS)
+    assert s["induction"].item() == pytest.approx(3 / 6)
+    assert s["previous_token"].item() == pytest.approx(1 / 6)  # row 1 -> key 0
+    assert s["duplicate_token"].item() == 0
+    s = interp.scores_from_patterns(A, TOKENS, exclude_bos=True)
+    assert s["induction"].item() == pytest.approx(1.0)
+    assert s["previous_token"].item() == 0
+    s = interp.scores_from_patterns(A, TOKENS, exclude_current_token=True)
+    assert s["induction"].item() == pytest.approx(3 / 5)
+    assert s["previous_token"].item() == pytest.approx(1 / 5)
+    s = interp.scores_from_patterns(A, TOKENS, exclude_bos=True, exclude_current_token=True)
+    assert s["induction"].item() == pytest.approx(1.0)
+
+
+def test_split_attention_pattern():
+    # Half on self, half on the previous token (row 0 all on itself); duplicate rows 3..5
+    # put half on the earlier copy instead: 0.5 * 3 duplicate hits out of 6.
+    A = pattern({0: {0: 1}, 1: {1: .5, 0: .5}, 2: {2: .5, 1: .5}, 3: {3: .5, 0: .5},
+                 4: {4: .5, 1: .5}, 5: {5: .5, 2: .5}})
+    s = interp.scores_from_patterns(A, TOKENS)
+    assert s["previous_token"].item() == pytest.approx(1.0 / 6)
+    assert s["duplicate_token"].item() == pytest.approx(1.5 / 6)
+    s = interp.scores_from_patterns(A, TOKENS, exclude_current_token=True)
+    assert s["duplicate_token"].item() == pytest.approx(1.5 / 2.5)
+    assert s["previous_token"].item() == pytest.approx(1.0 / 2.5)
+
+
+def test_uniform_attention_is_the_chance_level():
+    # A uniform causal head on "aaaa": row i spreads 1/(i+1) over keys 0..i.
+    tokens = torch.tensor([4, 4, 4, 4])
+    chance = interp.chance_scores(tokens)
+    # previous: rows 1..3 each give 1/(i+1) to key i-1.
+    assert chance["previous_token"] == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 4)
+    # duplicate: every earlier key matches, i/(i+1) per row.
+    assert chance["duplicate_token"] == pytest.approx((1 / 2 + 2 / 3 + 3 / 4) / 4)
+    # induction: keys 1..i, i/(i+1) per row as well.
+    assert chance["induction"] == pytest.approx((1 / 2 + 2 / 3 + 3 / 4) / 4)
+
+
+@pytest.mark.parametrize("exclude_bos", [False, True])
+@pytest.mark.parametrize("exclude_current_token", [False, True])
+def test_scores_match_the_transformerlens_algorithm_on_random_patterns(
+    exclude_bos, exclude_current_token
+):
+    g = torch.Generator().manual_seed(0)
+    for T in (3, 5, 17):  # with T = 2 both exclusions leave no attention (see below)
+        tokens = torch.randint(4, (T,), generator=g)  # small vocab: plenty of duplicates
+        logits = torch.randn(T, T, generator=g)
+        A = torch.softmax(logits.masked_fill(~causal_mask(T, T), float("-inf")), dim=-1)
+        got = interp.scores_from_patterns(A.double(), tokens, exclude_bos, exclude_current_token)
+        want = tl_reference_scores(A, tokens, exclude_bos, exclude_current_token)
+        for name in interp.SCORE_NAMES:
+            assert got[name].item() == pytest.approx(want[name], abs=1e-12), name
+
+
+def test_no_attention_left_scores_nan():
+    A = pattern({0: {0: 1}, 1: {0: 0.3, 1: 0.7}})
+    s = interp.scores_from_patterns(A, torch.tensor([1, 1]), True, True)
+    assert all(math.isnan(s[name].item()) for name in interp.SCORE_NAMES)
+
+
+def test_scores_broadcast_over_leading_dims_and_leave_the_input_alone():
+    g = torch.Generator().manual_seed(1)
+    T = 8
+    A = torch.softmax(torch.randn(3, 2, 4, T, T, generator=g).masked_fill(
+        ~causal_mask(T, T), float("-inf")), dim=-1)  # (layers, batch, heads, T, T)
+    tokens = torch.randint(3, (2, T), generator=g)
+    before = A.clone()
+    got = interp.scores_from_patterns(A, tokens[:, None, :], exclude_bos=True,
+                                      exclude_current_token=True)
+    assert torch.equal(A, before)  # exclusions work on a copy
+    assert got["induction"].shape == (3, 2, 4)
+    one = interp.scores_from_patterns(A[2, 1, 3], tokens[1], True, True)
+    for name in interp.SCORE_NAMES:
+        assert got[name][2, 1, 3].item() == pytest.approx(one[name].item())
+
+
+def test_scores_reject_mismatched_shapes():
+    with pytest.raises(UsageError):
+        interp.scores_from_patterns(torch.zeros(4, 5), torch.zeros(5, dtype=torch.long))
+    with pytest.raises(UsageError):
+        interp.scores_from_patterns(torch.zeros(4, 4), torch.zeros(5, dtype=torch.long))
+
+
+# ----------------------------------------------------------------------------- capture
+
+@pytest.mark.parametrize("preset", ["tiny-gpt2", "tiny-llama"])
+def test_capture_leaves_outputs_unchanged_and_restores_the_instruments(preset):
+    model = tiny(preset)
+    idx = torch.randint(97, (2, 20), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        before, _ = model(idx)
+    weights, logits = interp.capture_with_logits(model, idx)
+    assert weights.shape == (2, 2, 4, 20, 20)  # (n_layer, B, n_head, T, T); GQA expanded
+    assert torch.allclose(logits, before, atol=1e-6, rtol=0)
+    assert torch.allclose(weights.sum(-1), torch.ones(2, 2, 4, 20), atol=1e-6)
+    assert torch.all(weights.triu(1) == 0)  # causal
+    for m in interp.attention_modules(model):
+        assert m.record_weights is False and m.weights is None and m.head_hook is None
+    assert torch.equal(interp.capture_attention(model, idx), weights)
+
+
+def test_captured_layer0_weights_are_the_softmax_of_its_queries_and_keys():
+    model = tiny("tiny-gpt2")
+    idx = torch.randint(97, (1, 12), generator=torch.Generator().manual_seed(3))
+    weights = interp.capture_attention(model, idx)
+    with torch.no_grad():
+        x = model.wte(idx) + model.wpe(torch.arange(12))
+        x = model.blocks[0].norm_1(x)
+        attn = model.blocks[0].attn
+        q, k, _ = attn.qkv(x).split(32, dim=-1)
+        q = q.view(1, 12, 4, 8).transpose(1, 2)
+        k = k.view(1, 12, 4, 8).transpose(1, 2)
+        want = attention_weights(q, k, causal_mask(12, 12))
+    assert torch.allclose(weights[0], want, atol=1e-6)
+
+
+def test_capture_restores_state_after_an_error_and_keeps_training_mode():
+    model = tiny("tiny-gpt2").train()
+    with pytest.raises(RuntimeError), interp.recording_attention(model):
+        raise RuntimeError("boom")
+    assert all(not m.record_weights for m in interp.attention_modules(model))
+    interp.capture_attention(model, torch.tensor([1, 2, 3]))
+    assert model.training
+
+
+def test_capture_accepts_a_single_sequence():
+    model = tiny()
+    assert interp.capture_attention(model, torch.tensor([5, 6, 7])).shape == (2, 1, 4, 3, 3)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (torch.zeros(0, dtype=torch.long), "empty"),
+    (torch.zeros(1, 0, dtype=torch.long), "empty"),
+    (torch.zeros(33, dtype=torch.long), "longer than the model's context of 32"),
+    (torch.tensor([1, 97]), "token id 97 is outside the vocabulary"),
+    (torch.tensor([-1, 2]), "token id -1"),
+    (torch.tensor([1.0, 2.0]), "integers"),
+    (torch.zeros(1, 1, 3, dtype=torch.long), "shape"),
+])
+def test_bad_tokens_are_usage_errors(bad, message):
+    with pytest.raises(UsageError, match=message):
+        interp.capture_attention(tiny(), bad)
+
+
+def test_head_scores_need_two_tokens():
+    with pytest.raises(UsageError, match="at least 2"):
+        interp.head_scores(tiny(), torch.tensor([3]))
+
+
+# ----------------------------------------------------------------------------- head scores
+
+def test_head_scores_average_the_batch_and_pass_the_exclusions():
+    model = tiny("tiny-llama")
+    idx = torch.randint(5, (3, 16), generator=torch.Generator().manual_seed(2))
+    batch = interp.head_scores(model, idx, exclude_bos=True, exclude_current_token=True)
+    singles = [interp.head_scores(model, row, exclude_bos=True, exclude_current_token=True)
+               for row in idx]
+    for name in interp.SCORE_NAMES:
+        assert batch[name].shape == (2, 4)
+        mean = torch.stack([s[name] for s in singles]).mean(0)
+        assert torch.allclose(batch[name], mean, atol=1e-6)
+    weights = interp.capture_attention(model, idx[0])
+    direct = interp.scores_from_patterns(weights[:, 0], idx[0], True, True)
+    assert torch.allclose(singles[0]["induction"], direct["induction"])
+
+
+# ----------------------------------------------------------------------------- ablation
+
+def _zeroed_proj_copy(model, layer, head, mean=None):
+    """The model with head's columns of the output projection zeroed (and, for a mean,
+    their contribution folded into the bias): what ablating the head must equal."""
+    clone = tiny("tiny-gpt2")
+    clone.load_state_dict(model.state_dict())
+    proj = clone.blocks[layer].attn.proj
+    hs = clone.config.head_dim
+    cols = slice(head * hs, (head + 1) * hs)
+    with torch.no_grad():
+        if mean is not None:
+            proj.bias += proj.weight[:, cols] @ mean
+        proj.weight[:, cols] = 0
+    return clone
+
+
+def test_zero_ablation_equals_zeroing_the_heads_projection_columns():
+    model = tiny("tiny-gpt2")
+    idx = torch.randint(97, (2, 10), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad(), interp.ablate_heads(model, [(1, 2)]):
+        got, _ = model(idx)
+    with torch.no_grad():
+        want, _ = _zeroed_proj_copy(model, 1, 2)(idx)
+        clean, _ = model(idx)
+    assert torch.allclose(got, want, atol=1e-5)
+    assert not torch.allclose(got, clean, atol=1e-5)
+    assert all(m.head_hook is None for m in interp.attention_modules(model))
+
+
+def test_mean_ablation_uses_the_heads_mean_over_batch_and_positions():
+    model = tiny("tiny-gpt2")
+    idx = torch.randint(97, (2, 10), generator=torch.Generator().manual_seed(5))
+    seen = {}
+    attn = model.blocks[0].attn
+    attn.head_hook = lambda y: seen.setdefault("y", y)  # (B, nh, T, hs)
+    with torch.no_grad():
+        model(idx)
+    attn.head_hook = None
+    mean = seen["y"][:, 3].mean(dim=(0, 1))  # (hs,)
+    assert torch.allclose(interp.mean_head_outputs(model, idx)[0][3], mean, atol=1e-6)
+    with torch.no_grad(), interp.ablate_heads(model, [(0, 3)], "mean", reference_idx=idx):
+        got, _ = model(idx)
+    with torch.no_grad():
+        want, _ = _zeroed_proj_copy(model, 0, 3, mean)(idx)
+    assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_ablations_nest_and_unwind():
+    model = tiny("tiny-gpt2")
+    idx = torch.randint(97, (1, 8), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad(), interp.ablate_heads(model, [(0, 0)]):
+        with interp.ablate_heads(model, [(0, 1)]):
+            both, _ = model(idx)
+        outer, _ = model(idx)
+    with torch.no_grad(), interp.ablate_heads(model, [(0, 0), (0, 1)]):
+        together, _ = model(idx)
+    with torch.no_grad(), interp.ablate_heads(model, [(0, 0)]):
+        alone, _ = model(idx)
+    assert torch.allclose(both, together, atol=1e-6)
+    assert torch.allclose(outer, alone, atol=1e-6)
+    assert all(m.head_hook is None for m in interp.attention_modules(model))
+
+
+def test_ablation_deltas_are_loss_differences():
+    model = tiny("tiny-gpt2")
+    idx = torch.randint(97, (2, 12), generator=torch.Generator().manual_seed(7))
+    targets = interp.next_token_targets(idx)
+    assert targets[:, -1].eq(-1).all() and torch.equal(targets[:, :-1], idx[:, 1:])
+    for mode in interp.ABLATION_MODES:
+        deltas = interp.ablation_deltas(model, idx, mode=mode)
+        assert deltas.shape == (2, 4)
+        with torch.no_grad():
+            _, clean = model(idx, targets)
+            with interp.ablate_heads(model, [(1, 1)], mode, reference_idx=idx):
+                _, ablated = model(idx, targets)
+        assert deltas[1, 1].item() == pytest.approx((ablated - clean).item(), abs=1e-6)
+    explicit = interp.ablation_deltas(model, idx, targets=targets)
+    assert torch.allclose(explicit, interp.ablation_deltas(model, idx))
+
+
+@pytest.mark.parametrize("heads, message", [
+    ([(2, 0)], "layer 2 is out of range"),
+    ([(-1, 0)], "layer -1 is out of range"),
+    ([(0, 4)], "head 4 is out of range"),
+    ([(0,)], "pair"),
+])
+def test_bad_heads_are_usage_errors(heads, message):
+    with pytest.raises(UsageError, match=message), interp.ablate_heads(tiny(), heads):
+        pass
+
+
+def test_bad_ablation_settings_are_usage_errors():
+    model = tiny()
+    with pytest.raises(UsageError, match="reference_idx"), \
+            interp.ablate_heads(model, [(0, 0)], "mean"):
+        pass
+    with pytest.raises(UsageError, match="unknown ablation mode"), \
+            interp.ablate_heads(model, [(0, 0)], "noise"):
+        pass
+    with pytest.raises(UsageError, match="unknown ablation mode"):
+        interp.ablation_deltas(model, torch.tensor([1, 2, 3]), mode="noise")
+    with pytest.raises(UsageError, match="targets"):
+        interp.ablation_deltas(model, torch.tensor([[1, 2, 3]]), targets=torch.tensor([[1, 2]]))
+
+
+# ----------------------------------------------------------------------------- probe
+
+def test_induction_probe_on_an_untrained_model():
+    model = tiny("tiny-gpt2")
+    out = interp.induction_probe(model, 8, batch=3, generator=torch.Generator().manual_seed(0))
+    tokens = out["tokens"]
+    assert tokens.shape == (3, 16) and torch.equal(tokens[:, :8], tokens[:, 8:])
+    assert out["induction"].shape == (2, 4)
+    with torch.no_grad():
+        logits, _ = model(tokens)
+    per_token = F.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:],
+                                reduction="none").mean(0)
+    assert torch.allclose(out["per_token_loss"], per_token, atol=1e-5)
+    assert out["loss_first_half"] == pytest.approx(per_token[:7].mean().item(), abs=1e-5)
+    assert out["loss_second_half"] == pytest.approx(per_token[8:].mean().item(), abs=1e-5)
+    # Untrained: no in-context learning, both halves near ln(vocab).
+    assert abs(out["loss_first_half"] - math.log(97)) < 0.2
+    assert abs(out["loss_second_half"] - math.log(97)) < 0.2
+    again = interp.induction_probe(model, 8, batch=3, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(again["tokens"], tokens)
+
+
+def test_induction_probe_rejects_a_repeat_longer_than_the_context():
+    with pytest.raises(UsageError, match="at most 16"):
+        interp.induction_probe(tiny(), 17)
+    with pytest.raises(UsageError, match="at least 2"):
+        interp.induction_probe(tiny(), 1)
