@@ -166,6 +166,7 @@ class TrainResult:
     val_loss: float | None
     best_val_loss: float | None
     elapsed_s: float
+    is_main: bool = True  # False on torchrun ranks > 0, which write and print nothing
 
 
 class TrainingDiverged(GptlabError):
@@ -608,7 +609,7 @@ def train(
     return TrainResult(out_dir, trainer.step, status, trainer.last_eval.get("train_loss"),
                        trainer.last_eval.get("val_loss"),
                        trainer.best_val if math.isfinite(trainer.best_val) else None,
-                       time.perf_counter() - t0)
+                       time.perf_counter() - t0, is_main=ctx.is_main)
 
 
 def _describe(c: GPTConfig) -> str:

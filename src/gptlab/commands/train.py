@@ -98,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
         train_config = _train_config(args, train_over)
         result = train(model_config, train_config, args.data, args.out,
                        progress=not args.no_progress)
+    if not result.is_main:
+        return 0
     if result.status == "interrupted":
         print(f"stopped at step {result.step}; checkpoint saved. Continue with:\n"
               f"  gptlab train --data {args.data} --out {args.out} --resume")

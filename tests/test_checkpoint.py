@@ -1,0 +1,106 @@
+"""Model directories and run checkpoints: round trips, atomicity, and every broken file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from gptlab import checkpoint
+from gptlab.config import GPTConfig
+from gptlab.errors import UsageError
+from gptlab.model import GPT
+
+
+def tiny(**kw) -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(**{**dict(vocab_size=17, block_size=8, n_layer=1, n_head=2,
+                                   n_embd=8), **kw}))
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_model_round_trip(tmp_path, tie):
+    model = tiny(tie_embeddings=tie)
+    checkpoint.save_model(model, tmp_path, step=5)
+    loaded = checkpoint.load_model(tmp_path)
+    assert loaded.config == model.config and not loaded.training
+    a, b = model.state_dict(), loaded.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    if tie:
+        assert loaded.lm_head.weight is loaded.wte.weight
+    assert checkpoint.weights_step(tmp_path / "model.safetensors") == 5
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+def test_unwrap_saves_the_bare_model(tmp_path):
+    model = tiny()
+    wrapped = torch.nn.Module()
+    wrapped.module = model  # what DistributedDataParallel looks like
+    checkpoint.save_model(wrapped, tmp_path)
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "model.safetensors"), framework="pt") as f:
+        assert not any(k.startswith("module.") for k in f.keys())
+        assert "lm_head.weight" not in f.keys()  # tied: stored once, as wte
+
+
+def test_checkpoint_state_round_trip(tmp_path):
+    model = tiny()
+    opt = torch.optim.AdamW(model.parameters())
+    model(torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 4, dtype=torch.long))[1].backward()
+    opt.step()
+    gen = torch.Generator().manual_seed(3)
+    state = {"step": 7, "best_val": 1.5, "optimizer": opt.state_dict(),
+             "batch_rng": gen.get_state(), "torch_rng": torch.get_rng_state()}
+    checkpoint.save_checkpoint(tmp_path, model, state)
+    loaded = checkpoint.load_checkpoint_state(tmp_path)  # weights_only=True inside
+    assert loaded["step"] == 7 and loaded["best_val"] == 1.5
+    assert torch.equal(loaded["batch_rng"], gen.get_state())
+    opt2 = torch.optim.AdamW(tiny().parameters())
+    opt2.load_state_dict(loaded["optimizer"])
+    assert opt2.state_dict()["state"][0]["exp_avg"].equal(opt.state_dict()["state"][0]["exp_avg"])
+
+
+def test_state_and_weights_from_different_steps_are_refused(tmp_path):
+    model = tiny()
+    checkpoint.save_checkpoint(tmp_path, model, {"step": 3})
+    checkpoint.save_model(model, tmp_path, step=4)  # as if killed between the two writes
+    with pytest.raises(UsageError, match="are from different steps"):
+        checkpoint.load_checkpoint_state(tmp_path)
+
+
+def test_pickled_objects_are_not_loaded(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (print, ("this would run",))
+
+    checkpoint.save_model(tiny(), tmp_path, step=0)
+    torch.save({"step": 0, "x": Evil()}, tmp_path / "state.pt")
+    with pytest.raises(UsageError, match="not a readable training state"):
+        checkpoint.load_checkpoint_state(tmp_path)
+
+
+def test_missing_and_broken_files(tmp_path):
+    with pytest.raises(UsageError, match="model directory not found"):
+        checkpoint.load_model(tmp_path / "nope")
+    with pytest.raises(UsageError, match="has no config.json"):
+        checkpoint.load_model(tmp_path)
+    checkpoint.save_model(tiny(), tmp_path)
+    weights = tmp_path / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[:-10])
+    with pytest.raises(UsageError, match="not a readable safetensors file"):
+        checkpoint.load_model(tmp_path)
+    weights.write_bytes(data)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "n_layer": 2}))
+    with pytest.raises(UsageError, match="does not match its config: missing blocks.1"):
+        checkpoint.load_model(tmp_path)
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(UsageError, match="is not valid JSON"):
+        checkpoint.load_model(tmp_path)
+    with pytest.raises(UsageError, match="nothing to resume"):
+        checkpoint.load_checkpoint_state(tmp_path)
+    with pytest.raises(UsageError, match="has no tokenizer.json"):
+        checkpoint.load_tokenizer_of(tmp_path)

@@ -1,0 +1,186 @@
+"""`gptlab sample`: streaming, stop strings, seeds, several samples, and bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from gptlab import checkpoint, sampling
+from gptlab.cli import main
+from gptlab.commands.sample import SEPARATOR
+from gptlab.config import GPTConfig
+from gptlab.model import GPT
+from gptlab.tokenizers import CharTokenizer
+
+CHARS = sorted(set("abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ:.,\n"))
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    """A random-weight char model saved as a plain model directory."""
+    path = tmp_path_factory.mktemp("model")
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=len(CHARS), block_size=32, n_layer=1, n_head=2,
+                          n_embd=16))
+    checkpoint.save_model(model, path)
+    CharTokenizer(CHARS).save(path / "tokenizer.json")
+    return path
+
+
+def sample(capsys, *argv):
+    code = main(["sample", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_seed_reproduces_and_differs(model_dir, capsys):
+    a = sample(capsys, model_dir, "--seed", 1, "--max-new-tokens", 60)
+    b = sample(capsys, model_dir, "--seed", 1, "--max-new-tokens", 60)
+    c = sample(capsys, model_dir, "--seed", 2, "--max-new-tokens", 60)
+    assert a[0] == 0 and a == b and a[1] != c[1]
+    assert len(a[1]) == 1 + 60 + 1  # the prompt "\n", 60 chars, a final newline
+
+
+def test_num_samples_and_prompt(model_dir, capsys):
+    code, out, _ = sample(capsys, model_dir, "--prompt", "KING:", "--num-samples", 3,
+                          "--max-new-tokens", 20, "--seed", 0)
+    parts = out.split(f"\n{SEPARATOR}\n")
+    assert code == 0 and len(parts) == 3
+    assert all(p.startswith("KING:") and len(p.rstrip("\n")) >= 5 for p in parts)
+    assert len({p for p in parts}) == 3  # one generator runs on: three different samples
+
+
+def test_greedy_equals_model_generate(model_dir, capsys):
+    code, out, _ = sample(capsys, model_dir, "--prompt", "ab", "--greedy",
+                          "--max-new-tokens", 50, "--no-prompt")
+    model = checkpoint.load_model(model_dir)
+    tok = CharTokenizer(CHARS)
+    ids = model.generate(torch.tensor([tok.encode("ab")]), 50, temperature=0.0)
+    assert code == 0 and out == tok.decode(ids[0, 2:].tolist()) + "\n"
+
+
+def test_stop_strings(model_dir, capsys):
+    _, full, _ = sample(capsys, model_dir, "--greedy", "--max-new-tokens", 80, "--no-prompt")
+    stop = full[10:12]
+    code, out, _ = sample(capsys, model_dir, "--greedy", "--max-new-tokens", 80, "--no-prompt",
+                          "--stop", "never-there", stop)
+    assert code == 0 and out == full[: full.find(stop)] + "\n"
+
+
+def test_output_streams_as_tokens_arrive(model_dir, monkeypatch):
+    """Each token's text is written and flushed before the next token is computed."""
+    written = io.StringIO()
+    seen_at_token = []
+    real = sampling.generate_tokens
+
+    def spy(*args, **kwargs):
+        for token in real(*args, **kwargs):
+            seen_at_token.append(len(written.getvalue()))
+            yield token
+
+    monkeypatch.setattr(sampling, "generate_tokens", spy)
+    monkeypatch.setattr(sys, "stdout", written)
+    assert main(["sample", str(model_dir), "--max-new-tokens", "30", "--seed", "3"]) == 0
+    # when token i is yielded, the prompt and the i previous tokens are already out
+    assert seen_at_token == [1 + i for i in range(30)]
+
+
+def test_streams_through_a_pipe(model_dir, tmp_path):
+    """Run as a program: the first characters arrive while generation is still going."""
+    cmd = [sys.executable, "-m", "gptlab", "sample", str(model_dir), "--max-new-tokens",
+           "100000", "--seed", "0", "--device", "cpu"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        first = proc.stdout.read(20)
+        assert len(first) == 20 and proc.poll() is None  # text, and still generating
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+def test_long_prompt_is_cropped_with_a_warning(model_dir, capsys):
+    code, out, err = sample(capsys, model_dir, "--prompt", "abc " * 20, "--max-new-tokens", 5,
+                            "--no-prompt", "--seed", 0)
+    assert code == 0 and len(out) == 6
+    assert "warning: prompt of 80 tokens cropped to the last 32" in err
+
+
+def test_model_directory_without_training_files(model_dir):
+    assert not (model_dir / "state.pt").exists()  # a plain model dir, as `convert` writes
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--prompt", "héllo€"], "characters not in the vocabulary: 'é', '€'"),
+    (["--temperature", "-1"], "temperature must be >= 0"),
+    (["--top-k", "0"], "top_k must be >= 1"),
+    (["--top-p", "1.5"], "top_p must be in (0, 1]"),
+    (["--num-samples", "0"], "--num-samples must be >= 1"),
+    (["--prompt", ""], "the prompt is empty"),
+])
+def test_bad_arguments(model_dir, capsys, argv, message):
+    code, out, err = sample(capsys, model_dir, *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1 and message in err
+
+
+def broken_copy(model_dir: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "m"
+    copy.mkdir()
+    for f in model_dir.iterdir():
+        (copy / f.name).write_bytes(f.read_bytes())
+    return copy
+
+
+def test_bad_model_directories(model_dir, tmp_path, capsys):
+    code, _, err = sample(capsys, tmp_path / "missing")
+    assert code == 2 and "model directory not found" in err
+    m = broken_copy(model_dir, tmp_path)
+    weights = (m / "model.safetensors").read_bytes()
+    (m / "model.safetensors").write_bytes(weights[: len(weights) // 2])  # truncated
+    code, out, err = sample(capsys, m)
+    assert code == 2 and "is not a readable safetensors file" in err and out == ""
+    (m / "model.safetensors").write_bytes(b"\x00" * 64)  # garbage
+    code, _, err = sample(capsys, m)
+    assert code == 2 and "is not a readable safetensors file" in err
+    (m / "model.safetensors").write_bytes(weights)
+    cfg = json.loads((m / "config.json").read_text())
+    (m / "config.json").write_text(json.dumps({**cfg, "n_embd": 32}))  # disagrees
+    code, _, err = sample(capsys, m)
+    assert code == 2 and "does not match its config" in err and err.count("\n") == 1
+    (m / "config.json").write_text(json.dumps(cfg))
+    (m / "tokenizer.json").unlink()
+    code, _, err = sample(capsys, m)
+    assert code == 2 and "has no tokenizer.json" in err
+
+
+def test_samples_a_trained_run(tmp_path, capsys):
+    """A run directory from `gptlab train` samples, and so does its best/."""
+    from gptlab.data import prepare
+    from gptlab.train import TrainConfig, train
+
+    text = "to be or not to be, that is the question.\n" * 200
+    prepare(text, tmp_path / "data", CharTokenizer.from_text(text), source="t")
+    start = time.perf_counter()
+    train(GPTConfig(vocab_size=1, block_size=16, n_layer=1, n_head=2, n_embd=32),
+          TrainConfig(batch_size=8, max_iters=150, warmup_iters=5, learning_rate=1e-2,
+                      eval_interval=150, eval_iters=1), tmp_path / "data", tmp_path / "run",
+          progress=False)
+    assert time.perf_counter() - start < 120
+    for run in (tmp_path / "run", tmp_path / "run" / "best"):
+        code, out, _ = sample(capsys, run, "--prompt", "to be or", "--greedy",
+                              "--max-new-tokens", 20)
+        assert code == 0 and out.startswith("to be or not to be")
