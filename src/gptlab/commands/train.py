@@ -17,6 +17,26 @@ MODEL_FLAGS = {"n_layer": int, "n_head": int, "n_kv_head": int, "n_embd": int,
                "block_size": int, "ffn_hidden": int, "dropout": float}
 
 
+HELP = {
+    "batch_size": "sequences per micro-batch, per process",
+    "gradient_accumulation_steps": "micro-batches per optimizer step, per process",
+    "max_iters": "optimizer steps",
+    "learning_rate": "peak learning rate (after warm-up)",
+    "min_lr": "where cosine decay ends",
+    "warmup_iters": "linear warm-up steps",
+    "lr_decay_iters": "step where cosine decay reaches min_lr (default max_iters)",
+    "weight_decay": "AdamW weight decay, on 2-D weights only",
+    "grad_clip": "clip the gradient norm to this (0: off)",
+    "eval_interval": "evaluate (and checkpoint) every N steps",
+    "eval_iters": "batches per split per evaluation",
+    "log_interval": "log the training loss every N steps",
+    "checkpoint_interval": "save state for --resume every N steps (default eval_interval)",
+    "dtype": "auto, float32, bfloat16 (autocast; CPU or CUDA), float16 (CUDA, GradScaler)",
+    "compile": "torch.compile the model",
+    "device": "auto, cpu, cuda (under torchrun: one GPU per process)",
+}
+
+
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -66,10 +86,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for name, kind in _train_fields():
         if kind is bool:
             settings.add_argument(_flag(name), action=argparse.BooleanOptionalAction,
-                                  dest=f"train_{name}")
+                                  dest=f"train_{name}", help=HELP.get(name))
         else:
             settings.add_argument(_flag(name), type=kind, dest=f"train_{name}",
-                                  metavar=name.split("_")[-1].upper())
+                                  metavar=name.split("_")[-1].upper(), help=HELP.get(name))
     p.set_defaults(func=run)
 
 
