@@ -24,17 +24,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="gptlab", description=__doc__.splitlines()[0])
+    parser = _Parser(
+        prog="gptlab",
+        description="Build, count, train, sample, convert and look inside GPT-style transformers.",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers.required = True
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"gptlab.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"gptlab.commands.{name}":
-                raise
-            continue  # a command whose module is not part of this build
-        module.register(subparsers)
+        importlib.import_module(f"gptlab.commands.{name}").register(subparsers)
     return parser
 
 
