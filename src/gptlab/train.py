@@ -191,7 +191,7 @@ class TokenBatches:
         self.splits = {"train": train, "val": val}
         self.batch_size, self.block_size, self.seed, self.ctx = batch_size, block_size, seed, ctx
         self._get_batch = get_batch
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = torch.Generator().manual_seed(_derived_seed(seed, 0))
 
     def _draw(self, split: str, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         B, ctx = self.batch_size, self.ctx
@@ -203,14 +203,21 @@ class TokenBatches:
         return self._draw("train", self.generator)
 
     def eval_batch(self, split: str, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        seed = (self.seed + 1) * 1_000_003 + 2 * index + (split == "val")
-        return self._draw(split, torch.Generator().manual_seed(seed % (2**63)))
+        stream = 1 + 2 * index + (split == "val")
+        return self._draw(split, torch.Generator().manual_seed(_derived_seed(self.seed, stream)))
 
     def state(self) -> torch.Tensor:
         return self.generator.get_state()
 
     def load_state(self, state: torch.Tensor) -> None:
         self.generator.set_state(state)
+
+
+def _derived_seed(seed: int, stream: int) -> int:
+    """A seed for random stream number `stream` of a run. The weights are initialised from
+    `seed` itself; the batches must not replay that same Mersenne Twister sequence, so each
+    stream gets a seed scrambled by one step of Knuth's MMIX linear congruential generator."""
+    return (((seed << 20) + stream) * 6364136223846793005 + 1442695040888963407) % 2**63
 
 
 def _to(t: torch.Tensor, device: torch.device) -> torch.Tensor:
