@@ -40,7 +40,7 @@ def shapes(size: Size) -> list[dict[str, Any]]:
         dict(name="shakespeare-char-cpu",
              config=GPTConfig.from_preset("shakespeare-char-cpu"), batch=12, seq_len=64),
         dict(name="gpt2 (T=128)", config=GPTConfig.from_preset("gpt2", block_size=128),
-             batch=4 if size.name == "full" else 2, seq_len=128),
+             batch=4 if size.name == "full" else 1, seq_len=128),
     ]
 
 
@@ -62,7 +62,7 @@ def run(size: Size, out_dir: Path, log: Callable[[str], None] = print) -> dict[s
         }
         big = shape["name"].startswith("gpt2")
         reps = max(2, size.reps // 3) if big else size.reps
-        times = interleaved(steps, reps=reps, warmup=size.warmup)
+        times = interleaved(steps, reps=reps, warmup=1 if big else size.warmup)
         for dtype_name, ts in times.items():
             achieved = flops_per_step / median(ts)
             rows.append({

@@ -53,8 +53,8 @@ def plot(path: Path, results: list[dict[str, Any]]) -> None:
         line = ax.plot(T, us, "o-", label=f"d={r['width']} measured")[0]
         a, b = r["fit_a_us"], r["fit_b_us"]
         ax.plot(T, [a + b * t for t in T], ":", color=line.get_color(),
-                label=f"d={r['width']} fit {a:.1f} + {b:.3f}·T")
-        ax.axhline(2 * a, color=line.get_color(), lw=0.5, alpha=0.4)
+                label=f"d={r['width']} fit {a:.1f} + {b:.3f}·T "
+                      f"(attention = rest at T≈{r['crossover_context']:.0f})")
         if T[0] <= r["crossover_context"] <= T[-1]:
             ax.axvline(r["crossover_context"], color=line.get_color(), ls="--", lw=0.8)
     ax.set_xscale("log", base=2)

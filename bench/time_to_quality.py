@@ -35,8 +35,11 @@ NANOGPT = dict(
     compile=False, seed=1337,
 )
 # What this benchmark measured to reach the target soonest (see BENCHMARKS.md); used
-# as the candidate whenever the trainer's default is still nanoGPT's recipe.
-PROPOSED = dict(NANOGPT, dtype="bfloat16", compile=True)
+# as the candidate whenever the trainer's default is still nanoGPT's recipe. Twice the
+# learning rate (and floor) reaches 1.88 by step ~1375, where nanoGPT's ends at ~1.90.
+# fp32 and eager: on a CPU without fast bf16 autocast loses, and a cold compile costs
+# more than it saves in a one-minute run (train_step and mfu show both).
+PROPOSED = dict(NANOGPT, learning_rate=2e-3, min_lr=2e-4)
 # Only these fields change what is trained or how fast; the rest is bookkeeping.
 RECIPE_FIELDS = tuple(NANOGPT)
 
@@ -153,7 +156,8 @@ def run(size: Size, out_dir: Path, log: Callable[[str], None] = print,
     for r in results.values():
         r["time_vs_nanogpt"] = r["train_s"] / peer["train_s"]
     log(f"\ntime to val loss {target}, tiny Shakespeare char-level, shakespeare-char-cpu "
-        f"model; one run each, training time only (evaluations timed apart)")
+        f"model; one run each, training time only (evaluations timed apart). A recipe "
+        f"that never reaches it is timed over all its steps (a lower bound on its time).")
     log(table(["recipe", "reached", "steps", "train s", "ms/step", "val", "x nanoGPT time"],
               [[k, "yes" if r["reached"] else "no", r["steps"], r["train_s"],
                 r["train_s"] / r["steps"] * 1e3, f"{r['final_val_loss']:.4f}",
