@@ -1,15 +1,15 @@
 """nanoGPT's CPU recipe, reproduced: char-level tiny Shakespeare, 2000 steps.
 
-The bar. nanoGPT's README run scores val 1.8857 (train 1.7648) on this data (REFERENCE.md),
-but that figure is one 20-batch estimate (12 x 64 tokens each; standard error ~0.014).
-Measured here with nanoGPT's own model and loop (its seed 1337 reproduces 1.8857 exactly):
-seeds 1337 / 1 / 2 give 20-batch estimates 1.8857 / 1.8735 / 1.8962, and the same weights
-score 1.898 / 1.891 / 1.908 on the whole val split. Our trainer is step-for-step identical
-to nanoGPT's given the same initial weights and batches (checked: equal to the last bit
-over 150 steps); its seeds 1337 / 1 / 2 give estimates 1.905 / 1.908 / 1.926 and whole-split
-losses 1.901 / 1.905 / 1.906, inside nanoGPT's own spread. So the bar is nanoGPT's worst
-seed on the whole split, 1.908, rounded up to 1.91, for the run's estimate and the whole
-split.
+The bar is the issue's: val <= 1.89 (nanoGPT's README run: val 1.8857, train 1.7648,
+REFERENCE.md). The recipe draws batches as nanoGPT does (TrainConfig.batch_rng "nanogpt":
+one global stream continuing the weight init, first batch before the first evaluation),
+and our arithmetic equals nanoGPT's step for step, so seed 1337 retraces nanoGPT's run:
+the test requires both figures to four decimals, which no near miss can pass.
+
+For scale: that 1.8857 is one 20-batch estimate (12 x 64 tokens each, standard error
+~0.014). nanoGPT's own seeds 1 and 2 give 1.8735 and 1.8962, and its seed-1337 weights
+score 1.898 on the whole val split, so the whole split is held to 1.91, nanoGPT's worst
+seed there (1.908) rounded up.
 About 1.5-3 minutes on 2 CPU cores: the one long test of the trainer.
 """
 
@@ -29,7 +29,9 @@ from gptlab.config import GPTConfig
 from gptlab.train import recipe, train
 
 TINY_SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared/data/tinyshakespeare/input.txt"
-BAR = 1.91
+BAR = 1.89  # the issue's bar for the 20-batch estimate
+WHOLE_SPLIT_BAR = 1.91
+NANOGPT = {"train": 1.7648, "val": 1.8857}  # its README run, seed 1337
 
 
 @torch.no_grad()
@@ -69,5 +71,7 @@ def test_shakespeare_char_cpu_recipe_matches_nanogpt(tmp_path, capsys):
         print(f"\nshakespeare-char-cpu: {result.step} steps in {wall:.0f} s, train "
               f"{result.train_loss:.4f}, val {result.val_loss:.4f} (whole split {whole_val:.4f})")
     assert result.step == 2000 and result.status == "finished"
-    assert result.val_loss <= BAR and whole_val <= BAR
+    assert result.val_loss <= BAR and whole_val <= WHOLE_SPLIT_BAR
+    assert round(result.val_loss, 4) == NANOGPT["val"]
+    assert round(result.train_loss, 4) == NANOGPT["train"]
     assert result.train_loss < result.val_loss  # the usual gap on this data

@@ -90,7 +90,7 @@ def test_recipe_is_nanogpts_cpu_recipe():
     assert (r.batch_size, r.learning_rate, r.min_lr, r.beta2, r.weight_decay) == (
         12, 1e-3, 1e-4, 0.99, 0.1)
     assert (r.warmup_iters, r.lr_decay_iters, r.max_iters, r.grad_clip) == (100, 2000, 2000, 1.0)
-    assert (r.eval_interval, r.eval_iters) == (250, 20)
+    assert (r.eval_interval, r.eval_iters, r.batch_rng) == (250, 20, "nanogpt")
     m = GPTConfig.from_preset("shakespeare-char-cpu")
     assert (m.n_layer, m.n_head, m.n_embd, m.block_size, m.bias, m.dropout) == (
         4, 4, 128, 64, False, 0.0)
@@ -145,10 +145,13 @@ def test_run_directory_and_learning(data_dir, tmp_path):
     assert state["step"] == 30 and state["best_val"] == pytest.approx(result.best_val_loss)
 
 
+@pytest.mark.parametrize("batch_rng", ["separate", "nanogpt"])
 @pytest.mark.parametrize("stop_at", [4, 7])  # at a checkpoint step, and between two
-def test_resume_reproduces_the_uninterrupted_run(data_dir, tmp_path, stop_at):
-    # dropout > 0 and accumulation: the dropout RNG and batch RNG must both come back.
-    model, cfg = tiny_model(dropout=0.1), tiny_train(gradient_accumulation_steps=2)
+def test_resume_reproduces_the_uninterrupted_run(data_dir, tmp_path, stop_at, batch_rng):
+    # dropout > 0 and accumulation: the dropout RNG and batch RNG must both come back
+    # (and, for the shared nanoGPT stream, the batch drawn ahead).
+    model = tiny_model(dropout=0.1)
+    cfg = tiny_train(gradient_accumulation_steps=2, batch_rng=batch_rng)
     whole = train(model, cfg, data_dir, tmp_path / "whole", progress=False)
     part = train(model, cfg, data_dir, tmp_path / "part", progress=False, stop_after=stop_at)
     assert part.status == "interrupted" and part.step == stop_at

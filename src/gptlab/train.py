@@ -37,6 +37,7 @@ from gptlab.errors import GptlabError, UsageError
 from gptlab.schedule import lr_at
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+BATCH_RNGS = ("separate", "nanogpt")
 METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "loss.png"
 
@@ -62,6 +63,13 @@ class TrainConfig:
     log_interval: int = 10
     checkpoint_interval: int | None = None  # None: every eval_interval
     seed: int = 1337
+    # Where batches come from. "separate": their own generator, seeded apart from the
+    # weights, and a fixed evaluation set (the same windows at every evaluation).
+    # "nanogpt": torch's global generator, continuing the stream that initialised the
+    # weights, with training batches, evaluation batches and dropout drawn in nanoGPT's
+    # order (the first batch before the first evaluation), so a nanoGPT recipe with the
+    # same seed retraces nanoGPT's run number for number.
+    batch_rng: str = "separate"
     dtype: str = "auto"  # auto: bf16 on CUDA that has it, else fp16 on CUDA, fp32 on CPU
     compile: bool = False  # torch.compile the model
     device: str = "auto"
@@ -99,6 +107,8 @@ class TrainConfig:
         _require("checkpoint_interval",
                  _is_int(self.checkpoint_interval) and self.checkpoint_interval >= 1,
                  "must be an integer >= 1")
+        _require("batch_rng", self.batch_rng in BATCH_RNGS,
+                 f"must be one of {', '.join(BATCH_RNGS)}")
         _require("dtype", self.dtype in DTYPES, f"must be one of {', '.join(DTYPES)}")
         for name in ("compile",):
             _require(name, isinstance(getattr(self, name), bool), "must be true or false")
@@ -140,7 +150,7 @@ RECIPES: dict[str, dict[str, Any]] = {
     "shakespeare-char-cpu": dict(
         batch_size=12, gradient_accumulation_steps=1, max_iters=2000, lr_decay_iters=2000,
         learning_rate=1e-3, min_lr=1e-4, warmup_iters=100, weight_decay=0.1, beta1=0.9,
-        beta2=0.99, grad_clip=1.0, eval_interval=250, eval_iters=20,
+        beta2=0.99, grad_clip=1.0, eval_interval=250, eval_iters=20, batch_rng="nanogpt",
     ),
     # nanoGPT config/train_shakespeare_char.py (its GPU recipe).
     "shakespeare-char": dict(
@@ -184,14 +194,22 @@ class TokenBatches:
     ranks see different windows, and N ranks x B reproduce 1 rank x N*B draw for draw.
     Evaluation batches come from generators seeded by (seed, split, index): the same
     windows at every evaluation, independent of how far training has gone.
+
+    With rng "nanogpt" every draw comes from torch's global generator instead, and the next
+    training batch is drawn as soon as the last one is handed out (see TrainConfig.batch_rng).
     """
 
     def __init__(self, train: np.ndarray, val: np.ndarray, batch_size: int, block_size: int,
-                 seed: int, ctx: Dist, get_batch: Callable) -> None:
+                 seed: int, ctx: Dist, get_batch: Callable, rng: str = "separate") -> None:
         self.splits = {"train": train, "val": val}
         self.batch_size, self.block_size, self.seed, self.ctx = batch_size, block_size, seed, ctx
         self._get_batch = get_batch
-        self.generator = torch.Generator().manual_seed(_derived_seed(seed, 0))
+        self.shared_stream = rng == "nanogpt"
+        if self.shared_stream:
+            self.generator = torch.default_generator
+            self.pending = self._draw("train", self.generator)
+        else:
+            self.generator = torch.Generator().manual_seed(_derived_seed(seed, 0))
 
     def _draw(self, split: str, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         B, ctx = self.batch_size, self.ctx
@@ -200,17 +218,29 @@ class TokenBatches:
         return _to(x[rows], ctx.device), _to(y[rows], ctx.device)  # (B, T) each
 
     def train_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._draw("train", self.generator)
+        if not self.shared_stream:
+            return self._draw("train", self.generator)
+        batch, self.pending = self.pending, self._draw("train", self.generator)
+        return batch
 
     def eval_batch(self, split: str, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.shared_stream:
+            return self._draw(split, self.generator)
         stream = 1 + 2 * index + (split == "val")
         return self._draw(split, torch.Generator().manual_seed(_derived_seed(self.seed, stream)))
 
     def state(self) -> torch.Tensor:
+        """The generator's state; for the shared stream (which the trainer saves as torch's
+        own), the pending batch, (2, B, T)."""
+        if self.shared_stream:
+            return torch.stack(self.pending).cpu()
         return self.generator.get_state()
 
     def load_state(self, state: torch.Tensor) -> None:
-        self.generator.set_state(state)
+        if self.shared_stream:
+            self.pending = (_to(state[0], self.ctx.device), _to(state[1], self.ctx.device))
+        else:
+            self.generator.set_state(state)
 
 
 def _derived_seed(seed: int, stream: int) -> int:
@@ -587,12 +617,16 @@ def train(
     check_enough_tokens(data, model_config.block_size)
 
     with setup(train_config.device) as ctx:
-        torch.manual_seed(train_config.seed)  # the same initial weights on every rank
+        shared_stream = train_config.batch_rng == "nanogpt"
+        # The same initial weights on every rank (DDP also broadcasts rank 0's); nanoGPT
+        # seeds each rank with seed + rank before building the model.
+        torch.manual_seed(train_config.seed + (ctx.rank if shared_stream else 0))
         with torch.device(ctx.device):
             model = GPT(model_config)
         if state is not None:
             checkpoint.load_weights(model, out_dir / checkpoint.WEIGHTS_FILE)
-        torch.manual_seed(train_config.seed + ctx.rank)  # dropout differs across ranks
+        if not shared_stream:
+            torch.manual_seed(train_config.seed + ctx.rank)  # dropout differs across ranks
         files = None
         if ctx.is_main:
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -602,7 +636,8 @@ def train(
                 checkpoint.copy_file(data.tokenizer_path, out_dir / checkpoint.TOKENIZER_FILE)
             checkpoint.write_json(out_dir / checkpoint.TRAIN_CONFIG_FILE, train_config.to_dict())
         batches = TokenBatches(data.train, data.val, train_config.batch_size,
-                               model_config.block_size, train_config.seed, ctx, get_batch)
+                               model_config.block_size, train_config.seed, ctx, get_batch,
+                               rng=train_config.batch_rng)
         trainer = Trainer(model, batches, train_config, ctx, files, progress=progress)
         if state is not None:
             trainer.load_state(state)
