@@ -92,18 +92,26 @@ def generate_tokens(
     was_training = model.training
     model.eval()
     try:
-        cache = model.new_kv_cache(idx.shape[0], block_size)
-        window = idx  # the tokens the cache holds, kept to re-encode when it fills
+        B, T = idx.shape
+        # No bigger than this text needs: a converted long-context model would otherwise
+        # allocate its whole context's keys and values for a short sample.
+        cache = model.new_kv_cache(B, min(block_size, T + max_new_tokens))
+        held = idx.new_empty(B, cache.max_len)  # the tokens whose keys/values are cached
+        held[:, :T] = idx
         logits, _ = model(idx, cache=cache)
-        for _ in range(max_new_tokens):
+        for i in range(max_new_tokens):
             token = sample_next(logits[:, -1], temperature, top_k, top_p, generator)
             yield token
-            window = torch.cat([window, token], dim=1)
-            if cache.length == block_size:
-                window = window[:, -(block_size // 2):]
+            if i == max_new_tokens - 1:
+                return
+            if cache.length == cache.max_len:  # the context is full: slide by half
+                keep = max(1, block_size // 2)
+                window = torch.cat([held[:, cache.length - keep + 1:], token], dim=1)
                 cache.reset()
+                held[:, :keep] = window
                 logits, _ = model(window, cache=cache)
             else:
+                held[:, cache.length] = token[:, 0]
                 logits, _ = model(token, cache=cache)
     finally:
         model.train(was_training)
