@@ -71,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"\n\nThe run lives in {run_dir}/ (loss curve: {run_dir}/loss.png, "
           f"best weights: {run_dir}/best/).")
     print(f"Sample again:     gptlab sample {run_dir} --prompt 'ROMEO:' --seed 1")
-    print(f"Train longer:     gptlab train --data {data_dir} --out {run_dir} --resume "
-          f"--max-iters {2 * result.step}")
+    print(f"Train on:         gptlab train --data {data_dir} --out {run_dir} --resume "
+          f"--max-iters {2 * result.step}   (the extra steps run at the final learning rate)")
     return 0
 
 
