@@ -40,7 +40,7 @@ def shapes(size: Size) -> list[dict[str, Any]]:
         dict(name="shakespeare-char-cpu",
              config=GPTConfig.from_preset("shakespeare-char-cpu"), batch=12, seq_len=64),
         dict(name="gpt2 (T=128)", config=GPTConfig.from_preset("gpt2", block_size=128),
-             batch=4 if size.name == "full" else 1, seq_len=128),
+             batch=2 if size.name == "full" else 1, seq_len=128),
     ]
 
 

@@ -23,7 +23,7 @@ def shapes(size: Size) -> list[dict[str, Any]]:
         "shakespeare-char-cpu"), batch=12, seq_len=64)]
     # GPT-2 small at a short context: 124M parameters, so the matmuls dominate.
     out.append(dict(name="gpt2 (T=128)", config=GPTConfig.from_preset("gpt2", block_size=128),
-                    batch=4 if size.name == "full" else 1, seq_len=128))
+                    batch=2 if size.name == "full" else 1, seq_len=128))
     return out
 
 
