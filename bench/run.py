@@ -11,7 +11,9 @@ from typing import Any
 from bench.common import SIZES, setup_threads
 
 # Run order: cheap and independent first; time to quality (minutes) last.
-BENCHMARKS = ("train_step", "generation", "mfu", "scaling", "time_to_quality")
+BENCHMARKS = (
+    "train_step", "generation", "mfu", "scaling", "lab_latency", "time_to_quality",
+)
 # Left out of --quick unless asked for by name: it trains two models to a target loss.
 SLOW = ("time_to_quality",)
 

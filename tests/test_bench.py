@@ -143,3 +143,12 @@ def test_table_aligns_columns():
     lines = table(["name", "x"], [["a", 1.5], ["bbb", 1234.0]]).splitlines()
     assert len({len(line.rstrip()) for line in lines[1:]}) == 1
     assert lines[3].endswith("1,234")
+
+
+def test_lab_latency_times_every_endpoint(smoke_results):
+    data = json.loads((smoke_results / "lab_latency.json").read_text())
+    from bench.lab_latency import CALLS
+
+    assert [r["endpoint"] for r in data["endpoints"]] == [path for path, _ in CALLS]
+    assert all(0 < r["median_ms"] <= r["max_ms"] for r in data["endpoints"])
+    assert data["all_within_budget"] == all(r["median_ms"] < 100 for r in data["endpoints"])

@@ -16,8 +16,9 @@ from gptlab.sampling import generate_text
 from gptlab.train import recipe, train
 
 PRESET = "shakespeare-char-cpu"
-# nanoGPT's CPU recipe (gptlab.train.RECIPES), 1.5x longer: the embedded corpus is 4x
-# tiny Shakespeare, so the extra steps still find new text. ~2 minutes on 2 CPU cores.
+# gptlab's default CPU recipe (gptlab.train.RECIPES), 1.5x longer: the embedded corpus is
+# 4x tiny Shakespeare, so the extra steps still find new text. ~2 minutes on 2 CPU cores.
+RECIPE = "shakespeare-char-cpu-fast"
 DEMO_ITERS = 3000
 EVAL_INTERVAL = 500
 
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-iters must be >= 1, got {args.max_iters}")
     data_dir, run_dir = Path(args.data), Path(args.out)
     ensure_data(data_dir)
-    settings = recipe(PRESET, max_iters=args.max_iters, lr_decay_iters=None,
+    settings = recipe(RECIPE, max_iters=args.max_iters, lr_decay_iters=None,
                       warmup_iters=min(100, args.max_iters),
                       eval_interval=min(EVAL_INTERVAL, args.max_iters), seed=args.seed)
     result = train(GPTConfig.from_preset(PRESET), settings, data_dir, run_dir,
