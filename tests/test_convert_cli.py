@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import transformers  # noqa: E402  (the `gptlab[hf]` extra, part of the test extras)
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from gptlab import cli
@@ -19,8 +19,6 @@ from gptlab.checkpoint import load_model, save_model
 from gptlab.config import GPTConfig
 from gptlab.model import GPT
 from gptlab.tokenizers import load_tokenizer
-
-transformers = pytest.importorskip("transformers")  # the `gptlab[hf]` extra; CI installs it
 
 TEXT = ("To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer "
         "the slings and arrows of outrageous fortune, or to take arms against a sea of "
@@ -80,8 +78,6 @@ def test_from_hf_writes_a_model_directory_that_generates_like_transformers(hf_di
     assert tokenizer.decode(ours[0].tolist()).startswith(PROMPT)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("gptlab.commands.sample") is None,
-                    reason="`gptlab sample` is not in this build yet")
 def test_sample_runs_on_a_converted_directory(hf_dir, tmp_path):
     out = tmp_path / "model"
     assert cli.main(["convert", "--from-hf", str(hf_dir), "--out", str(out)]) == 0

@@ -10,14 +10,13 @@ import math
 
 import pytest
 import torch
+import transformers  # noqa: E402  (the `gptlab[hf]` extra, part of the test extras)
 from safetensors.torch import save_file
 
 from gptlab import hf
 from gptlab.config import GPTConfig
 from gptlab.errors import GptlabError, UsageError
 from gptlab.model import GPT
-
-transformers = pytest.importorskip("transformers")  # the `gptlab[hf]` extra; CI installs it
 
 VOCAB = 101
 LOGIT_TOL = 1e-5
