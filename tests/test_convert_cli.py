@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-import transformers  # noqa: E402  (the `gptlab[hf]` extra, part of the test extras)
+import transformers  # the `gptlab[hf]` extra, part of the test extras
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from gptlab import cli

@@ -10,7 +10,7 @@ import math
 
 import pytest
 import torch
-import transformers  # noqa: E402  (the `gptlab[hf]` extra, part of the test extras)
+import transformers  # the `gptlab[hf]` extra, part of the test extras
 from safetensors.torch import save_file
 
 from gptlab import hf
