@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gptlab.attention import CausalSelfAttention
+from gptlab.checkpoint import unwrap
 from gptlab.errors import UsageError
 
 SCORE_NAMES = ("previous_token", "duplicate_token", "induction")
@@ -32,13 +33,13 @@ ABLATION_MODES = ("zero", "mean")
 
 def attention_modules(model: nn.Module) -> list[CausalSelfAttention]:
     """The attention module of every block, in layer order."""
-    gpt = _unwrap(model)
+    gpt = unwrap(model)
     return [block.attn for block in gpt.blocks]
 
 
 def check_tokens(model: nn.Module, idx: Tensor, min_len: int = 1) -> Tensor:
     """idx (T,) or (B, T) integer ids -> (B, T), or a UsageError saying what is wrong."""
-    config = _unwrap(model).config
+    config = unwrap(model).config
     if not isinstance(idx, Tensor):
         idx = torch.as_tensor(idx)
     if idx.dtype.is_floating_point or idx.dtype == torch.bool or idx.is_complex():
@@ -66,7 +67,7 @@ def check_tokens(model: nn.Module, idx: Tensor, min_len: int = 1) -> Tensor:
 
 def check_heads(model: nn.Module, heads: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """Validate (layer, head) pairs against the model; a UsageError names the bad one."""
-    config = _unwrap(model).config
+    config = unwrap(model).config
     checked = []
     for pair in heads:
         try:
@@ -262,7 +263,7 @@ def _ablated(
     by_layer: dict[int, list[int]] = {}
     for layer, head in heads:
         by_layer.setdefault(layer, []).append(head)
-    n_head = _unwrap(model).config.n_head
+    n_head = unwrap(model).config.n_head
 
     def make_hook(layer: int) -> Callable[[Tensor], Tensor]:
         chosen = torch.zeros(n_head, dtype=torch.bool, device=_device(model))
@@ -315,7 +316,7 @@ def ablation_deltas(
         targets = next_token_targets(idx)
     elif tuple(targets.shape) != tuple(idx.shape):
         raise UsageError(f"targets {tuple(targets.shape)} must match idx {tuple(idx.shape)}")
-    config = _unwrap(model).config
+    config = unwrap(model).config
     deltas = torch.zeros(config.n_layer, config.n_head)
     if mode not in ABLATION_MODES:
         raise UsageError(f"unknown ablation mode {mode!r}; expected one of: zero, mean")
@@ -367,7 +368,7 @@ def induction_probe(
     these nearly free). The repeat's first token is in neither: nothing predicts it.
     Also "tokens" (batch, 2*seq_len), the input.
     """
-    config = _unwrap(model).config
+    config = unwrap(model).config
     if 2 * seq_len > config.block_size:
         raise UsageError(f"seq_len {seq_len} repeated twice is longer than the model's "
                          f"context of {config.block_size}; use at most {config.block_size // 2}")
@@ -385,14 +386,8 @@ def induction_probe(
 
 # ----------------------------------------------------------------------------- helpers
 
-def _unwrap(model: nn.Module) -> nn.Module:
-    from gptlab.checkpoint import unwrap
-
-    return unwrap(model)
-
-
 def _device(model: nn.Module) -> torch.device:
-    return _unwrap(model).wte.weight.device
+    return unwrap(model).wte.weight.device
 
 
 def _compose(
