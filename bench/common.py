@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from gptlab.io import atomic_write_text
+from gptlab.io import atomic_path, atomic_write_text
 
 THREADS = 2  # the machine class this project is measured on; set explicitly, never inherited
 
@@ -118,3 +118,13 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
             c.rjust(w) if isinstance(x, (int, float)) else c.ljust(w)
             for c, w, x in zip(row, widths, raw, strict=True)))
     return "\n".join(lines)
+
+
+def save_png(fig: Any, path: Path) -> None:
+    """Write a matplotlib figure atomically as PNG, then free it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)

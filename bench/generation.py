@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from bench.common import Size, interleaved, median, table, write_result
+from bench.common import Size, interleaved, median, save_png, table, write_result
 from bench.steps import hf_gpt2
 from gptlab import GPT, GPTConfig
 from gptlab.sampling import generate_tokens
@@ -95,7 +95,6 @@ def plot(path: Path, cached: list[float], lengths: list[int], uncached: list[flo
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from gptlab.io import atomic_path
 
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(range(prompt_len + 1, prompt_len + 1 + len(cached)), [t * 1e3 for t in cached],
@@ -107,10 +106,7 @@ def plot(path: Path, cached: list[float], lengths: list[int], uncached: list[flo
     ax.set_ylim(bottom=0)
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, path)
 
 
 def run(size: Size, out_dir: Path, log: Callable[[str], None] = print) -> dict[str, Any]:

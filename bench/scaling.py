@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import Size, interleaved, median, table, write_result
+from bench.common import Size, interleaved, median, save_png, table, write_result
 from bench.steps import Levers, build_model, make_step, random_batches
 from gptlab import GPTConfig
 from gptlab.params import accounting
@@ -44,7 +44,6 @@ def plot(path: Path, results: list[dict[str, Any]]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from gptlab.io import atomic_path
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r in results:
@@ -65,10 +64,7 @@ def plot(path: Path, results: list[dict[str, Any]]) -> None:
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, path)
 
 
 def run(size: Size, out_dir: Path, log: Callable[[str], None] = print) -> dict[str, Any]:

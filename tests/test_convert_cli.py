@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import json
 import os
 import subprocess
@@ -160,15 +159,7 @@ def test_refuses_to_overwrite_without_force(hf_dir, tmp_path, capsys):
 
 
 def test_without_transformers_the_cli_says_what_to_install(hf_dir, tmp_path, capsys,
-                                                           monkeypatch):
-    real_import = builtins.__import__
-
-    def no_transformers(name, *args, **kwargs):
-        if name == "transformers" or name.startswith("transformers."):
-            raise ImportError("No module named 'transformers'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_transformers)
+                                                           without_transformers):
     err = _one_line_error(capsys, ["convert", "--from-hf", str(hf_dir), "--out",
                                    str(tmp_path / "out")], expected_code=1)
     assert "pip install 'gptlab[hf]'" in err

@@ -5,17 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from gptlab.cli import main
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 def test_demo_end_to_end_and_reuses_its_data(tmp_path, capsys):

@@ -4,7 +4,6 @@ greedy tokens and round trips compared. No downloads."""
 
 from __future__ import annotations
 
-import builtins
 import json
 import math
 
@@ -294,15 +293,7 @@ def test_to_hf_refuses_what_hf_cannot_express(tmp_path, fields, message):
     assert not (tmp_path / "config.json").exists()
 
 
-def test_missing_transformers_says_what_to_install(monkeypatch, tmp_path):
-    real_import = builtins.__import__
-
-    def no_transformers(name, *args, **kwargs):
-        if name == "transformers" or name.startswith("transformers."):
-            raise ImportError("No module named 'transformers'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_transformers)
+def test_missing_transformers_says_what_to_install(without_transformers, tmp_path):
     model = GPT(GPTConfig(vocab_size=VOCAB, block_size=16, n_layer=1, n_head=2, n_embd=16))
     with pytest.raises(hf.TransformersMissing, match=r"pip install 'gptlab\[hf\]'") as info:
         hf.to_hf(model, tmp_path)

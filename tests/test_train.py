@@ -57,14 +57,7 @@ def losses(run_dir: Path) -> list[tuple]:
     return out
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Tiny models: one thread is as fast, and two threads on a busy 2-core machine spin-wait
-    # for each other (100x slower). Restored afterwards for the other test modules.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 @pytest.fixture(scope="module")
