@@ -29,10 +29,9 @@ test: $(VENV)/.test
 lab: $(VENV)/.base
 	$(VENV)/bin/gptlab lab
 
-# time_to_quality trains on tiny Shakespeare: the shared copy when there is one, else
-# gptlab's download cache (or a download).
-TINY_SHAKESPEARE ?= ../shared/data/tinyshakespeare/input.txt
-BENCH_ARGS ?= $(if $(wildcard $(TINY_SHAKESPEARE)),--text $(TINY_SHAKESPEARE))
+# time_to_quality trains on tiny Shakespeare: the copy the repository ships with its tests.
+TINY_SHAKESPEARE ?= tests/data/tinyshakespeare/input.txt
+BENCH_ARGS ?= --text $(TINY_SHAKESPEARE)
 
 bench: $(VENV)/.test
 	$(VENV)/bin/gptlab bench $(BENCH_ARGS)

@@ -16,7 +16,7 @@ from gptlab.data import (
 from gptlab.errors import UsageError
 from gptlab.tokenizers import CharTokenizer, HFTokenizer
 
-TINY = Path(__file__).resolve().parents[2] / "shared/data/tinyshakespeare/input.txt"
+TINY = Path(__file__).resolve().parent / "data/tinyshakespeare/input.txt"
 
 
 def test_tiny_shakespeare_char_matches_nanogpt(tmp_path):

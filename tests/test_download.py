@@ -10,7 +10,7 @@ from gptlab import download
 from gptlab.download import cache_path, fetch
 from gptlab.errors import GptlabError, UsageError
 
-TINY = Path(__file__).resolve().parents[2] / "shared/data/tinyshakespeare/input.txt"
+TINY = Path(__file__).resolve().parent / "data/tinyshakespeare/input.txt"
 BODY = bytes(range(256)) * 400  # 102,400 bytes
 SHA = hashlib.sha256(BODY).hexdigest()
 

@@ -15,7 +15,7 @@ from gptlab.cli import main
 from gptlab.data import load_data
 from gptlab.tokenizers import load_tokenizer
 
-TINY = Path(__file__).resolve().parents[2] / "shared/data/tinyshakespeare/input.txt"
+TINY = Path(__file__).resolve().parent / "data/tinyshakespeare/input.txt"
 
 
 def _run(capsys, *argv):

@@ -14,7 +14,7 @@ from gptlab.errors import UsageError
 from gptlab.params import count_parameters, meta_parameter_count
 from gptlab.presets import PRESETS
 
-# /work/shared/REFERENCE.md, "Exact parameter counts" (from the Hugging Face configs).
+# Exact parameter counts of the Hugging Face configs (each model card's config.json).
 REFERENCE_COUNTS = {
     "gpt2": 124_439_808,
     "gpt2-medium": 354_823_168,

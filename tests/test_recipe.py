@@ -28,7 +28,7 @@ from gptlab.cli import main
 from gptlab.config import GPTConfig
 from gptlab.train import recipe, train
 
-TINY_SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared/data/tinyshakespeare/input.txt"
+TINY_SHAKESPEARE = Path(__file__).resolve().parent / "data/tinyshakespeare/input.txt"
 BAR = 1.89  # the bar for the 20-batch estimate
 WHOLE_SPLIT_BAR = 1.91
 NANOGPT = {"train": 1.7648, "val": 1.8857}  # its README run, seed 1337

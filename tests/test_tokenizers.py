@@ -14,7 +14,7 @@ from gptlab.tokenizers import (
     load_tokenizer,
 )
 
-TINY = Path(__file__).resolve().parents[2] / "shared/data/tinyshakespeare/input.txt"
+TINY = Path(__file__).resolve().parent / "data/tinyshakespeare/input.txt"
 UNICODE = "Grüße, 世界! — naïve café 🙂\n\ttabs  and   spaces\r\nend"
 
 
