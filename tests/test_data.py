@@ -64,8 +64,9 @@ class _BigVocab:
     def decode(self, ids):
         return "".join(map(chr, ids))
 
-    def save(self, path):
-        Path(path).write_text("{}")
+    def save(self, path):  # a real tokenizer.json of the same size, for load_data's check
+        chars = [chr(i) for i in range(self.vocab_size + 2048) if not 0xD800 <= i < 0xE000]
+        CharTokenizer(chars[:self.vocab_size]).save(path)
 
 
 def test_uint32_when_vocabulary_exceeds_uint16(tmp_path):
@@ -84,7 +85,7 @@ def test_split_follows_the_text_not_the_tokens():
     assert split_text("abcdefghij", 0.1) == ("abcdefghi", "j")
     assert split_text("abcdefghij", 0.5) == ("abcde", "fghij")
     for bad in (0.0, 1.0, -0.1, 1.5):
-        with pytest.raises(UsageError, match="--val-fraction must be between 0 and 1"):
+        with pytest.raises(UsageError, match="val_fraction must be between 0 and 1"):
             split_text("abcdefghij", bad)
     with pytest.raises(UsageError, match="too few to split"):
         split_text("a", 0.1)

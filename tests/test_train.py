@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gptlab import checkpoint
+from gptlab import checkpoint, rundir
 from gptlab.cli import main
 from gptlab.config import GPTConfig
 from gptlab.data import prepare
@@ -187,7 +187,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(data_dir, tmp_path, m
     with pytest.raises(GptlabError, match=r"loss became nan at step 7: training stopped; the "
                                           r"last good checkpoint is in"):
         train(tiny_model(), tiny_train(), data_dir, run, progress=False)
-    state = checkpoint.load_checkpoint_state(run)
+    state = rundir.load_checkpoint(run)
     assert state["step"] == 4  # the checkpoint of step 4 (eval_interval 4), untouched
     model = checkpoint.load_model(run)
     assert all(torch.isfinite(p).all() for p in model.parameters())
@@ -291,5 +291,5 @@ def test_signal_saves_a_checkpoint_and_exits_0(data_dir, tmp_path, sig):
         proc.kill()
     assert proc.returncode == 0, err
     assert "stopped at step" in out and "--resume" in out and "Traceback" not in err
-    state = checkpoint.load_checkpoint_state(run)  # weights and state agree
+    state = rundir.load_checkpoint(run)  # weights and state agree
     assert state["step"] >= 1

@@ -4,15 +4,8 @@ A model directory holds `config.json` (GPTConfig.to_dict) and `model.safetensors
 unwrapped model's weights; a tied lm_head is stored once, as `wte.weight`), optionally a
 `tokenizer.json`. Every write is atomic, and nothing is loaded with pickle.
 
-A run directory (what `gptlab train` writes) is a model directory holding the latest
-weights, plus:
-  train.json     the TrainConfig (gptlab.train)
-  state.pt       optimizer, step, RNG states, best val loss: plain tensors and numbers,
-                 loaded with torch.load(weights_only=True)
-  metrics.jsonl  one JSON object per logged step; loss.png, the curve drawn from it
-  best/          a model directory with the weights of the best validation loss so far
-The weights carry their step in the safetensors metadata and state.pt repeats it, so a run
-killed between the two writes is noticed on --resume instead of mixing two steps.
+A run directory (what `gptlab train` writes) is a model directory with more files in it:
+see gptlab.rundir.
 """
 
 from __future__ import annotations
@@ -34,9 +27,6 @@ from gptlab.model import GPT
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
-TRAIN_CONFIG_FILE = "train.json"
-STATE_FILE = "state.pt"
-BEST_DIR = "best"
 
 
 def unwrap(model: torch.nn.Module) -> GPT:
@@ -88,6 +78,12 @@ def load_weights(model: GPT, path: str | Path) -> None:
         state = load_file(str(path), device=str(model.wte.weight.device))
     except (SafetensorError, OSError, ValueError) as exc:
         raise UsageError(f"{path} is not a readable safetensors file ({exc})") from None
+    load_state(model, state, str(path))
+
+
+def load_state(model: GPT, state: dict[str, torch.Tensor], source: str) -> None:
+    """Load saved weights (as weights_state gives them) into model, checking every name and
+    shape; `source` names where they came from in the error."""
     expected = weights_state(model)
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
@@ -98,11 +94,11 @@ def load_weights(model: GPT, path: str | Path) -> None:
         if unexpected:
             extra = ", ".join(unexpected[:4]) + (" ..." if len(unexpected) > 4 else "")
             parts.append(f"unexpected {extra}")
-        raise UsageError(f"{path} does not match its config: {'; '.join(parts)}")
+        raise UsageError(f"{source} does not match its config: {'; '.join(parts)}")
     for name, tensor in expected.items():
         if state[name].shape != tensor.shape:
             raise UsageError(
-                f"{path} does not match its config: {name} has shape "
+                f"{source} does not match its config: {name} has shape "
                 f"{tuple(state[name].shape)}, config says {tuple(tensor.shape)}"
             )
     model.load_state_dict(state, strict=not model.config.tie_embeddings)
@@ -146,7 +142,7 @@ def load_tokenizer_of(model_dir: str | Path):
     return load_tokenizer(path)
 
 
-# --- run directories ------------------------------------------------------------------
+# --- small file helpers ---------------------------------------------------------------
 
 
 def write_json(path: str | Path, obj: Any) -> None:
@@ -166,46 +162,3 @@ def read_json(path: str | Path) -> Any:
 def copy_file(src: str | Path, dst: str | Path) -> None:
     with atomic_path(dst) as tmp:
         shutil.copyfile(src, tmp)
-
-
-def save_checkpoint(run_dir: str | Path, model: torch.nn.Module, state: dict[str, Any]) -> None:
-    """The latest weights (+ config.json) and the training state, for --resume.
-
-    state: plain data (tensors, numbers, strings, lists, dicts) with an int "step"."""
-    run_dir = Path(run_dir)
-    save_model(model, run_dir, step=state["step"])
-    with atomic_path(run_dir / STATE_FILE) as tmp:
-        torch.save(state, tmp)
-
-
-def save_best(run_dir: str | Path, model: torch.nn.Module, step: int) -> None:
-    """RUN_DIR/best/: a plain model directory (config, weights, tokenizer)."""
-    best = Path(run_dir) / BEST_DIR
-    save_model(model, best, step=step)
-    tokenizer = Path(run_dir) / TOKENIZER_FILE
-    if tokenizer.is_file():
-        copy_file(tokenizer, best / TOKENIZER_FILE)
-
-
-def load_checkpoint_state(run_dir: str | Path) -> dict[str, Any]:
-    """state.pt of a run, checked against the weights beside it."""
-    run_dir = Path(run_dir)
-    path = run_dir / STATE_FILE
-    if not path.is_file():
-        raise UsageError(f"nothing to resume: {path} does not exist")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # a truncated or foreign file; torch raises many kinds
-        raise UsageError(f"{path} is not a readable training state ({type(exc).__name__})") \
-            from None
-    if not isinstance(state, dict) or not isinstance(state.get("step"), int):
-        raise UsageError(f"{path} is not a gptlab training state")
-    weights = run_dir / WEIGHTS_FILE
-    if not weights.is_file():
-        raise UsageError(f"nothing to resume: {weights} does not exist")
-    if weights_step(weights) != state["step"]:
-        raise UsageError(
-            f"{weights} (step {weights_step(weights)}) and {path} (step {state['step']}) "
-            f"are from different steps: the run stopped mid-checkpoint; start it again"
-        )
-    return state

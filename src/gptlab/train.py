@@ -6,7 +6,7 @@ cosine decay, gradient clipping and accumulation, mixed precision, evaluation, m
 checkpoints, signals and DistributedDataParallel. `train()` is the GPT glue the CLI calls:
 it reads a data directory, builds the model, and hands both to a Trainer.
 
-Files a run writes (rank 0 only) are listed in gptlab.checkpoint.
+Files a run writes (rank 0 only) are listed in gptlab.rundir.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
-import json
 import math
-import shutil
+import os
 import signal
 import sys
 import threading
@@ -30,16 +29,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from gptlab import checkpoint
+from gptlab import checkpoint, rundir
 from gptlab.config import GPTConfig
-from gptlab.distributed import Dist, setup, sum_across
+from gptlab.distributed import Dist, pick_device, setup, sum_across
 from gptlab.errors import GptlabError, UsageError
 from gptlab.schedule import lr_at
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 BATCH_RNGS = ("separate", "nanogpt")
-METRICS_FILE = "metrics.jsonl"
-PLOT_FILE = "loss.png"
 
 
 @dataclass
@@ -82,7 +79,8 @@ class TrainConfig:
                      "must be an integer >= 1")
         _require("warmup_iters", _is_int(self.warmup_iters) and self.warmup_iters >= 0,
                  "must be an integer >= 0")
-        _require("seed", _is_int(self.seed) and self.seed >= 0, "must be an integer >= 0")
+        _require("seed", _is_int(self.seed) and 0 <= self.seed < 2**63,
+                 "must be an integer in [0, 2**63)")  # what torch.manual_seed takes, + rank
         _require("learning_rate", _is_num(self.learning_rate) and self.learning_rate > 0,
                  "must be > 0")
         _require("min_lr", _is_num(self.min_lr) and 0 <= self.min_lr <= self.learning_rate,
@@ -171,9 +169,25 @@ RECIPES: dict[str, dict[str, Any]] = {
 
 
 def recipe(name: str, **overrides: Any) -> TrainConfig:
+    """A named recipe with some settings changed (see with_settings for the rule)."""
     if name not in RECIPES:
         raise UsageError(f"unknown recipe {name!r}; known recipes: {', '.join(RECIPES)}")
-    return TrainConfig.from_dict({**RECIPES[name], **overrides})
+    return with_settings(RECIPES[name], overrides)
+
+
+def with_settings(base: dict[str, Any], changes: dict[str, Any]) -> TrainConfig:
+    """base's settings with `changes` applied, and one rule for a new length: when
+    max_iters changes and lr_decay_iters / warmup_iters are not given with it, the decay
+    follows the new length and the warm-up is cut to fit in it."""
+    settings = {**base, **changes}
+    if "max_iters" in changes:
+        if "lr_decay_iters" not in changes:
+            settings["lr_decay_iters"] = None  # None: max_iters
+        if "warmup_iters" not in changes:
+            warmup = settings.get("warmup_iters", TrainConfig.warmup_iters)
+            if _is_int(warmup) and _is_int(changes["max_iters"]):
+                settings["warmup_iters"] = min(warmup, max(changes["max_iters"], 0))
+    return TrainConfig.from_dict(settings)
 
 
 @dataclass
@@ -304,7 +318,8 @@ class Trainer:
     """
 
     def __init__(self, model: nn.Module, batches: Any, cfg: TrainConfig, ctx: Dist,
-                 files: RunFiles | None, progress: bool = True) -> None:
+                 files: rundir.RunFiles | None, progress: bool = True,
+                 stop: threading.Event | None = None) -> None:
         self.cfg, self.ctx, self.files, self.batches = cfg, ctx, files, batches
         self.raw_model = model
         self.optimizer = make_optimizer(model, cfg, ctx.device)
@@ -322,7 +337,11 @@ class Trainer:
         self.best_val = math.inf
         self.last_eval: dict[str, float] = {}
         self.progress = progress and ctx.is_main
-        self._stop_requested = False
+        self.stop = stop or threading.Event()  # set by a signal handler, or request_stop
+        # True from the start of an evaluation until it is recorded: a checkpoint saved in
+        # between (a stop mid-evaluation) makes --resume run that evaluation first.
+        self.eval_pending = True
+        self._unsaved = True  # state has moved on since the last checkpoint
 
     # state for --resume: plain tensors and numbers only, so weights_only loading works
     def state(self) -> dict[str, Any]:
@@ -332,6 +351,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "batch_rng": self.batches.state(),
             "torch_rng": torch.get_rng_state(),
+            "eval_pending": self.eval_pending,
         }
         if self.scaler.is_enabled():
             state["scaler"] = self.scaler.state_dict()
@@ -342,6 +362,8 @@ class Trainer:
     def load_state(self, state: dict[str, Any]) -> None:
         self.step = state["step"]
         self.best_val = float(state["best_val"])
+        self.eval_pending = bool(state.get("eval_pending", False))
+        self._unsaved = False
         self.optimizer.load_state_dict(state["optimizer"])
         self.batches.load_state(state["batch_rng"])
         if self.ctx.rank == 0:
@@ -359,24 +381,36 @@ class Trainer:
         return torch.autocast(self.ctx.device.type, dtype=self.amp_dtype)
 
     @torch.no_grad()
-    def evaluate(self) -> dict[str, float]:
+    def evaluate(self) -> dict[str, float] | None:
         """Mean loss over eval_iters batches per split; the batches are split over ranks
-        and averaged, matching one process with the global batch."""
+        and averaged, matching one process with the global batch. None if a stop was
+        requested meanwhile (a long evaluation should not keep Ctrl-C waiting)."""
         model = self.raw_model
         was_training = model.training
         model.eval()
         out = {}
-        for split in ("train", "val"):
-            total = torch.zeros(1, device=self.ctx.device, dtype=torch.float64)
-            for i in range(self.cfg.eval_iters):
-                x, y = self.batches.eval_batch(split, i)
-                with self._autocast():
-                    _, loss = model(x, y)
-                total += loss.double()
-            total = sum_across(self.ctx, total) / (self.cfg.eval_iters * self.ctx.world_size)
-            out[f"{split}_loss"] = total.item()
-        model.train(was_training)
+        try:
+            for split in ("train", "val"):
+                total = torch.zeros(1, device=self.ctx.device, dtype=torch.float64)
+                for i in range(self.cfg.eval_iters):
+                    x, y = self.batches.eval_batch(split, i)
+                    with self._autocast():
+                        _, loss = model(x, y)
+                    total += loss.double()
+                # Ranks agree on stopping here, so none waits in a collective for another.
+                packed = torch.cat([total, self._stop_tensor(total.device)])
+                packed = sum_across(self.ctx, packed)
+                if packed[1].item() > 0:
+                    self.stop.set()
+                    return None
+                out[f"{split}_loss"] = (packed[0] / (self.cfg.eval_iters
+                                                     * self.ctx.world_size)).item()
+        finally:
+            model.train(was_training)
         return out
+
+    def _stop_tensor(self, device: torch.device) -> torch.Tensor:
+        return torch.tensor([float(self.stop.is_set())], dtype=torch.float64, device=device)
 
     def train_step(self, lr: float) -> float:
         """One optimizer step over gradient_accumulation_steps micro-batches; returns the
@@ -397,11 +431,11 @@ class Trainer:
                 self.scaler.scale(loss / accum).backward()
             loss_sum += loss.detach().double()
         # One all-reduce carries the loss and any process's request to stop.
-        packed = torch.cat([loss_sum, torch.tensor([float(self._stop_requested)],
-                                                   dtype=torch.float64, device=loss_sum.device)])
+        packed = torch.cat([loss_sum, self._stop_tensor(loss_sum.device)])
         packed = sum_across(self.ctx, packed)
         mean_loss = packed[0].item() / (accum * self.ctx.world_size)
-        self._stop_requested = bool(packed[1].item() > 0)
+        if packed[1].item() > 0:  # any process's request stops them all, at the same step
+            self.stop.set()
         if not math.isfinite(mean_loss):
             self.optimizer.zero_grad(set_to_none=True)
             raise TrainingDiverged(self._diverged_message(mean_loss))
@@ -412,6 +446,7 @@ class Trainer:
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
+        self._unsaved = True
         return mean_loss
 
     def _diverged_message(self, loss: float) -> str:
@@ -420,32 +455,27 @@ class Trainer:
                 f"(try a lower learning rate, more warm-up or gradient clipping)")
 
     def request_stop(self) -> None:
-        self._stop_requested = True
+        self.stop.set()
 
     def fit(self, resumed: bool = False, stop_after: int | None = None) -> str:
         """Train until max_iters (or a signal, or stop_after steps): "finished" or
-        "interrupted". A checkpoint is saved before returning either way."""
+        "interrupted". A checkpoint is saved before returning either way, and on a fresh
+        run before anything else, so --resume works from the first moment on."""
         cfg = self.cfg
         tokens_per_step = (cfg.batch_size * cfg.gradient_accumulation_steps
                            * self.ctx.world_size * self.batches.block_size)
         bar = _progress_bar(self.progress, cfg.max_iters, self.step)
         t_log, step_log = time.perf_counter(), self.step
-        skip_eval = resumed  # the step we resume at was evaluated before it was saved
         try:
+            if not resumed:
+                self._save_checkpoint()  # step 0, its evaluation pending
+            if self.eval_pending:
+                self._evaluate_and_record(bar)
             while True:
-                done = self.step >= cfg.max_iters
-                if not skip_eval and (self.step % cfg.eval_interval == 0 or done):
-                    self._evaluate_and_record(bar)
-                stop = self._stop_requested or (stop_after is not None
-                                                and self.step >= stop_after)
-                # (When just resumed, this step's checkpoint is the one we started from.)
-                if not skip_eval and (done or stop or self.step % cfg.checkpoint_interval == 0):
-                    self._save_checkpoint()
-                if done:
+                if self.step >= cfg.max_iters:
                     return "finished"
-                if stop:
+                if self.stop.is_set() or (stop_after is not None and self.step >= stop_after):
                     return "interrupted"
-                skip_eval = False
                 lr = lr_at(self.step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters,
                            cfg.lr_decay_iters)
                 loss = self.train_step(lr)
@@ -459,12 +489,23 @@ class Trainer:
                                   "tokens_per_s": round(tok_s, 1)})
                     if bar is not None:
                         bar.set_postfix_str(f"loss {loss:.4f}, {tok_s:,.0f} tok/s", refresh=False)
+                if self.step % cfg.eval_interval == 0 or self.step == cfg.max_iters:
+                    self.eval_pending = True
+                    self._evaluate_and_record(bar)
+                if self.step % cfg.checkpoint_interval == 0:
+                    self._save_checkpoint()
         finally:
             if bar is not None:
                 bar.close()
+            if self._unsaved and sys.exc_info()[0] is None:
+                self._save_checkpoint()
 
     def _evaluate_and_record(self, bar) -> None:
         losses = self.evaluate()
+        if losses is None:  # stopped mid-way: eval_pending stays, for --resume
+            return
+        self.eval_pending = False
+        self._unsaved = True
         self.last_eval = losses
         improved = losses["val_loss"] < self.best_val
         if improved:
@@ -486,6 +527,7 @@ class Trainer:
         state = self.state()
         if self.files is not None:
             self.files.save_checkpoint(self.raw_model, state)
+        self._unsaved = False
 
     def _record(self, record: dict[str, Any]) -> None:
         if self.files is not None:
@@ -502,16 +544,16 @@ def _progress_bar(enabled: bool, total: int, initial: int):
 
 
 @contextlib.contextmanager
-def stop_on_signals(trainer: Trainer) -> Iterator[None]:
-    """SIGINT and SIGTERM ask the trainer to checkpoint and stop at the next step; a second
-    one acts as it would have without us."""
+def stop_on_signals(on_signal: Callable[[], None]) -> Iterator[None]:
+    """SIGINT and SIGTERM call on_signal (the trainer checkpoints and stops at the next
+    step); a second one acts as it would have without us."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {}
 
     def handler(signum, frame):
-        trainer.request_stop()
+        on_signal()
         signal.signal(signum, previous[signum])
 
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -523,51 +565,8 @@ def stop_on_signals(trainer: Trainer) -> Iterator[None]:
             signal.signal(sig, old)
 
 
-class RunFiles:
-    """Everything a run writes to its directory (rank 0 only)."""
-
-    def __init__(self, run_dir: Path, title: str = "") -> None:
-        self.run_dir, self.title = run_dir, title
-        self.metrics_path = run_dir / METRICS_FILE
-        self.records: list[dict] = []
-
-    def reset_metrics(self, keep_until_step: int | None) -> None:
-        """Start metrics.jsonl afresh, or keep the records up to a resumed step (a run
-        killed after its checkpoint may have logged steps that will now run again)."""
-        records = []
-        if keep_until_step is not None and self.metrics_path.is_file():
-            for line in self.metrics_path.read_text(encoding="utf-8").splitlines():
-                with contextlib.suppress(json.JSONDecodeError):
-                    r = json.loads(line)
-                    if isinstance(r, dict) and r.get("step", math.inf) <= keep_until_step:
-                        records.append(r)
-        self.records = records
-        from gptlab.io import atomic_write_text
-
-        atomic_write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in records))
-
-    def log(self, record: dict) -> None:
-        record = {**record, "time": round(time.time(), 3)}
-        self.records.append(record)
-        with open(self.metrics_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-
-    def plot(self) -> None:
-        from gptlab.plotting import plot_losses
-
-        plot_losses(self.records, self.run_dir / PLOT_FILE, title=self.title)
-
-    def save_checkpoint(self, model: nn.Module, state: dict) -> None:
-        checkpoint.save_checkpoint(self.run_dir, model, state)
-
-    def save_best(self, model: nn.Module, step: int) -> None:
-        checkpoint.save_best(self.run_dir, model, step)
-
-
 # --- the GPT glue -------------------------------------------------------------------------
 
-RUN_FILES = ("config.json", "train.json", "model.safetensors", "state.pt", "tokenizer.json",
-             METRICS_FILE, PLOT_FILE)
 RESUME_OVERRIDES = ("max_iters", "device", "compile")
 
 
@@ -589,73 +588,83 @@ def train(
     resume=True: both None; they are read from out_dir, and `overrides` may change
     RESUME_OVERRIDES (e.g. a larger max_iters). stop_after: stop (with a checkpoint) once
     this many steps are done, as an interruption would.
+
+    SIGINT and SIGTERM, from the moment this is called, end the run with a checkpoint
+    (exit status "interrupted"); everything that can be checked is checked before the run
+    directory is touched.
     """
-    from gptlab.data import check_enough_tokens, get_batch, load_data
+    stop = threading.Event()
+    with stop_on_signals(stop.set):
+        return _train(model_config, train_config, Path(data_dir), Path(out_dir), resume=resume,
+                      overrides=overrides or {}, overwrite=overwrite, progress=progress,
+                      stop_after=stop_after, stop=stop)
+
+
+def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume: bool,
+           overrides: dict[str, Any], overwrite: bool, progress: bool, stop_after: int | None,
+           stop: threading.Event) -> TrainResult:
+    from gptlab.data import get_batch, load_data
     from gptlab.model import GPT
 
     t0 = time.perf_counter()
-    out_dir = Path(out_dir)
     data = load_data(data_dir)
-    state = None
+    # Only the first process writes files, so only it takes the run directory's lock.
+    is_main = int(os.environ.get("RANK", "0")) == 0
     if resume:
         if model_config is not None or train_config is not None:
             raise UsageError("--resume reads the model and training settings from the run "
                              "directory; give no --preset, --config or --recipe")
-        if not out_dir.is_dir():
-            raise UsageError(f"nothing to resume: run directory {out_dir} does not exist")
-        state = checkpoint.load_checkpoint_state(out_dir)
-        model_config = checkpoint.load_config(out_dir)
-        saved = checkpoint.read_json(out_dir / checkpoint.TRAIN_CONFIG_FILE)
-        bad = sorted(set(overrides or {}) - set(RESUME_OVERRIDES))
-        if bad:
-            raise UsageError(f"--resume keeps the run's settings; cannot change "
-                             f"{', '.join(bad)} (only {', '.join(RESUME_OVERRIDES)})")
-        train_config = TrainConfig.from_dict({**saved, **(overrides or {})})
-        _check_same_tokenizer(data.tokenizer_path, out_dir / checkpoint.TOKENIZER_FILE)
-        if model_config.vocab_size != data.vocab_size:
-            raise UsageError(f"the run's vocab_size {model_config.vocab_size} differs from the "
-                             f"data's {data.vocab_size}")
+        rundir.check_resumable(out_dir)
     else:
         if model_config is None or train_config is None:
             raise UsageError("a fresh run needs a model config and a training config")
-        if overrides:
-            train_config = TrainConfig.from_dict({**train_config.to_dict(), **overrides})
+        train_config = TrainConfig.from_dict({**train_config.to_dict(), **overrides})
         model_config = GPTConfig.from_dict({**model_config.to_dict(),
                                             "vocab_size": data.vocab_size})
-        _check_fresh_run_dir(out_dir, overwrite)
-    check_enough_tokens(data, model_config.block_size)
-
-    with setup(train_config.device) as ctx:
-        shared_stream = train_config.batch_rng == "nanogpt"
-        # The same initial weights on every rank (DDP also broadcasts rank 0's); nanoGPT
-        # seeds each rank with seed + rank before building the model.
-        torch.manual_seed(train_config.seed + (ctx.rank if shared_stream else 0))
-        with torch.device(ctx.device):
-            model = GPT(model_config)
-        if state is not None:
-            checkpoint.load_weights(model, out_dir / checkpoint.WEIGHTS_FILE)
-        if not shared_stream:
-            torch.manual_seed(train_config.seed + ctx.rank)  # dropout differs across ranks
-        files = None
-        if ctx.is_main:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            files = RunFiles(out_dir, title=f"{out_dir.name}: {_describe(model_config)}")
-            files.reset_metrics(keep_until_step=state["step"] if state is not None else None)
-            if state is None:
-                checkpoint.copy_file(data.tokenizer_path, out_dir / checkpoint.TOKENIZER_FILE)
-            checkpoint.write_json(out_dir / checkpoint.TRAIN_CONFIG_FILE, train_config.to_dict())
-        batches = TokenBatches(data.train, data.val, train_config.batch_size,
-                               model_config.block_size, train_config.seed, ctx, get_batch,
-                               rng=train_config.batch_rng)
-        trainer = Trainer(model, batches, train_config, ctx, files, progress=progress)
-        if state is not None:
-            trainer.load_state(state)
-        if ctx.is_main:
-            print(f"training {_describe(model_config)}, {model.num_parameters():,} parameters, "
-                  f"on {ctx.device} x {ctx.world_size}"
-                  + (f", resuming at step {trainer.step}" if state is not None else ""),
-                  file=sys.stderr)
-        with stop_on_signals(trainer):
+        _check_run(model_config, train_config, data)
+        rundir.check_fresh(out_dir, overwrite)  # again under the lock, before writing
+    with rundir.locked(out_dir) if is_main else contextlib.nullcontext():
+        state = None
+        if resume:
+            state, model_config, train_config = _read_run(out_dir, data, overrides)
+            _check_run(model_config, train_config, data)
+        elif is_main:
+            rundir.check_fresh(out_dir, overwrite)
+        with setup(train_config.device) as ctx:
+            shared_stream = train_config.batch_rng == "nanogpt"
+            # The same initial weights on every rank (DDP also broadcasts rank 0's); nanoGPT
+            # seeds each rank with seed + rank before building the model.
+            torch.manual_seed(train_config.seed + (ctx.rank if shared_stream else 0))
+            with torch.device(ctx.device):
+                model = GPT(model_config)
+            if state is not None:
+                checkpoint.load_state(model, state.pop("model"),
+                                      str(out_dir / rundir.STATE_FILE))
+            if not shared_stream:
+                torch.manual_seed(train_config.seed + ctx.rank)  # dropout differs across ranks
+            batches = TokenBatches(data.train, data.val, train_config.batch_size,
+                                   model_config.block_size, train_config.seed, ctx, get_batch,
+                                   rng=train_config.batch_rng)
+            files = None
+            if ctx.is_main:
+                if state is None:
+                    rundir.clear(out_dir)
+                    rundir.start(out_dir, data.tokenizer_path, train_config.to_dict(),
+                                 model_config.to_dict())
+                else:
+                    rundir.write_train_config(out_dir, train_config.to_dict())
+                files = rundir.RunFiles(out_dir,
+                                        title=f"{out_dir.name}: {_describe(model_config)}")
+                files.reset_metrics(keep_until_step=state["step"] if state else None)
+            trainer = Trainer(model, batches, train_config, ctx, files, progress=progress,
+                              stop=stop)
+            if state is not None:
+                trainer.load_state(state)
+            if ctx.is_main:
+                print(f"training {_describe(model_config)}, {model.num_parameters():,} "
+                      f"parameters, on {ctx.device} x {ctx.world_size}"
+                      + (f", resuming at step {trainer.step}" if state is not None else ""),
+                      file=sys.stderr)
             status = trainer.fit(resumed=state is not None, stop_after=stop_after)
     return TrainResult(out_dir, trainer.step, status, trainer.last_eval.get("train_loss"),
                        trainer.last_eval.get("val_loss"),
@@ -663,26 +672,34 @@ def train(
                        time.perf_counter() - t0, is_main=ctx.is_main)
 
 
+def _check_run(model_config: GPTConfig, train_config: TrainConfig, data) -> None:
+    """What would otherwise fail only once the run directory is written."""
+    from gptlab.data import check_enough_tokens
+
+    check_enough_tokens(data, model_config.block_size)
+    autocast_dtype(train_config.dtype, pick_device(train_config.device))
+
+
+def _read_run(out_dir: Path, data, overrides: dict[str, Any]):
+    """The checkpoint, model config and training settings of a run to resume, checked
+    against the data and the overrides."""
+    state = rundir.load_checkpoint(out_dir)
+    model_config = checkpoint.load_config(out_dir)
+    bad = sorted(set(overrides) - set(RESUME_OVERRIDES))
+    if bad:
+        raise UsageError(f"--resume keeps the run's settings; cannot change "
+                         f"{', '.join(bad)} (only {', '.join(RESUME_OVERRIDES)})")
+    train_config = TrainConfig.from_dict({**rundir.read_train_config(out_dir), **overrides})
+    if train_config.max_iters < state["step"]:
+        raise UsageError(f"{out_dir} is at step {state['step']} already: --max-iters "
+                         f"{train_config.max_iters} would undo nothing and train nothing; "
+                         f"give at least {state['step']}")
+    rundir.check_same_tokenizer(data.tokenizer_path, out_dir)
+    if model_config.vocab_size != data.vocab_size:
+        raise UsageError(f"the run's vocab_size {model_config.vocab_size} differs from the "
+                         f"data's {data.vocab_size}")
+    return state, model_config, train_config
+
+
 def _describe(c: GPTConfig) -> str:
     return f"{c.n_layer} layers, {c.n_head} heads, n_embd {c.n_embd}, block {c.block_size}"
-
-
-def _check_fresh_run_dir(out_dir: Path, overwrite: bool) -> None:
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UsageError(f"--out {out_dir} exists and is not a directory")
-    present = [n for n in RUN_FILES if (out_dir / n).exists()]
-    if present and not overwrite:
-        raise UsageError(f"{out_dir} already holds a run ({', '.join(present)}): continue it "
-                         f"with --resume, or choose another --out")
-    if overwrite:
-        for name in present:
-            (out_dir / name).unlink()
-        shutil.rmtree(out_dir / checkpoint.BEST_DIR, ignore_errors=True)
-
-
-def _check_same_tokenizer(data_tokenizer: Path, run_tokenizer: Path) -> None:
-    if not run_tokenizer.is_file():
-        raise UsageError(f"nothing to resume: {run_tokenizer} does not exist")
-    if data_tokenizer.read_bytes() != run_tokenizer.read_bytes():
-        raise UsageError(f"the data's {data_tokenizer} differs from the run's {run_tokenizer}: "
-                         f"resume with the data the run was trained on")

@@ -50,9 +50,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-iters must be >= 1, got {args.max_iters}")
     data_dir, run_dir = Path(args.data), Path(args.out)
     ensure_data(data_dir)
-    settings = recipe(RECIPE, max_iters=args.max_iters, lr_decay_iters=None,
-                      warmup_iters=min(100, args.max_iters),
-                      eval_interval=min(EVAL_INTERVAL, args.max_iters), seed=args.seed)
+    settings = recipe(RECIPE, max_iters=args.max_iters, eval_interval=EVAL_INTERVAL,
+                      seed=args.seed)
     result = train(GPTConfig.from_preset(PRESET), settings, data_dir, run_dir,
                    overwrite=True, progress=not args.no_progress)
     print(f"\ntrained {result.step} steps in {result.elapsed_s:.0f} s: "

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from gptlab import corpus, download
-from gptlab.data import prepare, read_text
+from gptlab.data import check_replaceable, prepare, read_text
 from gptlab.errors import UsageError
 from gptlab.tokenizers import CharTokenizer, HFTokenizer, Tokenizer, load_tokenizer
 
@@ -48,6 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--val-fraction", type=float, default=0.1, metavar="F",
                    help="last fraction of the text kept for validation (default 0.1)")
     p.add_argument("--out", required=True, metavar="DATA_DIR", help="directory to write")
+    p.add_argument("--force", action="store_true",
+                   help="replace a data directory made with another tokenizer")
     p.set_defaults(func=run)
 
 
@@ -58,7 +60,13 @@ def run(args: argparse.Namespace) -> int:
         )
     text, source = load_source(args.name, args.input, args.url)
     tokenizer = make_tokenizer(args.tokenizer, args.vocab_size, text)
-    meta = prepare(text, args.out, tokenizer, val_fraction=args.val_fraction, source=source)
+    if not args.force:
+        try:
+            check_replaceable(Path(args.out), tokenizer)
+        except UsageError as exc:
+            raise UsageError(f"{exc} (--force replaces it)") from None
+    meta = prepare(text, args.out, tokenizer, val_fraction=args.val_fraction, source=source,
+                   force=True)
     print(
         f"{source}: {len(text):,} characters -> {meta['train_tokens']:,} train + "
         f"{meta['val_tokens']:,} val tokens ({meta['tokenizer']} tokenizer, "

@@ -10,7 +10,7 @@ from pathlib import Path
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
 from gptlab.presets import PRESETS
-from gptlab.train import RECIPES, TrainConfig, recipe, train
+from gptlab.train import RECIPES, TrainConfig, train, with_settings
 
 # Model fields a flag may override (the rest belong in a --config file).
 MODEL_FLAGS = {"n_layer": int, "n_head": int, "n_kv_head": int, "n_embd": int,
@@ -20,7 +20,8 @@ MODEL_FLAGS = {"n_layer": int, "n_head": int, "n_kv_head": int, "n_embd": int,
 HELP = {
     "batch_size": "sequences per micro-batch, per process",
     "gradient_accumulation_steps": "micro-batches per optimizer step, per process",
-    "max_iters": "optimizer steps",
+    "max_iters": "optimizer steps; with a recipe, the warm-up is cut to fit and the decay "
+                 "follows, unless --warmup-iters / --lr-decay-iters are given too",
     "learning_rate": "peak learning rate (after warm-up)",
     "min_lr": "where cosine decay ends",
     "warmup_iters": "linear warm-up steps",
@@ -139,13 +140,10 @@ def _train_config(args: argparse.Namespace, flags: dict) -> TrainConfig:
         if not path.is_file():
             raise UsageError(f"training settings file not found: {path}")
         base = TrainConfig.from_dict(read_json(path)).to_dict()
-        if "max_iters" in flags and "lr_decay_iters" not in flags:
-            base["lr_decay_iters"] = None  # follow the new max_iters
-        return TrainConfig.from_dict({**base, **flags})
+        return with_settings(base, flags)
     name = args.recipe or (args.preset if args.preset in RECIPES else None)
     if name is None:
-        return TrainConfig.from_dict(flags)
-    base = dict(RECIPES[name]) if name in RECIPES else recipe(name).to_dict()
-    if "max_iters" in flags and "lr_decay_iters" not in flags:
-        base.pop("lr_decay_iters", None)  # a shorter or longer run decays over its own length
-    return TrainConfig.from_dict({**base, **flags})
+        return with_settings({}, flags)  # TrainConfig's defaults, by the same rule
+    if name not in RECIPES:
+        raise UsageError(f"unknown recipe {name!r}; known recipes: {', '.join(RECIPES)}")
+    return with_settings(RECIPES[name], flags)
