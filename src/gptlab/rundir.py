@@ -58,9 +58,12 @@ def locked(run_dir: Path) -> Iterator[None]:
     file to clean up. The `filelock` package would do the locking, but it keeps no holder's
     PID for a real (non-soft) lock, and the message a user needs is "held by PID n".
     """
-    import fcntl
-
     _make_dir(run_dir)
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock; one writer is then up to the user
+        yield
+        return
     path = run_dir / LOCK_FILE
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
