@@ -18,12 +18,14 @@ import torch
 
 from bench.common import Size, table, write_result
 from gptlab import GPT, GPTConfig
-from gptlab.data import get_batch, split_text
+from gptlab.data import TokenBatches, split_text
 from gptlab.distributed import Dist
 from gptlab.errors import UsageError
+from gptlab.presets import RECIPES
 from gptlab.schedule import lr_at
 from gptlab.tokenizers import CharTokenizer
-from gptlab.train import RECIPES, TokenBatches, TrainConfig, Trainer, autocast_dtype, recipe
+from gptlab.train import Trainer, autocast_dtype
+from gptlab.train_config import TrainConfig, recipe
 
 TARGET = 1.88  # nanoGPT README's val loss for its CPU recipe
 # nanoGPT's CPU recipe exactly (README "I only have a macbook" on top of
@@ -70,9 +72,8 @@ def train_to_target(
     ctx = Dist(device=torch.device("cpu"))
     torch.manual_seed(cfg.seed)
     model = GPT(config)
-    batches = TokenBatches(train, val, cfg.batch_size, config.block_size, cfg.seed, ctx,
-                           get_batch)
-    trainer = Trainer(model, batches, cfg, ctx, files=None, progress=False)
+    batches = TokenBatches(train, val, cfg.batch_size, config.block_size, cfg.seed, ctx)
+    trainer = Trainer(model, batches, cfg, ctx)
     train_s = eval_s = 0.0
     first_step_s = None
     curve, reached_at, val_loss = [], None, float("inf")

@@ -26,7 +26,8 @@ import torch
 from gptlab import checkpoint
 from gptlab.cli import main
 from gptlab.config import GPTConfig
-from gptlab.train import recipe, train
+from gptlab.train import train
+from gptlab.train_config import recipe
 
 TINY_SHAKESPEARE = Path(__file__).resolve().parent / "data/tinyshakespeare/input.txt"
 BAR = 1.89  # the bar for the 20-batch estimate

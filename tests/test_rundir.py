@@ -21,11 +21,12 @@ import torch
 
 from gptlab import checkpoint, data, rundir
 from gptlab.cli import main
-from gptlab.data import prepare
+from gptlab.data import TokenBatches, prepare
 from gptlab.errors import UsageError
 from gptlab.model import GPT
 from gptlab.tokenizers import CharTokenizer
-from gptlab.train import TokenBatches, recipe, train
+from gptlab.train import train
+from gptlab.train_config import recipe
 from test_train import losses, make_data, tiny_model, tiny_train
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -165,7 +165,8 @@ def test_bad_model_directories(model_dir, tmp_path, capsys):
 def test_samples_a_trained_run(tmp_path, capsys):
     """A run directory from `gptlab train` samples, and so does its best/."""
     from gptlab.data import prepare
-    from gptlab.train import TrainConfig, train
+    from gptlab.train import train
+    from gptlab.train_config import TrainConfig
 
     text = "to be or not to be, that is the question.\n" * 200
     prepare(text, tmp_path / "data", CharTokenizer.from_text(text), source="t")

@@ -21,9 +21,11 @@ from gptlab.config import GPTConfig
 from gptlab.data import prepare
 from gptlab.errors import GptlabError, UsageError
 from gptlab.model import GPT
+from gptlab.presets import RECIPES
 from gptlab.schedule import lr_at
 from gptlab.tokenizers import CharTokenizer
-from gptlab.train import RECIPES, TrainConfig, make_optimizer, train
+from gptlab.train import make_optimizer, train
+from gptlab.train_config import TrainConfig
 
 WORDS = "the king and queen of a far land who will not go to sea said lord my good".split()
 

@@ -1,4 +1,5 @@
-"""Named configs as data. Each cites where its numbers come from."""
+"""Named configs as data, each citing where its numbers come from: model presets
+(GPTConfig fields) and training recipes (TrainConfig fields)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,33 @@ def preset_dict(name: str) -> dict[str, Any]:
         raise UsageError(
             f"unknown preset {name!r}; known presets: {', '.join(PRESETS)}"
         ) from None
+
+
+# Training recipes (TrainConfig fields). A preset of the same name picks its recipe up by
+# default (`gptlab train --preset NAME`).
+RECIPES: dict[str, dict[str, Any]] = {
+    # nanoGPT README, CPU: --block_size=64 --batch_size=12 --n_layer=4 --n_head=4
+    # --n_embd=128 --max_iters=2000 --lr_decay_iters=2000 --dropout=0.0 --eval_iters=20
+    # on top of config/train_shakespeare_char.py (lr 1e-3, min_lr 1e-4, beta2 0.99,
+    # warmup 100, eval every 250); weight decay 0.1 and grad clip 1.0 are train.py's.
+    "shakespeare-char-cpu": dict(
+        batch_size=12, gradient_accumulation_steps=1, max_iters=2000, lr_decay_iters=2000,
+        learning_rate=1e-3, min_lr=1e-4, warmup_iters=100, weight_decay=0.1, beta1=0.9,
+        beta2=0.99, grad_clip=1.0, eval_interval=250, eval_iters=20, batch_rng="nanogpt",
+    ),
+    # gptlab's default CPU recipe: nanoGPT's with twice the peak learning rate (and floor).
+    # It reaches val 1.88 on tiny Shakespeare by step ~1400 of 2000, where nanoGPT's ends
+    # at 1.89-1.93 across seeds (BENCHMARKS.md, time_to_quality). fp32, eager: on a CPU
+    # without fast bf16 autocast loses, and a cold compile costs more than a minute saves.
+    "shakespeare-char-cpu-fast": dict(
+        batch_size=12, gradient_accumulation_steps=1, max_iters=2000, lr_decay_iters=2000,
+        learning_rate=2e-3, min_lr=2e-4, warmup_iters=100, weight_decay=0.1, beta1=0.9,
+        beta2=0.99, grad_clip=1.0, eval_interval=250, eval_iters=20,
+    ),
+    # nanoGPT config/train_shakespeare_char.py (its GPU recipe).
+    "shakespeare-char": dict(
+        batch_size=64, gradient_accumulation_steps=1, max_iters=5000, lr_decay_iters=5000,
+        learning_rate=1e-3, min_lr=1e-4, warmup_iters=100, weight_decay=0.1, beta1=0.9,
+        beta2=0.99, grad_clip=1.0, eval_interval=250, eval_iters=200,
+    ),
+}

@@ -1,10 +1,11 @@
 """The trainer: one process, or many under torchrun.
 
 Two halves. `Trainer` knows nothing of GPT: it takes a model whose `model(x, y)` returns
-`(logits, loss)`, a source of batches and a `TrainConfig`, and runs AdamW with warm-up +
-cosine decay, gradient clipping and accumulation, mixed precision, evaluation, metrics,
-checkpoints, signals and DistributedDataParallel. `train()` is the GPT glue the CLI calls:
-it reads a data directory, builds the model, and hands both to a Trainer.
+`(logits, loss)`, a source of batches (gptlab.data.TokenBatches) and a `TrainConfig`, and
+runs AdamW with warm-up + cosine decay, gradient clipping and accumulation, mixed
+precision, evaluation, checkpoints, signals and DistributedDataParallel; what it has to say
+goes to one reporter (gptlab.reporting). `train()` is the GPT glue the CLI calls: it reads a
+data directory, builds the model, and hands both to a Trainer.
 
 Files a run writes (rank 0 only) are listed in gptlab.rundir.
 """
@@ -12,7 +13,6 @@ Files a run writes (rank 0 only) are listed in gptlab.rundir.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import inspect
 import math
 import os
@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -33,161 +32,9 @@ from gptlab import checkpoint, rundir
 from gptlab.config import GPTConfig
 from gptlab.distributed import Dist, pick_device, setup, sum_across
 from gptlab.errors import GptlabError, UsageError
+from gptlab.reporting import NullReporter, Reporter
 from gptlab.schedule import lr_at
-
-DTYPES = ("auto", "float32", "bfloat16", "float16")
-BATCH_RNGS = ("separate", "nanogpt")
-
-
-@dataclass
-class TrainConfig:
-    """Training settings (saved as train.json). The defaults are nanoGPT's CPU recipe for
-    char-level Shakespeare (its README, "I only have a macbook")."""
-
-    batch_size: int = 12  # sequences per micro-batch, per process
-    gradient_accumulation_steps: int = 1  # micro-batches per optimizer step, per process
-    max_iters: int = 2000  # optimizer steps
-    learning_rate: float = 1e-3  # peak, reached at the end of warm-up
-    min_lr: float = 1e-4  # the floor cosine decay reaches at lr_decay_iters
-    warmup_iters: int = 100
-    lr_decay_iters: int | None = None  # None: max_iters (fixed at the start, kept on resume)
-    weight_decay: float = 0.1  # on 2-D weights only; norms, biases stay undecayed
-    beta1: float = 0.9
-    beta2: float = 0.99  # 0.99 rather than 0.999: small batches, few tokens per step
-    grad_clip: float = 1.0  # max global gradient norm; 0 turns clipping off
-    eval_interval: int = 250
-    eval_iters: int = 20  # batches per split per evaluation
-    log_interval: int = 10
-    checkpoint_interval: int | None = None  # None: every eval_interval
-    seed: int = 1337
-    # Where batches come from. "separate": their own generator, seeded apart from the
-    # weights, and a fixed evaluation set (the same windows at every evaluation).
-    # "nanogpt": torch's global generator, continuing the stream that initialised the
-    # weights, with training batches, evaluation batches and dropout drawn in nanoGPT's
-    # order (the first batch before the first evaluation), so a nanoGPT recipe with the
-    # same seed retraces nanoGPT's run number for number.
-    batch_rng: str = "separate"
-    dtype: str = "auto"  # auto: bf16 on CUDA that has it, else fp16 on CUDA, fp32 on CPU
-    compile: bool = False  # torch.compile the model
-    device: str = "auto"
-
-    def __post_init__(self) -> None:
-        ints = ("batch_size", "gradient_accumulation_steps", "max_iters", "eval_interval",
-                "eval_iters", "log_interval")
-        for name in ints:
-            _require(name, _is_int(getattr(self, name)) and getattr(self, name) >= 1,
-                     "must be an integer >= 1")
-        _require("warmup_iters", _is_int(self.warmup_iters) and self.warmup_iters >= 0,
-                 "must be an integer >= 0")
-        _require("seed", _is_int(self.seed) and 0 <= self.seed < 2**63,
-                 "must be an integer in [0, 2**63)")  # what torch.manual_seed takes, + rank
-        _require("learning_rate", _is_num(self.learning_rate) and self.learning_rate > 0,
-                 "must be > 0")
-        _require("min_lr", _is_num(self.min_lr) and 0 <= self.min_lr <= self.learning_rate,
-                 f"must be in [0, learning_rate = {self.learning_rate}]")
-        _require("weight_decay", _is_num(self.weight_decay) and self.weight_decay >= 0,
-                 "must be >= 0")
-        for name in ("beta1", "beta2"):
-            _require(name, _is_num(getattr(self, name)) and 0 <= getattr(self, name) < 1,
-                     "must be in [0, 1)")
-        _require("grad_clip", _is_num(self.grad_clip) and self.grad_clip >= 0, "must be >= 0")
-        if self.warmup_iters > self.max_iters:
-            raise UsageError(
-                f"warmup_iters ({self.warmup_iters}) must not exceed max_iters ({self.max_iters})"
-            )
-        if self.lr_decay_iters is None:
-            self.lr_decay_iters = self.max_iters
-        _require("lr_decay_iters",
-                 _is_int(self.lr_decay_iters) and self.lr_decay_iters >= self.warmup_iters,
-                 f"must be an integer >= warmup_iters ({self.warmup_iters})")
-        if self.checkpoint_interval is None:
-            self.checkpoint_interval = self.eval_interval
-        _require("checkpoint_interval",
-                 _is_int(self.checkpoint_interval) and self.checkpoint_interval >= 1,
-                 "must be an integer >= 1")
-        _require("batch_rng", self.batch_rng in BATCH_RNGS,
-                 f"must be one of {', '.join(BATCH_RNGS)}")
-        _require("dtype", self.dtype in DTYPES, f"must be one of {', '.join(DTYPES)}")
-        for name in ("compile",):
-            _require(name, isinstance(getattr(self, name), bool), "must be true or false")
-        _require("device", isinstance(self.device, str), "must be a string")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
-        if not isinstance(d, dict):
-            raise UsageError(f"training settings must be a JSON object, got {type(d).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise UsageError(f"unknown training setting(s): {', '.join(unknown)}")
-        return cls(**d)
-
-
-def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_num(v: object) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _require(name: str, ok: bool, what: str) -> None:
-    if not ok:
-        raise UsageError(f"{name} {what}")
-
-
-# Named training recipes. A preset of the same name picks its recipe up by default.
-RECIPES: dict[str, dict[str, Any]] = {
-    # nanoGPT README, CPU: --block_size=64 --batch_size=12 --n_layer=4 --n_head=4
-    # --n_embd=128 --max_iters=2000 --lr_decay_iters=2000 --dropout=0.0 --eval_iters=20
-    # on top of config/train_shakespeare_char.py (lr 1e-3, min_lr 1e-4, beta2 0.99,
-    # warmup 100, eval every 250); weight decay 0.1 and grad clip 1.0 are train.py's.
-    "shakespeare-char-cpu": dict(
-        batch_size=12, gradient_accumulation_steps=1, max_iters=2000, lr_decay_iters=2000,
-        learning_rate=1e-3, min_lr=1e-4, warmup_iters=100, weight_decay=0.1, beta1=0.9,
-        beta2=0.99, grad_clip=1.0, eval_interval=250, eval_iters=20, batch_rng="nanogpt",
-    ),
-    # gptlab's default CPU recipe: nanoGPT's with twice the peak learning rate (and floor).
-    # It reaches val 1.88 on tiny Shakespeare by step ~1400 of 2000, where nanoGPT's ends
-    # at 1.89-1.93 across seeds (BENCHMARKS.md, time_to_quality). fp32, eager: on a CPU
-    # without fast bf16 autocast loses, and a cold compile costs more than a minute saves.
-    "shakespeare-char-cpu-fast": dict(
-        batch_size=12, gradient_accumulation_steps=1, max_iters=2000, lr_decay_iters=2000,
-        learning_rate=2e-3, min_lr=2e-4, warmup_iters=100, weight_decay=0.1, beta1=0.9,
-        beta2=0.99, grad_clip=1.0, eval_interval=250, eval_iters=20,
-    ),
-    # nanoGPT config/train_shakespeare_char.py (its GPU recipe).
-    "shakespeare-char": dict(
-        batch_size=64, gradient_accumulation_steps=1, max_iters=5000, lr_decay_iters=5000,
-        learning_rate=1e-3, min_lr=1e-4, warmup_iters=100, weight_decay=0.1, beta1=0.9,
-        beta2=0.99, grad_clip=1.0, eval_interval=250, eval_iters=200,
-    ),
-}
-
-
-def recipe(name: str, **overrides: Any) -> TrainConfig:
-    """A named recipe with some settings changed (see with_settings for the rule)."""
-    if name not in RECIPES:
-        raise UsageError(f"unknown recipe {name!r}; known recipes: {', '.join(RECIPES)}")
-    return with_settings(RECIPES[name], overrides)
-
-
-def with_settings(base: dict[str, Any], changes: dict[str, Any]) -> TrainConfig:
-    """base's settings with `changes` applied, and one rule for a new length: when
-    max_iters changes and lr_decay_iters / warmup_iters are not given with it, the decay
-    follows the new length and the warm-up is cut to fit in it."""
-    settings = {**base, **changes}
-    if "max_iters" in changes:
-        if "lr_decay_iters" not in changes:
-            settings["lr_decay_iters"] = None  # None: max_iters
-        if "warmup_iters" not in changes:
-            warmup = settings.get("warmup_iters", TrainConfig.warmup_iters)
-            if _is_int(warmup) and _is_int(changes["max_iters"]):
-                settings["warmup_iters"] = min(warmup, max(changes["max_iters"], 0))
-    return TrainConfig.from_dict(settings)
+from gptlab.train_config import TrainConfig
 
 
 @dataclass
@@ -204,80 +51,6 @@ class TrainResult:
 
 class TrainingDiverged(GptlabError):
     """The loss became NaN or infinite."""
-
-
-# --- batches ------------------------------------------------------------------------------
-
-
-class TokenBatches:
-    """Random windows of a token stream, the same draws whether 1 or N processes train.
-
-    Every process holds the same generator and draws the offsets of the *global*
-    micro-batch (batch_size x world_size windows); rank r keeps rows r*B..(r+1)*B. So the
-    ranks see different windows, and N ranks x B reproduce 1 rank x N*B draw for draw.
-    Evaluation batches come from generators seeded by (seed, split, index): the same
-    windows at every evaluation, independent of how far training has gone.
-
-    With rng "nanogpt" every draw comes from torch's global generator instead, and the next
-    training batch is drawn as soon as the last one is handed out (see TrainConfig.batch_rng).
-    """
-
-    def __init__(self, train: np.ndarray, val: np.ndarray, batch_size: int, block_size: int,
-                 seed: int, ctx: Dist, get_batch: Callable, rng: str = "separate") -> None:
-        self.splits = {"train": train, "val": val}
-        self.batch_size, self.block_size, self.seed, self.ctx = batch_size, block_size, seed, ctx
-        self._get_batch = get_batch
-        self.shared_stream = rng == "nanogpt"
-        if self.shared_stream:
-            self.generator = torch.default_generator
-            self.pending = self._draw("train", self.generator)
-        else:
-            self.generator = torch.Generator().manual_seed(_derived_seed(seed, 0))
-
-    def _draw(self, split: str, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        B, ctx = self.batch_size, self.ctx
-        x, y = self._get_batch(self.splits[split], B * ctx.world_size, self.block_size, generator)
-        rows = slice(ctx.rank * B, (ctx.rank + 1) * B)
-        return _to(x[rows], ctx.device), _to(y[rows], ctx.device)  # (B, T) each
-
-    def train_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        if not self.shared_stream:
-            return self._draw("train", self.generator)
-        batch, self.pending = self.pending, self._draw("train", self.generator)
-        return batch
-
-    def eval_batch(self, split: str, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.shared_stream:
-            return self._draw(split, self.generator)
-        stream = 1 + 2 * index + (split == "val")
-        return self._draw(split, torch.Generator().manual_seed(_derived_seed(self.seed, stream)))
-
-    def state(self) -> torch.Tensor:
-        """The generator's state; for the shared stream (which the trainer saves as torch's
-        own), the pending batch, (2, B, T)."""
-        if self.shared_stream:
-            return torch.stack(self.pending).cpu()
-        return self.generator.get_state()
-
-    def load_state(self, state: torch.Tensor) -> None:
-        if self.shared_stream:
-            self.pending = (_to(state[0], self.ctx.device), _to(state[1], self.ctx.device))
-        else:
-            self.generator.set_state(state)
-
-
-def _derived_seed(seed: int, stream: int) -> int:
-    """A seed for random stream number `stream` of a run. The weights are initialised from
-    `seed` itself; the batches must not replay that same Mersenne Twister sequence, so each
-    stream gets a seed scrambled by one step of Knuth's MMIX linear congruential generator."""
-    return (((seed << 20) + stream) * 6364136223846793005 + 1442695040888963407) % 2**63
-
-
-def _to(t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    t = t.contiguous()
-    if device.type == "cuda":
-        return t.pin_memory().to(device, non_blocking=True)
-    return t.to(device)
 
 
 # --- the generic trainer --------------------------------------------------------------------
@@ -311,16 +84,17 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device):
 
 
 class Trainer:
-    """Runs the optimization loop. Writes files only through `files` (None on ranks > 0).
+    """Runs the optimization loop; everything it reports or saves goes to `reporter`.
 
     model: `model(x, y) -> (logits, loss)`; batches: `train_batch()`, `eval_batch(split, i)`,
-    `state()`, `load_state(s)`; files: a RunFiles.
+    `state()`, `load_state(s)`; stop: set (by a signal handler) to end at the next step.
     """
 
     def __init__(self, model: nn.Module, batches: Any, cfg: TrainConfig, ctx: Dist,
-                 files: rundir.RunFiles | None, progress: bool = True,
+                 reporter: NullReporter | None = None,
                  stop: threading.Event | None = None) -> None:
-        self.cfg, self.ctx, self.files, self.batches = cfg, ctx, files, batches
+        self.cfg, self.ctx, self.batches = cfg, ctx, batches
+        self.reporter = reporter or NullReporter()
         self.raw_model = model
         self.optimizer = make_optimizer(model, cfg, ctx.device)
         self.amp_dtype = autocast_dtype(cfg.dtype, ctx.device)
@@ -336,8 +110,7 @@ class Trainer:
         self.step = 0
         self.best_val = math.inf
         self.last_eval: dict[str, float] = {}
-        self.progress = progress and ctx.is_main
-        self.stop = stop or threading.Event()  # set by a signal handler, or request_stop
+        self.stop = stop or threading.Event()
         # True from the start of an evaluation until it is recorded: a checkpoint saved in
         # between (a stop mid-evaluation) makes --resume run that evaluation first.
         self.eval_pending = True
@@ -380,6 +153,16 @@ class Trainer:
             return contextlib.nullcontext()
         return torch.autocast(self.ctx.device.type, dtype=self.amp_dtype)
 
+    def _any_rank(self, value: torch.Tensor) -> tuple[torch.Tensor, bool]:
+        """value summed over ranks, and whether any rank was asked to stop: one all-reduce
+        carries both, so every rank stops at the same point and none waits for another."""
+        stop = torch.tensor([float(self.stop.is_set())], dtype=torch.float64,
+                            device=value.device)
+        packed = sum_across(self.ctx, torch.cat([value, stop]))
+        if packed[-1].item() > 0:
+            self.stop.set()
+        return packed[:-1], self.stop.is_set()
+
     @torch.no_grad()
     def evaluate(self) -> dict[str, float] | None:
         """Mean loss over eval_iters batches per split; the batches are split over ranks
@@ -397,20 +180,13 @@ class Trainer:
                     with self._autocast():
                         _, loss = model(x, y)
                     total += loss.double()
-                # Ranks agree on stopping here, so none waits in a collective for another.
-                packed = torch.cat([total, self._stop_tensor(total.device)])
-                packed = sum_across(self.ctx, packed)
-                if packed[1].item() > 0:
-                    self.stop.set()
+                total, stopping = self._any_rank(total)
+                if stopping:
                     return None
-                out[f"{split}_loss"] = (packed[0] / (self.cfg.eval_iters
-                                                     * self.ctx.world_size)).item()
+                out[f"{split}_loss"] = total.item() / (self.cfg.eval_iters * self.ctx.world_size)
         finally:
             model.train(was_training)
         return out
-
-    def _stop_tensor(self, device: torch.device) -> torch.Tensor:
-        return torch.tensor([float(self.stop.is_set())], dtype=torch.float64, device=device)
 
     def train_step(self, lr: float) -> float:
         """One optimizer step over gradient_accumulation_steps micro-batches; returns the
@@ -430,12 +206,8 @@ class Trainer:
                     _, loss = model(x, y)
                 self.scaler.scale(loss / accum).backward()
             loss_sum += loss.detach().double()
-        # One all-reduce carries the loss and any process's request to stop.
-        packed = torch.cat([loss_sum, self._stop_tensor(loss_sum.device)])
-        packed = sum_across(self.ctx, packed)
-        mean_loss = packed[0].item() / (accum * self.ctx.world_size)
-        if packed[1].item() > 0:  # any process's request stops them all, at the same step
-            self.stop.set()
+        loss_sum, _ = self._any_rank(loss_sum)
+        mean_loss = loss_sum.item() / (accum * self.ctx.world_size)
         if not math.isfinite(mean_loss):
             self.optimizer.zero_grad(set_to_none=True)
             raise TrainingDiverged(self._diverged_message(mean_loss))
@@ -450,7 +222,8 @@ class Trainer:
         return mean_loss
 
     def _diverged_message(self, loss: float) -> str:
-        where = f"; the last good checkpoint is in {self.files.run_dir}" if self.files else ""
+        where = self.reporter.where
+        where = f"; the last good checkpoint is in {where}" if where else ""
         return (f"the loss became {loss} at step {self.step + 1}: training stopped{where} "
                 f"(try a lower learning rate, more warm-up or gradient clipping)")
 
@@ -458,19 +231,19 @@ class Trainer:
         self.stop.set()
 
     def fit(self, resumed: bool = False, stop_after: int | None = None) -> str:
-        """Train until max_iters (or a signal, or stop_after steps): "finished" or
+        """Train until max_iters (or a stop request, or stop_after steps): "finished" or
         "interrupted". A checkpoint is saved before returning either way, and on a fresh
         run before anything else, so --resume works from the first moment on."""
         cfg = self.cfg
         tokens_per_step = (cfg.batch_size * cfg.gradient_accumulation_steps
                            * self.ctx.world_size * self.batches.block_size)
-        bar = _progress_bar(self.progress, cfg.max_iters, self.step)
+        self.reporter.open(cfg.max_iters, self.step)
         t_log, step_log = time.perf_counter(), self.step
         try:
             if not resumed:
                 self._save_checkpoint()  # step 0, its evaluation pending
             if self.eval_pending:
-                self._evaluate_and_record(bar)
+                self._evaluate_and_record()
             while True:
                 if self.step >= cfg.max_iters:
                     return "finished"
@@ -479,28 +252,25 @@ class Trainer:
                 lr = lr_at(self.step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters,
                            cfg.lr_decay_iters)
                 loss = self.train_step(lr)
-                if bar is not None:
-                    bar.update(1)
+                record = None
                 if self.step % cfg.log_interval == 0 or self.step == cfg.max_iters:
                     now = time.perf_counter()
                     tok_s = tokens_per_step * (self.step - step_log) / max(now - t_log, 1e-9)
                     t_log, step_log = now, self.step
-                    self._record({"kind": "train", "step": self.step, "loss": loss, "lr": lr,
-                                  "tokens_per_s": round(tok_s, 1)})
-                    if bar is not None:
-                        bar.set_postfix_str(f"loss {loss:.4f}, {tok_s:,.0f} tok/s", refresh=False)
+                    record = {"kind": "train", "step": self.step, "loss": loss, "lr": lr,
+                              "tokens_per_s": round(tok_s, 1)}
+                self.reporter.step(record)
                 if self.step % cfg.eval_interval == 0 or self.step == cfg.max_iters:
                     self.eval_pending = True
-                    self._evaluate_and_record(bar)
+                    self._evaluate_and_record()
                 if self.step % cfg.checkpoint_interval == 0:
                     self._save_checkpoint()
         finally:
-            if bar is not None:
-                bar.close()
+            self.reporter.close()
             if self._unsaved and sys.exc_info()[0] is None:
                 self._save_checkpoint()
 
-    def _evaluate_and_record(self, bar) -> None:
+    def _evaluate_and_record(self) -> None:
         losses = self.evaluate()
         if losses is None:  # stopped mid-way: eval_pending stays, for --resume
             return
@@ -510,37 +280,12 @@ class Trainer:
         improved = losses["val_loss"] < self.best_val
         if improved:
             self.best_val = losses["val_loss"]
-        self._record({"kind": "eval", "step": self.step, **losses,
-                      "best_val_loss": self.best_val})
-        if self.files is not None:
-            if improved:
-                self.files.save_best(self.raw_model, self.step)
-            self.files.plot()
-            msg = (f"step {self.step}: train loss {losses['train_loss']:.4f}, "
-                   f"val loss {losses['val_loss']:.4f}")
-            if bar is not None:
-                bar.write(msg, file=sys.stderr)
-            else:
-                print(msg, file=sys.stderr)
+        record = {"kind": "eval", "step": self.step, **losses, "best_val_loss": self.best_val}
+        self.reporter.evaluation(record, self.raw_model, improved)
 
     def _save_checkpoint(self) -> None:
-        state = self.state()
-        if self.files is not None:
-            self.files.save_checkpoint(self.raw_model, state)
+        self.reporter.checkpoint(self.raw_model, self.state())
         self._unsaved = False
-
-    def _record(self, record: dict[str, Any]) -> None:
-        if self.files is not None:
-            self.files.log(record)
-
-
-def _progress_bar(enabled: bool, total: int, initial: int):
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, unit="it", dynamic_ncols=True, file=sys.stderr,
-                smoothing=0.1)
 
 
 @contextlib.contextmanager
@@ -603,7 +348,7 @@ def train(
 def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume: bool,
            overrides: dict[str, Any], overwrite: bool, progress: bool, stop_after: int | None,
            stop: threading.Event) -> TrainResult:
-    from gptlab.data import get_batch, load_data
+    from gptlab.data import BATCH_STREAMS, load_data
     from gptlab.model import GPT
 
     t0 = time.perf_counter()
@@ -642,10 +387,10 @@ def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume:
                                       str(out_dir / rundir.STATE_FILE))
             if not shared_stream:
                 torch.manual_seed(train_config.seed + ctx.rank)  # dropout differs across ranks
-            batches = TokenBatches(data.train, data.val, train_config.batch_size,
-                                   model_config.block_size, train_config.seed, ctx, get_batch,
-                                   rng=train_config.batch_rng)
-            files = None
+            batches = BATCH_STREAMS[train_config.batch_rng](
+                data.train, data.val, train_config.batch_size, model_config.block_size,
+                train_config.seed, ctx)
+            reporter = NullReporter()
             if ctx.is_main:
                 if state is None:
                     rundir.clear(out_dir)
@@ -656,8 +401,8 @@ def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume:
                 files = rundir.RunFiles(out_dir,
                                         title=f"{out_dir.name}: {_describe(model_config)}")
                 files.reset_metrics(keep_until_step=state["step"] if state else None)
-            trainer = Trainer(model, batches, train_config, ctx, files, progress=progress,
-                              stop=stop)
+                reporter = Reporter(files, progress=progress)
+            trainer = Trainer(model, batches, train_config, ctx, reporter, stop=stop)
             if state is not None:
                 trainer.load_state(state)
             if ctx.is_main:
@@ -691,9 +436,9 @@ def _read_run(out_dir: Path, data, overrides: dict[str, Any]):
                          f"{', '.join(bad)} (only {', '.join(RESUME_OVERRIDES)})")
     train_config = TrainConfig.from_dict({**rundir.read_train_config(out_dir), **overrides})
     if train_config.max_iters < state["step"]:
-        raise UsageError(f"{out_dir} is at step {state['step']} already: --max-iters "
-                         f"{train_config.max_iters} would undo nothing and train nothing; "
-                         f"give at least {state['step']}")
+        raise UsageError(f"{out_dir} is at step {state['step']} already: max_iters "
+                         f"{train_config.max_iters} would end it before that; give at least "
+                         f"{state['step']}")
     rundir.check_same_tokenizer(data.tokenizer_path, out_dir)
     if model_config.vocab_size != data.vocab_size:
         raise UsageError(f"the run's vocab_size {model_config.vocab_size} differs from the "

@@ -13,10 +13,11 @@ from gptlab import checkpoint
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
 from gptlab.sampling import generate_text
-from gptlab.train import recipe, train
+from gptlab.train import train
+from gptlab.train_config import recipe
 
 PRESET = "shakespeare-char-cpu"
-# gptlab's default CPU recipe (gptlab.train.RECIPES), 1.5x longer: the embedded corpus is
+# gptlab's default CPU recipe (gptlab.presets.RECIPES), 1.5x longer: the embedded corpus is
 # 4x tiny Shakespeare, so the extra steps still find new text. ~2 minutes on 2 CPU cores.
 RECIPE = "shakespeare-char-cpu-fast"
 DEMO_ITERS = 3000

@@ -9,47 +9,28 @@ from pathlib import Path
 
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
-from gptlab.presets import PRESETS
-from gptlab.train import RECIPES, TrainConfig, train, with_settings
+from gptlab.presets import PRESETS, RECIPES
+from gptlab.train import train
+from gptlab.train_config import TrainConfig, with_settings
 
 # Model fields a flag may override (the rest belong in a --config file).
 MODEL_FLAGS = {"n_layer": int, "n_head": int, "n_kv_head": int, "n_embd": int,
                "block_size": int, "ffn_hidden": int, "dropout": float}
 
 
-HELP = {
-    "batch_size": "sequences per micro-batch, per process",
-    "gradient_accumulation_steps": "micro-batches per optimizer step, per process",
-    "max_iters": "optimizer steps; with a recipe, the warm-up is cut to fit and the decay "
-                 "follows, unless --warmup-iters / --lr-decay-iters are given too",
-    "learning_rate": "peak learning rate (after warm-up)",
-    "min_lr": "where cosine decay ends",
-    "warmup_iters": "linear warm-up steps",
-    "lr_decay_iters": "step where cosine decay reaches min_lr (default max_iters)",
-    "weight_decay": "AdamW weight decay, on 2-D weights only",
-    "grad_clip": "clip the gradient norm to this (0: off)",
-    "eval_interval": "evaluate (and checkpoint) every N steps",
-    "eval_iters": "batches per split per evaluation",
-    "log_interval": "log the training loss every N steps",
-    "checkpoint_interval": "save state for --resume every N steps (default eval_interval)",
-    "dtype": "auto, float32, bfloat16 (autocast; CPU or CUDA), float16 (CUDA, GradScaler)",
-    "compile": "torch.compile the model",
-    "device": "auto, cpu, cuda (under torchrun: one GPU per process)",
-}
-
-
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _train_fields() -> list[tuple[str, type]]:
+def _train_fields() -> list[tuple[str, type, str]]:
+    """(name, type, help) of every TrainConfig field: the help lives in its metadata."""
     hints = typing.get_type_hints(TrainConfig)
     out = []
     for f in dataclasses.fields(TrainConfig):
         kind = hints[f.name]
         base = next((t for t in (bool, int, float, str) if t == kind or t in
                      typing.get_args(kind)), str)
-        out.append((f.name, base))
+        out.append((f.name, base, f.metadata["help"]))
     return out
 
 
@@ -84,13 +65,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--bias", action=argparse.BooleanOptionalAction, dest="model_bias",
                        help="biases in linear layers and norms")
     settings = p.add_argument_group("training settings (see train.json)")
-    for name, kind in _train_fields():
+    for name, kind, help in _train_fields():
         if kind is bool:
             settings.add_argument(_flag(name), action=argparse.BooleanOptionalAction,
-                                  dest=f"train_{name}", help=HELP.get(name))
+                                  dest=f"train_{name}", help=help)
         else:
             settings.add_argument(_flag(name), type=kind, dest=f"train_{name}",
-                                  metavar=name.split("_")[-1].upper(), help=HELP.get(name))
+                                  metavar=name.split("_")[-1].upper(), help=help)
     p.set_defaults(func=run)
 
 

@@ -1,0 +1,79 @@
+"""Checks for plain-data settings, shared by the config dataclasses (GPTConfig, TrainConfig).
+
+Every message names the field and says what it must be ("batch_size must be an integer
+>= 1"), never a CLI flag: the CLI's flags are named after the fields anyway.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from gptlab.errors import UsageError
+
+T = TypeVar("T")
+
+
+def is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_number(v: object) -> bool:
+    """An int or a finite float (no bool, NaN or infinity)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def require(name: str, ok: bool, what: str, error: type[Exception] = UsageError) -> None:
+    if not ok:
+        raise error(f"{name} {what}")
+
+
+@dataclass(frozen=True)
+class Check:
+    """A test of one field's value and what the value must be, in words."""
+
+    test: Callable[[Any], bool]
+    what: str  # completes "NAME must be ..."
+
+    def apply(self, name: str, value: Any) -> None:
+        require(name, self.test(value), f"must be {self.what}")
+
+
+def at_least(low: int) -> Check:
+    return Check(lambda v: is_int(v) and v >= low, f"an integer >= {low}")
+
+
+def within(low: float, high: float | None, *, low_open: bool = False,
+           high_open: bool = False) -> Check:
+    """A finite number in an interval; high None: no upper bound."""
+    def test(v: Any) -> bool:
+        if not is_number(v):
+            return False
+        above = v > low if low_open else v >= low
+        below = high is None or (v < high if high_open else v <= high)
+        return above and below
+
+    if high is None:
+        what = f"> {low}" if low_open else f">= {low}"
+    else:
+        what = f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+    return Check(test, what)
+
+
+def one_of(choices: tuple[str, ...]) -> Check:
+    return Check(lambda v: v in choices, f"one of {', '.join(choices)}")
+
+
+def from_dict(cls: type[T], d: Any, what: str, error: type[Exception] = UsageError) -> T:
+    """cls(**d) for a dataclass, refusing anything but a dict of its init fields; `what`
+    names one entry in messages ("training setting", "config field")."""
+    if not isinstance(d, dict):
+        raise error(f"{what}s must be a JSON object, got {type(d).__name__}")
+    known = {f.name for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise error(f"unknown {what}(s): {', '.join(unknown)}")
+    return cls(**d)
