@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from gptlab.io import atomic_path, atomic_write_text
+from gptlab.io import atomic_write_text
 
 THREADS = 2  # the machine class this project is measured on; set explicitly, never inherited
 
@@ -120,11 +120,9 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-def save_png(fig: Any, path: Path) -> None:
-    """Write a matplotlib figure atomically as PNG, then free it."""
-    import matplotlib.pyplot as plt
+def new_figure(figsize: tuple[float, float]) -> tuple[Any, Any]:
+    """A matplotlib Figure and its one Axes, without pyplot's global state or backend."""
+    from matplotlib.figure import Figure
 
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    fig = Figure(figsize=figsize)
+    return fig, fig.add_subplot()

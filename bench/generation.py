@@ -13,9 +13,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from bench.common import Size, interleaved, median, save_png, table, write_result
+from bench.common import Size, interleaved, median, new_figure, table, write_result
 from bench.steps import hf_gpt2
 from gptlab import GPT, GPTConfig
+from gptlab.plotting import save_figure
 from gptlab.sampling import generate_tokens
 
 PEER = "transformers"
@@ -90,13 +91,8 @@ def latency_without_cache(model: GPT, prompt: torch.Tensor, lengths: list[int],
 
 def plot(path: Path, cached: list[float], lengths: list[int], uncached: list[float],
          prompt_len: int) -> None:
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = new_figure((7, 4))
     ax.plot(range(prompt_len + 1, prompt_len + 1 + len(cached)), [t * 1e3 for t in cached],
             lw=1, label="with KV cache (each token)")
     ax.plot(lengths, [t * 1e3 for t in uncached], "o-", label="without cache (whole text)")
@@ -106,7 +102,7 @@ def plot(path: Path, cached: list[float], lengths: list[int], uncached: list[flo
     ax.set_ylim(bottom=0)
     ax.legend()
     ax.grid(alpha=0.3)
-    save_png(fig, path)
+    save_figure(fig, path)
 
 
 def run(size: Size, out_dir: Path, log: Callable[[str], None] = print) -> dict[str, Any]:

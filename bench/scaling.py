@@ -9,10 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import Size, interleaved, median, save_png, table, write_result
+from bench.common import Size, interleaved, median, new_figure, table, write_result
 from bench.steps import Levers, build_model, make_step, random_batches
 from gptlab import GPTConfig
 from gptlab.params import accounting
+from gptlab.plotting import save_figure
 
 
 def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
@@ -39,13 +40,8 @@ def config_for(width: int, context: int) -> GPTConfig:
 
 
 def plot(path: Path, results: list[dict[str, Any]]) -> None:
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = new_figure((7, 4.5))
     for r in results:
         T = [p["context"] for p in r["points"]]
         us = [p["us_per_token"] for p in r["points"]]
@@ -64,7 +60,7 @@ def plot(path: Path, results: list[dict[str, Any]]) -> None:
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
-    save_png(fig, path)
+    save_figure(fig, path)
 
 
 def run(size: Size, out_dir: Path, log: Callable[[str], None] = print) -> dict[str, Any]:

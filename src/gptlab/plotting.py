@@ -1,23 +1,41 @@
-"""The loss curve as a PNG, drawn from metrics.jsonl records (matplotlib, no display)."""
+"""Every PNG gptlab draws: the loss curve, attention patterns and head-score grids.
+
+Figures are built on matplotlib's `Figure` directly, not pyplot: no global figure state,
+no backend switch (a user's notebook keeps its own), and nothing needs a display. Every
+file goes through `save_figure`, one atomic write.
+"""
 
 from __future__ import annotations
 
+import io
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from gptlab.io import atomic_path
+from torch import Tensor
+
+from gptlab.io import atomic_write_bytes
+
+# Token labels stop being readable past this many positions; larger patterns go unlabelled.
+MAX_LABELLED = 64
+
+
+def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> None:
+    """Lay out a matplotlib Figure and write it as a PNG, atomically."""
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)  # a Figure draws itself with Agg for PNG
+    atomic_write_bytes(path, buffer.getvalue())
 
 
 def plot_losses(records: list[dict], path: str | Path, title: str = "") -> None:
     """Train loss per logged step (thin) and the evaluated train/val losses (markers)."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display needed; a no-op if already Agg
-    from matplotlib.figure import Figure  # not pyplot: no global figure state
+    from matplotlib.figure import Figure
 
     steps = [r["step"] for r in records if r.get("kind") == "train"]
     losses = [r["loss"] for r in records if r.get("kind") == "train"]
     evals = [r for r in records if r.get("kind") == "eval"]
-    fig = Figure(figsize=(7, 4.2), dpi=100)
+    fig = Figure(figsize=(7, 4.2))
     ax = fig.add_subplot()
     if steps:
         ax.plot(steps, losses, lw=0.8, alpha=0.5, color="tab:blue", label="train (batch)")
@@ -31,6 +49,53 @@ def plot_losses(records: list[dict], path: str | Path, title: str = "") -> None:
     ax.grid(alpha=0.3)
     if steps or evals:
         ax.legend()
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
+    save_figure(fig, path, dpi=100)
+
+
+def save_pattern(
+    pattern: Tensor, path: str | Path, title: str, labels: Sequence[str] | None = None
+) -> None:
+    """One head's attention pattern (T, T), query rows x key columns, as a PNG."""
+    from matplotlib.figure import Figure
+
+    T = pattern.shape[-1]
+    size = min(12.0, 3.0 + 0.16 * T)
+    fig = Figure(figsize=(size + 1.2, size))
+    ax = fig.add_subplot()
+    image = ax.imshow(pattern.detach().float().cpu().numpy(), cmap="viridis", vmin=0.0,
+                      vmax=1.0, interpolation="nearest")
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("key position (attended to)")
+    ax.set_ylabel("query position")
+    if labels is not None and T <= MAX_LABELLED:
+        ticks = list(range(T))
+        font = max(4, min(8, int(400 / T)))
+        ax.set_xticks(ticks, [str(s) for s in labels], rotation=90, fontsize=font)
+        ax.set_yticks(ticks, [str(s) for s in labels], fontsize=font)
+    save_figure(fig, path)
+
+
+def save_score_grid(scores: dict[str, Tensor], path: str | Path, title: str = "") -> None:
+    """Side-by-side (n_layer, n_head) grids, one per score name, as a PNG."""
+    from matplotlib.figure import Figure
+
+    n_layer, n_head = next(iter(scores.values())).shape
+    panel_w = min(8.0, 1.5 + 0.45 * n_head)
+    fig = Figure(figsize=(panel_w * len(scores) + 0.5, min(10.0, 1.8 + 0.4 * n_layer)))
+    for i, (name, grid) in enumerate(scores.items()):
+        ax = fig.add_subplot(1, len(scores), i + 1)
+        image = ax.imshow(grid.detach().float().cpu().numpy(), cmap="magma", vmin=0.0,
+                          vmax=max(1e-6, float(grid.max())), interpolation="nearest",
+                          aspect="auto")
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        ax.set_title(name.replace("_", " "), fontsize=10)
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+        if n_head <= 32:
+            ax.set_xticks(range(n_head))
+        if n_layer <= 32:
+            ax.set_yticks(range(n_layer))
+    if title:
+        fig.suptitle(title, fontsize=10)
+    save_figure(fig, path)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from gptlab import checkpoint, heatmaps, interp
+from gptlab import checkpoint, interp, plotting
 from gptlab.data import read_text
 from gptlab.errors import UsageError
 from gptlab.io import atomic_write_text
@@ -138,9 +138,9 @@ def _write_outputs(out, model, idx, tokenizer, scores, chance, deltas, strongest
             filename = f"layer{layer}_head{head}.png"
             title = (f"layer {layer} head {head}: {SHORT[name]} "
                      f"{float(scores[name][layer, head]):.3f} ({ratio:.1f}x chance)")
-            heatmaps.save_pattern(patterns[layer, head], out / filename, title, labels)
+            plotting.save_pattern(patterns[layer, head], out / filename, title, labels)
             written.append(filename)
-    heatmaps.save_score_grid(scores, out / "scores.png", title=described)
+    plotting.save_score_grid(scores, out / "scores.png", title=described)
     written.append("scores.png")
     report = {
         "input": described,
