@@ -127,6 +127,47 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, make_
     assert not (tmp_path / "d").exists()
 
 
+def test_an_out_that_cannot_be_created_is_one_line(tmp_path, capsys):
+    a_file = tmp_path / "f"
+    a_file.write_text("x")
+    for out, message in ((a_file, "exists and is not a directory"),
+                         (a_file / "sub", f"cannot create directory {a_file / 'sub'}: "
+                                          f"{a_file} is a file"),
+                         (a_file / "a" / "b", f"{a_file} is a file"),
+                         ("/proc/gptlab-no/such", "cannot create directory /proc/gptlab-no")):
+        code, out_text, err = _run(capsys, "--input", _text(tmp_path), "--out", str(out))
+        assert code == 2 and out_text == "" and err.count("\n") == 1, err
+        assert err.startswith("gptlab prepare: error: ") and message in err
+    assert a_file.read_text() == "x"
+
+
+def test_a_bad_out_is_said_before_downloading(tmp_path, capsys, monkeypatch):
+    def no_network(*args, **kwargs):
+        raise AssertionError("fetched before --out was checked")
+
+    monkeypatch.setattr(download, "fetch", no_network)
+    (tmp_path / "f").write_text("x")
+    code, _, err = _run(capsys, "tinyshakespeare", "--out", str(tmp_path / "f" / "d"))
+    assert code == 2 and "is a file" in err
+
+
+def test_network_failure_exits_1_one_line(tmp_path, capsys, monkeypatch):
+    """A download that cannot happen is a failure (exit 1), not bad input (README)."""
+    import urllib.error
+    import urllib.request
+
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    monkeypatch.setenv("GPTLAB_CACHE", str(tmp_path / "cache"))
+    code, out, err = _run(capsys, "--url", "https://example.com/x.txt", "--out",
+                          str(tmp_path / "d"))
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert "could not download https://example.com/x.txt" in err
+    assert not (tmp_path / "d").exists()
+
+
 def test_console_entry_point_has_no_traceback(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     result = subprocess.run(

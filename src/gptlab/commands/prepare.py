@@ -8,6 +8,7 @@ from pathlib import Path
 from gptlab import corpus, download
 from gptlab.data import prepare, read_text
 from gptlab.errors import UsageError
+from gptlab.io import check_dir, ensure_dir
 from gptlab.tokenizers import CharTokenizer, HFTokenizer, Tokenizer, load_tokenizer
 
 DEFAULT_BPE_VOCAB = 1024
@@ -56,8 +57,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--val-fraction must be between 0 and 1 (exclusive), got {args.val_fraction}"
         )
+    check_dir(args.out)  # a bad --out is said before a download or BPE training, not after
     text, source = load_source(args.name, args.input, args.url)
     tokenizer = make_tokenizer(args.tokenizer, args.vocab_size, text)
+    ensure_dir(args.out)
     meta = prepare(text, args.out, tokenizer, val_fraction=args.val_fraction, source=source)
     print(
         f"{source}: {len(text):,} characters -> {meta['train_tokens']:,} train + "
