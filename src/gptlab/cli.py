@@ -1,8 +1,11 @@
 """The `gptlab` command. Each subcommand lives in `gptlab.commands.<name>` and exposes
 `register(subparsers)`; the parser it adds carries `func(args) -> int` as its default.
 
-Errors a user can cause are `GptlabError`s: one line on stderr, exit 2 for bad usage or
-input, 1 for other failures. Ctrl-C exits 130 without a traceback.
+Exit codes (README, "Exit codes"): 0 success; 1 a failure that is not the input's fault
+(the network, a full disk, a diverged run); 2 bad usage or bad input; 130 interrupted by
+Ctrl-C (except `train`, which saves a checkpoint and exits 0). Errors a user can cause are
+`GptlabError`s, printed as one line on stderr; an OSError that escapes a command (a full
+disk, a vanished file) is printed as one line too, with exit 1.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ COMMANDS = ["demo", "params", "prepare", "train", "sample", "convert", "heads", 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2, as for every other bad input
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {_one_line(message)}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,13 +43,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except GptlabError as exc:
-        print(f"gptlab {args.command}: error: {exc}", file=sys.stderr)
+        _error(args.command, exc)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        _error(args.command, exc)
+        return 1
+
+
+def _error(command: str, exc: Exception) -> None:
+    print(f"gptlab {command}: error: {_one_line(str(exc))}", file=sys.stderr)
+
+
+def _one_line(message: str) -> str:
+    # A message may quote a path or a value that holds a line break; show it escaped.
+    return message.replace("\r", "\\r").replace("\n", "\\n")
 
 
 if __name__ == "__main__":
