@@ -11,9 +11,10 @@ from pathlib import Path
 import torch
 
 from gptlab import checkpoint, heatmaps, interp
+from gptlab.commands import argtypes
 from gptlab.data import read_text
 from gptlab.errors import UsageError
-from gptlab.io import atomic_write_text
+from gptlab.io import atomic_write_text, check_dir
 
 SHORT = {"previous_token": "prev-token", "duplicate_token": "duplicate", "induction": "induction"}
 DEFAULT_SEQ_LEN = 50  # TransformerLens's induction demos use 50 random tokens, repeated
@@ -46,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "mean over the input")
     p.add_argument("--seq-len", type=int, metavar="N", help="random tokens per half without "
                    f"--text (default: {DEFAULT_SEQ_LEN} or half the context, the smaller)")
-    p.add_argument("--seed", type=int, default=0, metavar="S",
+    p.add_argument("--seed", type=argtypes.seed, default=0, metavar="S",
                    help="seed for the random tokens without --text (default 0)")
     p.set_defaults(func=run)
 
@@ -57,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     model = checkpoint.load_model(run_dir)
     config = model.config
+    out = Path(args.out) if args.out is not None else run_dir / "heads"
+    check_dir(out)  # before the scoring and ablations, not after
     tokenizer = _tokenizer(run_dir, required=args.text is not None)
 
     if args.text is not None:
@@ -85,7 +88,6 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(format_table(scores, deltas, args.ablate))
 
-    out = Path(args.out) if args.out is not None else run_dir / "heads"
     strongest = rank_heads(scores, chance)[: args.top]
     written = _write_outputs(out, model, idx, tokenizer, scores, chance, deltas, strongest,
                              described, args.ablate)
