@@ -181,6 +181,17 @@ def test_an_out_that_cannot_be_created_is_one_line(hf_dir, tmp_path, capsys):
     assert a_file.read_text() == "x"
 
 
+def test_an_out_that_is_a_data_directory_is_refused(hf_dir, tmp_path, capsys):
+    """Its tokenizer.json would be replaced by the model's."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "meta.json").write_text("{}")
+    (data / "tokenizer.json").write_text("ours")
+    err = _one_line_error(capsys, ["convert", "--from-hf", str(hf_dir), "--out", str(data)])
+    assert "is a data directory" in err and (data / "tokenizer.json").read_text() == "ours"
+    assert sorted(p.name for p in data.iterdir()) == ["meta.json", "tokenizer.json"]
+
+
 def test_to_hf_of_a_hugging_face_directory_says_so(hf_dir, tmp_path, capsys):
     err = _one_line_error(capsys, ["convert", "--to-hf", str(hf_dir), "--out",
                                    str(tmp_path / "out")])

@@ -124,7 +124,8 @@ def test_an_out_that_cannot_be_created_is_said_before_the_work(run_dir, tmp_path
     a_file = tmp_path / "f"
     a_file.write_text("x")
     for out, message in ((a_file, "exists and is not a directory"),
-                         (a_file / "sub", f"{a_file} is a file")):
+                         (a_file / "sub", f"{a_file} is a file"),
+                         (run_dir, "holds a model; give a directory of its own")):
         assert heads(run_dir, "--out", out) == 2
         captured = capsys.readouterr()
         assert message in captured.err and len(captured.err.strip().splitlines()) == 1

@@ -290,6 +290,7 @@ def bad_inputs(tmp_path):
         (["gpt2", "--seq-len", "0"], ["seq_len"]),
         (["gpt2", "--seq-len", "4096"], ["block_size"]),
         ([""], ["give a preset name"]),
+        ([str(tmp_path / "no-such-run")], ["not found:", "no-such-run"]),
         (["   "], ["give a preset name"]),
         ([str(infinite)], ["norm_eps must be a finite number > 0, got inf"]),
         ([str(hf_dir)], ["is a Hugging Face model directory", "convert --from-hf"]),

@@ -115,6 +115,10 @@ def _text(tmp_path, content="some text for the corpus\n" * 4):
     (lambda t: ["--input", _text(t), "--val-fraction", "1.5"], "--val-fraction must be between"),
     (lambda t: ["--input", _text(t), "--val-fraction", "0"], "--val-fraction must be between"),
     (lambda t: ["--input", _text(t), "--tokenizer", "bpe", "--vocab-size", "100"], "too small"),
+    (lambda t: ["--input", _text(t), "--tokenizer", "bpe", "--vocab-size", str(2**31 - 1)],
+     "too large"),  # the tokenizers library aborted the process
+    (lambda t: ["--input", _text(t), "--tokenizer", "bpe", "--vocab-size", str(2**70)],
+     "too large"),  # an OverflowError
     (lambda t: ["--input", _text(t), "--vocab-size", "500"], "only to --tokenizer bpe"),
     (lambda t: ["--input", _text(t), "--tokenizer", str(t / "none.json")], "tokenizer file not"),
     (lambda t: ["--url", "ftp://example.com/x.txt"], "must be an http(s) URL"),
@@ -139,6 +143,17 @@ def test_an_out_that_cannot_be_created_is_one_line(tmp_path, capsys):
         assert code == 2 and out_text == "" and err.count("\n") == 1, err
         assert err.startswith("gptlab prepare: error: ") and message in err
     assert a_file.read_text() == "x"
+
+
+def test_an_out_that_holds_a_model_is_refused(tmp_path, capsys):
+    """prepare would replace the model's tokenizer.json with its own."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text("{}")
+    (run / "tokenizer.json").write_text("the model's")
+    code, _, err = _run(capsys, "--input", _text(tmp_path), "--out", str(run))
+    assert code == 2 and "holds a model; give a directory of its own" in err
+    assert (run / "tokenizer.json").read_text() == "the model's"
 
 
 def test_a_bad_out_is_said_before_downloading(tmp_path, capsys, monkeypatch):

@@ -139,6 +139,8 @@ def test_model_directory_without_training_files(model_dir):
     (["--seed", str(2**64)], "argument --seed: must be between 0 and 2**64 - 1"),
     (["--seed", str(2**70)], "argument --seed: must be between 0 and 2**64 - 1"),
     (["--seed", "1.5"], "argument --seed: must be an integer, got '1.5'"),
+    (["--prompt", "ab\udcff"], "argument --prompt: not UTF-8 text: byte 0xff at offset 2"),
+    (["--stop", "\udc80"], "argument --stop: not UTF-8 text: byte 0x80 at offset 0"),
     (["--device", "garbage"], "unknown device 'garbage'; available here: auto, cpu"),
     (["--device", ""], "unknown device ''"),
     (["--device", "meta"], "device 'meta' is not available"),

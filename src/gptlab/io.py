@@ -81,13 +81,22 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+# OSErrors that say the path given was a bad one (exit 2); any other (a full disk, an I/O
+# error) is a failure of the machine (exit 1).
+BAD_PATH_ERRNOS = frozenset({
+    errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.EACCES, errno.EPERM,
+    errno.ENAMETOOLONG, errno.ELOOP, errno.EROFS, errno.EINVAL,
+})
+
+
+def is_bad_path(exc: BaseException) -> bool:
+    """Whether exc (an OSError, or ValueError for a NUL in a name) blames the path."""
+    return not isinstance(exc, OSError) or exc.errno in BAD_PATH_ERRNOS
+
+
 def _error(exc: Exception, what: str) -> GptlabError:
-    """A full or failing disk is a failure (exit 1); any other reason means the path given
-    was a bad one (exit 2)."""
     reason = getattr(exc, "strerror", None) or str(exc)
-    if getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT, errno.EIO):
-        return GptlabError(f"{what}: {reason}")
-    return UsageError(f"{what}: {reason}")
+    return (UsageError if is_bad_path(exc) else GptlabError)(f"{what}: {reason}")
 
 
 def _umask() -> int:

@@ -29,5 +29,12 @@ def unescape(text: str) -> str:
 
 
 def escaped_text(text: str) -> str:
-    """An argparse type: `text` with its escapes decoded (see unescape)."""
+    """An argparse type: `text` with its escapes decoded (see unescape). Bytes that are not
+    UTF-8 (Python hands them over as lone surrogates) are refused: no tokenizer has them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise argparse.ArgumentTypeError(
+            f"not UTF-8 text: byte 0x{ord(text[exc.start]) - 0xDC00:02x} at offset {exc.start}"
+        ) from None
     return unescape(text)

@@ -9,9 +9,10 @@ from pathlib import Path
 
 from gptlab import hf
 from gptlab.checkpoint import CONFIG_FILE, TOKENIZER_FILE, load_model, save_model
+from gptlab.commands.outdir import check_out_dir
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
-from gptlab.io import atomic_path, check_dir, ensure_dir
+from gptlab.io import atomic_path, ensure_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    check_dir(out)
+    check_out_dir(out, model_ok=True)  # a model there is replaced with --force only:
     if (out / CONFIG_FILE).exists() and not args.force:
         raise UsageError(f"{out} already holds a model ({CONFIG_FILE}); pass --force to overwrite")
     if args.from_hf is not None:

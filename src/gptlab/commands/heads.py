@@ -12,9 +12,10 @@ import torch
 
 from gptlab import checkpoint, heatmaps, interp
 from gptlab.commands import argtypes
+from gptlab.commands.outdir import check_out_dir
 from gptlab.data import read_text
 from gptlab.errors import UsageError
-from gptlab.io import atomic_write_text, check_dir
+from gptlab.io import atomic_write_text
 
 SHORT = {"previous_token": "prev-token", "duplicate_token": "duplicate", "induction": "induction"}
 DEFAULT_SEQ_LEN = 50  # TransformerLens's induction demos use 50 random tokens, repeated
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     model = checkpoint.load_model(run_dir)
     config = model.config
     out = Path(args.out) if args.out is not None else run_dir / "heads"
-    check_dir(out)  # before the scoring and ablations, not after
+    check_out_dir(out)  # before the scoring and ablations, not after
     tokenizer = _tokenizer(run_dir, required=args.text is not None)
 
     if args.text is not None:

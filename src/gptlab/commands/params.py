@@ -43,6 +43,8 @@ def load_config(name_or_path: str) -> GPTConfig:
     if not name_or_path.strip():
         raise UsageError("give a preset name, a config JSON file or a run directory")
     path = Path(name_or_path)
+    if name_or_path not in PRESETS and "/" in name_or_path and not path.exists():
+        raise UsageError(f"not found: {name_or_path} (nor is it a preset name)")
     if name_or_path not in PRESETS and path.is_dir():
         if is_hf_dir(path):
             raise UsageError(f"{name_or_path} is a Hugging Face model directory; convert it "

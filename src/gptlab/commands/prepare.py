@@ -6,9 +6,10 @@ import argparse
 from pathlib import Path
 
 from gptlab import corpus, download
+from gptlab.commands.outdir import check_out_dir
 from gptlab.data import prepare, read_text
 from gptlab.errors import UsageError
-from gptlab.io import check_dir, ensure_dir
+from gptlab.io import ensure_dir
 from gptlab.tokenizers import CharTokenizer, HFTokenizer, Tokenizer, load_tokenizer
 
 DEFAULT_BPE_VOCAB = 1024
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--val-fraction must be between 0 and 1 (exclusive), got {args.val_fraction}"
         )
-    check_dir(args.out)  # a bad --out is said before a download or BPE training, not after
+    check_out_dir(args.out, data_ok=True)  # before a download or BPE training, not after
     text, source = load_source(args.name, args.input, args.url)
     tokenizer = make_tokenizer(args.tokenizer, args.vocab_size, text)
     ensure_dir(args.out)
