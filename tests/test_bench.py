@@ -101,6 +101,36 @@ def test_unknown_benchmark_is_one_line_usage_error(capsys):
     assert "unknown benchmark 'nope'" in err and "\n" not in err
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--threads", "0"], "--threads must be between 1 and 1024, got 0"),
+    (["--threads", str(10**6)], "--threads must be between 1 and 1024"),  # segfaulted at exit
+    (["--threads", str(2**70)], "--threads must be between 1 and 1024"),
+    (["--out", "{file}"], "exists and is not a directory"),
+    (["--out", "{file}/sub"], "is a file"),
+])
+def test_bad_options_are_refused_before_any_benchmark(tmp_path, capsys, monkeypatch, argv,
+                                                      message):
+    from gptlab.commands import bench
+
+    def no_runner():
+        raise AssertionError("the runner was loaded before the options were checked")
+
+    monkeypatch.setattr(bench, "load_runner", no_runner)
+    (tmp_path / "f").write_text("x")
+    argv = [a.replace("{file}", str(tmp_path / "f")) for a in argv]
+    assert main(["bench", "--smoke", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_only_accepts_every_benchmark_the_runner_has():
+    from bench.run import BENCHMARKS
+
+    from gptlab.commands.bench import NAMES, parse_only
+
+    assert set(NAMES) == set(BENCHMARKS) and parse_only(["lab_latency"]) == ["lab_latency"]
+
+
 def test_time_to_quality_missing_text_is_usage_error(tmp_path, capsys):
     code = main(["bench", "--only", "time_to_quality", "--text", str(tmp_path / "no.txt"),
                  "--out", str(tmp_path)])

@@ -165,6 +165,87 @@ def test_without_transformers_the_cli_says_what_to_install(hf_dir, tmp_path, cap
     assert "pip install 'gptlab[hf]'" in err
 
 
+def test_an_out_that_cannot_be_created_is_one_line(hf_dir, tmp_path, capsys):
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    for out, message in ((a_file / "sub", f"{a_file} is a file"),
+                         (a_file, "exists and is not a directory"),
+                         (Path("/proc/gptlab-no/such"), "cannot create directory")):
+        for direction in ("--from-hf", "--to-hf"):
+            source = hf_dir if direction == "--from-hf" else tmp_path / "ours"
+            if direction == "--to-hf" and not source.exists():
+                assert cli.main(["convert", "--from-hf", str(hf_dir), "--out", str(source)]) == 0
+                capsys.readouterr()
+            err = _one_line_error(capsys, ["convert", direction, str(source), "--out", str(out)])
+            assert message in err
+    assert a_file.read_text() == "x"
+
+
+def test_an_out_that_is_a_data_directory_is_refused(hf_dir, tmp_path, capsys):
+    """Its tokenizer.json would be replaced by the model's."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "meta.json").write_text("{}")
+    (data / "tokenizer.json").write_text("ours")
+    err = _one_line_error(capsys, ["convert", "--from-hf", str(hf_dir), "--out", str(data)])
+    assert "is a data directory" in err and (data / "tokenizer.json").read_text() == "ours"
+    assert sorted(p.name for p in data.iterdir()) == ["meta.json", "tokenizer.json"]
+
+
+def test_to_hf_of_a_hugging_face_directory_says_so(hf_dir, tmp_path, capsys):
+    err = _one_line_error(capsys, ["convert", "--to-hf", str(hf_dir), "--out",
+                                   str(tmp_path / "out")])
+    assert "is a Hugging Face model directory, not a gptlab one (--from-hf converts it)" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_wrong_type_in_an_hf_config_is_named_in_full(hf_dir, tmp_path, capsys):
+    bad = tmp_path / "bad-type"
+    bad.mkdir()
+    config = json.loads((hf_dir / "config.json").read_text())
+    (bad / "config.json").write_text(json.dumps({**config, "n_layer": "abc"}))
+    (bad / "model.safetensors").write_bytes((hf_dir / "model.safetensors").read_bytes())
+    err = _one_line_error(capsys, ["convert", "--from-hf", str(bad), "--out",
+                                   str(tmp_path / "out")])
+    # transformers' message is two lines; the second, which says what is wrong, is kept
+    assert "n_layer" in err and "expected int, got str" in err and "'abc'" in err
+
+
+@pytest.mark.parametrize("error, code, message", [
+    ("network", 1, "could not be fetched"),
+    ("not_found", 2, "the Hugging Face hub has no such model"),
+    ("bad_name", 2, "the Hugging Face hub has no such model"),
+])
+def test_hub_failures_exit_with_the_documented_codes(tmp_path, capsys, monkeypatch, error, code,
+                                                     message):
+    """Offline (or the hub unreachable) is a failure, exit 1; a name the hub refuses is bad
+    input, exit 2 (README, "Exit codes")."""
+    import huggingface_hub
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+
+    def fake_snapshot_download(name, **kwargs):
+        if error == "network" or kwargs.get("local_files_only"):
+            raise LocalEntryNotFoundError("cannot reach the hub\nand nothing cached")
+        if error == "bad_name":
+            raise HFValidationError(f"Repo id must use alphanumeric chars: {name!r}")
+        raise huggingface_hub.errors.RepositoryNotFoundError("404 no such repo",
+                                                             response=_Response())
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
+    err = _one_line_error(capsys, ["convert", "--from-hf", "someone/some-model", "--out",
+                                   str(tmp_path / "out")], expected_code=code)
+    assert message in err and "'someone/some-model'" in err
+
+
+class _Response:  # what RepositoryNotFoundError reads from an httpx response
+    status_code = 404
+    headers: dict = {}
+    request = None
+
+    def json(self):
+        return {}
+
+
 class _Evil:
     def __reduce__(self):
         return (print, ("this must never run",))

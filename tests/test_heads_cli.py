@@ -109,6 +109,30 @@ def test_bad_options_are_one_line_errors(run_dir, capsys, argv, message):
     assert message in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--seed", str(2**64)], "argument --seed: must be between 0 and 2**64 - 1"),
+    (["--seed", "-1"], "argument --seed: must be between 0 and 2**64 - 1, got -1"),
+])
+def test_a_seed_beyond_64_bits_is_an_argparse_error(run_dir, capsys, argv, message):
+    with pytest.raises(SystemExit) as info:
+        heads(run_dir, *argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_out_that_cannot_be_created_is_said_before_the_work(run_dir, tmp_path, capsys):
+    a_file = tmp_path / "f"
+    a_file.write_text("x")
+    for out, message in ((a_file, "exists and is not a directory"),
+                         (a_file / "sub", f"{a_file} is a file"),
+                         (run_dir, "holds a model; give a directory of its own")):
+        assert heads(run_dir, "--out", out) == 2
+        captured = capsys.readouterr()
+        assert message in captured.err and len(captured.err.strip().splitlines()) == 1
+        assert captured.out == ""  # no scores printed: nothing was computed
+    assert a_file.read_text() == "x"
+
+
 def test_missing_run_dir_and_tokenizer(tmp_path, run_dir, capsys):
     assert heads(tmp_path / "nope") == 2
     assert "not found" in capsys.readouterr().err

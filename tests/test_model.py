@@ -167,3 +167,55 @@ def test_runs_in_bfloat16_autocast():
     assert torch.isfinite(loss)
     reference, _ = model(idx)
     assert (logits.float() - reference).abs().max() < 0.5
+
+
+@pytest.mark.parametrize("max_new_tokens", [-1, -100, 2.5, "3", True])
+def test_generate_names_a_bad_max_new_tokens(max_new_tokens):
+    model = seeded_model(tiny())
+    with pytest.raises(ValueError, match="max_new_tokens must be an integer >= 0"):
+        model.generate(torch.zeros(1, 3, dtype=torch.long), max_new_tokens)
+
+
+def test_generate_and_forward_name_a_bad_idx():
+    model = seeded_model(tiny())
+    with pytest.raises(ValueError, match=r"idx must be a \(B, T\) tensor.*got shape \(3,\)"):
+        model.generate(torch.zeros(3, dtype=torch.long), 2)
+    with pytest.raises(ValueError, match=r"idx must be a \(B, T\) tensor.*got shape \(3,\)"):
+        model(torch.zeros(3, dtype=torch.long))
+    with pytest.raises(ValueError, match="idx must hold integer token ids"):
+        model(torch.zeros(1, 3))
+    with pytest.raises(ValueError, match=r"token ids 0\.\.23, outside the vocabulary 0\.\.22"):
+        model.generate(torch.tensor([[0, 23]]), 2)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        model.generate(torch.tensor([[-1]]), 2)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("n_head", 5, r"n_embd \(16\) must be divisible by n_head \(5\)"),
+    ("n_layer", 0, "n_layer must be a positive integer, got 0"),
+    ("n_kv_head", 3, r"n_head \(4\) must be divisible by n_kv_head \(3\)"),
+    ("pos_encoding", "alibi", "unknown pos_encoding 'alibi'"),
+    ("dropout", float("nan"), "dropout must be in"),
+    ("norm_eps", float("inf"), "norm_eps must be a finite number > 0"),
+])
+def test_a_config_changed_into_an_invalid_one_is_refused_by_gpt(field, value, message):
+    config = tiny()
+    setattr(config, field, value)
+    with pytest.raises(ValueError, match=message):
+        GPT(config)
+
+
+def test_a_config_changed_into_a_valid_one_derives_head_dim_again():
+    config = tiny(n_head=4, n_kv_head=4)
+    config.n_embd, config.ffn_hidden = 32, 48
+    model = GPT(config)
+    assert config.head_dim == 8 and model(torch.zeros(1, 2, dtype=torch.long))[0].shape == (
+        1, 2, 23)
+
+
+def test_usage_errors_are_value_errors():
+    from gptlab.config import ConfigError
+
+    assert issubclass(UsageError, ValueError) and issubclass(ConfigError, UsageError)
+    with pytest.raises(ValueError):
+        GPTConfig(n_layer=-1)

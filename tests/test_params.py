@@ -274,6 +274,11 @@ def bad_inputs(tmp_path):
     unknown_field.write_text(json.dumps({"n_embd": 64, "n_heads": 4}))
     not_object = tmp_path / "list.json"
     not_object.write_text("[1, 2]")
+    infinite = tmp_path / "infinite.json"
+    infinite.write_text('{"norm_eps": Infinity}')  # Python's json reads it
+    hf_dir = tmp_path / "hf"
+    hf_dir.mkdir()
+    (hf_dir / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 2}))
     return [
         (["gpt5"], ["unknown preset 'gpt5'", "gpt2", "llama2-70b"]),
         ([str(malformed)], ["not valid JSON"]),
@@ -284,6 +289,11 @@ def bad_inputs(tmp_path):
         ([str(tmp_path)], ["config.json"]),
         (["gpt2", "--seq-len", "0"], ["seq_len"]),
         (["gpt2", "--seq-len", "4096"], ["block_size"]),
+        ([""], ["give a preset name"]),
+        ([str(tmp_path / "no-such-run")], ["not found:", "no-such-run"]),
+        (["   "], ["give a preset name"]),
+        ([str(infinite)], ["norm_eps must be a finite number > 0, got inf"]),
+        ([str(hf_dir)], ["is a Hugging Face model directory", "convert --from-hf"]),
     ]
 
 

@@ -115,6 +115,10 @@ def _text(tmp_path, content="some text for the corpus\n" * 4):
     (lambda t: ["--input", _text(t), "--val-fraction", "1.5"], "--val-fraction must be between"),
     (lambda t: ["--input", _text(t), "--val-fraction", "0"], "--val-fraction must be between"),
     (lambda t: ["--input", _text(t), "--tokenizer", "bpe", "--vocab-size", "100"], "too small"),
+    (lambda t: ["--input", _text(t), "--tokenizer", "bpe", "--vocab-size", str(2**31 - 1)],
+     "too large"),  # the tokenizers library aborted the process
+    (lambda t: ["--input", _text(t), "--tokenizer", "bpe", "--vocab-size", str(2**70)],
+     "too large"),  # an OverflowError
     (lambda t: ["--input", _text(t), "--vocab-size", "500"], "only to --tokenizer bpe"),
     (lambda t: ["--input", _text(t), "--tokenizer", str(t / "none.json")], "tokenizer file not"),
     (lambda t: ["--url", "ftp://example.com/x.txt"], "must be an http(s) URL"),
@@ -124,6 +128,58 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, make_
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("gptlab prepare: error: ")
     assert message in err
+    assert not (tmp_path / "d").exists()
+
+
+def test_an_out_that_cannot_be_created_is_one_line(tmp_path, capsys):
+    a_file = tmp_path / "f"
+    a_file.write_text("x")
+    for out, message in ((a_file, "exists and is not a directory"),
+                         (a_file / "sub", f"cannot create directory {a_file / 'sub'}: "
+                                          f"{a_file} is a file"),
+                         (a_file / "a" / "b", f"{a_file} is a file"),
+                         ("/proc/gptlab-no/such", "cannot create directory /proc/gptlab-no")):
+        code, out_text, err = _run(capsys, "--input", _text(tmp_path), "--out", str(out))
+        assert code == 2 and out_text == "" and err.count("\n") == 1, err
+        assert err.startswith("gptlab prepare: error: ") and message in err
+    assert a_file.read_text() == "x"
+
+
+def test_an_out_that_holds_a_model_is_refused(tmp_path, capsys):
+    """prepare would replace the model's tokenizer.json with its own."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text("{}")
+    (run / "tokenizer.json").write_text("the model's")
+    code, _, err = _run(capsys, "--input", _text(tmp_path), "--out", str(run))
+    assert code == 2 and "holds a model; give a directory of its own" in err
+    assert (run / "tokenizer.json").read_text() == "the model's"
+
+
+def test_a_bad_out_is_said_before_downloading(tmp_path, capsys, monkeypatch):
+    def no_network(*args, **kwargs):
+        raise AssertionError("fetched before --out was checked")
+
+    monkeypatch.setattr(download, "fetch", no_network)
+    (tmp_path / "f").write_text("x")
+    code, _, err = _run(capsys, "tinyshakespeare", "--out", str(tmp_path / "f" / "d"))
+    assert code == 2 and "is a file" in err
+
+
+def test_network_failure_exits_1_one_line(tmp_path, capsys, monkeypatch):
+    """A download that cannot happen is a failure (exit 1), not bad input (README)."""
+    import urllib.error
+    import urllib.request
+
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    monkeypatch.setenv("GPTLAB_CACHE", str(tmp_path / "cache"))
+    code, out, err = _run(capsys, "--url", "https://example.com/x.txt", "--out",
+                          str(tmp_path / "d"))
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert "could not download https://example.com/x.txt" in err
     assert not (tmp_path / "d").exists()
 
 

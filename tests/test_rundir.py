@@ -300,7 +300,7 @@ def test_prepare_refuses_a_run_directory_and_another_tokenizer(data_dir, tmp_pat
     text.write_text("completely different characters: 0123456789 XYZ\n" * 50)
     tokenizer = (run / "tokenizer.json").read_bytes()
     code = main(["prepare", "--input", str(text), "--out", str(run)])
-    assert code == 2 and "holds a training run" in capsys.readouterr().err
+    assert code == 2 and "holds a model" in capsys.readouterr().err
     assert (run / "tokenizer.json").read_bytes() == tokenizer
 
     other = tmp_path / "data"

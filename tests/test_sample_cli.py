@@ -38,7 +38,10 @@ def model_dir(tmp_path_factory) -> Path:
 
 
 def sample(capsys, *argv):
-    code = main(["sample", *map(str, argv)])
+    try:
+        code = main(["sample", *map(str, argv)])
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -73,7 +76,7 @@ def test_stop_strings(model_dir, capsys):
     _, full, _ = sample(capsys, model_dir, "--greedy", "--max-new-tokens", 80, "--no-prompt")
     stop = full[10:12]
     code, out, _ = sample(capsys, model_dir, "--greedy", "--max-new-tokens", 80, "--no-prompt",
-                          "--stop", "never-there", stop)
+                          "--stop", "never-there", "--stop", stop)
     assert code == 0 and out == full[: full.find(stop)] + "\n"
 
 
@@ -121,15 +124,98 @@ def test_model_directory_without_training_files(model_dir):
 
 @pytest.mark.parametrize("argv, message", [
     (["--prompt", "héllo€"], "characters not in the vocabulary: 'é', '€'"),
-    (["--temperature", "-1"], "temperature must be >= 0"),
-    (["--top-k", "0"], "top_k must be >= 1"),
+    (["--temperature", "-1"], "temperature must be a finite number >= 0"),
+    (["--temperature", "nan"], "temperature must be a finite number >= 0, got nan"),
+    (["--temperature", "inf"], "temperature must be a finite number >= 0, got inf"),
+    (["--temperature=-inf"], "temperature must be a finite number >= 0, got -inf"),
+    (["--top-k", "0"], "top_k must be an integer >= 1"),
+    (["--top-k", "-5"], "top_k must be an integer >= 1"),
     (["--top-p", "1.5"], "top_p must be in (0, 1]"),
+    (["--top-p", "nan"], "top_p must be in (0, 1], got nan"),
+    (["--top-p", "0"], "top_p must be in (0, 1]"),
     (["--num-samples", "0"], "--num-samples must be >= 1"),
     (["--prompt", ""], "the prompt is empty"),
+    (["--seed", "-1"], "argument --seed: must be between 0 and 2**64 - 1, got -1"),
+    (["--seed", str(2**64)], "argument --seed: must be between 0 and 2**64 - 1"),
+    (["--seed", str(2**70)], "argument --seed: must be between 0 and 2**64 - 1"),
+    (["--seed", "1.5"], "argument --seed: must be an integer, got '1.5'"),
+    (["--prompt", "ab\udcff"], "argument --prompt: not UTF-8 text: byte 0xff at offset 2"),
+    (["--stop", "\udc80"], "argument --stop: not UTF-8 text: byte 0x80 at offset 0"),
+    (["--device", "garbage"], "unknown device 'garbage'; available here: auto, cpu"),
+    (["--device", ""], "unknown device ''"),
+    (["--device", "meta"], "device 'meta' is not available"),
 ])
 def test_bad_arguments(model_dir, capsys, argv, message):
     code, out, err = sample(capsys, model_dir, *argv)
     assert code == 2 and out == "" and err.count("\n") == 1 and message in err
+
+
+@pytest.mark.parametrize("device", ["mps", "xpu", "cuda", "cuda:7", "hpu"])
+def test_a_device_this_machine_lacks_is_one_line(model_dir, capsys, device):
+    backend = getattr(torch, device.split(":")[0], None)
+    if backend is not None and getattr(backend, "is_available", lambda: False)() and (
+            backend.device_count() > 7):
+        pytest.skip(f"this machine has {device}")
+    code, out, err = sample(capsys, model_dir, "--device", device, "--max-new-tokens", 1)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"device {device!r}" in err and "Traceback" not in err
+
+
+def test_the_largest_seed_works(model_dir, capsys):
+    code, out, _ = sample(capsys, model_dir, "--seed", 2**64 - 1, "--max-new-tokens", 5)
+    assert code == 0 and len(out) == 1 + 5 + 1
+
+
+def test_a_tiny_temperature_is_greedy_not_nan(model_dir, capsys):
+    _, greedy, _ = sample(capsys, model_dir, "--greedy", "--max-new-tokens", 20)
+    for temperature in ("1e-300", "5e-324", "1e-45"):
+        code, out, err = sample(capsys, model_dir, "--temperature", temperature,
+                                "--max-new-tokens", 20, "--seed", 0)
+        assert (code, out, err) == (0, greedy, "")
+
+
+def test_stop_takes_one_value_and_repeats(model_dir, capsys):
+    """`--stop STR RUN_DIR` reads RUN_DIR as the run, not as a second stop string."""
+    _, full, _ = sample(capsys, "--greedy", model_dir, "--max-new-tokens", 80, "--no-prompt")
+    code, out, _ = sample(capsys, "--stop", full[10:12], model_dir, "--greedy",
+                          "--max-new-tokens", 80, "--no-prompt")
+    assert code == 0 and out == full[: full.find(full[10:12])] + "\n"
+    code, out, _ = sample(capsys, "--stop", "zzzz", "--stop", full[10:12], model_dir,
+                          "--greedy", "--max-new-tokens", 80, "--no-prompt")
+    assert code == 0 and out == full[: full.find(full[10:12])] + "\n"
+
+
+def test_escapes_in_prompt_and_stop(model_dir, capsys):
+    code, out, _ = sample(capsys, model_dir, "--prompt", r"ab\nc", "--max-new-tokens", 0)
+    assert code == 0 and out == "ab\nc\n"
+    code, out, err = sample(capsys, model_dir, "--prompt", r"a\\n", "--max-new-tokens", 0)
+    assert code == 2 and "characters not in the vocabulary: '\\\\'" in err  # a\n: a, \, n
+    same = ("--seed", 0, "--temperature", 1, "--max-new-tokens", 300, "--no-prompt")
+    _, full, _ = sample(capsys, model_dir, *same)
+    assert "\n" in full[:-1], "the sample should hold a newline to stop at"
+    code, out, _ = sample(capsys, model_dir, *same, "--stop", r"\n")
+    assert code == 0 and out == full[: full.index("\n")] + "\n"
+
+
+def test_argtypes_unescape_rule():
+    from gptlab.commands.argtypes import unescape
+
+    assert unescape(r"a\nb\tc\rd\\e") == "a\nb\tc\rd\\e"
+    assert unescape(r"\x41 \u00e9 \q é") == r"\x41 \u00e9 \q é"  # kept as typed
+    assert unescape(r"\\n") == "\\n"  # an escaped backslash, then a plain n
+
+
+def test_default_prompt_comes_from_the_vocabulary(tmp_path, capsys):
+    """A vocabulary without a newline: the default prompt is its first token."""
+    chars = sorted(set("abcdefgh "))
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=len(chars), block_size=16, n_layer=1, n_head=2,
+                          n_embd=16))
+    checkpoint.save_model(model, tmp_path)
+    CharTokenizer(chars).save(tmp_path / "tokenizer.json")
+    code, out, err = sample(capsys, tmp_path, "--max-new-tokens", 10, "--seed", 0)
+    assert code == 0 and err == "" and out.startswith(" ") and len(out) == 1 + 10 + 1
+    assert sampling.default_prompt(CharTokenizer(CHARS).encode, None) == "\n"
 
 
 def broken_copy(model_dir: Path, tmp_path: Path) -> Path:

@@ -133,3 +133,21 @@ def test_generate_text_matches_generate_and_streams():
     cut = generate_text(model, encode, chars_decode, prompt, 20, temperature=0.0, stop=[stop])
     assert cut == text[: text.find(stop)]
     assert math.isfinite(len(cut))
+
+
+@pytest.mark.parametrize("temperature", [1e-300, 5e-324, 1e-40])
+def test_a_tiny_temperature_keeps_the_argmax_instead_of_nan(temperature):
+    logits = torch.tensor([[1.0, 3.0, -2.0, 2.5]])
+    probs = torch.softmax(filter_logits(logits, temperature), dim=-1)
+    assert torch.equal(probs, torch.tensor([[0.0, 1.0, 0.0, 0.0]]))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"temperature": float("nan")}, "temperature must be a finite number >= 0, got nan"),
+    ({"temperature": float("inf")}, "temperature must be a finite number >= 0, got inf"),
+    ({"top_k": 2.5}, "top_k must be an integer >= 1, got 2.5"),
+    ({"top_p": float("nan")}, r"top_p must be in \(0, 1\], got nan"),
+])
+def test_non_finite_sampling_arguments_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        filter_logits(torch.zeros(1, 4), **kwargs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,9 @@ MLPS = ("gelu", "gelu_tanh", "swiglu")
 ROPE_SCALINGS = ("linear", "ntk", "yarn", "llama3")
 
 
-class ConfigError(UsageError, ValueError):
-    """An invalid GPTConfig. The message names the offending field."""
+class ConfigError(UsageError):
+    """An invalid GPTConfig (a ValueError, as every UsageError). The message names the
+    offending field."""
 
 
 @dataclass
@@ -50,10 +52,17 @@ class GPTConfig:
             _require_positive_int(name, getattr(self, name))
         if self.n_kv_head is None:
             self.n_kv_head = self.n_head
-        _require_positive_int("n_kv_head", self.n_kv_head)
         if self.ffn_hidden is None:
             self.ffn_hidden = 4 * self.n_embd
-        _require_positive_int("ffn_hidden", self.ffn_hidden)
+        self.validate()
+
+    def validate(self) -> None:
+        """Check every field and derive head_dim again. A config is a plain mutable
+        dataclass, so GPT(config) calls this too: a field changed after construction is
+        checked before any weight is built."""
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "n_kv_head",
+                     "ffn_hidden"):
+            _require_positive_int(name, getattr(self, name))
         if self.n_embd % self.n_head:
             raise ConfigError(
                 f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})"
@@ -72,11 +81,11 @@ class GPTConfig:
                 f"pos_encoding 'rope' rotates pairs of dimensions, so the head size "
                 f"n_embd / n_head = {self.head_dim} must be even"
             )
-        if not (isinstance(self.rope_base, (int, float)) and self.rope_base > 1):
-            raise ConfigError(f"rope_base must be a number > 1, got {self.rope_base!r}")
-        if not (isinstance(self.norm_eps, (int, float)) and self.norm_eps > 0):
-            raise ConfigError(f"norm_eps must be a positive number, got {self.norm_eps!r}")
-        if not (isinstance(self.dropout, (int, float)) and 0 <= self.dropout < 1):
+        if not (_is_number(self.rope_base) and self.rope_base > 1):
+            raise ConfigError(f"rope_base must be a finite number > 1, got {self.rope_base!r}")
+        if not (_is_number(self.norm_eps) and self.norm_eps > 0):
+            raise ConfigError(f"norm_eps must be a finite number > 0, got {self.norm_eps!r}")
+        if not (_is_number(self.dropout) and 0 <= self.dropout < 1):
             raise ConfigError(f"dropout must be in [0, 1), got {self.dropout!r}")
         for name in ("bias", "tie_embeddings"):
             if not isinstance(getattr(self, name), bool):
@@ -92,11 +101,11 @@ class GPTConfig:
             raise ConfigError("rope_scaling is set but pos_encoding is not 'rope'")
         _require_choice("rope_scaling.type", scaling.get("type"), ROPE_SCALINGS)
         factor = scaling.get("factor")
-        if not (isinstance(factor, (int, float)) and factor >= 1):
-            raise ConfigError(f"rope_scaling.factor must be a number >= 1, got {factor!r}")
+        if not (_is_number(factor) and factor >= 1):
+            raise ConfigError(f"rope_scaling.factor must be a finite number >= 1, got {factor!r}")
         if scaling["type"] in ("yarn", "llama3"):
             original = scaling.get("original_max_position_embeddings")
-            if not (isinstance(original, int) and original > 0):
+            if isinstance(original, bool) or not (isinstance(original, int) and original > 0):
                 raise ConfigError(
                     f"rope_scaling.original_max_position_embeddings must be a positive "
                     f"integer for type {scaling['type']!r}, got {original!r}"
@@ -157,6 +166,12 @@ class GPTConfig:
         if name_or_path.endswith(".json") or Path(name_or_path).exists():
             return cls.from_json(name_or_path)
         return cls.from_preset(name_or_path)  # raises, listing the known presets
+
+
+def _is_number(value: object) -> bool:
+    """A finite int or float (not a bool: JSON's true is no number)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
 
 
 def _require_positive_int(name: str, value: object) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -36,15 +37,40 @@ class Dist:
 
 
 def pick_device(name: str) -> torch.device:
+    """'auto' (CUDA when there is one, else the CPU) or a torch device name such as cpu,
+    cuda, cuda:1, mps or xpu; a UsageError unless this build and machine have it."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise UsageError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UsageError(f"device {name!r} asked for, but CUDA is not available here")
+        with warnings.catch_warnings():  # torch warns of deprecated names, e.g. 'mkldnn'
+            warnings.simplefilter("ignore")
+            device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise UsageError(f"unknown device {name!r}; available here: "
+                         f"{', '.join(available_devices())}") from None
+    if device.type == "cpu":
+        return device
+    backend = getattr(torch, device.type, None)
+    is_available = getattr(backend, "is_available", None)
+    if not (callable(is_available) and is_available()):
+        raise UsageError(f"device {name!r} is not available (no {device.type} in this PyTorch "
+                         f"build or on this machine); available here: "
+                         f"{', '.join(available_devices())}")
+    count = backend.device_count() if hasattr(backend, "device_count") else 1
+    if device.index is not None and device.index >= count:
+        raise UsageError(f"device {name!r} asked for, but there are only {count} "
+                         f"{device.type} device(s) (0..{count - 1})")
     return device
+
+
+def available_devices() -> list[str]:
+    """'auto', 'cpu' and each accelerator this build and machine have."""
+    found = ["auto", "cpu"]
+    for kind in ("cuda", "mps", "xpu"):
+        backend = getattr(torch, kind, None)
+        if backend is not None and backend.is_available():
+            found.append(kind)
+    return found
 
 
 @contextlib.contextmanager

@@ -7,7 +7,9 @@ class GptlabError(Exception):
     exit_code = 1
 
 
-class UsageError(GptlabError):
-    """Bad usage or bad input: an invalid config, a missing file, a malformed value (exit 2)."""
+class UsageError(GptlabError, ValueError):
+    """Bad usage or bad input: an invalid config, a missing file, a malformed value (exit 2).
+
+    A ValueError too, so library callers can catch it as the bad argument it is."""
 
     exit_code = 2

@@ -30,7 +30,7 @@ from gptlab.checkpoint import unwrap, weights_state
 from gptlab.config import GPTConfig
 from gptlab.errors import GptlabError, UsageError
 from gptlab.hf_keymap import GPT2, KEYMAPS, LLAMA, KeyMap
-from gptlab.io import atomic_path, atomic_write_text
+from gptlab.io import atomic_path, atomic_write_text, ensure_dir
 from gptlab.model import GPT
 
 INSTALL_HINT = "pip install 'gptlab[hf]'"
@@ -341,9 +341,22 @@ def resolve_hf_dir(name_or_dir: str | os.PathLike[str], cache_dir: str | Path | 
                 continue
             if (snapshot / HF_CONFIG).is_file() and _weight_files(snapshot):
                 return snapshot
-    reason = str(last_error).splitlines()[0] if last_error else "no weights found"
-    raise UsageError(f"{name!r} is not a local directory, not in the Hugging Face cache, and "
-                     f"could not be fetched ({type(last_error).__name__}: {reason})")
+    from huggingface_hub.errors import (
+        HFValidationError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    if last_error is None:
+        raise UsageError(f"{name!r} on the Hugging Face hub has no {HF_CONFIG} with weights")
+    why = f"{type(last_error).__name__}: {_one_line(last_error)}"
+    if isinstance(last_error, (HFValidationError, RepositoryNotFoundError,
+                               RevisionNotFoundError)):
+        raise UsageError(f"{name!r} is not a local directory, and the Hugging Face hub has "
+                         f"no such model ({why})")
+    # Most likely the network (offline, DNS, a timeout, the hub down): a failure, not bad input.
+    raise GptlabError(f"{name!r} is not a local directory, not in the Hugging Face cache, and "
+                      f"could not be fetched ({why})")
 
 
 def _weight_files(hf_dir: Path) -> list[Path]:
@@ -383,8 +396,23 @@ def read_hf_config(hf_dir: Path) -> dict[str, Any]:
     try:
         return transformers.AutoConfig.for_model(**raw).to_dict()
     except Exception as exc:  # their validation raises ValueError, TypeError, ...
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UsageError(f"{path} is not a valid {raw['model_type']} config: {reason}") from None
+        raise UsageError(f"{path} is not a valid {raw['model_type']} config: "
+                         f"{_one_line(exc)}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    """The whole message of exc on one line (a library's multi-line message cut at its first
+    line loses the part that names the field), or its type when it has none."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def is_hf_dir(path: str | Path) -> bool:
+    """Whether path holds a Hugging Face config.json (one with a model_type)."""
+    try:
+        raw = json.loads((Path(path) / HF_CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(raw, dict) and "model_type" in raw and "pos_encoding" not in raw
 
 
 def read_hf_weights(hf_dir: Path) -> dict[str, Tensor]:
@@ -410,8 +438,8 @@ def _read_weight_file(path: Path) -> dict[str, Tensor]:
         # weights_only: tensors and plain containers only; any other pickled object is refused.
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # UnpicklingError, RuntimeError, EOFError, ...
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"refused {path}: not a plain state dict of tensors ({reason})") from None
+        raise UsageError(f"refused {path}: not a plain state dict of tensors "
+                         f"({_one_line(exc)})") from None
     if not isinstance(state, dict) or not all(
             isinstance(k, str) and isinstance(v, Tensor) for k, v in state.items()):
         raise UsageError(f"refused {path}: not a plain state dict of tensors")
@@ -456,8 +484,7 @@ def to_hf(model: torch.nn.Module, out_dir: str | Path) -> Path:
     # Also spelled the 4.x way, so an older transformers reads the same RoPE (5.x reads both).
     config_json.update({k: v for k, v in fields.items() if k in ("rope_theta", "rope_scaling")})
     config_json["torch_dtype"] = str(gpt.wte.weight.dtype).removeprefix("torch.")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = ensure_dir(out_dir)
     with atomic_path(out_dir / SAFETENSORS) as tmp:  # weights first: config points at them
         save_file(state_to_hf(gpt, keymap), str(tmp), metadata={"format": "pt"})
     atomic_write_text(out_dir / HF_CONFIG, json.dumps(config_json, indent=2, sort_keys=True) + "\n")

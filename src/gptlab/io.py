@@ -1,26 +1,69 @@
 """Atomic file writes: a temp file beside the target, fsync, then rename. A reader sees the
-old file or the new one, never half of one, even if the process dies mid-write."""
+old file or the new one, never half of one, even if the process dies mid-write.
+
+Every file written here ends with the usual mode for a new file (0666 less the umask),
+whatever the writer did to the temp file: mkstemp makes it 0600, and some writers
+(safetensors' save_file) replace it with a new 0600 file of their own."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+from gptlab.errors import GptlabError, UsageError
+
+
+def ensure_dir(path: str | Path) -> Path:
+    """Create directory `path` (and its parents) unless it exists; a UsageError, naming the
+    path and the reason, when it cannot be: under a file, unwritable, an invalid name."""
+    path = Path(path)
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise UsageError(f"{path} exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        raise _error(exc, f"cannot create directory {path}") from None
+    return path
+
+
+def check_dir(path: str | Path) -> None:
+    """A UsageError now, before any work, if directory `path` could not be created or
+    written: it is a file, it lies under a file, or its nearest existing parent is not
+    writable. Creates nothing (ensure_dir does, when there is something to write)."""
+    path = Path(path)
+    if path.is_dir():
+        target = path
+    elif path.exists():
+        raise UsageError(f"{path} exists and is not a directory")
+    else:
+        target = next((p for p in path.absolute().parents if p.exists()), Path("/"))
+        if not target.is_dir():
+            raise UsageError(f"cannot create directory {path}: {target} is a file")
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write in {target}: permission denied")
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path to write; on success it replaces `path` atomically."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    ensure_dir(path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _error(exc, f"cannot write in {path.parent}") from None
     os.close(fd)
     tmp_path = Path(tmp)
-    os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
     try:
         yield tmp_path
+        # After the writer, not before: it may have replaced the file with a 0600 one.
+        os.chmod(tmp_path, 0o666 & ~_umask())
         with open(tmp_path, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp_path, path)
@@ -36,6 +79,24 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+# OSErrors that say the path given was a bad one (exit 2); any other (a full disk, an I/O
+# error) is a failure of the machine (exit 1).
+BAD_PATH_ERRNOS = frozenset({
+    errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.EACCES, errno.EPERM,
+    errno.ENAMETOOLONG, errno.ELOOP, errno.EROFS, errno.EINVAL,
+})
+
+
+def is_bad_path(exc: BaseException) -> bool:
+    """Whether exc (an OSError, or ValueError for a NUL in a name) blames the path."""
+    return not isinstance(exc, OSError) or exc.errno in BAD_PATH_ERRNOS
+
+
+def _error(exc: Exception, what: str) -> GptlabError:
+    reason = getattr(exc, "strerror", None) or str(exc)
+    return (UsageError if is_bad_path(exc) else GptlabError)(f"{what}: {reason}")
 
 
 def _umask() -> int:

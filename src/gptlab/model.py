@@ -18,6 +18,9 @@ from gptlab.positional import RotaryEmbedding, build_absolute_positions
 class GPT(nn.Module):
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise UsageError(f"config must be a GPTConfig, got {type(config).__name__}")
+        config.validate()  # a field may have been changed since the config was made
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.wpe = build_absolute_positions(config)  # None for RoPE and 'none'
@@ -72,6 +75,7 @@ class GPT(nn.Module):
         attention_mask (B, T_keys) bool/0-1: False marks padding keys, T_keys counting the
         cached positions too.
         """
+        check_token_ids(idx)
         B, T = idx.shape
         start = cache.length if cache is not None else 0
         if self.config.pos_encoding == "learned" and start + T > self.config.block_size:
@@ -136,3 +140,15 @@ class GPT(nn.Module):
         new = list(generate_tokens(self, idx, max_new_tokens, temperature=temperature,
                                    top_k=top_k, top_p=top_p, generator=generator))
         return torch.cat([idx, *new], dim=1) if new else idx
+
+
+def check_token_ids(idx: Tensor) -> None:
+    """idx must be a (B, T) tensor of integer token ids: a clear error, not one from deep
+    inside an embedding or an attention reshape."""
+    if not isinstance(idx, Tensor):
+        raise UsageError(f"idx must be a (B, T) tensor of token ids, got {type(idx).__name__}")
+    if idx.dim() != 2:
+        raise UsageError(f"idx must be a (B, T) tensor of token ids, got shape "
+                         f"{tuple(idx.shape)} (a 1-D prompt needs idx[None])")
+    if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
+        raise UsageError(f"idx must hold integer token ids, got dtype {idx.dtype}")

@@ -9,6 +9,7 @@ context of history, and the re-encoding costs one prefill per block_size // 2 to
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterator
 
@@ -16,15 +17,25 @@ import torch
 from torch import Tensor
 
 from gptlab.errors import UsageError
+from gptlab.model import check_token_ids
 
 
 def check_sampling_args(temperature: float, top_k: int | None, top_p: float | None) -> None:
-    if temperature < 0:
-        raise UsageError(f"temperature must be >= 0, got {temperature}")
-    if top_k is not None and top_k < 1:
-        raise UsageError(f"top_k must be >= 1, got {top_k}")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise UsageError(f"top_p must be in (0, 1], got {top_p}")
+    if not (_is_number(temperature) and temperature >= 0):
+        raise UsageError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    if top_k is not None and not (_is_int(top_k) and top_k >= 1):
+        raise UsageError(f"top_k must be an integer >= 1, got {top_k!r}")
+    if top_p is not None and not (_is_number(top_p) and 0 < top_p <= 1):
+        raise UsageError(f"top_p must be in (0, 1], got {top_p!r}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
 
 
 def filter_logits(
@@ -39,7 +50,12 @@ def filter_logits(
     check_sampling_args(temperature, top_k, top_p)
     if temperature == 0:
         top_k, temperature = 1, 1.0
-    logits = logits.float() / temperature
+    # Shifted so the largest is 0 (softmax is unchanged), and the temperature kept above
+    # float32's smallest normal: a tiny temperature then sends the others to -inf instead
+    # of every logit to +-inf (or 0 / 0), which softmax would turn into NaN.
+    logits = logits.float()
+    logits = logits - logits.amax(dim=-1, keepdim=True)
+    logits = logits / max(temperature, torch.finfo(logits.dtype).tiny)
     if top_k is not None and top_k < logits.size(-1):
         kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -81,8 +97,15 @@ def generate_tokens(
     with a warning. Decoding uses a preallocated KV cache (see the module docstring).
     """
     check_sampling_args(temperature, top_k, top_p)
+    if not (_is_int(max_new_tokens) and max_new_tokens >= 0):
+        raise UsageError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+    check_token_ids(idx)
     if idx.shape[1] == 0:
         raise UsageError("the prompt is empty: give at least one token")
+    low, high, vocab_size = int(idx.min()), int(idx.max()), model.config.vocab_size
+    if low < 0 or high >= vocab_size:
+        raise UsageError(f"idx holds token ids {low}..{high}, outside the vocabulary "
+                         f"0..{vocab_size - 1}")
     block_size = model.config.block_size
     if idx.shape[1] > block_size:
         warnings.warn(
@@ -171,6 +194,17 @@ def _longest_stop_prefix(text: str, stops: list[str]) -> int:
                 best = n
                 break
     return best
+
+
+def default_prompt(encode, decode) -> str:
+    """What to continue when no prompt is given: a newline, as text usually starts after
+    one, or where the vocabulary has no newline, its first token (id 0)."""
+    try:
+        if encode("\n"):
+            return "\n"
+    except UsageError:  # a character vocabulary without "\n"
+        pass
+    return decode([0])
 
 
 def generate_text(

@@ -22,6 +22,9 @@ from gptlab.io import atomic_write_text
 CHAR_FORMAT = "gptlab-char"
 # Byte-level BPE starts from all 256 bytes; it needs room for at least one merge on top.
 MIN_BPE_VOCAB = 257
+# Far above any real vocabulary (GPT-4's has 100k, Gemma's 256k); the tokenizers library
+# aborts the process (a Rust panic) for sizes near 2**31.
+MAX_BPE_VOCAB = 1 << 24
 
 
 @runtime_checkable
@@ -103,9 +106,12 @@ class HFTokenizer:
         """Byte-level BPE as GPT-2's: any text encodes (no unknown token) and decodes back."""
         if vocab_size < MIN_BPE_VOCAB:
             raise UsageError(
-                f"--vocab-size {vocab_size} is too small for byte-level BPE: it needs at least "
+                f"vocab_size {vocab_size} is too small for byte-level BPE: it needs at least "
                 f"{MIN_BPE_VOCAB} (the 256 bytes plus one merge)"
             )
+        if vocab_size > MAX_BPE_VOCAB:
+            raise UsageError(f"vocab_size {vocab_size} is too large for byte-level BPE: at most "
+                             f"{MAX_BPE_VOCAB:,}")
         if not text.strip():
             raise UsageError("cannot train BPE on empty text")
         tok = hf.Tokenizer(models.BPE())

@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 
 from gptlab.errors import UsageError
+from gptlab.io import check_dir
 
-NAMES = ("train_step", "generation", "mfu", "scaling", "time_to_quality")
+NAMES = ("train_step", "generation", "mfu", "scaling", "lab_latency", "time_to_quality")
+MAX_THREADS = 1024  # torch accepts more, then crashes at exit (a million threads: segfault)
 
 
 def repo_root() -> Path:
@@ -72,13 +74,14 @@ def parse_only(values: list[str] | None) -> list[str] | None:
 
 def run(args: argparse.Namespace) -> int:
     only = parse_only(args.only)
-    if args.threads < 1:
-        raise UsageError(f"--threads must be >= 1, got {args.threads}")
+    if not 1 <= args.threads <= MAX_THREADS:
+        raise UsageError(f"--threads must be between 1 and {MAX_THREADS}, got {args.threads}")
+    out = Path(args.out) if args.out else repo_root() / "bench" / "results"
+    check_dir(out)
+    if args.text is not None and not Path(args.text).is_file():
+        raise UsageError(f"--text {args.text}: no such file")
     runner = load_runner()
     size = "smoke" if args.smoke else "quick" if args.quick else "full"
-    out = Path(args.out) if args.out else repo_root() / "bench" / "results"
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} exists and is not a directory")
     names = runner.selected(only, size)
     runner.run_all(names, size, out, threads=args.threads, text_path=args.text,
                    log=lambda s: print(s, flush=True))

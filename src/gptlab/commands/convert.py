@@ -9,9 +9,10 @@ from pathlib import Path
 
 from gptlab import hf
 from gptlab.checkpoint import CONFIG_FILE, TOKENIZER_FILE, load_model, save_model
+from gptlab.commands.outdir import check_out_dir
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
-from gptlab.io import atomic_path
+from gptlab.io import atomic_path, ensure_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,8 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file, not a directory")
+    check_out_dir(out, model_ok=True)  # a model there is replaced with --force only:
     if (out / CONFIG_FILE).exists() and not args.force:
         raise UsageError(f"{out} already holds a model ({CONFIG_FILE}); pass --force to overwrite")
     if args.from_hf is not None:
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
 def convert_from_hf(source: str, out: Path) -> int:
     hf_dir = hf.resolve_hf_dir(source)
     model = hf.from_hf(hf_dir)
-    save_model(model, out)
+    save_model(model, ensure_dir(out))
     written = ["config.json", "model.safetensors"]
     if (hf_dir / hf.HF_TOKENIZER).is_file():
         _copy(hf_dir / hf.HF_TOKENIZER, out / TOKENIZER_FILE)
@@ -64,8 +64,11 @@ def convert_from_hf(source: str, out: Path) -> int:
 
 
 def convert_to_hf(model_dir: Path, out: Path) -> int:
+    if hf.is_hf_dir(model_dir):
+        raise UsageError(f"{model_dir} is a Hugging Face model directory, not a gptlab one "
+                         "(--from-hf converts it)")
     model = load_model(model_dir)
-    hf.to_hf(model, out)
+    hf.to_hf(model, out)  # makes out only once the config is known to convert
     written = [hf.HF_CONFIG, hf.SAFETENSORS]
     tokenizer = model_dir / TOKENIZER_FILE
     if tokenizer.is_file():

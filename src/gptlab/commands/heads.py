@@ -11,6 +11,8 @@ from pathlib import Path
 import torch
 
 from gptlab import checkpoint, interp, plotting
+from gptlab.commands import argtypes
+from gptlab.commands.outdir import check_out_dir
 from gptlab.data import read_text
 from gptlab.errors import UsageError
 from gptlab.io import atomic_write_text
@@ -46,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "mean over the input")
     p.add_argument("--seq-len", type=int, metavar="N", help="random tokens per half without "
                    f"--text (default: {DEFAULT_SEQ_LEN} or half the context, the smaller)")
-    p.add_argument("--seed", type=int, default=0, metavar="S",
+    p.add_argument("--seed", type=argtypes.seed, default=0, metavar="S",
                    help="seed for the random tokens without --text (default 0)")
     p.set_defaults(func=run)
 
@@ -57,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     model = checkpoint.load_model(run_dir)
     config = model.config
+    out = Path(args.out) if args.out is not None else run_dir / "heads"
+    check_out_dir(out)  # before the scoring and ablations, not after
     tokenizer = _tokenizer(run_dir, required=args.text is not None)
 
     if args.text is not None:
@@ -85,7 +89,6 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(format_table(scores, deltas, args.ablate))
 
-    out = Path(args.out) if args.out is not None else run_dir / "heads"
     strongest = rank_heads(scores, chance)[: args.top]
     written = _write_outputs(out, model, idx, tokenizer, scores, chance, deltas, strongest,
                              described, args.ablate)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from gptlab.errors import UsageError
 
@@ -28,6 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be between 1 and 65535, got {args.port}")
+    runs = Path(args.runs)
+    if runs.exists() and not runs.is_dir():  # a missing folder is fine: no runs yet
+        raise UsageError(f"--runs {runs} is not a folder")
     try:
         from gptlab.lab.server import serve
     except ImportError as exc:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gptlab.config import GPTConfig
 from gptlab.errors import GptlabError, UsageError
+from gptlab.hf import is_hf_dir
 from gptlab.params import accounting, meta_parameter_count
 from gptlab.presets import PRESETS
 
@@ -39,8 +40,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def load_config(name_or_path: str) -> GPTConfig:
     """A preset, a config JSON file, or a run directory's config.json."""
+    if not name_or_path.strip():
+        raise UsageError("give a preset name, a config JSON file or a run directory")
     path = Path(name_or_path)
+    if name_or_path not in PRESETS and "/" in name_or_path and not path.exists():
+        raise UsageError(f"not found: {name_or_path} (nor is it a preset name)")
     if name_or_path not in PRESETS and path.is_dir():
+        if is_hf_dir(path):
+            raise UsageError(f"{name_or_path} is a Hugging Face model directory; convert it "
+                             "first (gptlab convert --from-hf)")
         path = path / "config.json"
         if not path.is_file():
             raise UsageError(f"{name_or_path} is a directory without a config.json")

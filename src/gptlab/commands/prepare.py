@@ -6,8 +6,10 @@ import argparse
 from pathlib import Path
 
 from gptlab import corpus, download
+from gptlab.commands.outdir import check_out_dir
 from gptlab.data import check_replaceable, prepare, read_text
 from gptlab.errors import UsageError
+from gptlab.io import ensure_dir
 from gptlab.tokenizers import CharTokenizer, HFTokenizer, Tokenizer, load_tokenizer
 
 DEFAULT_BPE_VOCAB = 1024
@@ -58,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--val-fraction must be between 0 and 1 (exclusive), got {args.val_fraction}"
         )
+    check_out_dir(args.out, data_ok=True)  # before a download or BPE training, not after
     text, source = load_source(args.name, args.input, args.url)
     tokenizer = make_tokenizer(args.tokenizer, args.vocab_size, text)
     if not args.force:
@@ -65,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
             check_replaceable(Path(args.out), tokenizer)
         except UsageError as exc:
             raise UsageError(f"{exc} (--force replaces it)") from None
+    ensure_dir(args.out)
     meta = prepare(text, args.out, tokenizer, val_fraction=args.val_fraction, source=source,
                    force=True)
     print(

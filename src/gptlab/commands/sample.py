@@ -9,9 +9,10 @@ import warnings
 import torch
 
 from gptlab import checkpoint
+from gptlab.commands import argtypes
 from gptlab.distributed import pick_device
 from gptlab.errors import UsageError
-from gptlab.sampling import check_sampling_args, generate_text
+from gptlab.sampling import check_sampling_args, default_prompt, generate_text
 
 SEPARATOR = "-" * 40
 
@@ -25,13 +26,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "weights; RUN_DIR/best for the best ones) or any model directory holding "
             "config.json, model.safetensors and tokenizer.json (what `gptlab convert` "
             "writes). Text streams to stdout as tokens arrive. Decoding uses a KV cache; "
-            "past the model's context the oldest half is dropped and decoding goes on."
+            "past the model's context the oldest half is dropped and decoding goes on. "
+            "In --prompt and --stop, \\n, \\t, \\r and \\\\ stand for a newline, a tab, "
+            "a carriage return and a backslash; other backslashes are kept as typed."
         ),
     )
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--prompt", default="\n", metavar="TEXT",
-                   help="text to continue (default: a newline); a prompt longer than the "
-                        "context is cropped from the left, with a warning")
+    p.add_argument("--prompt", type=argtypes.escaped_text, metavar="TEXT",
+                   help="text to continue (default: a newline, or the vocabulary's first "
+                        "token if it has no newline); a prompt longer than the context is "
+                        "cropped from the left, with a warning")
     p.add_argument("--max-new-tokens", type=int, default=500, metavar="N")
     p.add_argument("--temperature", type=float, default=0.8, metavar="T",
                    help="below 1 sharper, above 1 flatter (default 0.8; 0 means greedy)")
@@ -39,13 +43,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--top-p", type=float, metavar="P",
                    help="sample from the smallest set of tokens with probability >= P")
     p.add_argument("--greedy", action="store_true", help="always the likeliest token")
-    p.add_argument("--seed", type=int, metavar="S", help="make the samples reproducible")
+    p.add_argument("--seed", type=argtypes.seed, metavar="S",
+                   help="make the samples reproducible (0 to 2**64 - 1)")
     p.add_argument("--num-samples", type=int, default=1, metavar="N")
-    p.add_argument("--stop", nargs="+", default=[], metavar="STR",
-                   help="end a sample where one of these strings appears (not printed)")
+    p.add_argument("--stop", type=argtypes.escaped_text, action="append", default=[], metavar="STR",
+                   help="end a sample where STR appears (not printed); repeat for several")
     p.add_argument("--no-prompt", action="store_true",
                    help="print only the generated text, not the prompt before it")
-    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    p.add_argument("--device", default="auto",
+                   help="auto (default: cuda if there is one, else cpu), cpu, cuda, cuda:N, mps")
     p.set_defaults(func=run)
 
 
@@ -56,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--num-samples must be >= 1, got {args.num_samples}")
     temperature = 0.0 if args.greedy else args.temperature
     check_sampling_args(temperature, args.top_k, args.top_p)
-    if not args.prompt:
+    if args.prompt == "":
         raise UsageError("the prompt is empty: give at least one character")
     device = pick_device(args.device)
     model = checkpoint.load_model(args.run_dir, device=device)
@@ -64,7 +70,11 @@ def run(args: argparse.Namespace) -> int:
     if tokenizer.vocab_size > model.config.vocab_size:
         raise UsageError(f"{args.run_dir}: the tokenizer has {tokenizer.vocab_size} tokens but "
                          f"the model only {model.config.vocab_size}")
-    tokenizer.encode(args.prompt)  # unknown characters: one clear error before any output
+    prompt = args.prompt
+    if prompt is None:
+        prompt = default_prompt(tokenizer.encode, tokenizer.decode)
+    if not tokenizer.encode(prompt):  # unknown characters: one clear error before any output
+        raise UsageError(f"the prompt {prompt!r} encodes to no tokens")
     generator = torch.Generator(device=device)
     if args.seed is not None:
         generator.manual_seed(args.seed)
@@ -80,10 +90,10 @@ def run(args: argparse.Namespace) -> int:
         if i:
             write(f"\n{SEPARATOR}\n")
         if not args.no_prompt:
-            write(args.prompt)
+            write(prompt)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            generate_text(model, tokenizer.encode, tokenizer.decode, args.prompt,
+            generate_text(model, tokenizer.encode, tokenizer.decode, prompt,
                           args.max_new_tokens, temperature, args.top_k, args.top_p,
                           stop=args.stop, generator=generator, on_text=write)
         for w in caught:

@@ -1,0 +1,40 @@
+"""Argument types that several subcommands share. A bad value is an argparse error: one
+line naming the flag, exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes an unsigned 64-bit seed
+
+# The escapes --prompt and --stop understand; any other backslash stays as typed.
+ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
+
+
+def seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 2**64 - 1, got {text}")
+    return value
+
+
+def unescape(text: str) -> str:
+    r"""\n, \t, \r and \\ in text become a newline, a tab, a carriage return and one
+    backslash; every other character, backslashes before anything else included, stays."""
+    return re.sub(r"\\([ntr\\])", lambda m: ESCAPES[m.group(1)], text)
+
+
+def escaped_text(text: str) -> str:
+    """An argparse type: `text` with its escapes decoded (see unescape). Bytes that are not
+    UTF-8 (Python hands them over as lone surrogates) are refused: no tokenizer has them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise argparse.ArgumentTypeError(
+            f"not UTF-8 text: byte 0x{ord(text[exc.start]) - 0xDC00:02x} at offset {exc.start}"
+        ) from None
+    return unescape(text)

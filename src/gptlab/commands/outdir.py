@@ -1,0 +1,25 @@
+"""The check every command that writes an --out directory makes before any work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gptlab.checkpoint import CONFIG_FILE, WEIGHTS_FILE
+from gptlab.errors import UsageError
+from gptlab.io import check_dir
+
+DATA_META = "meta.json"  # what makes a directory a data directory (see gptlab.data)
+
+
+def check_out_dir(out: str | Path, *, model_ok: bool = False, data_ok: bool = False) -> Path:
+    """--out must be creatable and writable (io.check_dir), and not a directory of another
+    kind whose files the command would replace (tokenizer.json) or mix its own with: a model
+    or run directory unless model_ok, a data directory unless data_ok."""
+    out = Path(out)
+    check_dir(out)
+    if not model_ok and ((out / CONFIG_FILE).exists() or (out / WEIGHTS_FILE).exists()):
+        raise UsageError(f"--out {out} holds a model; give a directory of its own")
+    if not data_ok and (out / DATA_META).exists():
+        raise UsageError(f"--out {out} is a data directory ({DATA_META}); give a directory "
+                         "of its own")
+    return out

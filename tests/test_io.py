@@ -1,0 +1,92 @@
+"""Atomic writes: the final mode of every file, and directories that cannot be made."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from gptlab import GPT, GPTConfig
+from gptlab.checkpoint import save_model
+from gptlab.errors import UsageError
+from gptlab.io import atomic_path, atomic_write_text, check_dir, ensure_dir
+
+
+@pytest.fixture
+def umask_027():
+    before = os.umask(0o027)
+    yield 0o640
+    os.umask(before)
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_a_writer_that_replaces_the_temp_file_still_gets_the_umask_mode(tmp_path, umask_027):
+    """safetensors' save_file replaces the file it is given with a new 0600 one."""
+    with atomic_path(tmp_path / "w.safetensors") as tmp:
+        save_file({"w": torch.zeros(2)}, str(tmp))
+    atomic_write_text(tmp_path / "a.txt", "x")
+    assert mode(tmp_path / "w.safetensors") == mode(tmp_path / "a.txt") == umask_027
+
+
+def test_every_file_of_a_saved_model_has_the_same_mode(tmp_path):
+    save_model(GPT(GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, n_embd=4)),
+               tmp_path)
+    expected = 0o666 & ~_umask()
+    assert {p.name: mode(p) for p in tmp_path.iterdir()} == {
+        "config.json": expected, "model.safetensors": expected}
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_directories_that_cannot_be_made(tmp_path):
+    a_file = tmp_path / "f"
+    a_file.write_text("x")
+    for bad, message in ((a_file, "exists and is not a directory"),
+                         (a_file / "sub" / "deeper", f"{a_file} is a file")):
+        with pytest.raises(UsageError, match=message):
+            check_dir(bad)
+    with pytest.raises(UsageError, match="exists and is not a directory"):
+        ensure_dir(a_file)
+    with pytest.raises(UsageError, match=f"cannot create directory {a_file}/sub"):
+        ensure_dir(a_file / "sub")
+    with pytest.raises(UsageError, match="is not a directory|cannot create"):
+        atomic_write_text(a_file / "sub" / "x.txt", "y")
+    assert a_file.read_text() == "x" and sorted(tmp_path.iterdir()) == [a_file]
+    check_dir(tmp_path / "new" / "dirs")  # creatable: nothing is made yet
+    assert not (tmp_path / "new").exists()
+    assert ensure_dir(tmp_path / "new" / "dirs").is_dir()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_an_unwritable_parent(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    with pytest.raises(UsageError, match="permission denied|Permission denied"):
+        check_dir(locked / "out")
+    with pytest.raises(UsageError, match="Permission denied"):
+        atomic_write_text(locked / "x.txt", "y")
+
+
+def test_a_full_disk_is_a_failure_not_bad_input(tmp_path, monkeypatch):
+    import errno
+    import tempfile
+
+    from gptlab.errors import GptlabError
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkstemp", full)
+    with pytest.raises(GptlabError, match="No space left on device") as info:
+        atomic_write_text(tmp_path / "x.txt", "y")
+    assert info.value.exit_code == 1
