@@ -20,7 +20,8 @@ from gptlab.errors import GptlabError
 from gptlab.io import is_bad_path
 
 # Order is the order `gptlab --help` lists them in.
-COMMANDS = ["demo", "params", "prepare", "train", "sample", "convert", "heads", "lab", "bench"]
+COMMANDS = ["demo", "params", "prepare", "train", "eval", "sample", "convert", "heads", "lab",
+            "bench"]
 
 
 class _Parser(argparse.ArgumentParser):

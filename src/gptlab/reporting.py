@@ -30,6 +30,8 @@ class NullReporter:
 
     def checkpoint(self, model: nn.Module, state: dict[str, Any]) -> None: ...
 
+    def whole_val(self, record: dict[str, Any]) -> None: ...
+
 
 class Reporter(NullReporter):
     """metrics.jsonl, loss.png, best/ and checkpoints through `files`; a tqdm progress bar
@@ -76,3 +78,8 @@ class Reporter(NullReporter):
 
     def checkpoint(self, model: nn.Module, state: dict[str, Any]) -> None:
         self.files.save_checkpoint(model, state)
+
+    def whole_val(self, record: dict[str, Any]) -> None:
+        self.files.log(record)
+        print(f"step {record['step']}: whole val split, {record['tokens']:,} tokens: "
+              f"loss {record['loss']:.4f}", file=sys.stderr)

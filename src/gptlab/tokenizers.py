@@ -176,3 +176,11 @@ def _check_ids(ids: list[int], vocab_size: int) -> None:
     bad = [i for i in ids if not 0 <= i < vocab_size]
     if bad:
         raise UsageError(f"token id {bad[0]} is outside the vocabulary (0..{vocab_size - 1})")
+
+
+def same_tokenizer(a: Tokenizer, b: Tokenizer) -> bool:
+    """Whether a and b turn the same ids into the same text: the same vocabulary, token by
+    token (their files may still differ, e.g. one re-saved by another library version)."""
+    if a.vocab_size != b.vocab_size:
+        return False
+    return all(a.decode([i]) == b.decode([i]) for i in range(a.vocab_size))

@@ -47,6 +47,7 @@ class TrainResult:
     best_val_loss: float | None
     elapsed_s: float
     is_main: bool = True  # False on torchrun ranks > 0, which write and print nothing
+    whole_val_loss: float | None = None  # over the whole val split, at the end
 
 
 class TrainingDiverged(GptlabError):
@@ -353,6 +354,7 @@ def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume:
 
     t0 = time.perf_counter()
     data = load_data(data_dir)
+    start = None  # the model a fine-tune starts from
     # Only the first process writes files, so only it takes the run directory's lock.
     is_main = int(os.environ.get("RANK", "0")) == 0
     if resume:
@@ -361,11 +363,16 @@ def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume:
                              "directory; give no --preset, --config or --recipe")
         rundir.check_resumable(out_dir)
     else:
-        if model_config is None or train_config is None:
-            raise UsageError("a fresh run needs a model config and a training config")
+        if train_config is None:
+            raise UsageError("a fresh run needs a training config")
         train_config = TrainConfig.from_dict({**train_config.to_dict(), **overrides})
-        model_config = GPTConfig.from_dict({**model_config.to_dict(),
-                                            "vocab_size": data.vocab_size})
+        if train_config.init_from is not None:
+            start, model_config = _starting_model(train_config.init_from, model_config, data)
+        elif model_config is None:
+            raise UsageError("a fresh run needs a model config (or init_from)")
+        else:
+            model_config = GPTConfig.from_dict({**model_config.to_dict(),
+                                                "vocab_size": data.vocab_size})
         _check_run(model_config, train_config, data)
         rundir.check_fresh(out_dir, overwrite)  # again under the lock, before writing
     with rundir.locked(out_dir) if is_main else contextlib.nullcontext():
@@ -385,6 +392,9 @@ def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume:
             if state is not None:
                 checkpoint.load_state(model, state.pop("model"),
                                       str(out_dir / rundir.STATE_FILE))
+            elif start is not None:
+                checkpoint.load_state(model, checkpoint.weights_state(start),
+                                      train_config.init_from)
             if not shared_stream:
                 torch.manual_seed(train_config.seed + ctx.rank)  # dropout differs across ranks
             batches = BATCH_STREAMS[train_config.batch_rng](
@@ -405,16 +415,56 @@ def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume:
             trainer = Trainer(model, batches, train_config, ctx, reporter, stop=stop)
             if state is not None:
                 trainer.load_state(state)
+            whole_val = None
             if ctx.is_main:
                 print(f"training {_describe(model_config)}, {model.num_parameters():,} "
                       f"parameters, on {ctx.device} x {ctx.world_size}"
                       + (f", resuming at step {trainer.step}" if state is not None else ""),
                       file=sys.stderr)
+                if start is not None:
+                    print(f"fine-tuning from {train_config.init_from}: its weights, "
+                          f"architecture and tokenizer; the optimizer and the learning-rate "
+                          f"schedule start fresh", file=sys.stderr)
+                    if train_config.whole_val:
+                        _whole_val(model, data, reporter, 0)
             status = trainer.fit(resumed=state is not None, stop_after=stop_after)
+            if ctx.is_main and status == "finished" and train_config.whole_val:
+                whole_val = _whole_val(model, data, reporter, trainer.step)
     return TrainResult(out_dir, trainer.step, status, trainer.last_eval.get("train_loss"),
                        trainer.last_eval.get("val_loss"),
                        trainer.best_val if math.isfinite(trainer.best_val) else None,
-                       time.perf_counter() - t0, is_main=ctx.is_main)
+                       time.perf_counter() - t0, is_main=ctx.is_main, whole_val_loss=whole_val)
+
+
+def _starting_model(init_from: str, model_config: GPTConfig | None, data):
+    """The model a fine-tune starts from, and its config, checked against the data."""
+    from gptlab.loading import load
+    from gptlab.tokenizers import load_tokenizer, same_tokenizer
+
+    if model_config is not None:
+        raise UsageError("init_from keeps the starting model's architecture; give no model "
+                         "config with it")
+    start, tokenizer = load(init_from)
+    if not same_tokenizer(load_tokenizer(data.tokenizer_path), tokenizer):
+        raise UsageError(f"the data in {data.tokenizer_path.parent} was prepared with another "
+                         f"tokenizer than {init_from}'s: prepare it with `gptlab prepare "
+                         f"--tokenizer MODEL/tokenizer.json`")
+    if data.vocab_size > start.config.vocab_size:
+        raise UsageError(f"the data's vocabulary ({data.vocab_size}) is larger than "
+                         f"{init_from}'s ({start.config.vocab_size})")
+    return start, start.config
+
+
+def _whole_val(model: nn.Module, data, reporter, step: int) -> float:
+    """Mean loss over the whole val split (gptlab.evaluate's sliding windows), logged as a
+    "whole_val" record: the figure to quote, where eval_iters batches are an estimate."""
+    from gptlab.evaluate import score_ids
+
+    ids = torch.from_numpy(data.val.astype("int64"))
+    nll, scored = score_ids(model, ids)
+    loss = nll / scored
+    reporter.whole_val({"kind": "whole_val", "step": step, "loss": loss, "tokens": scored})
+    return loss
 
 
 def _check_run(model_config: GPTConfig, train_config: TrainConfig, data) -> None:

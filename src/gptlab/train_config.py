@@ -23,6 +23,7 @@ def setting(default: Any, help: str, check: Check | None = None) -> Any:
 
 
 POSITIVE = at_least(1)
+BOOLEAN = Check(lambda v: isinstance(v, bool), "true or false")
 
 
 @dataclass
@@ -66,10 +67,19 @@ class TrainConfig:
     dtype: str = setting("auto", "auto (bf16 on CUDA that has it, else fp16 on CUDA; fp32 on "
                                  "CPU), float32, bfloat16 (autocast), float16 (CUDA)",
                          one_of(DTYPES))
-    compile: bool = setting(False, "torch.compile the model",
-                            Check(lambda v: isinstance(v, bool), "true or false"))
+    compile: bool = setting(False, "torch.compile the model", BOOLEAN)
     device: str = setting("auto", "auto, cpu, cuda (under torchrun: one GPU per process)",
                           Check(lambda v: isinstance(v, str), "a string"))
+    # A fine-tune: the weights, architecture and tokenizer of another model; the optimizer
+    # and the schedule start fresh.
+    init_from: str | None = setting(
+        None, "start from the weights of this model (a run, RUN/best, a model or Hugging Face "
+              "directory, or a hub name), keeping its architecture and tokenizer; the "
+              "optimizer and schedule start fresh",
+        Check(lambda v: v is None or (isinstance(v, str) and v != ""), "a path or name"))
+    whole_val: bool = setting(
+        True, "score the whole val split at the end (and a fine-tune's start), beside the "
+              "eval_iters-batch estimates", BOOLEAN)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

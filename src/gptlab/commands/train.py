@@ -44,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "model.safetensors, state.pt, tokenizer.json, metrics.jsonl, loss.png, best/). "
             "Training settings come from --recipe (by default the recipe named like the "
             "preset, if there is one; else TrainConfig's defaults, nanoGPT's CPU recipe), "
-            "then from the flags. Runs under torchrun too (DistributedDataParallel)."
+            "then from the flags. --init-from fine-tunes another model instead of training "
+            "from random weights. Runs under torchrun too (DistributedDataParallel)."
         ),
     )
     src = p.add_mutually_exclusive_group()
@@ -90,9 +91,17 @@ def run(args: argparse.Namespace) -> int:
         result = train(None, None, args.data, args.out, resume=True, overrides=train_over,
                        progress=not args.no_progress)
     else:
-        if args.preset is None and args.config is None:
-            raise UsageError("give --preset NAME or --config JSON (or --resume)")
-        if args.preset is not None:
+        if "init_from" in train_over:
+            given = [f for f, v in (("--preset", args.preset), ("--config", args.config))
+                     if v is not None] + list(map(_flag, model_over))
+            if given:
+                raise UsageError(f"--init-from keeps the starting model's architecture; drop "
+                                 f"{', '.join(given)}")
+            model_config = None
+        elif args.preset is None and args.config is None:
+            raise UsageError("give --preset NAME, --config JSON or --init-from MODEL "
+                             "(or --resume)")
+        elif args.preset is not None:
             model_config = GPTConfig.from_preset(args.preset, **model_over)
         else:
             model_config = GPTConfig.from_dict({**GPTConfig.from_json(args.config).to_dict(),
@@ -106,9 +115,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"stopped at step {result.step}; checkpoint saved. Continue with:\n"
               f"  gptlab train --data {args.data} --out {args.out} --resume")
     else:
-        val = f", val loss {result.val_loss:.4f}" if result.val_loss is not None else ""
-        print(f"done: {result.step} steps in {result.elapsed_s:.1f} s{val} "
-              f"(best {result.best_val_loss:.4f}); run in {result.run_dir}/")
+        val = (f", val loss {result.val_loss:.4f} (estimate, best {result.best_val_loss:.4f})"
+               if result.val_loss is not None else "")
+        whole = (f", whole val split {result.whole_val_loss:.4f}"
+                 if result.whole_val_loss is not None else "")
+        print(f"done: {result.step} steps in {result.elapsed_s:.1f} s{val}{whole}; "
+              f"run in {result.run_dir}/")
         print(f"sample from it: gptlab sample {result.run_dir}")
     return 0
 

@@ -1,0 +1,44 @@
+"""`gptlab.load`: any model gptlab can run, with its tokenizer, in one line.
+
+    model, tokenizer = gptlab.load("runs/demo")          # a run: its latest weights
+    model, tokenizer = gptlab.load("runs/demo/best")     # ...or its best ones
+    model, tokenizer = gptlab.load("openai-community/gpt2")  # a Hugging Face dir or hub name
+
+A path is read as what it holds: a gptlab model directory (config.json with GPTConfig
+fields, model.safetensors, tokenizer.json; every run directory is one), else a Hugging Face
+directory (config.json with a model_type), else a hub name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from gptlab import checkpoint, hf
+from gptlab.errors import UsageError
+from gptlab.model import GPT
+from gptlab.tokenizers import Tokenizer, load_tokenizer
+
+
+def load(path: str | Path, device: str | torch.device | None = None) -> tuple[GPT, Tokenizer]:
+    """(model in eval mode on `device`, its tokenizer), from a run or model directory, a
+    directory `gptlab convert` wrote, a Hugging Face directory or a hub name. device None:
+    the CPU. The tokenizer has encode, decode and vocab_size, whatever its kind."""
+    device = torch.device("cpu" if device is None else device)
+    source = Path(path).expanduser()
+    if (source / checkpoint.CONFIG_FILE).is_file() and not hf.is_hf_dir(source):
+        model = checkpoint.load_model(source, device=device)
+        tokenizer = checkpoint.load_tokenizer_of(source)
+    else:
+        hf_dir = hf.resolve_hf_dir(path)
+        model = hf.from_hf(hf_dir).to(device)
+        if not (hf_dir / hf.HF_TOKENIZER).is_file():
+            raise UsageError(f"{hf_dir} has no {hf.HF_TOKENIZER}: gptlab reads tokenizers in the "
+                             f"`tokenizers` library's format only")
+        tokenizer = load_tokenizer(hf_dir / hf.HF_TOKENIZER)
+    if tokenizer.vocab_size > model.config.vocab_size:
+        raise UsageError(f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model "
+                         f"only {model.config.vocab_size}")
+    return model.eval(), tokenizer
+
