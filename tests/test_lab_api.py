@@ -25,22 +25,11 @@ ATOL = 1e-12  # float64 end to end (the calculator computes in float64)
 
 
 @pytest.fixture(scope="module")
-def runs_root(tmp_path_factory):
+def client(runs_root):  # runs_root: tests/conftest.py
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matrices; extra threads only contend on a busy machine
-    root = tmp_path_factory.mktemp("runs")
-    make_tiny_run(root / "tiny", steps=40)
-    outside = tmp_path_factory.mktemp("outside")
-    make_tiny_run(outside / "secret", steps=1)
-    (root / "escape").symlink_to(outside / "secret", target_is_directory=True)
-    (root / "notarun").mkdir()
-    yield root
+    yield TestClient(create_app(runs_root))
     torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def client(runs_root):
-    return TestClient(create_app(runs_root))
 
 
 def post(client, path, body, status=200):
