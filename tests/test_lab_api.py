@@ -502,6 +502,23 @@ def test_hostile_values_get_a_4xx_or_an_answer_never_a_500(client, path):
     assert client.get(path).status_code == 405
 
 
+def test_inputs_that_once_were_500s_are_400s(client):
+    # A run name longer than a file name may be (ENAMETOOLONG); found by tests/test_lab_fuzz.py.
+    bad(client, "/api/heads", {"run": "0" * 300, "prompt": "the"}, "File name too long")
+    # A lone surrogate, echoed back, could not be encoded as UTF-8.
+    bad(client, "/api/attention", '{"tokens": "\\ud800 b"}', "tokens must be valid Unicode")
+    bad(client, "/api/heads", '{"run": "\\ud800", "prompt": "the"}', "run must be valid Unicode")
+    # Infinity (Python's json reads it) in a config echoed back could not be written as JSON.
+    bad(client, "/api/params", '{"preset": "llama2-7b", "config": {"rope_scaling": '
+        '{"type": "linear", "factor": Infinity}}}', "config.rope_scaling.factor must be")
+    bad(client, "/api/params", {"config": {"n_layer": 10**400}}, "between 1 and 10000000")
+
+
+def test_a_405_names_the_allowed_method(client):
+    r = client.get("/api/attention")
+    assert r.status_code == 405 and r.headers["allow"] == "POST" and r.json()["error"]
+
+
 def test_bodies_must_be_json_objects_sent_as_json(client):
     r = client.post("/api/scaling", content='{"d_k": 4}', headers={"content-type": "text/plain"})
     assert r.status_code == 400 and "Content-Type: application/json" in r.json()["error"]

@@ -33,8 +33,8 @@ NEEDS_RUN = {**BAD_INPUT, 503: {"model": m.Error,
                                 "description": "This build cannot do it (gptlab.interp missing)"}}
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
 def _is_json(content_type: str) -> bool:
@@ -105,7 +105,7 @@ def create_app(runs_dir: str | Path = "runs") -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _error(exc.status_code, str(exc.detail))
+        return _error(exc.status_code, str(exc.detail), exc.headers)  # e.g. 405's Allow
 
     # Views are plain (sync) functions: FastAPI runs them in its thread pool. They return
     # JSONResponse themselves, so response_model documents the answer (and the fuzz test
