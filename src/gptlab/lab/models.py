@@ -602,8 +602,8 @@ def one_line(errors: list[dict[str, Any]]) -> str:
     if not where:  # the body as a whole
         if kind == "value_error":
             return str(ctx.get("error", e.get("msg")))
-        if kind == "missing" or isinstance(value, (bytes, str)):
-            return "request body must be a JSON object, sent as Content-Type: application/json"
+        if kind == "missing":
+            return "request body must be a JSON object; none was sent"
         return f"request body must be a JSON object, got {_show(value)}"
     if kind == "value_error":  # our validators' messages name the field themselves
         return str(ctx.get("error", e.get("msg")))
