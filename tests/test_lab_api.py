@@ -391,6 +391,8 @@ def test_quiz_rejects_bad_input(client):
         "is not a number")
     bad(client, "/api/quiz/check", {"kind": "sqrt_dk", "seed": 1, "answer": "inf"}, "finite")
     bad(client, "/api/quiz/check", {"kind": "row0", "seed": 1, "answer": 3}, "choices")
+    bad(client, "/api/quiz/check", {"kind": "sqrt_dk", "seed": 1, "answer": 10**400},
+        "too large a number")
 
 
 # ----------------------------------------------------------------------------- the page

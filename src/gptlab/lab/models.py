@@ -5,9 +5,10 @@ never reaches torch, and the same models are the OpenAPI schema (/openapi.json) 
 tests/test_lab_fuzz.py fuzzes. Every limit lives here, in the schema: a request can ask
 for at most 64 tokens, a 4096-wide d_k, a 256 x 256 table.
 
-Scalars are strict (an integer field takes a JSON integer, not "4" or 4.0 or true), so
-what the schema promises is exactly what the server accepts. A failed check becomes one
-line naming the field (`one_line`), which the server answers as 400 {"error": line}.
+Scalars are strict (an integer field takes a JSON integer, not "4", 4.5 or true; 4.0 counts,
+as in JSON Schema), so what the schema promises is exactly what the server accepts. A
+failed check becomes one line naming the field (`one_line`), which the server answers as
+400 {"error": line}.
 """
 
 import math
@@ -41,6 +42,7 @@ QUIZ_KINDS = ("params", "masked_row", "row0", "rope_offset", "sqrt_dk")
 
 
 def fmt_num(x: float) -> str:
+    """A number for a message: floats as %g, long integers cut."""
     if isinstance(x, float):
         return f"{x:g}"
     text = str(x)
@@ -78,9 +80,10 @@ def _integral(value: object) -> object:
 Integer = Annotated[int, BeforeValidator(_integral)]
 
 
-def _int(lo: int, hi: int, description: str | None = None, **extra: Any) -> Any:
-    return Annotated[int, Field(ge=lo, le=hi, description=description, **extra),
-                     _range(lo, hi, even="multiple_of" in extra), BeforeValidator(_integral)]
+def _int(lo: int, hi: int, description: str | None = None, *, even: bool = False) -> Any:
+    return Annotated[int, Field(ge=lo, le=hi, multiple_of=2 if even else None,
+                                description=description),
+                     _range(lo, hi, even=even), BeforeValidator(_integral)]
 
 
 def _float(lo: float, hi: float, description: str | None = None) -> Any:
@@ -99,8 +102,7 @@ def _unicode(name: str, value: str) -> str:
     return value
 
 
-def Text(max_length: int, description: str | None = None,  # noqa: N802 (a type)
-         min_length: int | None = None) -> Any:
+def _text(max_length: int, description: str, min_length: int | None = None) -> Any:
     return Annotated[str, Field(min_length=min_length, max_length=max_length,
                                 description=description)]
 
@@ -121,14 +123,14 @@ Token = Annotated[str, Field(min_length=1, max_length=MAX_TOKEN_CHARS)]
 TokenId = Annotated[Integer, Field(ge=0)]
 Ids = Annotated[list[TokenId], Field(min_length=1, max_length=MAX_TOKENS,
                                      description="token ids, e.g. a probe sent back")]
-RunName = Text(MAX_RUN_CHARS, "a run's path inside the runs folder, e.g. 'tiny'", min_length=1)
-Prompt = Text(MAX_PROMPT_CHARS, "text the run's tokenizer encodes")
+RunName = _text(MAX_RUN_CHARS, "a run's path inside the runs folder, e.g. 'tiny'", min_length=1)
+Prompt = _text(MAX_PROMPT_CHARS, "text the run's tokenizer encodes")
 
 Matrix = list[list[float]]
 MaskedMatrix = list[list[float | None]]  # null: a masked score, -inf
 
 
-class Request(BaseModel):
+class Body(BaseModel):
     """A request body: strict scalars; fields it does not know are ignored."""
 
     model_config = ConfigDict(strict=True, extra="ignore")
@@ -162,7 +164,7 @@ def _tokens(value: object) -> object:
     return value
 
 
-class AttentionRequest(Request):
+class AttentionRequest(Body):
     tokens: Annotated[
         Annotated[str, Field(max_length=MAX_TOKENS * (MAX_TOKEN_CHARS + 1))]
         | Annotated[list[Token], Field(min_length=1, max_length=MAX_TOKENS)],
@@ -189,19 +191,19 @@ class AttentionRequest(Request):
         return self
 
 
-class ScalingRequest(Request):
+class ScalingRequest(Body):
     d_k: _int(1, 4096) = 64
     n_keys: _int(2, MAX_TOKENS) = 16
     seed: Seed = 0
 
 
-class SinusoidalRequest(Request):
+class SinusoidalRequest(Body):
     positions: _int(1, 256) = 64
     d_model: _int(2, 256) = 64
 
 
-class RopeRequest(Request):
-    head_dim: _int(2, 128, "even: RoPE rotates pairs", multiple_of=2) = 8
+class RopeRequest(Body):
+    head_dim: _int(2, 128, "even: RoPE rotates pairs", even=True) = 8
     base: _float(2.0, 1e7) = 10000.0
     positions: _int(2, MAX_TOKENS) = 16
     offset: _int(0, MAX_TOKENS - 1, "n - m; below positions (default min(3, positions - 1))"
@@ -265,21 +267,21 @@ class ConfigFields(Closed):
     dropout: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = None
 
 
-class ParamsRequest(Request):
+class ParamsRequest(Body):
     preset: Literal[tuple(presets.PRESETS)] | None = None
     config: ConfigFields | None = Field(None, description="overrides the preset's fields")
     seq_len: _int(1, MAX_CONFIG_INT, "context for FLOPs and KV cache; default block_size"
                   ) | None = None
 
 
-class HeadsRequest(Request):
+class HeadsRequest(Body):
     run: RunName
     prompt: Prompt | None = Field(None, description="required unless ids are given")
     ids: Ids | None = None
     layer: Annotated[Integer, Field(ge=0, description="below the run's n_layer")] = 0
 
 
-class HeadScoresRequest(Request):
+class HeadScoresRequest(Body):
     run: RunName
     prompt: Prompt | None = Field(None, description="empty: a random sequence, repeated")
     ids: Ids | None = None
@@ -291,7 +293,7 @@ class AblateRequest(HeadScoresRequest):
     head: Annotated[Integer, Field(ge=0, description="below the run's n_head")]
 
 
-class QuizRequest(Request):
+class QuizRequest(Body):
     kind: Literal[QUIZ_KINDS] | None = Field(None, description="null: chosen by the seed")
     seed: Seed = 0
 
@@ -304,7 +306,10 @@ def _answer(value: object) -> object:
         return _unicode("answer", value)
     if not _number(value):
         raise ValueError("answer must be a string or a finite number")
-    return value
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond any float
+        raise ValueError(f"answer {fmt_num(value)} is too large a number") from None
 
 
 class QuizCheckRequest(QuizRequest):
@@ -591,10 +596,12 @@ PHRASES = {
 def one_line(errors: list[dict[str, Any]]) -> str:
     """The first of pydantic's (or FastAPI's) request errors as one readable line that
     names the field: 'd must be between 1 and 64, got 65'."""
-    if not errors:
-        return "invalid request"
-    e = errors[0]
-    kind, loc, ctx, value = e.get("type"), tuple(e.get("loc", ())), e.get("ctx") or {}, e["input"]
+    return " ".join(_describe(errors[0]).splitlines()) if errors else "invalid request"
+
+
+def _describe(e: dict[str, Any]) -> str:
+    kind, loc, ctx = e.get("type"), tuple(e.get("loc", ())), e.get("ctx") or {}
+    value = e.get("input")
     where = _where(loc)
     if kind == "json_invalid":
         at = f" (char {loc[1]})" if len(loc) > 1 else ""
