@@ -27,3 +27,18 @@ def without_transformers(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_transformers)
+
+
+@pytest.fixture(scope="session")
+def runs_root(tmp_path_factory):
+    """A lab runs folder: 'tiny' (tiny-gpt2 trained 40 steps), 'escape' (a symlink to a run
+    outside the folder) and 'notarun' (an empty folder). Shared by the lab's API tests."""
+    from gptlab.lab.tinyrun import make_tiny_run
+
+    root = tmp_path_factory.mktemp("runs")
+    make_tiny_run(root / "tiny", steps=40)
+    outside = tmp_path_factory.mktemp("outside")
+    make_tiny_run(outside / "secret", steps=1)
+    (root / "escape").symlink_to(outside / "secret", target_is_directory=True)
+    (root / "notarun").mkdir()
+    return root

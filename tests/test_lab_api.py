@@ -25,22 +25,11 @@ ATOL = 1e-12  # float64 end to end (the calculator computes in float64)
 
 
 @pytest.fixture(scope="module")
-def runs_root(tmp_path_factory):
+def client(runs_root):  # runs_root: tests/conftest.py
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matrices; extra threads only contend on a busy machine
-    root = tmp_path_factory.mktemp("runs")
-    make_tiny_run(root / "tiny", steps=40)
-    outside = tmp_path_factory.mktemp("outside")
-    make_tiny_run(outside / "secret", steps=1)
-    (root / "escape").symlink_to(outside / "secret", target_is_directory=True)
-    (root / "notarun").mkdir()
-    yield root
+    yield TestClient(create_app(runs_root))
     torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def client(runs_root):
-    return TestClient(create_app(runs_root))
 
 
 def post(client, path, body, status=200):
@@ -51,7 +40,8 @@ def post(client, path, body, status=200):
 
 def bad(client, path, body, fragment):
     """A 400 whose one-line message names the problem."""
-    r = client.post(path, content=body if isinstance(body, (str, bytes)) else json.dumps(body))
+    r = client.post(path, content=body if isinstance(body, (str, bytes)) else json.dumps(body),
+                    headers={"content-type": "application/json"})
     assert r.status_code == 400, (r.status_code, r.text)
     message = r.json()["error"]
     assert fragment in message and "\n" not in message, message
@@ -233,6 +223,15 @@ def test_params_edited_config_matches_a_built_model(client):
     assert presets["gpt2"]["n_layer"] == 12 and "tiny-gpt2" in presets
 
 
+def test_params_models_list_every_gptconfig_field():
+    import dataclasses
+
+    from gptlab.lab.models import ConfigFields, ConfigOut
+
+    fields = {f.name for f in dataclasses.fields(GPTConfig) if f.init}
+    assert set(ConfigFields.model_fields) == fields == set(ConfigOut.model_fields)
+
+
 # ----------------------------------------------------------------------------- runs
 
 
@@ -247,11 +246,11 @@ def test_runs_listed_and_kept_inside_the_folder(client, runs_root):
         ("escape", "points outside the runs folder"),
         ("notarun", "no run named"),
         ("missing", "no run named"),
-        ("", "run must be the name"),
+        ("", "run must not be empty"),
         ("a\\..\\b", "not a valid run name"),
     ]:
         bad(client, "/api/heads", {"run": name, "prompt": "the"}, fragment)
-    bad(client, "/api/heads", {"run": 3, "prompt": "the"}, "run must be the name")
+    bad(client, "/api/heads", {"run": 3, "prompt": "the"}, "run must be a string")
 
 
 def test_a_weights_file_symlinked_out_is_refused(tmp_path):
@@ -387,11 +386,13 @@ def test_quiz_answers_computed_independently_are_accepted(client, kind):
 
 
 def test_quiz_rejects_bad_input(client):
-    bad(client, "/api/quiz", {"kind": "poetry"}, "unknown quiz kind")
+    bad(client, "/api/quiz", {"kind": "poetry"}, "unknown kind 'poetry'; expected one of")
     bad(client, "/api/quiz/check", {"kind": "sqrt_dk", "seed": 1, "answer": "eight"},
         "is not a number")
     bad(client, "/api/quiz/check", {"kind": "sqrt_dk", "seed": 1, "answer": "inf"}, "finite")
     bad(client, "/api/quiz/check", {"kind": "row0", "seed": 1, "answer": 3}, "choices")
+    bad(client, "/api/quiz/check", {"kind": "sqrt_dk", "seed": 1, "answer": 10**400},
+        "too large a number")
 
 
 # ----------------------------------------------------------------------------- the page
@@ -501,6 +502,52 @@ def test_hostile_values_get_a_4xx_or_an_answer_never_a_500(client, path):
                 r = client.post(path, json={"preset": "gpt2", "config": {field: value}})
                 assert r.status_code in (200, 400), (field, value, r.text)
     assert client.get(path).status_code == 405
+
+
+def test_inputs_that_once_were_500s_are_400s(client):
+    # A run name longer than a file name may be (ENAMETOOLONG); found by tests/test_lab_fuzz.py.
+    bad(client, "/api/heads", {"run": "0" * 300, "prompt": "the"}, "File name too long")
+    # A lone surrogate, echoed back, could not be encoded as UTF-8.
+    bad(client, "/api/attention", '{"tokens": "\\ud800 b"}', "tokens must be valid Unicode")
+    bad(client, "/api/heads", '{"run": "\\ud800", "prompt": "the"}', "run must be valid Unicode")
+    # Infinity (Python's json reads it) in a config echoed back could not be written as JSON.
+    bad(client, "/api/params", '{"preset": "llama2-7b", "config": {"rope_scaling": '
+        '{"type": "linear", "factor": Infinity}}}', "config.rope_scaling.factor must be")
+    bad(client, "/api/params", {"config": {"n_layer": 10**400}}, "between 1 and 10000000")
+
+
+def test_a_405_names_the_allowed_method(client):
+    r = client.get("/api/attention")
+    assert r.status_code == 405 and r.headers["allow"] == "POST" and r.json()["error"]
+
+
+def test_bodies_are_json_objects_whatever_their_content_type(client):
+    for headers in ({"content-type": "text/plain"}, {}, {"content-type": "application/x-www-"
+                                                         "form-urlencoded"}):
+        r = client.post("/api/scaling", content='{"d_k": 4}', headers=headers)
+        assert r.status_code == 200 and r.json()["d_k"] == 4, (headers, r.text)
+    r = client.post("/api/scaling", content="d_k=4", headers={"content-type": "text/plain"})
+    assert r.status_code == 400 and "not valid JSON" in r.json()["error"]
+    bad(client, "/api/scaling", "", "request body must be a JSON object")
+    bad(client, "/api/scaling", "null", "request body must be a JSON object")
+    # JSON Schema counts 4.0 as an integer, and so does the server; "4" and true are not.
+    assert post(client, "/api/scaling", {"d_k": 4.0})["d_k"] == 4
+    bad(client, "/api/scaling", {"d_k": "4"}, "d_k must be an integer, got '4'")
+    bad(client, "/api/scaling", {"d_k": True}, "d_k must be an integer, got True")
+    bad(client, "/api/scaling", {"d_k": 4.5}, "d_k must be an integer, got 4.5")
+
+
+def test_openapi_schema_documents_the_400s(client):
+    schema = client.get("/openapi.json").json()
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            codes = set(operation["responses"])
+            assert "422" not in codes, (path, method)
+            if method == "post":
+                assert {"200", "400"} <= codes, (path, codes)
+    assert schema["components"]["schemas"]["Error"]["required"] == ["error"]
+    limits = schema["components"]["schemas"]["AttentionRequest"]["properties"]["d"]
+    assert (limits["minimum"], limits["maximum"]) == (1, 64)
 
 
 def test_a_broken_run_is_a_400(tmp_path):

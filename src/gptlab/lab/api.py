@@ -1,8 +1,10 @@
 """What each view of the lab computes, as plain functions of the request body.
 
-Each takes the parsed JSON body (a dict), checks it (gptlab.lab.validate), calls gptlab's
-own code and returns JSON-ready data. Masked scores (-inf) are sent as null, since JSON
-has no infinities; the page draws them as -inf.
+Each takes the request body as a model already checked against its limits
+(gptlab.lab.models), calls gptlab's own code and returns JSON-ready data. What depends on
+a run (a layer below its n_layer, a prompt in its vocabulary) is checked here, as a
+UsageError. Masked scores (-inf) are sent as null, since JSON has no infinities; the page
+draws them as -inf.
 """
 
 from __future__ import annotations
@@ -18,12 +20,10 @@ from gptlab import presets
 from gptlab.attention import attention_steps, attention_weights
 from gptlab.config import GPTConfig
 from gptlab.errors import GptlabError, UsageError
-from gptlab.lab import validate as v
+from gptlab.lab import models as m
 from gptlab.lab.runs import Runs
 from gptlab.positional import RotaryEmbedding, apply_rope, sinusoidal_table
 
-DEFAULT_TOKENS = "cat sat on the mat"
-DEFAULT_D = 4
 # Models are shared by every request; their capture switches are not.
 _model_lock = threading.Lock()
 
@@ -56,18 +56,14 @@ def seeded_inputs(tokens: list[str], d: int, seed: int) -> dict[str, torch.Tenso
     return {"x": x, "w_q": w[0], "w_k": w[1], "w_v": w[2]}
 
 
-def attention_view(body: dict[str, Any]) -> dict[str, Any]:
+def attention_view(body: m.AttentionRequest) -> dict[str, Any]:
     """Every stage of one head, for the mask switch's both positions (`causal` selects
     which one is the main result; `other` holds the rest, so the page can show the diff)."""
-    tokens = v.tokens(body.get("tokens", DEFAULT_TOKENS))
-    d = v.integer(body, "d", 1, v.MAX_DIM, DEFAULT_D)
-    seed = v.integer(body, "seed", 0, 2**31 - 1, 0)
-    causal = v.boolean(body, "causal", True)
+    tokens, d, seed, causal = body.tokens, body.d, body.seed, body.causal
     inputs = seeded_inputs(tokens, d, seed)
-    for name in ("x", "w_q", "w_k", "w_v"):  # edited cells replace the seeded ones
-        if body.get(name) is not None:
-            rows = len(tokens) if name == "x" else d
-            inputs[name] = torch.tensor(v.matrix(body[name], name, rows, d), dtype=torch.float64)
+    for name in ("x", "w_q", "w_k", "w_v"):  # edited cells (shapes checked) replace seeded ones
+        if getattr(body, name) is not None:
+            inputs[name] = torch.tensor(getattr(body, name), dtype=torch.float64)
     steps = attention_steps(inputs["x"], inputs["w_q"], inputs["w_k"], inputs["w_v"],
                             causal=causal)
     other = attention_steps(inputs["x"], inputs["w_q"], inputs["w_k"], inputs["w_v"],
@@ -94,12 +90,10 @@ def _histogram(values: torch.Tensor, lo: float, hi: float, bins: int) -> list[in
     return torch.histc(values.clamp(lo, hi), bins=bins, min=lo, max=hi).long().tolist()
 
 
-def scaling_view(body: dict[str, Any]) -> dict[str, Any]:
+def scaling_view(body: m.ScalingRequest) -> dict[str, Any]:
     """q, k with N(0, 1) entries: q.k has variance d_k, so unscaled scores grow like
     sqrt(d_k) and the softmax saturates; dividing by sqrt(d_k) keeps the variance 1."""
-    d_k = v.integer(body, "d_k", 1, 4096, 64)
-    n_keys = v.integer(body, "n_keys", 2, v.MAX_TOKENS, 16)
-    seed = v.integer(body, "seed", 0, 2**31 - 1, 0)
+    d_k, n_keys, seed = body.d_k, body.n_keys, body.seed
     n_queries = 256
     dims = [2**i for i in range(0, 13) if 2**i <= max(d_k, 1024)]
     # One draw at the largest size; each d_k uses the first d_k coordinates of it.
@@ -140,9 +134,8 @@ def scaling_view(body: dict[str, Any]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- 4. positions
 
 
-def sinusoidal_view(body: dict[str, Any]) -> dict[str, Any]:
-    positions = v.integer(body, "positions", 1, 256, 64)
-    d_model = v.integer(body, "d_model", 2, 256, 64)
+def sinusoidal_view(body: m.SinusoidalRequest) -> dict[str, Any]:
+    positions, d_model = body.positions, body.d_model
     table = sinusoidal_table(torch.arange(positions), d_model)  # (T, d)
     return {"positions": positions, "d_model": d_model, "table": table.tolist(),
             "similarity": (table.double() @ table.double().T).tolist()}
@@ -167,14 +160,9 @@ def rope_scores(head_dim: int, base: float, positions: int, seed: int
             "inv_freq": rope.inv_freq}
 
 
-def rope_view(body: dict[str, Any]) -> dict[str, Any]:
-    head_dim = v.integer(body, "head_dim", 2, 128, 8)
-    if head_dim % 2:
-        raise UsageError(f"head_dim must be even (RoPE rotates pairs), got {head_dim}")
-    base = v.number(body, "base", 2.0, 1e7, 10000.0)
-    positions = v.integer(body, "positions", 2, 64, 16)
-    offset = v.integer(body, "offset", 0, positions - 1, min(3, positions - 1))
-    seed = v.integer(body, "seed", 0, 2**31 - 1, 0)
+def rope_view(body: m.RopeRequest) -> dict[str, Any]:
+    head_dim, base, positions, seed = body.head_dim, body.base, body.positions, body.seed
+    offset = body.offset  # set, below positions, by the model
     r = rope_scores(head_dim, base, positions, seed)
     half = head_dim // 2
     same_offset = [{"m": m, "n": m + offset, "score": r["scores"][m, m + offset].item()}
@@ -200,21 +188,16 @@ def presets_view() -> dict[str, Any]:
     return {"presets": {name: GPTConfig.from_preset(name).to_dict() for name in presets.PRESETS}}
 
 
-def params_view(body: dict[str, Any]) -> dict[str, Any]:
+def params_view(body: m.ParamsRequest) -> dict[str, Any]:
     from gptlab.params import accounting
 
-    name = body.get("preset")
-    config_body = body.get("config") or {}
-    if not isinstance(config_body, dict):
-        raise UsageError("config must be a JSON object of GPTConfig fields")
-    if name is not None and not isinstance(name, str):
-        raise UsageError("preset must be a preset name")
+    name = body.preset
+    # Only the fields sent override the preset's (a null n_kv_head or ffn_hidden: default).
+    config_body = body.config.model_dump(exclude_unset=True) if body.config else {}
     base = presets.preset_dict(name) if name else {}
     config = GPTConfig.from_dict({**base, **config_body})
-    seq_len = body.get("seq_len")
-    if seq_len is not None:
-        seq_len = v.integer(body, "seq_len", 1, 10**7)
-    return accounting(config, seq_len=seq_len, name=name if not config_body else None).to_dict()
+    return accounting(config, seq_len=body.seq_len,
+                      name=name if not config_body else None).to_dict()
 
 
 # ----------------------------------------------------------------------------- 3, 6. models
@@ -223,7 +206,7 @@ def params_view(body: dict[str, Any]) -> dict[str, Any]:
 def encode_prompt(run, prompt: str) -> torch.Tensor:
     """(1, T) token ids of prompt, within the model's context and the display limit."""
     ids = run.tokenizer.encode(prompt)
-    limit = min(run.model.config.block_size, v.MAX_TOKENS)
+    limit = min(run.model.config.block_size, m.MAX_TOKENS)
     if not ids:
         raise UsageError("the prompt is empty")
     if len(ids) > limit:
@@ -266,14 +249,23 @@ def _capture(model, idx: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.
     return weights, seen["heads"][0], {"out": seen["out"][0]}
 
 
-def heads_view(runs: Runs, body: dict[str, Any]) -> dict[str, Any]:
-    run = runs.load(body.get("run"))
+def below(name: str, value: int, n: int) -> int:
+    """A layer or head index of this run: 0..n-1 (the model checked value >= 0)."""
+    if not 0 <= value < n:
+        raise UsageError(f"{name} must be between 0 and {n - 1}, got {m.fmt_num(value)}")
+    return value
+
+
+def heads_view(runs: Runs, body: m.HeadsRequest) -> dict[str, Any]:
+    run = runs.load(body.run)
     cfg = run.model.config
-    layer = v.integer(body, "layer", 0, cfg.n_layer - 1, 0)
-    if body.get("ids") is not None:
-        idx = token_ids(run, body["ids"])
+    layer = below("layer", body.layer, cfg.n_layer)
+    if body.ids is not None:
+        idx = token_ids(run, body.ids)
+    elif body.prompt is None:
+        raise UsageError("prompt is required (or ids, a list of token ids)")
     else:
-        idx = encode_prompt(run, v.text(body, "prompt", 4000))
+        idx = encode_prompt(run, body.prompt)
     weights, heads, extra = _capture(run.model, idx, layer)
     T = idx.shape[1]
     concat = heads.transpose(0, 1).reshape(T, cfg.n_head * cfg.head_dim)  # (T, nh*hs)
@@ -301,37 +293,36 @@ def _interp():
 
 def default_scores_prompt(run, seed: int) -> torch.Tensor:
     """A random token sequence repeated twice (1, 2n): the standard probe for induction."""
-    n = min(v.MAX_TOKENS, run.model.config.block_size) // 2
+    n = min(m.MAX_TOKENS, run.model.config.block_size) // 2
     g = torch.Generator().manual_seed(seed)
     half = torch.randint(run.model.config.vocab_size, (1, n), generator=g)
     return torch.cat([half, half], dim=1)
 
 
-def token_ids(run, value: Any) -> torch.Tensor:
+def token_ids(run, value: list[int]) -> torch.Tensor:
     """(1, T) from a list of token ids sent back by the page (e.g. a random probe)."""
-    limit = min(run.model.config.block_size, v.MAX_TOKENS)
+    limit = min(run.model.config.block_size, m.MAX_TOKENS)
     vocab = run.model.config.vocab_size
-    if (not isinstance(value, list) or not value or len(value) > limit
-            or any(isinstance(i, bool) or not isinstance(i, int) for i in value)):
-        raise UsageError(f"ids must be a list of 1 to {limit} integer token ids")
+    if not 1 <= len(value) <= limit:
+        raise UsageError(f"ids must be a list of 1 to {limit} integer token ids "
+                         f"(the model's context is {run.model.config.block_size})")
     bad = [i for i in value if not 0 <= i < vocab]
     if bad:
-        raise UsageError(f"token id {bad[0]} is outside the vocabulary (0..{vocab - 1})")
+        raise UsageError(f"token id {m.fmt_num(bad[0])} is outside the vocabulary (0..{vocab - 1})")
     return torch.tensor([value])
 
 
-def _prompt_ids(run, body: dict[str, Any]) -> torch.Tensor:
-    if body.get("ids") is not None:
-        return token_ids(run, body["ids"])
-    prompt = body.get("prompt")
-    if prompt in (None, ""):
-        return default_scores_prompt(run, v.integer(body, "seed", 0, 2**31 - 1, 0))
-    return encode_prompt(run, v.text(body, "prompt", 4000))
+def _prompt_ids(run, body: m.HeadScoresRequest) -> torch.Tensor:
+    if body.ids is not None:
+        return token_ids(run, body.ids)
+    if not body.prompt:
+        return default_scores_prompt(run, body.seed)
+    return encode_prompt(run, body.prompt)
 
 
-def head_scores_view(runs: Runs, body: dict[str, Any]) -> dict[str, Any]:
+def head_scores_view(runs: Runs, body: m.HeadScoresRequest) -> dict[str, Any]:
     interp = _interp()
-    run = runs.load(body.get("run"))
+    run = runs.load(body.run)
     idx = _prompt_ids(run, body)
     if idx.shape[1] < 2:
         raise UsageError("head scores need a prompt of at least 2 tokens")
@@ -347,12 +338,12 @@ def head_scores_view(runs: Runs, body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def ablate_view(runs: Runs, body: dict[str, Any]) -> dict[str, Any]:
+def ablate_view(runs: Runs, body: m.AblateRequest) -> dict[str, Any]:
     interp = _interp()
-    run = runs.load(body.get("run"))
+    run = runs.load(body.run)
     cfg = run.model.config
-    layer = v.integer(body, "layer", 0, cfg.n_layer - 1)
-    head = v.integer(body, "head", 0, cfg.n_head - 1)
+    layer = below("layer", body.layer, cfg.n_layer)
+    head = below("head", body.head, cfg.n_head)
     idx = _prompt_ids(run, body)
     if idx.shape[1] < 2:
         raise UsageError("ablation needs a prompt of at least 2 tokens")

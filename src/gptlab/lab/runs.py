@@ -46,13 +46,20 @@ class Runs:
         for _ in range(MAX_DEPTH):
             next_frontier = []
             for folder in frontier:
-                for child in sorted(folder.iterdir()):
-                    if not child.is_dir() or not self._inside(child.resolve()):
+                try:
+                    children = sorted(folder.iterdir())
+                except OSError:  # unreadable: not listed, rather than failing the page
+                    continue
+                for child in children:
+                    try:
+                        if not child.is_dir() or not self._inside(child.resolve()):
+                            continue
+                        if is_run(child):
+                            found.append(child.relative_to(self.root).as_posix())
+                        else:
+                            next_frontier.append(child)
+                    except (OSError, RuntimeError):  # a symlink loop, a name too long
                         continue
-                    if is_run(child):
-                        found.append(child.relative_to(self.root).as_posix())
-                    else:
-                        next_frontier.append(child)
             frontier = next_frontier
         return sorted(found)
 
@@ -69,6 +76,13 @@ class Runs:
         if pure.is_absolute() or any(part in ("..", ".") for part in pure.parts):
             raise UsageError(f"run {name!r} must be a path inside the runs folder, "
                              "without '..' or a leading '/'")
+        try:
+            return self._resolve(name, pure)
+        except (OSError, RuntimeError) as exc:  # a name too long, a symlink loop
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise UsageError(f"run {name[:60]!r} cannot be opened: {reason}") from None
+
+    def _resolve(self, name: str, pure: PurePosixPath) -> Path:
         path = (self.root / pure).resolve()
         if not self._inside(path):
             raise UsageError(f"run {name!r} points outside the runs folder")
@@ -85,12 +99,19 @@ class Runs:
         from gptlab.tokenizers import load_tokenizer
 
         path = self.resolve(name)
-        key = (str(path),) + tuple((path / f).stat().st_mtime_ns for f in RUN_FILES)
+        try:
+            key = (str(path),) + tuple((path / f).stat().st_mtime_ns for f in RUN_FILES)
+        except OSError as exc:  # removed since resolve()
+            raise UsageError(f"run {name!r} cannot be opened: {exc.strerror or exc}") from None
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:
                 return hit
-            run = LoadedRun(str(name), load_model(path), load_tokenizer(path / TOKENIZER_FILE))
+            try:
+                run = LoadedRun(str(name), load_model(path),
+                                load_tokenizer(path / TOKENIZER_FILE))
+            except OSError as exc:  # unreadable files (load_model reports broken ones)
+                raise UsageError(f"run {name!r} cannot be read: {exc.strerror or exc}") from None
             stale = [k for k in self._cache if k[0] == key[0]]
             for k in stale:
                 del self._cache[k]

@@ -1,11 +1,12 @@
 """The lab's HTTP side: a JSON API over gptlab.lab.api and the static page.
 
-Bad input is a 400 with {"error": one line}; nothing the page can send becomes a 500.
+Request bodies are pydantic models (gptlab.lab.models), so /openapi.json describes every
+field, limit and answer. Bad input is a 400 with {"error": one line}; nothing a client can
+send becomes a 500 (tests/test_lab_fuzz.py fuzzes the API from its own schema).
 """
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 from collections.abc import Callable
@@ -13,42 +14,94 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gptlab.errors import GptlabError, UsageError
 from gptlab.lab import api, quiz
+from gptlab.lab import models as m
 from gptlab.lab.runs import Runs
 
 STATIC = Path(__file__).parent / "static"
 MAX_BODY_BYTES = 256 * 1024
 
+BAD_INPUT = {400: {"model": m.Error, "description": "Bad input: one line naming the field"}}
+NEEDS_RUN = {**BAD_INPUT, 503: {"model": m.Error,
+                                "description": "This build cannot do it (gptlab.interp missing)"}}
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise UsageError(f"request body is {len(raw)} bytes; the limit is {MAX_BODY_BYTES}")
-    if not raw.strip():
-        return {}
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"request body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise UsageError("request body must be a JSON object")
-    return body
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/")
+                                           and media.endswith("+json"))
+
+
+class CheckedBody(APIRoute):
+    """A route whose body is at most MAX_BODY_BYTES long (checked before it is parsed) and
+    is read as JSON whatever its Content-Type, as the lab always did: fetch() with a string
+    body sends text/plain, curl -d sends a form type. (The lab changes nothing and sends
+    nothing anywhere, so a cross-site post can only make it compute.)"""
+
+    def get_route_handler(self) -> Callable:
+        handler = super().get_route_handler()
+
+        async def checked(request: Request) -> Any:
+            length = request.headers.get("content-length", "")
+            if length.isdigit() and int(length) > MAX_BODY_BYTES:
+                raise UsageError(f"request body is {length} bytes; the limit is {MAX_BODY_BYTES}")
+            raw = await request.body()  # kept by the request for the handler
+            if len(raw) > MAX_BODY_BYTES:
+                raise UsageError(f"request body is {len(raw)} bytes; "
+                                 f"the limit is {MAX_BODY_BYTES}")
+            if raw and not _is_json(request.headers.get("content-type", "")):
+                headers = [(k, v) for k, v in request.scope["headers"] if k != b"content-type"]
+                scope = {**request.scope, "headers": [*headers,
+                                                      (b"content-type", b"application/json")]}
+
+                async def replay() -> dict[str, Any]:
+                    return {"type": "http.request", "body": raw, "more_body": False}
+
+                request = Request(scope, replay)
+            return await handler(request)
+
+        return checked
+
+
+def _openapi_without_422(app: FastAPI) -> None:
+    """FastAPI documents a 422 for every body; this API answers bad input with 400."""
+    default = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = default()
+            for operations in schema.get("paths", {}).values():
+                for operation in operations.values():
+                    operation.get("responses", {}).pop("422", None)
+            for name in ("HTTPValidationError", "ValidationError"):
+                schema.get("components", {}).get("schemas", {}).pop(name, None)
+        return app.openapi_schema
+
+    app.openapi = openapi
 
 
 def create_app(runs_dir: str | Path = "runs") -> FastAPI:
-    app = FastAPI(title="gptlab lab", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="gptlab lab", version="1", docs_url=None, redoc_url=None,
+                  description="The lab's JSON API. Every POST takes a JSON object; bad "
+                              "input is a 400 with {\"error\": one line}.")
+    app.router.route_class = CheckedBody
     runs = Runs(runs_dir)
     app.state.runs = runs
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _error(400, m.one_line(list(exc.errors())))
 
     @app.exception_handler(UsageError)
     async def usage_error(_request: Request, exc: UsageError) -> JSONResponse:
@@ -60,39 +113,78 @@ def create_app(runs_dir: str | Path = "runs") -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _error(exc.status_code, str(exc.detail))
+        return _error(exc.status_code, str(exc.detail), exc.headers)  # e.g. 405's Allow
 
-    def post(path: str, compute: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-        async def endpoint(request: Request) -> JSONResponse:
-            body = await _body(request)
-            return JSONResponse(await run_in_threadpool(compute, body))
+    # Views are plain (sync) functions: FastAPI runs them in its thread pool. They return
+    # JSONResponse themselves, so response_model documents the answer (and the fuzz test
+    # checks it) without a second pass over large float matrices.
 
-        app.add_api_route(path, endpoint, methods=["POST"], name=path)
+    @app.post("/api/attention", response_model=m.AttentionResponse, responses=BAD_INPUT)
+    def attention(body: m.AttentionRequest) -> JSONResponse:
+        """One attention head, stage by stage, on seeded or edited inputs (view 1)."""
+        return JSONResponse(api.attention_view(body))
 
-    post("/api/attention", api.attention_view)
-    post("/api/scaling", api.scaling_view)
-    post("/api/sinusoidal", api.sinusoidal_view)
-    post("/api/rope", api.rope_view)
-    post("/api/params", api.params_view)
-    post("/api/heads", lambda body: api.heads_view(runs, body))
-    post("/api/head_scores", lambda body: api.head_scores_view(runs, body))
-    post("/api/ablate", lambda body: api.ablate_view(runs, body))
-    post("/api/quiz", quiz.question_view)
-    post("/api/quiz/check", quiz.check_view)
+    @app.post("/api/scaling", response_model=m.ScalingResponse, responses=BAD_INPUT)
+    def scaling(body: m.ScalingRequest) -> JSONResponse:
+        """Why scores are divided by sqrt(d_k) (view 2)."""
+        return JSONResponse(api.scaling_view(body))
 
-    @app.get("/api/runs")
+    @app.post("/api/sinusoidal", response_model=m.SinusoidalResponse, responses=BAD_INPUT)
+    def sinusoidal(body: m.SinusoidalRequest) -> JSONResponse:
+        """The sinusoidal position table and its dot products (view 4)."""
+        return JSONResponse(api.sinusoidal_view(body))
+
+    @app.post("/api/rope", response_model=m.RopeResponse, responses=BAD_INPUT)
+    def rope(body: m.RopeRequest) -> JSONResponse:
+        """RoPE: scores depend on the offset n - m only (view 4)."""
+        return JSONResponse(api.rope_view(body))
+
+    @app.post("/api/params", response_model=m.ParamsResponse, responses=BAD_INPUT)
+    def params(body: m.ParamsRequest) -> JSONResponse:
+        """Parameters, FLOPs and memory of a preset or config (view 5)."""
+        return JSONResponse(api.params_view(body))
+
+    @app.post("/api/heads", response_model=m.HeadsResponse, responses=NEEDS_RUN)
+    def heads(body: m.HeadsRequest) -> JSONResponse:
+        """A run's attention patterns and one layer's heads, concat and W_O (view 3)."""
+        return JSONResponse(api.heads_view(runs, body))
+
+    @app.post("/api/head_scores", response_model=m.HeadScoresResponse, responses=NEEDS_RUN)
+    def head_scores(body: m.HeadScoresRequest) -> JSONResponse:
+        """Previous-token, duplicate and induction scores of every head (view 6)."""
+        return JSONResponse(api.head_scores_view(runs, body))
+
+    @app.post("/api/ablate", response_model=m.AblateResponse, responses=NEEDS_RUN)
+    def ablate(body: m.AblateRequest) -> JSONResponse:
+        """The loss with one head switched off (view 6)."""
+        return JSONResponse(api.ablate_view(runs, body))
+
+    @app.post("/api/quiz", response_model=m.QuizResponse, responses=BAD_INPUT)
+    def quiz_question(body: m.QuizRequest) -> JSONResponse:
+        """A question made from the library; its answer stays on the server (view 7)."""
+        return JSONResponse(quiz.question_view(body))
+
+    @app.post("/api/quiz/check", response_model=m.QuizCheckResponse, responses=BAD_INPUT)
+    def quiz_check(body: m.QuizCheckRequest) -> JSONResponse:
+        """Checks an answer to the question (kind, seed) against the computed one."""
+        return JSONResponse(quiz.check_view(body))
+
+    @app.get("/api/runs", response_model=m.RunsResponse)
     def list_runs() -> JSONResponse:
+        """The runs in the runs folder."""
         return JSONResponse(api.runs_view(runs))
 
-    @app.get("/api/presets")
+    @app.get("/api/presets", response_model=m.PresetsResponse)
     def list_presets() -> JSONResponse:
+        """Every preset's config."""
         return JSONResponse(api.presets_view())
 
-    @app.get("/")
+    @app.get("/", include_in_schema=False)
     def index() -> FileResponse:
         return FileResponse(STATIC / "index.html")
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    _openapi_without_422(app)
     return app
 
 
