@@ -366,7 +366,8 @@ def no_training(monkeypatch):
     def fake_train(model_config, train_config, data, out, **kwargs):
         calls.append((model_config, train_config))
         return SimpleNamespace(is_main=True, status="done", step=0, elapsed_s=0.0,
-                               val_loss=None, best_val_loss=float("nan"), run_dir=out)
+                               val_loss=None, best_val_loss=float("nan"), run_dir=out,
+                               whole_val_loss=None)
 
     monkeypatch.setattr(train_command, "train", fake_train)
     return calls
