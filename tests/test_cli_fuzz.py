@@ -4,9 +4,11 @@ paths that exist, do not, are files or lie under a file. For every input:
 
 - nothing escapes main() but argparse's SystemExit, and no "Traceback" is printed;
 - the exit code is one of the documented ones (README, "Exit codes": 0, 1, 2);
-- a failure is exactly one line on stderr, and exit 1 is never a raw OSError;
+- a failure is exactly one line on stderr, and exit 1 (a failure that is not the input's
+  fault) comes only from the stubbed network;
 - no file in the prepared data directory, the trained run or the Hugging Face directory
-  changes (RUN/heads/, where `heads` writes by design, excepted).
+  changes, appears or vanishes (a heads/ folder in them, where `heads` writes by design,
+  excepted).
 
 What runs for real and what is stubbed:
 - sample, params, heads, convert, prepare run for real, on a data directory and a run
@@ -16,7 +18,8 @@ What runs for real and what is stubbed:
   trainer itself is replaced by a stub (training belongs to test_train.py, and 2 CPU cores
   cannot afford a training run per example). demo's data preparation is stubbed too.
 - lab: `serve` is stubbed (no server starts); bench: the runner is stubbed (no benchmark).
-Argument vectors never hold NUL (a real argv cannot).
+Argument vectors never hold NUL (a real argv cannot). Examples are derandomized: the
+same few hundred inputs on every run, about 45 s on two cores.
 """
 
 from __future__ import annotations
@@ -40,8 +43,6 @@ from gptlab.presets import PRESETS
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "data" / "tinyshakespeare" / "input.txt"
 TINY_MODEL = {"vocab_size": 100, "n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 16}
-
-
 
 # GPTLAB_FUZZ_SCALE=20 explores: 20x the examples, random ones (not the fixed set).
 SCALE = float(os.environ.get("GPTLAB_FUZZ_SCALE", "1"))
@@ -234,7 +235,8 @@ def flags(world, values: dict) -> list[str]:
 # ----------------------------------------------------------------------------- checks
 
 
-def snapshot(world) -> dict[str, tuple[bytes, int]]:
+def snapshot(world) -> dict[str, tuple[bytes, int, int]]:
+    """Contents, mtime and mode of every guarded file."""
     files = {}
     for top in world.guarded:
         for path in [top] if top.is_file() else sorted(top.rglob("*")):
@@ -262,9 +264,6 @@ def check(world, capsys, argv: list[str]) -> tuple[int, str, str]:
     if code == 1:  # a failure, not bad input: only the stubbed network may cause one
         assert "offline (stubbed by the test)" in err, f"exit 1 for bad input?\n{shown}"
     assert snapshot(world) == before, f"a guarded file changed:\n{shown}"
-    if os.environ.get("FUZZ_STATS"):
-        with open(os.environ["FUZZ_STATS"], "a") as f:
-            f.write(json.dumps([argv[:1], code, err.strip()[:150], argv]) + "\n")
     return code, out, err
 
 
@@ -278,7 +277,7 @@ PROMPTS = st.one_of(st.sampled_from(["ROMEO:", "First", "\\n", "a\\tb", "--", "\
 RUNS = mostly(world_path("run", "run/best"), paths())
 
 
-@fuzz(60)
+@fuzz(70)
 @given(run=RUNS, opts=argsets(
     valid=dict(prompt=PROMPTS, max_new_tokens=ints(0, 20), temperature=floats(0, 3),
                top_k=ints(1, 60), top_p=floats(0.01, 1), greedy=SWITCH,
@@ -293,7 +292,7 @@ def test_sample(world, capsys, offline, run, opts):
     check(world, capsys, ["sample", *flags(world, opts), resolve(world, run)])
 
 
-@fuzz(50)
+@fuzz(60)
 @given(model=st.one_of(st.sampled_from(sorted(PRESETS)).map(lambda n: ("text", n)),
                        world_path("run", "run/best", "config"), paths()),
        opts=argsets(valid=dict(json=SWITCH, seq_len=ints(1, 64), check=SWITCH)))
@@ -303,7 +302,7 @@ def test_params(world, capsys, offline, model, opts):
     check(world, capsys, ["params", *flags(world, opts), resolve(world, model)])
 
 
-@fuzz(40)
+@fuzz(60)
 @given(source=st.one_of(
     st.fixed_dictionaries({"name": st.sampled_from(["shakespeare", "tinyshakespeare"])}),
     st.fixed_dictionaries({"input": world_path("small", "short", "small", "root")}),
@@ -327,7 +326,7 @@ def test_prepare(world, capsys, offline, source, opts, out):
     check(world, capsys, argv + ([name] if name is not None else []))
 
 
-@fuzz(40)
+@fuzz(60)
 @given(pair=mostly(
     st.sampled_from([("--from-hf", ("world", "hf")), ("--to-hf", ("world", "run")),
                      ("--to-hf", ("world", "run/best"))]),

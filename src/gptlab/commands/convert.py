@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    check_out_dir(out, model_ok=True)  # a model there is replaced with --force only:
+    check_out_dir(out, model_ok=True)  # a model already there: replaced only with --force
     if (out / CONFIG_FILE).exists() and not args.force:
         raise UsageError(f"{out} already holds a model ({CONFIG_FILE}); pass --force to overwrite")
     if args.from_hf is not None:
