@@ -311,3 +311,12 @@ def test_prepare_refuses_a_run_directory_and_another_tokenizer(data_dir, tmp_pat
     assert main(["prepare", "--input", str(text), "--out", str(other), "--force"]) == 0
     # The same tokenizer again is no replacement: allowed without --force.
     assert main(["prepare", "--input", str(text), "--out", str(other)]) == 0
+
+
+def test_a_batch_that_cannot_fit_in_memory_is_one_line(data_dir, tmp_path, capsys):
+    code = main(["train", "--preset", "tiny-gpt2", "--data", str(data_dir), "--out",
+                 str(tmp_path / "run"), "--batch-size", str(10**14), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.splitlines()[-1].startswith("gptlab train: error: out of memory")
+    assert "Traceback" not in err
+    assert not [p for p in (tmp_path / "run").iterdir() if p.name != ".lock"]  # no run left

@@ -238,7 +238,7 @@ def test_cli_trains_from_preset_with_overrides(data_dir, tmp_path, capsys):
     (["--preset", "tiny-gpt2", "--n-head", "3"], "n_embd (32) must be divisible by n_head (3)"),
     (["--resume"], "nothing to resume: run directory"),
     (["--resume", "--preset", "tiny-gpt2"], "--resume reads the model and training settings"),
-    (["--data", "{data}"], "give --preset NAME or --config JSON"),
+    (["--data", "{data}"], "give --preset NAME, --config JSON or --init-from MODEL"),
     (["--preset", "tiny-gpt2", "--block-size", "5000"], "too few for one block of 5000"),
 ])
 def test_cli_bad_input(data_dir, tmp_path, capsys, argv, message):

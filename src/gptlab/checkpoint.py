@@ -21,7 +21,7 @@ from safetensors.torch import load_file, save_file
 
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
-from gptlab.io import atomic_path, atomic_write_text
+from gptlab.io import atomic_path, atomic_write_text, ensure_dir
 from gptlab.model import GPT
 
 CONFIG_FILE = "config.json"
@@ -107,8 +107,7 @@ def load_state(model: GPT, state: dict[str, torch.Tensor], source: str) -> None:
 def save_model(model: torch.nn.Module, out_dir: str | Path, step: int | None = None) -> None:
     """Write config.json and model.safetensors into out_dir (weights first, so a config
     never points at weights that are not there yet)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = ensure_dir(out_dir)
     gpt = unwrap(model)
     save_weights(gpt, out_dir / WEIGHTS_FILE, step=step)
     atomic_write_text(out_dir / CONFIG_FILE, json.dumps(gpt.config.to_dict(), indent=2) + "\n")
@@ -120,6 +119,11 @@ def load_config(model_dir: str | Path) -> GPTConfig:
         raise UsageError(f"model directory not found: {model_dir}")
     if not (model_dir / CONFIG_FILE).is_file():
         raise UsageError(f"{model_dir} has no {CONFIG_FILE}: not a gptlab model directory")
+    from gptlab.hf import is_hf_dir
+
+    if is_hf_dir(model_dir):
+        raise UsageError(f"{model_dir} is a Hugging Face model directory: convert it first "
+                         f"(gptlab convert --from-hf), or load it with gptlab.load")
     return GPTConfig.from_json(model_dir / CONFIG_FILE)
 
 

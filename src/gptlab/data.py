@@ -18,7 +18,7 @@ import torch
 
 from gptlab.distributed import Dist
 from gptlab.errors import UsageError
-from gptlab.io import atomic_path, atomic_write_text
+from gptlab.io import atomic_path, atomic_write_text, ensure_dir
 from gptlab.tokenizers import CharTokenizer, Tokenizer
 
 META_VERSION = 1
@@ -106,12 +106,7 @@ def prepare(
     out_dir = Path(out_dir)
     if not force:
         check_replaceable(out_dir, tokenizer)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UsageError(f"{out_dir} exists and is not a directory")
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create {out_dir}: {exc.strerror or exc}") from None
+    ensure_dir(out_dir)
     # Without meta.json the directory reads as incomplete until the new one lands.
     (out_dir / "meta.json").unlink(missing_ok=True)
     for name, ids in splits.items():

@@ -30,6 +30,9 @@ def load(path: str | Path, device: str | torch.device | None = None) -> tuple[GP
     if (source / checkpoint.CONFIG_FILE).is_file() and not hf.is_hf_dir(source):
         model = checkpoint.load_model(source, device=device)
         tokenizer = checkpoint.load_tokenizer_of(source)
+    elif not source.exists() and (source.is_absolute() or str(path).startswith((".", "~"))
+                                  or str(path).count("/") > 1):
+        raise UsageError(f"model directory not found: {path}")  # a path, not a hub name
     else:
         hf_dir = hf.resolve_hf_dir(path)
         model = hf.from_hf(hf_dir).to(device)

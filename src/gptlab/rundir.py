@@ -34,7 +34,7 @@ from torch import nn
 from gptlab import checkpoint
 from gptlab.checkpoint import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, copy_file
 from gptlab.errors import UsageError
-from gptlab.io import atomic_path, atomic_write_text
+from gptlab.io import atomic_path, atomic_write_text, ensure_dir
 
 TRAIN_CONFIG_FILE = "train.json"
 STATE_FILE = "state.pt"
@@ -58,7 +58,7 @@ def locked(run_dir: Path) -> Iterator[None]:
     file to clean up. The `filelock` package would do the locking, but it keeps no holder's
     PID for a real (non-soft) lock, and the message a user needs is "held by PID n".
     """
-    _make_dir(run_dir)
+    ensure_dir(run_dir)
     try:
         import fcntl
     except ImportError:  # Windows: no flock; one writer is then up to the user
@@ -80,16 +80,6 @@ def locked(run_dir: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
-
-
-def _make_dir(path: Path) -> None:
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"{path} exists and is not a directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create the run directory {path}: "
-                         f"{exc.strerror or exc}") from None
 
 
 # --- fresh starts and resumes ---------------------------------------------------------------

@@ -341,9 +341,16 @@ def train(
     """
     stop = threading.Event()
     with stop_on_signals(stop.set):
-        return _train(model_config, train_config, Path(data_dir), Path(out_dir), resume=resume,
-                      overrides=overrides or {}, overwrite=overwrite, progress=progress,
-                      stop_after=stop_after, stop=stop)
+        try:
+            return _train(model_config, train_config, Path(data_dir), Path(out_dir),
+                          resume=resume, overrides=overrides or {}, overwrite=overwrite,
+                          progress=progress, stop_after=stop_after, stop=stop)
+        except (MemoryError, RuntimeError) as exc:  # torch's OutOfMemoryError included
+            if not isinstance(exc, MemoryError) and "memory" not in str(exc):
+                raise
+            raise UsageError("out of memory: use a smaller batch_size (with more "
+                             "gradient_accumulation_steps for the same batch) or a smaller "
+                             "model") from None
 
 
 def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume: bool,
@@ -427,7 +434,12 @@ def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume:
                           f"schedule start fresh", file=sys.stderr)
                     if train_config.whole_val:
                         _whole_val(model, data, reporter, 0)
-            status = trainer.fit(resumed=state is not None, stop_after=stop_after)
+            try:
+                status = trainer.fit(resumed=state is not None, stop_after=stop_after)
+            except BaseException:
+                if ctx.is_main and state is None and trainer.step == 0:
+                    rundir.clear(out_dir)  # nothing trained: leave no run behind
+                raise
             if ctx.is_main and status == "finished" and train_config.whole_val:
                 whole_val = _whole_val(model, data, reporter, trainer.step)
     return TrainResult(out_dir, trainer.step, status, trainer.last_eval.get("train_loss"),

@@ -8,10 +8,10 @@ import warnings
 
 import torch
 
-from gptlab import checkpoint
 from gptlab.commands import argtypes
 from gptlab.distributed import pick_device
 from gptlab.errors import UsageError
+from gptlab.loading import load
 from gptlab.sampling import check_sampling_args, default_prompt, generate_text
 
 SEPARATOR = "-" * 40
@@ -65,11 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if args.prompt == "":
         raise UsageError("the prompt is empty: give at least one character")
     device = pick_device(args.device)
-    model = checkpoint.load_model(args.run_dir, device=device)
-    tokenizer = checkpoint.load_tokenizer_of(args.run_dir)
-    if tokenizer.vocab_size > model.config.vocab_size:
-        raise UsageError(f"{args.run_dir}: the tokenizer has {tokenizer.vocab_size} tokens but "
-                         f"the model only {model.config.vocab_size}")
+    model, tokenizer = load(args.run_dir, device=device)
     prompt = args.prompt
     if prompt is None:
         prompt = default_prompt(tokenizer.encode, tokenizer.decode)
