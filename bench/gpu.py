@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from gptlab import GPT, GPTConfig
-from gptlab.io import atomic_write_text
+from gptlab.atomic import atomic_write_text
 from gptlab.params import accounting
 
 

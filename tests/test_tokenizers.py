@@ -125,7 +125,7 @@ def test_load_tokenizer_errors(tmp_path):
         load_tokenizer(tmp_path / "nope.json")
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    with pytest.raises(UsageError, match="not a valid tokenizer.json"):
+    with pytest.raises(UsageError, match=r"not valid JSON \(tokenizer file\)"):
         load_tokenizer(bad)
     bad.write_text('{"hello": 1}')
     with pytest.raises(UsageError, match="neither a gptlab-char nor"):

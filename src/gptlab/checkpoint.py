@@ -11,17 +11,15 @@ see gptlab.rundir.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
-from typing import Any
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from gptlab.atomic import atomic_path, atomic_write_text, ensure_dir
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
-from gptlab.io import atomic_path, atomic_write_text, ensure_dir
 from gptlab.model import GPT
 
 CONFIG_FILE = "config.json"
@@ -144,25 +142,3 @@ def load_tokenizer_of(model_dir: str | Path):
     if not path.is_file():
         raise UsageError(f"{model_dir} has no {TOKENIZER_FILE}: cannot turn text into tokens")
     return load_tokenizer(path)
-
-
-# --- small file helpers ---------------------------------------------------------------
-
-
-def write_json(path: str | Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2) + "\n")
-
-
-def read_json(path: str | Path) -> Any:
-    path = Path(path)
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"missing {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path} is not valid JSON: {exc}") from None
-
-
-def copy_file(src: str | Path, dst: str | Path) -> None:
-    with atomic_path(dst) as tmp:
-        shutil.copyfile(src, tmp)

@@ -16,8 +16,8 @@ import io
 import sys
 from collections.abc import Sequence
 
+from gptlab.atomic import is_bad_path
 from gptlab.errors import GptlabError
-from gptlab.io import is_bad_path
 
 # Order is the order `gptlab --help` lists them in.
 COMMANDS = ["demo", "params", "prepare", "train", "eval", "sample", "convert", "heads", "lab",

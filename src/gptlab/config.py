@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gptlab.errors import UsageError
+from gptlab.fields import from_dict
 
 POS_ENCODINGS = ("learned", "sinusoidal", "rope", "none")
 NORMS = ("layernorm", "rmsnorm")
@@ -129,13 +129,7 @@ class GPTConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GPTConfig:
-        if not isinstance(d, dict):
-            raise ConfigError(f"a config must be a JSON object, got {type(d).__name__}")
-        known = {f.name for f in dataclasses.fields(cls) if f.init}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ConfigError(f"unknown config field(s): {', '.join(unknown)}")
-        return cls(**d)
+        return from_dict(cls, d, "config", "config field", error=ConfigError)
 
     @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> GPTConfig:
@@ -145,16 +139,9 @@ class GPTConfig:
 
     @classmethod
     def from_json(cls, path: str | Path) -> GPTConfig:
-        path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise UsageError(f"config file not found: {path}") from None
-        except OSError as exc:
-            raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{path} is not valid JSON: {exc}") from None
-        return cls.from_dict(data)
+        from gptlab.atomic import read_json
+
+        return cls.from_dict(read_json(path, "config file"))
 
     @classmethod
     def resolve(cls, name_or_path: str) -> GPTConfig:

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gptlab.atomic import atomic_path, atomic_write_text, ensure_dir, read_json_object
 from gptlab.distributed import Dist
 from gptlab.errors import UsageError
-from gptlab.io import atomic_path, atomic_write_text, ensure_dir
 from gptlab.tokenizers import CharTokenizer, Tokenizer
 
 META_VERSION = 1
@@ -208,12 +208,7 @@ def _check_vocabulary(data_dir: Path, meta: dict, arrays: dict[str, np.ndarray],
 def _read_meta(path: Path) -> dict:
     if not path.is_file():
         raise UsageError(f"missing {path} (an incomplete data directory? rerun `gptlab prepare`)")
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path} is not valid JSON: {exc}") from None
-    if not isinstance(meta, dict):
-        raise UsageError(f"{path} must hold a JSON object")
+    meta = read_json_object(path, "data description")
     if meta.get("version") != META_VERSION:
         raise UsageError(f"{path}: unsupported version {meta.get('version')!r}")
     for key in ("vocab_size", "train_tokens", "val_tokens"):

@@ -67,13 +67,14 @@ def one_of(choices: tuple[str, ...]) -> Check:
     return Check(lambda v: v in choices, f"one of {', '.join(choices)}")
 
 
-def from_dict(cls: type[T], d: Any, what: str, error: type[Exception] = UsageError) -> T:
+def from_dict(cls: type[T], d: Any, what: str, entry: str,
+              error: type[Exception] = UsageError) -> T:
     """cls(**d) for a dataclass, refusing anything but a dict of its init fields; `what`
-    names one entry in messages ("training setting", "config field")."""
+    names the whole in messages ("config"), `entry` one field ("config field")."""
     if not isinstance(d, dict):
-        raise error(f"{what}s must be a JSON object, got {type(d).__name__}")
+        raise error(f"{what} must be a JSON object, got {type(d).__name__}")
     known = {f.name for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(d) - known)
     if unknown:
-        raise error(f"unknown {what}(s): {', '.join(unknown)}")
+        raise error(f"unknown {entry}(s): {', '.join(unknown)}")
     return cls(**d)

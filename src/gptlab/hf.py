@@ -26,11 +26,11 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
+from gptlab.atomic import atomic_path, atomic_write_text, ensure_dir, read_json
 from gptlab.checkpoint import unwrap, weights_state
 from gptlab.config import GPTConfig
 from gptlab.errors import GptlabError, UsageError
 from gptlab.hf_keymap import GPT2, KEYMAPS, LLAMA, KeyMap
-from gptlab.io import atomic_path, atomic_write_text, ensure_dir
 from gptlab.model import GPT
 
 INSTALL_HINT = "pip install 'gptlab[hf]'"
@@ -379,10 +379,7 @@ def read_hf_config(hf_dir: Path) -> dict[str, Any]:
     path = hf_dir / HF_CONFIG
     if not path.is_file():
         raise UsageError(f"{hf_dir} has no {HF_CONFIG}: not a Hugging Face model directory")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path} is not valid JSON: {exc}") from None
+    raw = read_json(path, "Hugging Face config")
     if isinstance(raw, dict) and "model_type" not in raw and "pos_encoding" in raw:
         raise UsageError(f"{hf_dir} is a gptlab model directory, not a Hugging Face one "
                          "(to_hf / `gptlab convert --to-hf` converts it)")

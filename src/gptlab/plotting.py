@@ -14,7 +14,7 @@ from typing import Any
 
 from torch import Tensor
 
-from gptlab.io import atomic_write_bytes
+from gptlab.atomic import atomic_write_bytes
 
 # Token labels stop being readable past this many positions; larger patterns go unlabelled.
 MAX_LABELLED = 64

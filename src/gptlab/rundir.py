@@ -32,9 +32,16 @@ import torch
 from torch import nn
 
 from gptlab import checkpoint
-from gptlab.checkpoint import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, copy_file
+from gptlab.atomic import (
+    atomic_path,
+    atomic_write_text,
+    copy_file,
+    ensure_dir,
+    read_json_object,
+    write_json,
+)
+from gptlab.checkpoint import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE
 from gptlab.errors import UsageError
-from gptlab.io import atomic_path, atomic_write_text, ensure_dir
 
 TRAIN_CONFIG_FILE = "train.json"
 STATE_FILE = "state.pt"
@@ -133,11 +140,7 @@ def check_same_tokenizer(data_tokenizer: Path, run_dir: Path) -> None:
 
 
 def read_train_config(run_dir: Path) -> dict[str, Any]:
-    settings = checkpoint.read_json(run_dir / TRAIN_CONFIG_FILE)
-    if not isinstance(settings, dict):
-        raise UsageError(f"{run_dir / TRAIN_CONFIG_FILE} must hold a JSON object, "
-                         f"not {type(settings).__name__}")
-    return settings
+    return read_json_object(run_dir / TRAIN_CONFIG_FILE, "training settings")
 
 
 def start(run_dir: Path, data_tokenizer: Path, settings: dict[str, Any],
@@ -145,11 +148,11 @@ def start(run_dir: Path, data_tokenizer: Path, settings: dict[str, Any],
     """The files a fresh run begins with; the checkpoint of step 0 follows at once."""
     copy_file(data_tokenizer, run_dir / TOKENIZER_FILE)
     write_train_config(run_dir, settings)
-    checkpoint.write_json(run_dir / CONFIG_FILE, model_config)
+    write_json(run_dir / CONFIG_FILE, model_config)
 
 
 def write_train_config(run_dir: Path, settings: dict[str, Any]) -> None:
-    checkpoint.write_json(run_dir / TRAIN_CONFIG_FILE, settings)
+    write_json(run_dir / TRAIN_CONFIG_FILE, settings)
 
 
 # --- checkpoints ----------------------------------------------------------------------------

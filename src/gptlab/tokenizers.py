@@ -16,8 +16,8 @@ import numpy as np
 import tokenizers as hf
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
+from gptlab.atomic import atomic_write_text, read_json
 from gptlab.errors import UsageError
-from gptlab.io import atomic_write_text
 
 CHAR_FORMAT = "gptlab-char"
 # Byte-level BPE starts from all 256 bytes; it needs room for at least one merge on top.
@@ -151,12 +151,7 @@ class HFTokenizer:
 def load_tokenizer(path: str | Path) -> Tokenizer:
     """Load one tokenizer.json: our character format or the `tokenizers` library's."""
     path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"tokenizer file not found: {path}")
-    try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path} is not a valid tokenizer.json: {exc}") from None
+    spec = read_json(path, "tokenizer file")
     if isinstance(spec, dict) and spec.get("type") == CHAR_FORMAT:
         chars = spec.get("chars")
         if not isinstance(chars, list):

@@ -366,8 +366,8 @@ def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume:
     is_main = int(os.environ.get("RANK", "0")) == 0
     if resume:
         if model_config is not None or train_config is not None:
-            raise UsageError("--resume reads the model and training settings from the run "
-                             "directory; give no --preset, --config or --recipe")
+            raise UsageError("resume reads the model and training settings from the run "
+                             "directory; give no model_config or train_config")
         rundir.check_resumable(out_dir)
     else:
         if train_config is None:
@@ -494,7 +494,7 @@ def _read_run(out_dir: Path, data, overrides: dict[str, Any]):
     model_config = checkpoint.load_config(out_dir)
     bad = sorted(set(overrides) - set(RESUME_OVERRIDES))
     if bad:
-        raise UsageError(f"--resume keeps the run's settings; cannot change "
+        raise UsageError(f"a resumed run keeps its settings; cannot change "
                          f"{', '.join(bad)} (only {', '.join(RESUME_OVERRIDES)})")
     train_config = TrainConfig.from_dict({**rundir.read_train_config(out_dir), **overrides})
     if train_config.max_iters < state["step"]:

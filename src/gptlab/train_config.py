@@ -105,7 +105,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
-        return from_dict(cls, d, what="training setting")
+        return from_dict(cls, d, "training settings", "training setting")
 
 
 def recipe(name: str, **overrides: Any) -> TrainConfig:

@@ -10,8 +10,8 @@ import importlib
 import sys
 from pathlib import Path
 
+from gptlab.atomic import check_dir
 from gptlab.errors import UsageError
-from gptlab.io import check_dir
 
 NAMES = ("train_step", "generation", "mfu", "scaling", "lab_latency", "time_to_quality")
 MAX_THREADS = 1024  # torch accepts more, then crashes at exit (a million threads: segfault)

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 from pathlib import Path
 
 from gptlab import hf
+from gptlab.atomic import copy_file, ensure_dir
 from gptlab.checkpoint import CONFIG_FILE, TOKENIZER_FILE, load_model, save_model
 from gptlab.commands.outdir import check_out_dir
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
-from gptlab.io import atomic_path, ensure_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,7 +53,7 @@ def convert_from_hf(source: str, out: Path) -> int:
     save_model(model, ensure_dir(out))
     written = ["config.json", "model.safetensors"]
     if (hf_dir / hf.HF_TOKENIZER).is_file():
-        _copy(hf_dir / hf.HF_TOKENIZER, out / TOKENIZER_FILE)
+        copy_file(hf_dir / hf.HF_TOKENIZER, out / TOKENIZER_FILE)
         written.append(TOKENIZER_FILE)
     config = model.config
     print(f"{source}: {_architecture(config)}, {model.num_parameters():,} parameters, "
@@ -73,7 +72,7 @@ def convert_to_hf(model_dir: Path, out: Path) -> int:
     tokenizer = model_dir / TOKENIZER_FILE
     if tokenizer.is_file():
         if _is_hf_tokenizer(tokenizer):
-            _copy(tokenizer, out / hf.HF_TOKENIZER)
+            copy_file(tokenizer, out / hf.HF_TOKENIZER)
             written.append(hf.HF_TOKENIZER)
         else:  # our character format means nothing to transformers
             print(f"note: {tokenizer} is gptlab's character tokenizer; not copied")
@@ -94,6 +93,4 @@ def _is_hf_tokenizer(path: Path) -> bool:
     return isinstance(spec, dict) and "model" in spec
 
 
-def _copy(src: Path, dst: Path) -> None:
-    with atomic_path(dst) as tmp:
-        shutil.copyfile(src, tmp)
+

@@ -11,11 +11,11 @@ from pathlib import Path
 import torch
 
 from gptlab import checkpoint, interp, plotting
+from gptlab.atomic import atomic_write_text
 from gptlab.commands import argtypes
 from gptlab.commands.outdir import check_out_dir
 from gptlab.data import read_text
 from gptlab.errors import UsageError
-from gptlab.io import atomic_write_text
 
 SHORT = {"previous_token": "prev-token", "duplicate_token": "duplicate", "induction": "induction"}
 DEFAULT_SEQ_LEN = 50  # TransformerLens's induction demos use 50 random tokens, repeated

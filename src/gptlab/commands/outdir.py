@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gptlab.atomic import check_dir
 from gptlab.checkpoint import CONFIG_FILE, WEIGHTS_FILE
 from gptlab.errors import UsageError
-from gptlab.io import check_dir
 
 DATA_META = "meta.json"  # what makes a directory a data directory (see gptlab.data)
 

@@ -6,10 +6,10 @@ import argparse
 from pathlib import Path
 
 from gptlab import corpus, download
+from gptlab.atomic import ensure_dir
 from gptlab.commands.outdir import check_out_dir
 from gptlab.data import check_replaceable, prepare, read_text
 from gptlab.errors import UsageError
-from gptlab.io import ensure_dir
 from gptlab.tokenizers import CharTokenizer, HFTokenizer, Tokenizer, load_tokenizer
 
 DEFAULT_BPE_VOCAB = 1024

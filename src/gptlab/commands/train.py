@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import typing
-from pathlib import Path
 
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
@@ -127,12 +126,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _train_config(args: argparse.Namespace, flags: dict) -> TrainConfig:
     if args.train_config is not None:
-        from gptlab.checkpoint import read_json
+        from gptlab.atomic import read_json
 
-        path = Path(args.train_config)
-        if not path.is_file():
-            raise UsageError(f"training settings file not found: {path}")
-        base = TrainConfig.from_dict(read_json(path)).to_dict()
+        base = TrainConfig.from_dict(read_json(args.train_config, "training settings file"))
+        base = base.to_dict()
         return with_settings(base, flags)
     name = args.recipe or (args.preset if args.preset in RECIPES else None)
     if name is None:

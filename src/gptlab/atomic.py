@@ -1,5 +1,6 @@
-"""Atomic file writes: a temp file beside the target, fsync, then rename. A reader sees the
-old file or the new one, never half of one, even if the process dies mid-write.
+"""Files in and out: atomic writes (a temp file beside the target, fsync, then rename: a
+reader sees the old file or the new one, never half of one, even if the process dies
+mid-write), copies and JSON, with one vocabulary for what goes wrong.
 
 Every file written here ends with the usual mode for a new file (0666 less the umask),
 whatever the writer did to the temp file: mkstemp makes it 0600, and some writers
@@ -9,10 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from gptlab.errors import GptlabError, UsageError
 
@@ -87,6 +91,41 @@ BAD_PATH_ERRNOS = frozenset({
     errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.EACCES, errno.EPERM,
     errno.ENAMETOOLONG, errno.ELOOP, errno.EROFS, errno.EINVAL,
 })
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2) + "\n")
+
+
+def read_json(path: str | Path, what: str = "JSON file") -> Any:
+    """The JSON in `path`; one UsageError, naming the path and `what` it should hold, when
+    it is missing, unreadable or not JSON."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{what} not found: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not valid JSON ({what}): not UTF-8 ({exc.reason})") \
+            from None
+    except (OSError, ValueError) as exc:
+        raise _error(exc, f"cannot read {path}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path} is not valid JSON ({what}): {exc}") from None
+
+
+def read_json_object(path: str | Path, what: str = "JSON file") -> dict[str, Any]:
+    obj = read_json(path, what)
+    if not isinstance(obj, dict):
+        raise UsageError(f"{path} must hold a JSON object ({what}), not {type(obj).__name__}")
+    return obj
+
+
+def copy_file(src: str | Path, dst: str | Path) -> None:
+    with atomic_path(dst) as tmp:
+        shutil.copyfile(src, tmp)
 
 
 def is_bad_path(exc: BaseException) -> bool:
