@@ -9,11 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import SIZES, setup_threads
+from gptlab.commands.bench import NAMES as BENCHMARKS  # the one list, in run order
 
-# Run order: cheap and independent first; time to quality (minutes) last.
-BENCHMARKS = (
-    "train_step", "generation", "mfu", "scaling", "lab_latency", "time_to_quality",
-)
 # Left out of --quick unless asked for by name: it trains two models to a target loss.
 SLOW = ("time_to_quality",)
 

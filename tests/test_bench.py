@@ -102,9 +102,9 @@ def test_unknown_benchmark_is_one_line_usage_error(capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--threads", "0"], "--threads must be between 1 and 1024, got 0"),
-    (["--threads", str(10**6)], "--threads must be between 1 and 1024"),  # segfaulted at exit
-    (["--threads", str(2**70)], "--threads must be between 1 and 1024"),
+    (["--threads", "0"], "--threads: must be between 1 and 1024, got 0"),
+    (["--threads", str(10**6)], "--threads: must be between 1 and 1024"),  # segfaulted at exit
+    (["--threads", str(2**70)], "--threads: must be between 1 and 1024"),
     (["--out", "{file}"], "exists and is not a directory"),
     (["--out", "{file}/sub"], "is a file"),
 ])

@@ -98,7 +98,7 @@ def test_bad_text_is_a_one_line_error(run_dir, tmp_path, capsys, content, messag
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--top", "-1"], "--top must be >= 0"),
+    (["--top", "-1"], "--top: must be >= 0"),
     (["--seq-len", "17"], "at most 16"),
     (["--seq-len", "1"], "at least 2"),
     (["--text", "missing.txt"], "not found"),

@@ -453,7 +453,7 @@ def test_gptlab_lab_bad_port_is_one_line_exit_2():
     r = subprocess.run([sys.executable, "-m", "gptlab", "lab", "--port", "70000"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
-    assert "--port must be between 1 and 65535" in r.stderr
+    assert "--port: must be between 1 and 65535" in r.stderr
     with __import__("socket").socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()

@@ -18,8 +18,8 @@ def no_server(monkeypatch):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--port", "0"], "--port must be between 1 and 65535, got 0"),
-    (["--port", str(2**70)], "--port must be between 1 and 65535"),
+    (["--port", "0"], "--port: must be between 1 and 65535, got 0"),
+    (["--port", str(2**70)], "--port: must be between 1 and 65535"),
     (["--runs", "{file}"], "--runs {file} is not a folder"),
 ])
 def test_bad_options_are_one_line(tmp_path, capsys, no_server, argv, message):

@@ -125,6 +125,25 @@ def load_config(model_dir: str | Path) -> GPTConfig:
     return GPTConfig.from_json(model_dir / CONFIG_FILE)
 
 
+def resolve_config(name_or_path: str) -> GPTConfig:
+    """The config a user names on the command line: a preset, a config JSON file, or a
+    model or run directory (its config.json)."""
+    from gptlab.presets import PRESETS
+
+    if not name_or_path.strip():
+        raise UsageError("give a preset name, a config JSON file or a model directory")
+    if name_or_path in PRESETS:
+        return GPTConfig.from_preset(name_or_path)
+    path = Path(name_or_path)
+    if path.is_dir():
+        return load_config(path)
+    if name_or_path.endswith(".json") or path.exists():
+        return GPTConfig.from_json(path)
+    if "/" in name_or_path:
+        raise UsageError(f"not found: {name_or_path} (nor is it a preset name)")
+    return GPTConfig.from_preset(name_or_path)  # raises, listing the known presets
+
+
 def load_model(model_dir: str | Path, device: str | torch.device = "cpu") -> GPT:
     """The GPT saved in model_dir, in eval mode, on device."""
     config = load_config(model_dir)

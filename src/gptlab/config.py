@@ -143,17 +143,6 @@ class GPTConfig:
 
         return cls.from_dict(read_json(path, "config file"))
 
-    @classmethod
-    def resolve(cls, name_or_path: str) -> GPTConfig:
-        """A preset name, or a path to a config JSON file (what the CLI accepts)."""
-        from gptlab.presets import PRESETS
-
-        if name_or_path in PRESETS:
-            return cls.from_preset(name_or_path)
-        if name_or_path.endswith(".json") or Path(name_or_path).exists():
-            return cls.from_json(name_or_path)
-        return cls.from_preset(name_or_path)  # raises, listing the known presets
-
 
 def _is_number(value: object) -> bool:
     """A finite int or float (not a bool: JSON's true is no number)."""

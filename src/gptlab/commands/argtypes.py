@@ -12,6 +12,22 @@ SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes an unsigned 64-bit see
 ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
 
 
+def int_in(low: int, high: int | None = None):
+    """An argparse type: an integer in [low, high] (no upper bound when high is None)."""
+    what = f"between {low} and {high}" if high is not None else f">= {low}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
+        return value
+
+    return parse
+
+
 def seed(text: str) -> int:
     try:
         value = int(text)

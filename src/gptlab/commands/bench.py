@@ -11,8 +11,11 @@ import sys
 from pathlib import Path
 
 from gptlab.atomic import check_dir
+from gptlab.commands import argtypes
 from gptlab.errors import UsageError
 
+# Every benchmark in bench/, in run order: cheap and independent first, time to quality
+# (minutes) last. bench/run.py reads this list too.
 NAMES = ("train_step", "generation", "mfu", "scaling", "lab_latency", "time_to_quality")
 MAX_THREADS = 1024  # torch accepts more, then crashes at exit (a million threads: segfault)
 
@@ -57,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "(default: bench/results in the checkout)")
     p.add_argument("--text", metavar="PATH", help="tiny Shakespeare input.txt for "
                    "time_to_quality (default: gptlab's download cache, else downloaded)")
-    p.add_argument("--threads", type=int, default=2, metavar="N",
+    p.add_argument("--threads", type=argtypes.int_in(1, MAX_THREADS), default=2, metavar="N",
                    help="torch threads (default 2, the machine class results are quoted for)")
     p.set_defaults(func=run)
 
@@ -74,8 +77,6 @@ def parse_only(values: list[str] | None) -> list[str] | None:
 
 def run(args: argparse.Namespace) -> int:
     only = parse_only(args.only)
-    if not 1 <= args.threads <= MAX_THREADS:
-        raise UsageError(f"--threads must be between 1 and {MAX_THREADS}, got {args.threads}")
     out = Path(args.out) if args.out else repo_root() / "bench" / "results"
     check_dir(out)
     if args.text is not None and not Path(args.text).is_file():

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from gptlab import checkpoint
+from gptlab.commands import argtypes
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
 from gptlab.sampling import generate_text
@@ -39,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="where the prepared corpus goes (default runs/demo-data)")
     p.add_argument("--out", default="runs/demo", metavar="RUN_DIR",
                    help="the run directory, replaced on each demo (default runs/demo)")
-    p.add_argument("--max-iters", type=int, default=DEMO_ITERS, metavar="N",
+    p.add_argument("--max-iters", type=argtypes.int_in(1), default=DEMO_ITERS, metavar="N",
                    help=f"training steps (default {DEMO_ITERS})")
     p.add_argument("--seed", type=int, default=1337, metavar="S")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -47,8 +48,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.max_iters < 1:
-        raise UsageError(f"--max-iters must be >= 1, got {args.max_iters}")
     data_dir, run_dir = Path(args.data), Path(args.out)
     ensure_data(data_dir)
     settings = recipe(RECIPE, max_iters=args.max_iters, eval_interval=EVAL_INTERVAL,

@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="a UTF-8 text file to analyse (at most the model's context in tokens)")
     p.add_argument("--out", metavar="DIR", help="where to write the PNGs and scores.json "
                    "(default: RUN_DIR/heads)")
-    p.add_argument("--top", type=int, default=3, metavar="N",
+    p.add_argument("--top", type=argtypes.int_in(0), default=3, metavar="N",
                    help="draw the N strongest heads' patterns (default 3; 0 for none)")
     p.add_argument("--ablate", choices=interp.ABLATION_MODES, default="zero",
                    help="zero (default): the head's output is zeroed; mean: replaced by its "
@@ -54,8 +54,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.top < 0:
-        raise UsageError(f"--top must be >= 0, got {args.top}")
     run_dir = Path(args.run_dir)
     model = checkpoint.load_model(run_dir)
     config = model.config
@@ -65,25 +63,24 @@ def run(args: argparse.Namespace) -> int:
 
     if args.text is not None:
         idx, described = _text_tokens(args.text, tokenizer, config.block_size)
-        half = None
+        losses = interp.per_token_loss(model, idx).mean(dim=0)  # (T-1,)
+        halves = ""
     else:
         half = _seq_len(args.seq_len, config.block_size)
         generator = torch.Generator().manual_seed(args.seed)
-        idx = interp.repeated_random_tokens(config.vocab_size, half, RANDOM_BATCH, generator)
+        probe = interp.induction_probe(model, half, RANDOM_BATCH, generator)
+        idx, losses = probe["tokens"], probe["per_token_loss"]
         described = (f"no --text given: {RANDOM_BATCH} sequences of {half} random tokens, "
                      f"each repeated once ({2 * half} tokens; seed {args.seed})")
+        halves = (f"; first half {probe['loss_first_half']:.4f}, repeated half "
+                  f"{probe['loss_second_half']:.4f}")
 
     scores = interp.head_scores(model, idx)
     chance = interp.chance_scores(idx)
     deltas = interp.ablation_deltas(model, idx, mode=args.ablate)
-    losses = interp.per_token_loss(model, idx).mean(dim=0)  # (T-1,)
 
     print(f"input: {described}")
-    line = f"clean loss {float(losses.mean()):.4f} nats/token"
-    if half is not None:
-        line += (f"; first half {float(losses[: half - 1].mean()):.4f}, repeated half "
-                 f"{float(losses[half:].mean()):.4f}")
-    print(line)
+    print(f"clean loss {float(losses.mean()):.4f} nats/token{halves}")
     print("chance (uniform causal attention): " + "  ".join(
         f"{SHORT[name]} {chance[name]:.3f}" for name in interp.SCORE_NAMES))
     print()

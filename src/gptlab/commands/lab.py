@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gptlab.commands import argtypes
 from gptlab.errors import UsageError
 
 
@@ -20,15 +21,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--port", type=argtypes.int_in(1, 65535), default=8000,
+                   help="port (default 8000)")
     p.add_argument("--runs", default="runs", metavar="DIR",
                    help="folder of training runs the lab may open (default ./runs)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if not 0 < args.port < 65536:
-        raise UsageError(f"--port must be between 1 and 65535, got {args.port}")
     runs = Path(args.runs)
     if runs.exists() and not runs.is_dir():  # a missing folder is fine: no runs yet
         raise UsageError(f"--runs {runs} is not a folder")

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from gptlab.config import GPTConfig
-from gptlab.errors import GptlabError, UsageError
-from gptlab.hf import is_hf_dir
+from gptlab.checkpoint import resolve_config
+from gptlab.errors import GptlabError
 from gptlab.params import accounting, meta_parameter_count
 from gptlab.presets import PRESETS
 
@@ -38,29 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def load_config(name_or_path: str) -> GPTConfig:
-    """A preset, a config JSON file, or a run directory's config.json."""
-    if not name_or_path.strip():
-        raise UsageError("give a preset name, a config JSON file or a run directory")
-    path = Path(name_or_path)
-    if name_or_path not in PRESETS and "/" in name_or_path and not path.exists():
-        raise UsageError(f"not found: {name_or_path} (nor is it a preset name)")
-    if name_or_path not in PRESETS and path.is_dir():
-        if is_hf_dir(path):
-            raise UsageError(f"{name_or_path} is a Hugging Face model directory; convert it "
-                             "first (gptlab convert --from-hf)")
-        path = path / "config.json"
-        if not path.is_file():
-            raise UsageError(f"{name_or_path} is a directory without a config.json")
-        name_or_path = str(path)
-    try:
-        return GPTConfig.resolve(name_or_path)
-    except OSError as exc:  # unreadable, a directory named *.json, ...
-        raise UsageError(f"cannot read {name_or_path}: {exc.strerror or exc}") from None
-
-
 def run(args: argparse.Namespace) -> int:
-    config = load_config(args.model)
+    config = resolve_config(args.model)
     acc = accounting(config, seq_len=args.seq_len, name=args.model)
     meta_count = None
     if args.check:
