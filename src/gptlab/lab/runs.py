@@ -1,4 +1,5 @@
-"""The runs folder: which runs the lab may open, and a cache of loaded models.
+"""The runs folder: which runs the lab may open, a cache of loaded models, and the lock that
+lets one request at a time use them.
 
 A run is a folder holding config.json, model.safetensors and tokenizer.json. The page names
 a run by its path relative to the runs folder; anything that resolves outside it (`..`, an
@@ -35,7 +36,10 @@ class Runs:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).resolve()
         self._cache: dict[tuple, LoadedRun] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the cache
+        # Held while a request runs a model: every request shares the loaded models, and
+        # gptlab.interp's instruments (hooks, capture switches, eval mode) change them.
+        self.model_lock = threading.Lock()
 
     def list(self) -> list[str]:
         """Run names (posix paths relative to the root), sorted; symlinks out are skipped."""

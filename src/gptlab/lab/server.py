@@ -29,8 +29,6 @@ STATIC = Path(__file__).parent / "static"
 MAX_BODY_BYTES = 256 * 1024
 
 BAD_INPUT = {400: {"model": m.Error, "description": "Bad input: one line naming the field"}}
-NEEDS_RUN = {**BAD_INPUT, 503: {"model": m.Error,
-                                "description": "This build cannot do it (gptlab.interp missing)"}}
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -107,10 +105,6 @@ def create_app(runs_dir: str | Path = "runs") -> FastAPI:
     async def usage_error(_request: Request, exc: UsageError) -> JSONResponse:
         return _error(400, str(exc))
 
-    @app.exception_handler(GptlabError)
-    async def gptlab_error(_request: Request, exc: GptlabError) -> JSONResponse:
-        return _error(503, str(exc))  # something this build cannot do, not bad input
-
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return _error(exc.status_code, str(exc.detail), exc.headers)  # e.g. 405's Allow
@@ -144,17 +138,17 @@ def create_app(runs_dir: str | Path = "runs") -> FastAPI:
         """Parameters, FLOPs and memory of a preset or config (view 5)."""
         return JSONResponse(api.params_view(body))
 
-    @app.post("/api/heads", response_model=m.HeadsResponse, responses=NEEDS_RUN)
+    @app.post("/api/heads", response_model=m.HeadsResponse, responses=BAD_INPUT)
     def heads(body: m.HeadsRequest) -> JSONResponse:
         """A run's attention patterns and one layer's heads, concat and W_O (view 3)."""
         return JSONResponse(api.heads_view(runs, body))
 
-    @app.post("/api/head_scores", response_model=m.HeadScoresResponse, responses=NEEDS_RUN)
+    @app.post("/api/head_scores", response_model=m.HeadScoresResponse, responses=BAD_INPUT)
     def head_scores(body: m.HeadScoresRequest) -> JSONResponse:
         """Previous-token, duplicate and induction scores of every head (view 6)."""
         return JSONResponse(api.head_scores_view(runs, body))
 
-    @app.post("/api/ablate", response_model=m.AblateResponse, responses=NEEDS_RUN)
+    @app.post("/api/ablate", response_model=m.AblateResponse, responses=BAD_INPUT)
     def ablate(body: m.AblateRequest) -> JSONResponse:
         """The loss with one head switched off (view 6)."""
         return JSONResponse(api.ablate_view(runs, body))
