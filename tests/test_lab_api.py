@@ -223,6 +223,14 @@ def test_params_edited_config_matches_a_built_model(client):
     assert presets["gpt2"]["n_layer"] == 12 and "tiny-gpt2" in presets
 
 
+def test_presets_send_the_config_choices_the_server_takes(client):
+    choices = client.get("/api/presets").json()["choices"]
+    assert choices["pos_encoding"] == ["learned", "sinusoidal", "rope", "none"]
+    for field, values in choices.items():
+        for value in values:
+            post(client, "/api/params", {"preset": "gpt2", "config": {field: value}})
+
+
 def test_params_models_list_every_gptconfig_field():
     import dataclasses
 

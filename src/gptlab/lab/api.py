@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from gptlab import interp, presets
-from gptlab.config import GPTConfig
+from gptlab.config import MLPS, NORM_POSITIONS, NORMS, POS_ENCODINGS, GPTConfig
 from gptlab.errors import UsageError
 from gptlab.lab import compute
 from gptlab.lab import models as m
@@ -95,8 +95,14 @@ def rope_view(body: m.RopeRequest) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- 5. parameters
 
 
+# The config fields that take one of a few strings: the page builds its menus from these.
+CONFIG_CHOICES = {"pos_encoding": POS_ENCODINGS, "norm": NORMS, "norm_position": NORM_POSITIONS,
+                  "mlp": MLPS}
+
+
 def presets_view() -> dict[str, Any]:
-    return {"presets": {name: GPTConfig.from_preset(name).to_dict() for name in presets.PRESETS}}
+    return {"presets": {name: GPTConfig.from_preset(name).to_dict() for name in presets.PRESETS},
+            "choices": {name: list(values) for name, values in CONFIG_CHOICES.items()}}
 
 
 def params_view(body: m.ParamsRequest) -> dict[str, Any]:

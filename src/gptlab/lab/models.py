@@ -436,6 +436,8 @@ class ConfigOut(BaseModel):
 
 class PresetsResponse(BaseModel):
     presets: dict[str, ConfigOut]
+    choices: dict[str, list[str]] = Field(
+        description="each config field that takes one of a few strings, and those strings")
 
 
 class ParamsRow(BaseModel):

@@ -170,7 +170,7 @@ def create_app(runs_dir: str | Path = "runs") -> FastAPI:
 
     @app.get("/api/presets", response_model=m.PresetsResponse)
     def list_presets() -> JSONResponse:
-        """Every preset's config."""
+        """Every preset's config, and the choices of the config's string fields."""
         return JSONResponse(api.presets_view())
 
     @app.get("/", include_in_schema=False)
