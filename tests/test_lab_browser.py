@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from playwright import sync_api
 
-from gptlab.lab.screenshots import CHROMIUM, CHROMIUM_ARGS, VIEWS, capture_views
 from gptlab.lab.server import BackgroundServer
 from gptlab.lab.tinyrun import make_tiny_run
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tools.screenshots import CHROMIUM, CHROMIUM_ARGS, VIEWS, capture_views  # noqa: E402
 
 MINUS_INF = "\u2212\u221e"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
