@@ -234,7 +234,8 @@ def test_presets_send_the_config_choices_the_server_takes(client):
 def test_params_models_list_every_gptconfig_field():
     import dataclasses
 
-    from gptlab.lab.models import ConfigFields, ConfigOut
+    from gptlab.lab.models import ConfigFields
+    from gptlab.lab.responses import ConfigOut
 
     fields = {f.name for f in dataclasses.fields(GPTConfig) if f.init}
     assert set(ConfigFields.model_fields) == fields == set(ConfigOut.model_fields)

@@ -1,8 +1,9 @@
 """The lab's HTTP side: a JSON API over gptlab.lab.api and the static page.
 
-Request bodies are pydantic models (gptlab.lab.models), so /openapi.json describes every
-field, limit and answer. Bad input is a 400 with {"error": one line}; nothing a client can
-send becomes a 500 (tests/test_lab_fuzz.py fuzzes the API from its own schema).
+Request bodies and answers are pydantic models (gptlab.lab.models, gptlab.lab.responses),
+so /openapi.json describes every field, limit and answer. Bad input is a 400 with
+{"error": one line}; nothing a client can send becomes a 500 (tests/test_lab_fuzz.py fuzzes
+the API from its own schema).
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from gptlab.errors import GptlabError, UsageError
 from gptlab.lab import api, quiz
 from gptlab.lab import models as m
+from gptlab.lab import responses as res
 from gptlab.lab.runs import Runs
 
 STATIC = Path(__file__).parent / "static"
 MAX_BODY_BYTES = 256 * 1024
 
-BAD_INPUT = {400: {"model": m.Error, "description": "Bad input: one line naming the field"}}
+BAD_INPUT = {400: {"model": res.Error, "description": "Bad input: one line naming the field"}}
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -113,62 +115,62 @@ def create_app(runs_dir: str | Path = "runs") -> FastAPI:
     # JSONResponse themselves, so response_model documents the answer (and the fuzz test
     # checks it) without a second pass over large float matrices.
 
-    @app.post("/api/attention", response_model=m.AttentionResponse, responses=BAD_INPUT)
+    @app.post("/api/attention", response_model=res.AttentionResponse, responses=BAD_INPUT)
     def attention(body: m.AttentionRequest) -> JSONResponse:
         """One attention head, stage by stage, on seeded or edited inputs (view 1)."""
         return JSONResponse(api.attention_view(body))
 
-    @app.post("/api/scaling", response_model=m.ScalingResponse, responses=BAD_INPUT)
+    @app.post("/api/scaling", response_model=res.ScalingResponse, responses=BAD_INPUT)
     def scaling(body: m.ScalingRequest) -> JSONResponse:
         """Why scores are divided by sqrt(d_k) (view 2)."""
         return JSONResponse(api.scaling_view(body))
 
-    @app.post("/api/sinusoidal", response_model=m.SinusoidalResponse, responses=BAD_INPUT)
+    @app.post("/api/sinusoidal", response_model=res.SinusoidalResponse, responses=BAD_INPUT)
     def sinusoidal(body: m.SinusoidalRequest) -> JSONResponse:
         """The sinusoidal position table and its dot products (view 4)."""
         return JSONResponse(api.sinusoidal_view(body))
 
-    @app.post("/api/rope", response_model=m.RopeResponse, responses=BAD_INPUT)
+    @app.post("/api/rope", response_model=res.RopeResponse, responses=BAD_INPUT)
     def rope(body: m.RopeRequest) -> JSONResponse:
         """RoPE: scores depend on the offset n - m only (view 4)."""
         return JSONResponse(api.rope_view(body))
 
-    @app.post("/api/params", response_model=m.ParamsResponse, responses=BAD_INPUT)
+    @app.post("/api/params", response_model=res.ParamsResponse, responses=BAD_INPUT)
     def params(body: m.ParamsRequest) -> JSONResponse:
         """Parameters, FLOPs and memory of a preset or config (view 5)."""
         return JSONResponse(api.params_view(body))
 
-    @app.post("/api/heads", response_model=m.HeadsResponse, responses=BAD_INPUT)
+    @app.post("/api/heads", response_model=res.HeadsResponse, responses=BAD_INPUT)
     def heads(body: m.HeadsRequest) -> JSONResponse:
         """A run's attention patterns and one layer's heads, concat and W_O (view 3)."""
         return JSONResponse(api.heads_view(runs, body))
 
-    @app.post("/api/head_scores", response_model=m.HeadScoresResponse, responses=BAD_INPUT)
+    @app.post("/api/head_scores", response_model=res.HeadScoresResponse, responses=BAD_INPUT)
     def head_scores(body: m.HeadScoresRequest) -> JSONResponse:
         """Previous-token, duplicate and induction scores of every head (view 6)."""
         return JSONResponse(api.head_scores_view(runs, body))
 
-    @app.post("/api/ablate", response_model=m.AblateResponse, responses=BAD_INPUT)
+    @app.post("/api/ablate", response_model=res.AblateResponse, responses=BAD_INPUT)
     def ablate(body: m.AblateRequest) -> JSONResponse:
         """The loss with one head switched off (view 6)."""
         return JSONResponse(api.ablate_view(runs, body))
 
-    @app.post("/api/quiz", response_model=m.QuizResponse, responses=BAD_INPUT)
+    @app.post("/api/quiz", response_model=res.QuizResponse, responses=BAD_INPUT)
     def quiz_question(body: m.QuizRequest) -> JSONResponse:
         """A question made from the library; its answer stays on the server (view 7)."""
         return JSONResponse(quiz.question_view(body))
 
-    @app.post("/api/quiz/check", response_model=m.QuizCheckResponse, responses=BAD_INPUT)
+    @app.post("/api/quiz/check", response_model=res.QuizCheckResponse, responses=BAD_INPUT)
     def quiz_check(body: m.QuizCheckRequest) -> JSONResponse:
         """Checks an answer to the question (kind, seed) against the computed one."""
         return JSONResponse(quiz.check_view(body))
 
-    @app.get("/api/runs", response_model=m.RunsResponse)
+    @app.get("/api/runs", response_model=res.RunsResponse)
     def list_runs() -> JSONResponse:
         """The runs in the runs folder."""
         return JSONResponse(api.runs_view(runs))
 
-    @app.get("/api/presets", response_model=m.PresetsResponse)
+    @app.get("/api/presets", response_model=res.PresetsResponse)
     def list_presets() -> JSONResponse:
         """Every preset's config, and the choices of the config's string fields."""
         return JSONResponse(api.presets_view())
