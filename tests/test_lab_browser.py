@@ -118,7 +118,8 @@ def test_five_stages_mask_switch_and_edit(page, lab):
     # the page shows what the library computes for the edited input
     body = json.dumps({"tokens": "cat sat on the mat", "d": 4, "seed": 0, "causal": True})
     data = page.evaluate(
-        f"fetch('/api/attention', {{method: 'POST', body: '{body}'}}).then(r => r.json())")
+        f"fetch('/api/attention', {{method: 'POST', body: '{body}', "
+        "headers: {'Content-Type': 'application/json'}}).then(r => r.json())")
     x = np.array(data["x"])
     x[0, 0] = 2.5
     wq, wk, wv = (np.array(data[k]) for k in ("w_q", "w_k", "w_v"))
