@@ -132,8 +132,11 @@ def encode_prompt(run, prompt: str) -> torch.Tensor:
     return torch.tensor([ids])
 
 
-def token_labels(run, idx: torch.Tensor) -> list[str]:
-    return [run.tokenizer.decode([i]) for i in idx[0].tolist()]
+def model_on_tokens(run, idx: torch.Tensor) -> dict[str, Any]:
+    """What an answer about run's model on the tokens idx (1, T) starts with."""
+    return {"run": run.name, "tokens": [run.tokenizer.decode([i]) for i in idx[0].tolist()],
+            "ids": idx[0].tolist(), "n_layer": run.model.config.n_layer,
+            "n_head": run.model.config.n_head}
 
 
 def runs_view(runs: Runs) -> dict[str, Any]:
@@ -189,9 +192,8 @@ def heads_view(runs: Runs, body: m.HeadsRequest) -> dict[str, Any]:
     concat = heads.transpose(0, 1).reshape(T, cfg.n_head * cfg.head_dim)  # (T, nh*hs)
     proj = run.model.blocks[layer].attn.proj
     return {
-        "run": run.name, "tokens": token_labels(run, idx), "ids": idx[0].tolist(),
-        "n_layer": cfg.n_layer, "n_head": cfg.n_head, "head_dim": cfg.head_dim,
-        "n_embd": cfg.n_embd, "layer": layer,
+        **model_on_tokens(run, idx), "head_dim": cfg.head_dim, "n_embd": cfg.n_embd,
+        "layer": layer,
         "attention": weights.tolist(),  # (n_layer, n_head, T, T)
         "heads": heads.tolist(),  # (n_head, T, hs): weights @ V per head
         "concat": concat.tolist(),  # (T, n_head*hs)
@@ -240,8 +242,7 @@ def head_scores_view(runs: Runs, body: m.HeadScoresRequest) -> dict[str, Any]:
         deltas = interp.ablation_deltas(run.model, idx)
         _, loss = run.model(idx[:, :-1], idx[:, 1:])
     return {
-        "run": run.name, "tokens": token_labels(run, idx), "ids": idx[0].tolist(),
-        "n_layer": run.model.config.n_layer, "n_head": run.model.config.n_head,
+        **model_on_tokens(run, idx),
         "scores": {k: t.tolist() for k, t in scores.items()},
         "ablation_deltas": deltas.tolist(), "loss": loss.item(),
     }

@@ -187,12 +187,17 @@ class RunsResponse(BaseModel):
     runs: list[str]
 
 
-class HeadsResponse(BaseModel):
+class ModelOnTokens(BaseModel):
+    """The start of an answer about a run's model on some tokens (views 3 and 6)."""
+
     run: str
     tokens: list[str]
     ids: list[int]
     n_layer: int
     n_head: int
+
+
+class HeadsResponse(ModelOnTokens):
     head_dim: int
     n_embd: int
     layer: int
@@ -210,12 +215,7 @@ class HeadScores(BaseModel):
     induction: Matrix
 
 
-class HeadScoresResponse(BaseModel):
-    run: str
-    tokens: list[str]
-    ids: list[int]
-    n_layer: int
-    n_head: int
+class HeadScoresResponse(ModelOnTokens):
     scores: HeadScores = Field(description="each (n_layer, n_head)")
     ablation_deltas: Matrix = Field(description="(n_layer, n_head): loss change")
     loss: float
