@@ -23,7 +23,7 @@ demo: $(VENV)/.base
 
 test: $(VENV)/.test
 	@command -v chromium >/dev/null || bash .ci/install-system-deps
-	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff check src tests bench tools
 	$(PY) -m pytest -q
 
 lab: $(VENV)/.base
@@ -37,7 +37,7 @@ bench: $(VENV)/.test
 	$(VENV)/bin/gptlab bench $(BENCH_ARGS)
 
 lint: $(VENV)/.test
-	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff check src tests bench tools
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info

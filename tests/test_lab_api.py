@@ -223,10 +223,19 @@ def test_params_edited_config_matches_a_built_model(client):
     assert presets["gpt2"]["n_layer"] == 12 and "tiny-gpt2" in presets
 
 
+def test_presets_send_the_config_choices_the_server_takes(client):
+    choices = client.get("/api/presets").json()["choices"]
+    assert choices["pos_encoding"] == ["learned", "sinusoidal", "rope", "none"]
+    for field, values in choices.items():
+        for value in values:
+            post(client, "/api/params", {"preset": "gpt2", "config": {field: value}})
+
+
 def test_params_models_list_every_gptconfig_field():
     import dataclasses
 
-    from gptlab.lab.models import ConfigFields, ConfigOut
+    from gptlab.lab.models import ConfigFields
+    from gptlab.lab.responses import ConfigOut
 
     fields = {f.name for f in dataclasses.fields(GPTConfig) if f.init}
     assert set(ConfigFields.model_fields) == fields == set(ConfigOut.model_fields)
@@ -521,13 +530,18 @@ def test_a_405_names_the_allowed_method(client):
     assert r.status_code == 405 and r.headers["allow"] == "POST" and r.json()["error"]
 
 
-def test_bodies_are_json_objects_whatever_their_content_type(client):
+def test_bodies_are_json_objects_sent_as_json(client):
+    # What another site's page can post without a CORS preflight is refused: text/plain,
+    # a form, no Content-Type at all.
     for headers in ({"content-type": "text/plain"}, {}, {"content-type": "application/x-www-"
                                                          "form-urlencoded"}):
         r = client.post("/api/scaling", content='{"d_k": 4}', headers=headers)
-        assert r.status_code == 200 and r.json()["d_k"] == 4, (headers, r.text)
-    r = client.post("/api/scaling", content="d_k=4", headers={"content-type": "text/plain"})
-    assert r.status_code == 400 and "not valid JSON" in r.json()["error"]
+        assert r.status_code == 400, (headers, r.text)
+        assert "must be sent with Content-Type: application/json" in r.json()["error"]
+    for media in ("application/json; charset=utf-8", "application/merge-patch+json"):
+        r = client.post("/api/scaling", content='{"d_k": 4}', headers={"content-type": media})
+        assert r.status_code == 200 and r.json()["d_k"] == 4, (media, r.text)
+    bad(client, "/api/scaling", "d_k=4", "not valid JSON")
     bad(client, "/api/scaling", "", "request body must be a JSON object")
     bad(client, "/api/scaling", "null", "request body must be a JSON object")
     # JSON Schema counts 4.0 as an integer, and so does the server; "4" and true are not.

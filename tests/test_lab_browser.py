@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from playwright import sync_api
 
-from gptlab.lab.screenshots import CHROMIUM, CHROMIUM_ARGS, VIEWS, capture_views
 from gptlab.lab.server import BackgroundServer
 from gptlab.lab.tinyrun import make_tiny_run
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tools.screenshots import CHROMIUM, CHROMIUM_ARGS, VIEWS, capture_views  # noqa: E402
 
 MINUS_INF = "\u2212\u221e"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -112,7 +118,8 @@ def test_five_stages_mask_switch_and_edit(page, lab):
     # the page shows what the library computes for the edited input
     body = json.dumps({"tokens": "cat sat on the mat", "d": 4, "seed": 0, "causal": True})
     data = page.evaluate(
-        f"fetch('/api/attention', {{method: 'POST', body: '{body}'}}).then(r => r.json())")
+        f"fetch('/api/attention', {{method: 'POST', body: '{body}', "
+        "headers: {'Content-Type': 'application/json'}}).then(r => r.json())")
     x = np.array(data["x"])
     x[0, 0] = 2.5
     wq, wk, wv = (np.array(data[k]) for k in ("w_q", "w_k", "w_v"))

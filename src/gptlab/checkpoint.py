@@ -25,6 +25,8 @@ from gptlab.model import GPT
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
+# A model directory that reads and writes text (what the lab opens as a run).
+MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE)
 
 
 def unwrap(model: torch.nn.Module) -> GPT:

@@ -1,5 +1,8 @@
 """The chapter quiz: questions made from the library, answers it computes and checks.
 
+The numbers come from gptlab.lab.compute, the arithmetic the views show, and from
+gptlab.params, so a question about a stage has the answer its view would give.
+
 A question is fully determined by (kind, seed), so the server keeps no state: the page
 sends back kind, seed and the learner's answer, and the server recomputes the answer.
 """
@@ -10,12 +13,11 @@ import math
 import random
 from typing import Any
 
-from gptlab.attention import attention_steps
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
-from gptlab.lab.api import rope_scores, scaling_view, seeded_inputs
+from gptlab.lab import compute
 from gptlab.lab.models import QUIZ_KINDS as KINDS
-from gptlab.lab.models import QuizCheckRequest, QuizRequest, ScalingRequest
+from gptlab.lab.models import QuizCheckRequest, QuizRequest
 
 ROW0_CHOICES = {
     "mask": "The mask leaves row 0 only one key, itself; a softmax over one finite score "
@@ -60,8 +62,7 @@ def make(kind: str, seed: int) -> dict[str, Any]:
     if kind == "masked_row":
         tokens = rng.sample(["cat", "sat", "on", "the", "mat", "dog", "ran", "far"], 4)
         row = rng.randrange(1, 4)
-        inputs = seeded_inputs(tokens, 2, seed % 1000)
-        s = attention_steps(inputs["x"], inputs["w_q"], inputs["w_k"], inputs["w_v"], True)
+        s = compute.attention(compute.seeded_inputs(tokens, 2, seed % 1000), causal=True)
         weights = s["weights"][row, : row + 1].tolist()
         q, k = s["q"], s["k"]
         question = (f"Tokens {' '.join(tokens)}, d_k = 2, causal mask. "
@@ -74,20 +75,21 @@ def make(kind: str, seed: int) -> dict[str, Any]:
         return {"question": question, "format": "list", "answer": weights, "tolerance": 0.01,
                 "worked": worked}
     if kind == "row0":
-        inputs = seeded_inputs(["cat", "sat", "on", "the", "mat"], 4, seed % 1000)
-        s = attention_steps(inputs["x"], inputs["w_q"], inputs["w_k"], inputs["w_v"], True)
+        inputs = compute.seeded_inputs(["cat", "sat", "on", "the", "mat"], 4, seed % 1000)
+        s = compute.attention(inputs, causal=True)
+        unmasked = compute.attention(inputs, causal=False)["weights"][0].tolist()
         keys = list(ROW0_CHOICES)
         rng.shuffle(keys)
         row0 = s["weights"][0].tolist()
         worked = (f"With the mask, row 0 of the scores is [{s['scores'][0, 0].item():.2f}, -inf, "
                   f"-inf, -inf, -inf]; softmax gives [{_fmt(row0)}]. Without the mask it is "
-                  f"[{_fmt(attention_steps(inputs['x'], inputs['w_q'], inputs['w_k'], inputs['w_v'], False)['weights'][0].tolist())}].")  # noqa: E501
+                  f"[{_fmt(unmasked)}].")
         return {"question": "In the causal self-attention of \"cat sat on the mat\", why is "
                             "row 0 of the weights exactly [1.00, 0, 0, 0, 0]?",
                 "format": "choice", "choices": [{"id": k, "text": ROW0_CHOICES[k]} for k in keys],
                 "answer": "mask", "worked": worked}
     if kind == "rope_offset":
-        r = rope_scores(8, 10000.0, 16, seed % 1000)
+        r = compute.rope_scores(8, 10000.0, 16, seed % 1000)
         offset = rng.randrange(1, 6)
         m1, m2 = rng.sample(range(16 - offset), 2)
         given = r["scores"][m1, m1 + offset].item()
@@ -102,7 +104,7 @@ def make(kind: str, seed: int) -> dict[str, Any]:
                 "tolerance": 1e-3, "worked": worked}
     if kind == "sqrt_dk":
         d_k = rng.choice([16, 64, 256, 1024])
-        stats = scaling_view(ScalingRequest(d_k=d_k, seed=seed % 1000))
+        stats = compute.scaling_stats(d_k, n_keys=16, seed=seed % 1000)
         question = (f"q and k have d_k = {d_k} independent N(0, 1) entries. Without dividing "
                     f"by sqrt(d_k), what is the standard deviation of the score q.k?")
         worked = (f"q.k is a sum of {d_k} products, each of mean 0 and variance 1, so its "

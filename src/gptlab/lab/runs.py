@@ -1,8 +1,10 @@
-"""The runs folder: which runs the lab may open, and a cache of loaded models.
+"""The runs folder: which runs the lab may open, a cache of loaded models, and the lock that
+lets one request at a time use them.
 
-A run is a folder holding config.json, model.safetensors and tokenizer.json. The page names
-a run by its path relative to the runs folder; anything that resolves outside it (`..`, an
-absolute path, a symlink pointing out) is refused before a file is opened.
+A run is a model directory with its tokenizer (gptlab.checkpoint.MODEL_FILES: config.json,
+model.safetensors, tokenizer.json). The page names a run by its path relative to the runs
+folder; anything that resolves outside it (`..`, an absolute path, a symlink pointing out)
+is refused before a file is opened.
 """
 
 from __future__ import annotations
@@ -11,11 +13,10 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from gptlab.checkpoint import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, load_model
+from gptlab.checkpoint import MODEL_FILES, load_model, load_tokenizer_of
 from gptlab.errors import UsageError
 from gptlab.model import GPT
 
-RUN_FILES = (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE)
 MAX_DEPTH = 3  # runs nested up to runs/<a>/<b>/<c>
 MAX_CACHED = 4
 
@@ -28,14 +29,17 @@ class LoadedRun:
 
 
 def is_run(path: Path) -> bool:
-    return all((path / f).is_file() for f in RUN_FILES)
+    return all((path / f).is_file() for f in MODEL_FILES)
 
 
 class Runs:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).resolve()
         self._cache: dict[tuple, LoadedRun] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the cache
+        # Held while a request runs a model: every request shares the loaded models, and
+        # gptlab.interp's instruments (hooks, capture switches, eval mode) change them.
+        self.model_lock = threading.Lock()
 
     def list(self) -> list[str]:
         """Run names (posix paths relative to the root), sorted; symlinks out are skipped."""
@@ -88,19 +92,17 @@ class Runs:
             raise UsageError(f"run {name!r} points outside the runs folder")
         if not path.is_dir() or not is_run(path):
             raise UsageError(f"no run named {name!r} in the runs folder "
-                             f"(a run holds {', '.join(RUN_FILES)})")
-        for f in RUN_FILES:  # a file symlinked out of the folder is refused too
+                             f"(a run holds {', '.join(MODEL_FILES)})")
+        for f in MODEL_FILES:  # a file symlinked out of the folder is refused too
             if not self._inside((path / f).resolve()):
                 raise UsageError(f"run {name!r}: {f} points outside the runs folder")
         return path
 
     def load(self, name: object) -> LoadedRun:
         """Model and tokenizer, loaded once and kept while their files are unchanged."""
-        from gptlab.tokenizers import load_tokenizer
-
         path = self.resolve(name)
         try:
-            key = (str(path),) + tuple((path / f).stat().st_mtime_ns for f in RUN_FILES)
+            key = (str(path),) + tuple((path / f).stat().st_mtime_ns for f in MODEL_FILES)
         except OSError as exc:  # removed since resolve()
             raise UsageError(f"run {name!r} cannot be opened: {exc.strerror or exc}") from None
         with self._lock:
@@ -108,8 +110,7 @@ class Runs:
             if hit is not None:
                 return hit
             try:
-                run = LoadedRun(str(name), load_model(path),
-                                load_tokenizer(path / TOKENIZER_FILE))
+                run = LoadedRun(str(name), load_model(path), load_tokenizer_of(path))
             except OSError as exc:  # unreadable files (load_model reports broken ones)
                 raise UsageError(f"run {name!r} cannot be read: {exc.strerror or exc}") from None
             stale = [k for k in self._cache if k[0] == key[0]]

@@ -1,8 +1,9 @@
 """The lab's HTTP side: a JSON API over gptlab.lab.api and the static page.
 
-Request bodies are pydantic models (gptlab.lab.models), so /openapi.json describes every
-field, limit and answer. Bad input is a 400 with {"error": one line}; nothing a client can
-send becomes a 500 (tests/test_lab_fuzz.py fuzzes the API from its own schema).
+Request bodies and answers are pydantic models (gptlab.lab.models, gptlab.lab.responses),
+so /openapi.json describes every field, limit and answer. Bad input is a 400 with
+{"error": one line}; nothing a client can send becomes a 500 (tests/test_lab_fuzz.py fuzzes
+the API from its own schema).
 """
 
 from __future__ import annotations
@@ -23,31 +24,31 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from gptlab.errors import GptlabError, UsageError
 from gptlab.lab import api, quiz
 from gptlab.lab import models as m
+from gptlab.lab import responses as res
 from gptlab.lab.runs import Runs
 
 STATIC = Path(__file__).parent / "static"
 MAX_BODY_BYTES = 256 * 1024
 
-BAD_INPUT = {400: {"model": m.Error, "description": "Bad input: one line naming the field"}}
-NEEDS_RUN = {**BAD_INPUT, 503: {"model": m.Error,
-                                "description": "This build cannot do it (gptlab.interp missing)"}}
+BAD_INPUT = {400: {"model": res.Error, "description": "Bad input: one line naming the field"}}
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def _is_json(content_type: str) -> bool:
-    media = content_type.split(";")[0].strip().lower()
+def _is_json(media: str) -> bool:
     return media == "application/json" or (media.startswith("application/")
                                            and media.endswith("+json"))
 
 
 class CheckedBody(APIRoute):
     """A route whose body is at most MAX_BODY_BYTES long (checked before it is parsed) and
-    is read as JSON whatever its Content-Type, as the lab always did: fetch() with a string
-    body sends text/plain, curl -d sends a form type. (The lab changes nothing and sends
-    nothing anywhere, so a cross-site post can only make it compute.)"""
+    is sent as JSON (Content-Type application/json or */*+json). A page on another site can
+    make a visitor's browser post text/plain, a form or a body with no type without asking
+    the server first (no CORS preflight), but not JSON; so only the lab's own page, curl -H
+    and the like can drive it. FastAPI refuses the same bodies (strict_content_type, its
+    default since 0.132), less clearly, and not in every version pyproject.toml allows."""
 
     def get_route_handler(self) -> Callable:
         handler = super().get_route_handler()
@@ -60,15 +61,11 @@ class CheckedBody(APIRoute):
             if len(raw) > MAX_BODY_BYTES:
                 raise UsageError(f"request body is {len(raw)} bytes; "
                                  f"the limit is {MAX_BODY_BYTES}")
-            if raw and not _is_json(request.headers.get("content-type", "")):
-                headers = [(k, v) for k, v in request.scope["headers"] if k != b"content-type"]
-                scope = {**request.scope, "headers": [*headers,
-                                                      (b"content-type", b"application/json")]}
-
-                async def replay() -> dict[str, Any]:
-                    return {"type": "http.request", "body": raw, "more_body": False}
-
-                request = Request(scope, replay)
+            media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if raw and not _is_json(media):
+                sent = f"as {media}" if media else "without one"
+                raise UsageError("request body must be sent with Content-Type: "
+                                 f"application/json; it was sent {sent}")
             return await handler(request)
 
         return checked
@@ -107,10 +104,6 @@ def create_app(runs_dir: str | Path = "runs") -> FastAPI:
     async def usage_error(_request: Request, exc: UsageError) -> JSONResponse:
         return _error(400, str(exc))
 
-    @app.exception_handler(GptlabError)
-    async def gptlab_error(_request: Request, exc: GptlabError) -> JSONResponse:
-        return _error(503, str(exc))  # something this build cannot do, not bad input
-
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return _error(exc.status_code, str(exc.detail), exc.headers)  # e.g. 405's Allow
@@ -119,64 +112,64 @@ def create_app(runs_dir: str | Path = "runs") -> FastAPI:
     # JSONResponse themselves, so response_model documents the answer (and the fuzz test
     # checks it) without a second pass over large float matrices.
 
-    @app.post("/api/attention", response_model=m.AttentionResponse, responses=BAD_INPUT)
+    @app.post("/api/attention", response_model=res.AttentionResponse, responses=BAD_INPUT)
     def attention(body: m.AttentionRequest) -> JSONResponse:
         """One attention head, stage by stage, on seeded or edited inputs (view 1)."""
         return JSONResponse(api.attention_view(body))
 
-    @app.post("/api/scaling", response_model=m.ScalingResponse, responses=BAD_INPUT)
+    @app.post("/api/scaling", response_model=res.ScalingResponse, responses=BAD_INPUT)
     def scaling(body: m.ScalingRequest) -> JSONResponse:
         """Why scores are divided by sqrt(d_k) (view 2)."""
         return JSONResponse(api.scaling_view(body))
 
-    @app.post("/api/sinusoidal", response_model=m.SinusoidalResponse, responses=BAD_INPUT)
+    @app.post("/api/sinusoidal", response_model=res.SinusoidalResponse, responses=BAD_INPUT)
     def sinusoidal(body: m.SinusoidalRequest) -> JSONResponse:
         """The sinusoidal position table and its dot products (view 4)."""
         return JSONResponse(api.sinusoidal_view(body))
 
-    @app.post("/api/rope", response_model=m.RopeResponse, responses=BAD_INPUT)
+    @app.post("/api/rope", response_model=res.RopeResponse, responses=BAD_INPUT)
     def rope(body: m.RopeRequest) -> JSONResponse:
         """RoPE: scores depend on the offset n - m only (view 4)."""
         return JSONResponse(api.rope_view(body))
 
-    @app.post("/api/params", response_model=m.ParamsResponse, responses=BAD_INPUT)
+    @app.post("/api/params", response_model=res.ParamsResponse, responses=BAD_INPUT)
     def params(body: m.ParamsRequest) -> JSONResponse:
         """Parameters, FLOPs and memory of a preset or config (view 5)."""
         return JSONResponse(api.params_view(body))
 
-    @app.post("/api/heads", response_model=m.HeadsResponse, responses=NEEDS_RUN)
+    @app.post("/api/heads", response_model=res.HeadsResponse, responses=BAD_INPUT)
     def heads(body: m.HeadsRequest) -> JSONResponse:
         """A run's attention patterns and one layer's heads, concat and W_O (view 3)."""
         return JSONResponse(api.heads_view(runs, body))
 
-    @app.post("/api/head_scores", response_model=m.HeadScoresResponse, responses=NEEDS_RUN)
+    @app.post("/api/head_scores", response_model=res.HeadScoresResponse, responses=BAD_INPUT)
     def head_scores(body: m.HeadScoresRequest) -> JSONResponse:
         """Previous-token, duplicate and induction scores of every head (view 6)."""
         return JSONResponse(api.head_scores_view(runs, body))
 
-    @app.post("/api/ablate", response_model=m.AblateResponse, responses=NEEDS_RUN)
+    @app.post("/api/ablate", response_model=res.AblateResponse, responses=BAD_INPUT)
     def ablate(body: m.AblateRequest) -> JSONResponse:
         """The loss with one head switched off (view 6)."""
         return JSONResponse(api.ablate_view(runs, body))
 
-    @app.post("/api/quiz", response_model=m.QuizResponse, responses=BAD_INPUT)
+    @app.post("/api/quiz", response_model=res.QuizResponse, responses=BAD_INPUT)
     def quiz_question(body: m.QuizRequest) -> JSONResponse:
         """A question made from the library; its answer stays on the server (view 7)."""
         return JSONResponse(quiz.question_view(body))
 
-    @app.post("/api/quiz/check", response_model=m.QuizCheckResponse, responses=BAD_INPUT)
+    @app.post("/api/quiz/check", response_model=res.QuizCheckResponse, responses=BAD_INPUT)
     def quiz_check(body: m.QuizCheckRequest) -> JSONResponse:
         """Checks an answer to the question (kind, seed) against the computed one."""
         return JSONResponse(quiz.check_view(body))
 
-    @app.get("/api/runs", response_model=m.RunsResponse)
+    @app.get("/api/runs", response_model=res.RunsResponse)
     def list_runs() -> JSONResponse:
         """The runs in the runs folder."""
         return JSONResponse(api.runs_view(runs))
 
-    @app.get("/api/presets", response_model=m.PresetsResponse)
+    @app.get("/api/presets", response_model=res.PresetsResponse)
     def list_presets() -> JSONResponse:
-        """Every preset's config."""
+        """Every preset's config, and the choices of the config's string fields."""
         return JSONResponse(api.presets_view())
 
     @app.get("/", include_in_schema=False)

@@ -566,12 +566,13 @@ loaders.positions = () => {
 
 // ------------------------------------------------------------------ 5. parameters
 
+// The form's fields; a "choice" field's options come from the server (/api/presets).
 const PARAM_FIELDS = [
   ["vocab_size", "number"], ["block_size", "number"], ["n_layer", "number"], ["n_head", "number"],
   ["n_kv_head", "number"], ["n_embd", "number"], ["ffn_hidden", "number"],
-  ["pos_encoding", ["learned", "sinusoidal", "rope", "none"]], ["norm", ["layernorm", "rmsnorm"]],
-  ["mlp", ["gelu", "gelu_tanh", "swiglu"]], ["bias", "bool"], ["tie_embeddings", "bool"]];
-let presets = {};
+  ["pos_encoding", "choice"], ["norm", "choice"], ["mlp", "choice"],
+  ["bias", "bool"], ["tie_embeddings", "bool"]];
+let presets = {}, choices = {};
 
 function fillParamsForm(cfg) {
   const form = $("params-form");
@@ -579,9 +580,9 @@ function fillParamsForm(cfg) {
   for (const [name, kind] of PARAM_FIELDS) {
     const label = htmlEl("label", {}, name + " ");
     let input;
-    if (Array.isArray(kind)) {
+    if (kind === "choice") {
       input = htmlEl("select");
-      kind.forEach((k) => input.appendChild(htmlEl("option", {value: k}, k)));
+      choices[name].forEach((k) => input.appendChild(htmlEl("option", {value: k}, k)));
       input.value = cfg[name];
     } else if (kind === "bool") {
       input = htmlEl("input", {type: "checkbox"});
@@ -602,7 +603,7 @@ function paramsConfig() {
   for (const [name, kind] of PARAM_FIELDS) {
     const input = $(`param-${name}`);
     if (kind === "bool") cfg[name] = input.checked;
-    else if (Array.isArray(kind)) cfg[name] = input.value;
+    else if (kind === "choice") cfg[name] = input.value;
     else cfg[name] = input.value === "" ? null : Number(input.value);
   }
   return cfg;
@@ -640,7 +641,7 @@ const paramsCompute = guarded(async () => {
 const paramsComputeSoon = debounce(paramsCompute, 120);
 
 loaders.params = guarded(async () => {
-  presets = (await api("/api/presets")).presets;
+  ({presets, choices} = await api("/api/presets"));
   const sel = $("params-preset");
   Object.keys(presets).forEach((n) => sel.appendChild(htmlEl("option", {value: n}, n)));
   sel.value = "gpt2";

@@ -1,8 +1,10 @@
-"""Screenshots of every view of the lab, for the docs: `python -m gptlab.lab.screenshots`.
+"""Screenshots of every view of the lab, for the docs: `python -m tools.screenshots`.
 
-Starts the lab on a free 127.0.0.1 port, opens it in headless Chromium (Playwright) and
-writes one PNG per view. Without --runs it trains a tiny model first (a few seconds), so
-the model views have something to show.
+A developer tool, not part of the package: it needs Playwright and a Chromium (Debian's
+/usr/bin/chromium by default, as `make test` installs it; --chromium PATH for another).
+Starts the lab on a free 127.0.0.1 port, opens it in headless Chromium and writes one PNG
+per view. Without --runs it trains a tiny model first (a few seconds), so the model views
+have something to show. tests/test_lab_browser.py drives the same views.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def capture_views(page, url: str, out_dir: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gptlab.lab.screenshots",
+    parser = argparse.ArgumentParser(prog="python -m tools.screenshots",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="docs/screenshots", help="folder for the PNGs")
     parser.add_argument("--runs", help="runs folder (default: train a tiny run in a temp dir)")
