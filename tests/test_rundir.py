@@ -263,7 +263,7 @@ def test_train_json_that_is_not_an_object(data_dir, tmp_path, capsys):
     code = main(["train", "--data", str(data_dir), "--out", str(run), "--resume",
                  "--no-progress"])
     err = capsys.readouterr().err
-    assert code == 2 and "train.json must hold a JSON object, not list" in err
+    assert code == 2 and "train.json must hold a JSON object (training settings), not list" in err
     assert err.count("\n") == 1
 
 

@@ -56,7 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # back ("wrote ...", an error naming it) must not raise UnicodeEncodeError.
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2), already printed
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return int(args.func(args) or 0)
     except GptlabError as exc:
