@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gptlab.attention import KVCache, causal_mask
+from gptlab.attention import AttentionInputs, KVCache, causal_mask
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
 from gptlab.layers import BLOCKS, build_norm
@@ -89,9 +89,10 @@ class GPT(nn.Module):
             x = x + self.wpe(positions).to(x.dtype)
         x = self.drop(x)
         rope = self.rope(positions) if self.rope is not None else None
-        allowed, causal = self._mask(T, start, attention_mask, idx.device)
+        allowed, is_causal = self._mask(T, start, attention_mask, idx.device)
+        inputs = AttentionInputs(rope, allowed, is_causal, cache)
         for block in self.blocks:
-            x = block(x, rope, allowed, causal, cache)
+            x = block(x, inputs)
         if cache is not None:
             cache.advance(T)
         if self.ln_f is not None:
@@ -108,7 +109,7 @@ class GPT(nn.Module):
     def _mask(
         T: int, start: int, attention_mask: Tensor | None, device: torch.device
     ) -> tuple[Tensor | None, bool]:
-        """(allowed, causal) for attention; None lets the fused kernel build the mask."""
+        """(allowed, is_causal) for attention; None lets the fused kernel build the mask."""
         if attention_mask is None:
             if start == 0:
                 return None, True  # plain causal attention over this chunk
