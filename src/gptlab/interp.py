@@ -25,8 +25,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gptlab.attention import CausalSelfAttention
-from gptlab.checkpoint import unwrap
 from gptlab.errors import UsageError
+from gptlab.model import unwrap
 
 SCORE_NAMES = ("previous_token", "duplicate_token", "induction")
 ABLATION_MODES = ("zero", "mean")

@@ -1,4 +1,10 @@
-"""GPT: token embeddings -> positions -> blocks -> final norm -> lm_head."""
+"""GPT: token embeddings -> positions -> blocks -> final norm -> lm_head.
+
+`GPT.forward` works out once what attention needs for this chunk (rope tables, the mask, the
+cache) as an `AttentionInputs` and hands the same object to every block. `unwrap` finds the
+GPT inside a DistributedDataParallel or torch.compile wrapper, for everything that reads
+the model's config or weights.
+"""
 
 from __future__ import annotations
 
@@ -141,6 +147,17 @@ class GPT(nn.Module):
         new = list(generate_tokens(self, idx, max_new_tokens, temperature=temperature,
                                    top_k=top_k, top_p=top_p, generator=generator))
         return torch.cat([idx, *new], dim=1) if new else idx
+
+
+def unwrap(model: nn.Module) -> GPT:
+    """The GPT inside a DistributedDataParallel and/or torch.compile wrapper."""
+    while True:
+        if hasattr(model, "module"):  # DistributedDataParallel
+            model = model.module
+        elif hasattr(model, "_orig_mod"):  # torch.compile
+            model = model._orig_mod
+        else:
+            return model
 
 
 def check_token_ids(idx: Tensor) -> None:
