@@ -142,10 +142,10 @@ class GPT(nn.Module):
     ) -> Tensor:
         """Continue idx (B, T) by max_new_tokens sampled tokens; returns (B, T + new).
         Greedy with top_k=1 or temperature=0. Uses the KV cache (see gptlab.sampling)."""
-        from gptlab.sampling import generate_tokens
+        from gptlab.sampling import SamplingSettings, generate_tokens
 
-        new = list(generate_tokens(self, idx, max_new_tokens, temperature=temperature,
-                                   top_k=top_k, top_p=top_p, generator=generator))
+        settings = SamplingSettings(temperature, top_k, top_p)
+        new = list(generate_tokens(self, idx, max_new_tokens, settings, generator=generator))
         return torch.cat([idx, *new], dim=1) if new else idx
 
 
