@@ -17,7 +17,7 @@ from bench.common import Size, interleaved, median, new_figure, table, write_res
 from bench.steps import hf_gpt2
 from gptlab import GPT, GPTConfig
 from gptlab.plotting import save_figure
-from gptlab.sampling import generate_tokens
+from gptlab.sampling import SamplingSettings, generate_tokens
 
 PEER = "transformers"
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -70,7 +70,7 @@ def hf_generate(model: nn.Module, prompt: torch.Tensor, new: int) -> torch.Tenso
 def latency_with_cache(model: GPT, prompt: torch.Tensor, new: int) -> list[float]:
     """Seconds between consecutive tokens of one cached greedy generation."""
     stamps = [time.perf_counter()]
-    for _ in generate_tokens(model, prompt, new, temperature=0.0):
+    for _ in generate_tokens(model, prompt, new, SamplingSettings(temperature=0.0)):
         stamps.append(time.perf_counter())
     return [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
 

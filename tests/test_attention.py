@@ -9,6 +9,7 @@ import torch
 
 from gptlab import GPTConfig
 from gptlab.attention import (
+    AttentionInputs,
     CausalSelfAttention,
     KVCache,
     attention_steps,
@@ -141,7 +142,7 @@ def test_padding_mask_hides_padded_keys():
     keys = torch.tensor([[False, False, True, True, True, True]])  # two left pads
     allowed = causal_mask(6, 6) & keys[:, None, None, :]
     allowed = allowed | torch.eye(6, dtype=torch.bool)
-    padded = attn(x, allowed=allowed)
+    padded = attn(x, AttentionInputs(allowed=allowed))
     alone = attn(x[:, 2:])  # the same tokens without padding (no positions here)
     torch.testing.assert_close(padded[:, 2:], alone, rtol=1e-5, atol=1e-6)
 

@@ -181,7 +181,7 @@ def test_capture_leaves_outputs_unchanged_and_restores_the_instruments(preset):
     assert torch.allclose(weights.sum(-1), torch.ones(2, 2, 4, 20), atol=1e-6)
     assert torch.all(weights.triu(1) == 0)  # causal
     for m in interp.attention_modules(model):
-        assert m.record_weights is False and m.weights is None and m.head_hook is None
+        assert m.record_weights is False and m.weights is None and not m.heads._forward_hooks
     assert torch.equal(interp.capture_attention(model, idx), weights)
 
 
@@ -277,18 +277,47 @@ def test_zero_ablation_equals_zeroing_the_heads_projection_columns():
         clean, _ = model(idx)
     assert torch.allclose(got, want, atol=1e-5)
     assert not torch.allclose(got, clean, atol=1e-5)
-    assert all(m.head_hook is None for m in interp.attention_modules(model))
+    assert not any(m.heads._forward_hooks for m in interp.attention_modules(model))
+
+
+@pytest.mark.parametrize("preset", ["tiny-gpt2", "tiny-llama"])
+def test_a_plain_forward_hook_on_the_heads_point_sees_and_ablates_heads(preset):
+    """attn.heads is an ordinary hook point: a torch forward hook sees (B, nh, T, hs), and
+    returning a tensor with a head zeroed is what interp.ablate_heads does."""
+    model = tiny(preset)
+    idx = torch.randint(97, (2, 10), generator=torch.Generator().manual_seed(8))
+    shapes = []
+
+    def zero_head_2(_module, _args, y):
+        shapes.append(tuple(y.shape))
+        y = y.clone()
+        y[:, 2] = 0
+        return y
+
+    handle = model.blocks[1].attn.heads.register_forward_hook(zero_head_2)
+    try:
+        with torch.no_grad():
+            hooked, _ = model(idx)
+    finally:
+        handle.remove()
+    assert shapes == [(2, model.config.n_head, 10, model.config.head_dim)]
+    with torch.no_grad(), interp.ablate_heads(model, [(1, 2)]):
+        ablated, _ = model(idx)
+    with torch.no_grad():
+        clean, _ = model(idx)
+    assert torch.equal(hooked, ablated)
+    assert not torch.allclose(hooked, clean, atol=1e-5)
 
 
 def test_mean_ablation_uses_the_heads_mean_over_batch_and_positions():
     model = tiny("tiny-gpt2")
     idx = torch.randint(97, (2, 10), generator=torch.Generator().manual_seed(5))
     seen = {}
-    attn = model.blocks[0].attn
-    attn.head_hook = lambda y: seen.setdefault("y", y)  # (B, nh, T, hs)
+    handle = model.blocks[0].attn.heads.register_forward_hook(
+        lambda _m, _a, y: seen.setdefault("y", y))  # (B, nh, T, hs)
     with torch.no_grad():
         model(idx)
-    attn.head_hook = None
+    handle.remove()
     mean = seen["y"][:, 3].mean(dim=(0, 1))  # (hs,)
     assert torch.allclose(interp.mean_head_outputs(model, idx)[0][3], mean, atol=1e-6)
     with torch.no_grad(), interp.ablate_heads(model, [(0, 3)], "mean", reference_idx=idx):
@@ -311,7 +340,7 @@ def test_ablations_nest_and_unwind():
         alone, _ = model(idx)
     assert torch.allclose(both, together, atol=1e-6)
     assert torch.allclose(outer, alone, atol=1e-6)
-    assert all(m.head_hook is None for m in interp.attention_modules(model))
+    assert not any(m.heads._forward_hooks for m in interp.attention_modules(model))
 
 
 def test_ablation_deltas_are_loss_differences():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -10,7 +11,7 @@ import torch
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
 from gptlab.model import GPT
-from gptlab.sampling import TextStream, filter_logits, generate_text, sample_next
+from gptlab.sampling import SamplingSettings, TextStream, filter_logits, generate_text, sample_next
 
 # probabilities 0.4, 0.25, 0.15, 0.1, 0.06, 0.04 (sum 1), shuffled so order is not position
 PROBS = torch.tensor([0.1, 0.4, 0.04, 0.25, 0.06, 0.15])
@@ -24,19 +25,19 @@ def possible(logits: torch.Tensor) -> set[int]:
 def drawn(n: int = 4000, **kw) -> torch.Tensor:
     g = torch.Generator().manual_seed(0)
     logits = LOGITS.expand(n, -1)  # n independent draws in one call
-    return sample_next(logits, generator=g, **kw).flatten()
+    return sample_next(logits, SamplingSettings(**kw), generator=g).flatten()
 
 
 @pytest.mark.parametrize("k, kept", [(1, {1}), (2, {1, 3}), (3, {1, 3, 5}), (6, set(range(6))),
                                      (100, set(range(6)))])
 def test_top_k_keeps_exactly_the_k_likeliest(k, kept):
-    assert possible(filter_logits(LOGITS, top_k=k)) == kept
+    assert possible(filter_logits(LOGITS, SamplingSettings(top_k=k))) == kept
     assert set(drawn(top_k=k).tolist()) == kept
 
 
 def test_top_k_keeps_ties_at_the_kth_value():
     logits = torch.tensor([[1.0, 3.0, 2.0, 2.0, 0.0]])
-    assert possible(filter_logits(logits, top_k=2)) == {1, 2, 3}
+    assert possible(filter_logits(logits, SamplingSettings(top_k=2))) == {1, 2, 3}
 
 
 @pytest.mark.parametrize("p, kept", [
@@ -51,14 +52,14 @@ def test_top_k_keeps_ties_at_the_kth_value():
     (1.0, set(range(6))),
 ])
 def test_top_p_keeps_the_smallest_nucleus(p, kept):
-    assert possible(filter_logits(LOGITS, top_p=p)) == kept
+    assert possible(filter_logits(LOGITS, SamplingSettings(top_p=p))) == kept
     assert set(drawn(top_p=p).tolist()) == kept
 
 
 def test_top_k_and_top_p_together_and_temperature_before_top_p():
-    assert possible(filter_logits(LOGITS, top_k=3, top_p=0.99)) == {1, 3, 5}
+    assert possible(filter_logits(LOGITS, SamplingSettings(top_k=3, top_p=0.99))) == {1, 3, 5}
     # temperature 2 flattens: top token 0.4 -> sqrt-proportional ~0.28, so 0.3 needs two
-    assert possible(filter_logits(LOGITS, temperature=2.0, top_p=0.3)) == {1, 3}
+    assert possible(filter_logits(LOGITS, SamplingSettings(2.0, top_p=0.3))) == {1, 3}
 
 
 @pytest.mark.parametrize("temperature", [0.5, 1.0, 2.0])
@@ -72,14 +73,22 @@ def test_temperature_draws_follow_softmax(temperature):
 
 def test_greedy():
     assert set(drawn(temperature=0.0).tolist()) == {1}
-    assert possible(filter_logits(LOGITS, temperature=0.0)) == {1}
+    assert possible(filter_logits(LOGITS, SamplingSettings(temperature=0.0))) == {1}
 
 
 @pytest.mark.parametrize("kw", [dict(temperature=-1.0), dict(top_k=0), dict(top_p=0.0),
                                 dict(top_p=1.5)])
 def test_bad_arguments(kw):
     with pytest.raises(UsageError):
-        filter_logits(LOGITS, **kw)
+        SamplingSettings(**kw)
+
+
+def test_settings_are_frozen_and_know_when_they_are_greedy():
+    settings = SamplingSettings(0.8, top_k=5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.temperature = -1.0
+    assert not settings.greedy and not SamplingSettings(top_p=0.5).greedy
+    assert SamplingSettings(0.0).greedy and SamplingSettings(top_k=1).greedy
 
 
 def chars_decode(ids):
@@ -124,13 +133,14 @@ def test_generate_text_matches_generate_and_streams():
     prompt = "ab"
     encode = lambda s: [ord(c) for c in s]  # noqa: E731
     pieces = []
-    text = generate_text(model, encode, chars_decode, prompt, 20, temperature=0.0,
+    greedy = SamplingSettings(temperature=0.0)
+    text = generate_text(model, encode, chars_decode, prompt, 20, greedy,
                          on_text=pieces.append)
     ids = model.generate(torch.tensor([encode(prompt)]), 20, temperature=0.0)[0, 2:].tolist()
     assert text == chars_decode(ids) == "".join(pieces)
     assert len(pieces) > 1  # it came out piece by piece (past the context too: 22 > 8)
     stop = text[5:7]
-    cut = generate_text(model, encode, chars_decode, prompt, 20, temperature=0.0, stop=[stop])
+    cut = generate_text(model, encode, chars_decode, prompt, 20, greedy, stop=[stop])
     assert cut == text[: text.find(stop)]
     assert math.isfinite(len(cut))
 
@@ -138,7 +148,7 @@ def test_generate_text_matches_generate_and_streams():
 @pytest.mark.parametrize("temperature", [1e-300, 5e-324, 1e-40])
 def test_a_tiny_temperature_keeps_the_argmax_instead_of_nan(temperature):
     logits = torch.tensor([[1.0, 3.0, -2.0, 2.5]])
-    probs = torch.softmax(filter_logits(logits, temperature), dim=-1)
+    probs = torch.softmax(filter_logits(logits, SamplingSettings(temperature)), dim=-1)
     assert torch.equal(probs, torch.tensor([[0.0, 1.0, 0.0, 0.0]]))
 
 
@@ -150,4 +160,4 @@ def test_a_tiny_temperature_keeps_the_argmax_instead_of_nan(temperature):
 ])
 def test_non_finite_sampling_arguments_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        filter_logits(torch.zeros(1, 4), **kwargs)
+        SamplingSettings(**kwargs)

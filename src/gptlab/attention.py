@@ -5,12 +5,18 @@
   `scaled_dot_product_attention`, with a KV cache for incremental decoding.
 
 `attention_weights` is the explicit softmax both share when the weights themselves are wanted.
+
+What a layer needs besides x (rope tables, the mask, the cache) comes in one frozen
+`AttentionInputs`, built once per forward by `GPT.forward` and handed to every block as is.
+Each head's output passes through `CausalSelfAttention.heads`, an `nn.Identity` that is there
+as a named hook point: an ordinary torch forward hook on it sees (B, nh, T, hs) before the
+heads are concatenated, and may return a replacement (gptlab.interp ablates heads this way).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -92,6 +98,23 @@ class KVCache:
         self.length = 0
 
 
+@dataclass(frozen=True)
+class AttentionInputs:
+    """Everything attention needs besides x, the same for every layer of one forward pass."""
+
+    rope: tuple[Tensor, Tensor] | None = None  # (cos, sin), each (T, hs); None: no rotation
+    # bool, broadcastable to (B, nh, T, T_keys), True where a query may attend a key; or None
+    # for the fused kernel to build the mask itself, as is_causal says.
+    allowed: Tensor | None = None
+    # With allowed None: the plain causal mask (False for one new token that may see every
+    # cached one).
+    is_causal: bool = True
+    cache: KVCache | None = None
+
+
+CAUSAL = AttentionInputs()  # plain causal attention: no positions, no mask, no cache
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head attention with n_kv_head key/value heads shared by groups of query heads.
 
@@ -99,8 +122,9 @@ class CausalSelfAttention(nn.Module):
     n_kv_head*hs twice), which maps onto GPT-2's c_attn and Llama's q/k/v_proj.
     """
 
-    def __init__(self, config: GPTConfig) -> None:
+    def __init__(self, config: GPTConfig, layer: int = 0) -> None:
         super().__init__()
+        self.layer = layer  # this module's slot in a KV cache
         self.n_head, self.n_kv_head = config.n_head, config.n_kv_head
         self.head_dim = config.head_dim
         q_dim = config.n_head * config.head_dim
@@ -108,26 +132,18 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(q_dim, config.n_embd, bias=config.bias)
         self.dropout = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
-        # Instruments for gptlab.interp, off by default so they cost nothing:
-        # record_weights keeps the (B, nh, Tq, Tk) softmax weights of the last call in
-        # `weights`; head_hook may rewrite per-head outputs (B, nh, T, hs) before the
-        # heads are concatenated and projected (head ablation).
+        # The hook point for per-head outputs (B, nh, T, hs): no computation, only a name
+        # that torch forward hooks can be registered on.
+        self.heads = nn.Identity()
+        # Off by default so it costs nothing: record_weights takes the explicit softmax path
+        # (the fused kernel returns no weights) and keeps the (B, nh, Tq, Tk) softmax weights
+        # of the last call in `weights`.
         self.record_weights = False
         self.weights: Tensor | None = None
-        self.head_hook: Callable[[Tensor], Tensor] | None = None
 
-    def forward(
-        self,
-        x: Tensor,
-        rope: tuple[Tensor, Tensor] | None = None,
-        allowed: Tensor | None = None,
-        causal: bool = True,
-        cache: KVCache | None = None,
-        layer: int = 0,
-    ) -> Tensor:
-        """x (B, T, C). allowed: a bool mask broadcastable to (B, nh, T, T_keys), True where
-        a query may attend a key; or None, and then `causal` says whether the plain causal
-        mask applies (False for one new token that may see every cached one)."""
+    def forward(self, x: Tensor, inputs: AttentionInputs = CAUSAL) -> Tensor:
+        """x (B, T, C) -> (B, T, C); inputs: see AttentionInputs."""
+        rope, allowed, cache = inputs.rope, inputs.allowed, inputs.cache
         B, T, _ = x.shape
         q, k, v = self.qkv(x).split(
             [self.n_head * self.head_dim, self.n_kv_head * self.head_dim,
@@ -138,22 +154,21 @@ class CausalSelfAttention(nn.Module):
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if cache is not None:
-            k, v = cache.update(layer, k, v)  # (B, nkv, T_keys, hs)
+            k, v = cache.update(self.layer, k, v)  # (B, nkv, T_keys, hs)
         if self.n_kv_head != self.n_head:
             k = k.repeat_interleave(self.n_head // self.n_kv_head, dim=1)  # (B, nh, T_keys, hs)
             v = v.repeat_interleave(self.n_head // self.n_kv_head, dim=1)
         if self.record_weights:
             mask = allowed
-            if mask is None and causal:
+            if mask is None and inputs.is_causal:
                 mask = causal_mask(T, k.shape[2], x.device)
             self.weights = attention_weights(q, k, mask)
             y = self.weights @ v
         else:
             y = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=allowed, is_causal=allowed is None and causal,
+                q, k, v, attn_mask=allowed, is_causal=allowed is None and inputs.is_causal,
                 dropout_p=self.dropout if self.training else 0.0,
             )  # (B, nh, T, hs)
-        if self.head_hook is not None:
-            y = self.head_hook(y)
+        y = self.heads(y)
         y = y.transpose(1, 2).reshape(B, T, self.n_head * self.head_dim)  # concatenate heads
         return self.resid_dropout(self.proj(y))

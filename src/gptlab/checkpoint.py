@@ -20,24 +20,13 @@ from safetensors.torch import load_file, save_file
 from gptlab.atomic import atomic_path, atomic_write_text, ensure_dir
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
-from gptlab.model import GPT
+from gptlab.model import GPT, unwrap
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
 # A model directory that reads and writes text (what the lab opens as a run).
 MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE)
-
-
-def unwrap(model: torch.nn.Module) -> GPT:
-    """The GPT inside a DistributedDataParallel and/or torch.compile wrapper."""
-    while True:
-        if hasattr(model, "module"):  # DistributedDataParallel
-            model = model.module
-        elif hasattr(model, "_orig_mod"):  # torch.compile
-            model = model._orig_mod
-        else:
-            return model
 
 
 def weights_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -27,11 +27,11 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from gptlab.atomic import atomic_path, atomic_write_text, ensure_dir, read_json
-from gptlab.checkpoint import unwrap, weights_state
+from gptlab.checkpoint import weights_state
 from gptlab.config import GPTConfig
 from gptlab.errors import GptlabError, UsageError
 from gptlab.hf_keymap import GPT2, KEYMAPS, LLAMA, KeyMap
-from gptlab.model import GPT
+from gptlab.model import GPT, unwrap
 
 INSTALL_HINT = "pip install 'gptlab[hf]'"
 HF_CONFIG = "config.json"

@@ -1,8 +1,10 @@
 """Look inside: attention capture, head scores, head ablation, the induction probe.
 
-Everything here drives the two instruments on `CausalSelfAttention` (`record_weights`,
-`head_hook`) through context managers that put them back as they were, so a model outside
-these calls runs the fused kernel untouched and pays nothing.
+Everything here works through two instruments on `CausalSelfAttention`, inside context
+managers that leave the model as it was: the `record_weights` switch (the explicit softmax
+path, which keeps each layer's weights), and the `heads` hook point, on which ablation and
+mean recording register ordinary torch forward hooks, removed by their handles on exit. A
+model outside these calls runs the fused kernel untouched and pays nothing.
 
 Head scores follow TransformerLens's head detector (`detect_head`, error measure "mul"): for
 one head's attention pattern A (query x key) and a 0/1 detection pattern D of where that kind
@@ -16,14 +18,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gptlab.attention import CausalSelfAttention
-from gptlab.checkpoint import unwrap
 from gptlab.errors import UsageError
+from gptlab.model import unwrap
 
 SCORE_NAMES = ("previous_token", "duplicate_token", "induction")
 ABLATION_MODES = ("zero", "mean")
@@ -110,19 +113,22 @@ def recording_attention(model: nn.Module) -> Iterator[list[CausalSelfAttention]]
             m.record_weights, m.weights = record, weights
 
 
+ForwardHook = Callable[[nn.Module, Any, Tensor], Tensor | None]  # torch's (module, args, out)
+
+
 @contextlib.contextmanager
-def head_hooks(model: nn.Module, hooks: dict[int, Callable[[Tensor], Tensor]]) -> Iterator[None]:
-    """Install hooks {layer: f(y (B, nh, T, hs)) -> y} after any hook already there, and put
-    the old ones back on exit, so ablations nest."""
-    modules = attention_modules(model)
-    saved = {layer: modules[layer].head_hook for layer in hooks}
-    for layer, hook in hooks.items():
-        modules[layer].head_hook = _compose(saved[layer], hook)
+def forward_hooks(*hooks: tuple[nn.Module, ForwardHook]) -> Iterator[None]:
+    """Register (module, hook) forward hooks for the duration, removed by their handles on
+    exit. Hooks run in registration order, each seeing what the one before returned, so
+    these nest after any already registered."""
+    handles = []
     try:
+        for module, hook in hooks:
+            handles.append(module.register_forward_hook(hook))
         yield
     finally:
-        for layer, old in saved.items():
-            modules[layer].head_hook = old
+        for handle in handles:
+            handle.remove()
 
 
 # ----------------------------------------------------------------------------- capture
@@ -259,38 +265,39 @@ def ablate_heads(
 def _ablated(
     model: nn.Module, heads: list[tuple[int, int]], means: list[Tensor] | None
 ) -> contextlib.AbstractContextManager[None]:
-    """Hooks that zero the chosen heads (means None) or set them to means[layer] (nh, hs)."""
+    """Hooks on `attn.heads` that zero the chosen heads (means None) or set them to
+    means[layer] (nh, hs)."""
     by_layer: dict[int, list[int]] = {}
     for layer, head in heads:
         by_layer.setdefault(layer, []).append(head)
     n_head = unwrap(model).config.n_head
 
-    def make_hook(layer: int) -> Callable[[Tensor], Tensor]:
+    def make_hook(layer: int) -> ForwardHook:
         chosen = torch.zeros(n_head, dtype=torch.bool, device=_device(model))
         chosen[by_layer[layer]] = True
         chosen = chosen[None, :, None, None]  # (1, nh, 1, 1)
         if means is None:
-            return lambda y: y.masked_fill(chosen, 0.0)
+            return lambda _module, _args, y: y.masked_fill(chosen, 0.0)
         mean = means[layer][None, :, None, :]  # (1, nh, 1, hs)
-        return lambda y: torch.where(chosen, mean.to(y.dtype), y)
+        return lambda _module, _args, y: torch.where(chosen, mean.to(y.dtype), y)
 
-    return head_hooks(model, {layer: make_hook(layer) for layer in by_layer})
+    modules = attention_modules(model)
+    return forward_hooks(*((modules[layer].heads, make_hook(layer)) for layer in by_layer))
 
 
 @torch.no_grad()
 def mean_head_outputs(model: nn.Module, idx: Tensor) -> list[Tensor]:
     """Per layer, each head's output (nh, hs) averaged over batch and positions of idx."""
     idx = check_tokens(model, idx)
-    n_layer = len(attention_modules(model))
-    means: list[Tensor | None] = [None] * n_layer
+    modules = attention_modules(model)
+    means: list[Tensor | None] = [None] * len(modules)
 
-    def recorder(layer: int) -> Callable[[Tensor], Tensor]:
-        def hook(y: Tensor) -> Tensor:
+    def recorder(layer: int) -> ForwardHook:
+        def hook(_module: nn.Module, _args: Any, y: Tensor) -> None:
             means[layer] = y.mean(dim=(0, 2))  # (nh, hs)
-            return y
         return hook
 
-    with eval_mode(model), head_hooks(model, {i: recorder(i) for i in range(n_layer)}):
+    with eval_mode(model), forward_hooks(*((m.heads, recorder(i)) for i, m in enumerate(modules))):
         model(idx)
     return means
 
@@ -388,11 +395,3 @@ def induction_probe(
 
 def _device(model: nn.Module) -> torch.device:
     return unwrap(model).wte.weight.device
-
-
-def _compose(
-    first: Callable[[Tensor], Tensor] | None, then: Callable[[Tensor], Tensor]
-) -> Callable[[Tensor], Tensor]:
-    if first is None:
-        return then
-    return lambda y: then(first(y))

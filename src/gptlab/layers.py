@@ -6,10 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gptlab.attention import CausalSelfAttention, KVCache
+from gptlab.attention import CAUSAL, AttentionInputs, CausalSelfAttention
 from gptlab.config import GPTConfig
-
-Rope = tuple[Tensor, Tensor] | None  # (cos, sin), each (T, head_dim), or no rotation
 
 
 class RMSNorm(nn.Module):
@@ -70,41 +68,29 @@ def build_mlp(config: GPTConfig) -> nn.Module:
 
 class Block(nn.Module):
     """Attention and feed-forward, each wrapped in a residual connection and a norm.
-    Subclasses decide where the norm sits."""
+    Subclasses decide where the norm sits; `inputs` goes to attention untouched."""
 
     def __init__(self, config: GPTConfig, layer: int) -> None:
         super().__init__()
-        self.layer = layer  # this block's slot in a KV cache
         self.norm_1 = build_norm(config)
-        self.attn = CausalSelfAttention(config)
+        self.attn = CausalSelfAttention(config, layer)
         self.norm_2 = build_norm(config)
         self.mlp = build_mlp(config)
-
-    def attend(
-        self, x: Tensor, rope: Rope, allowed: Tensor | None, causal: bool, cache: KVCache | None
-    ) -> Tensor:
-        return self.attn(x, rope, allowed, causal, cache, self.layer)
 
 
 class PreNormBlock(Block):
     """x + f(norm(x)): GPT-2, Llama. The residual stream is never normalized in place."""
 
-    def forward(
-        self, x: Tensor, rope: Rope = None, allowed: Tensor | None = None, causal: bool = True,
-        cache: KVCache | None = None,
-    ) -> Tensor:
-        x = x + self.attend(self.norm_1(x), rope, allowed, causal, cache)
+    def forward(self, x: Tensor, inputs: AttentionInputs = CAUSAL) -> Tensor:
+        x = x + self.attn(self.norm_1(x), inputs)
         return x + self.mlp(self.norm_2(x))
 
 
 class PostNormBlock(Block):
     """norm(x + f(x)): the 2017 paper's arrangement."""
 
-    def forward(
-        self, x: Tensor, rope: Rope = None, allowed: Tensor | None = None, causal: bool = True,
-        cache: KVCache | None = None,
-    ) -> Tensor:
-        x = self.norm_1(x + self.attend(x, rope, allowed, causal, cache))
+    def forward(self, x: Tensor, inputs: AttentionInputs = CAUSAL) -> Tensor:
+        x = self.norm_1(x + self.attn(x, inputs))
         return self.norm_2(x + self.mlp(x))
 
 

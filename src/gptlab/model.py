@@ -1,4 +1,10 @@
-"""GPT: token embeddings -> positions -> blocks -> final norm -> lm_head."""
+"""GPT: token embeddings -> positions -> blocks -> final norm -> lm_head.
+
+`GPT.forward` works out once what attention needs for this chunk (rope tables, the mask, the
+cache) as an `AttentionInputs` and hands the same object to every block. `unwrap` finds the
+GPT inside a DistributedDataParallel or torch.compile wrapper, for everything that reads
+the model's config or weights.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gptlab.attention import KVCache, causal_mask
+from gptlab.attention import AttentionInputs, KVCache, causal_mask
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
 from gptlab.layers import BLOCKS, build_norm
@@ -89,9 +95,10 @@ class GPT(nn.Module):
             x = x + self.wpe(positions).to(x.dtype)
         x = self.drop(x)
         rope = self.rope(positions) if self.rope is not None else None
-        allowed, causal = self._mask(T, start, attention_mask, idx.device)
+        allowed, is_causal = self._mask(T, start, attention_mask, idx.device)
+        inputs = AttentionInputs(rope, allowed, is_causal, cache)
         for block in self.blocks:
-            x = block(x, rope, allowed, causal, cache)
+            x = block(x, inputs)
         if cache is not None:
             cache.advance(T)
         if self.ln_f is not None:
@@ -108,7 +115,7 @@ class GPT(nn.Module):
     def _mask(
         T: int, start: int, attention_mask: Tensor | None, device: torch.device
     ) -> tuple[Tensor | None, bool]:
-        """(allowed, causal) for attention; None lets the fused kernel build the mask."""
+        """(allowed, is_causal) for attention; None lets the fused kernel build the mask."""
         if attention_mask is None:
             if start == 0:
                 return None, True  # plain causal attention over this chunk
@@ -135,11 +142,22 @@ class GPT(nn.Module):
     ) -> Tensor:
         """Continue idx (B, T) by max_new_tokens sampled tokens; returns (B, T + new).
         Greedy with top_k=1 or temperature=0. Uses the KV cache (see gptlab.sampling)."""
-        from gptlab.sampling import generate_tokens
+        from gptlab.sampling import SamplingSettings, generate_tokens
 
-        new = list(generate_tokens(self, idx, max_new_tokens, temperature=temperature,
-                                   top_k=top_k, top_p=top_p, generator=generator))
+        settings = SamplingSettings(temperature, top_k, top_p)
+        new = list(generate_tokens(self, idx, max_new_tokens, settings, generator=generator))
         return torch.cat([idx, *new], dim=1) if new else idx
+
+
+def unwrap(model: nn.Module) -> GPT:
+    """The GPT inside a DistributedDataParallel and/or torch.compile wrapper."""
+    while True:
+        if hasattr(model, "module"):  # DistributedDataParallel
+            model = model.module
+        elif hasattr(model, "_orig_mod"):  # torch.compile
+            model = model._orig_mod
+        else:
+            return model
 
 
 def check_token_ids(idx: Tensor) -> None:

@@ -1,6 +1,9 @@
 """Choosing the next token: temperature, top-k, top-p (nucleus), greedy; and the cached
 decoding loop that `GPT.generate` and `gptlab sample` share.
 
+The three knobs travel together as one frozen `SamplingSettings`, checked once when it is
+made, so nothing downstream checks them again per token.
+
 Past the context: once the KV cache holds block_size positions, the oldest half of the
 text is dropped and the newest block_size // 2 tokens are encoded again in one pass, so
 decoding goes on with a cache that is half full. Each new token then sees at least half a
@@ -12,6 +15,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -20,13 +24,31 @@ from gptlab.errors import UsageError
 from gptlab.model import check_token_ids
 
 
-def check_sampling_args(temperature: float, top_k: int | None, top_p: float | None) -> None:
-    if not (_is_number(temperature) and temperature >= 0):
-        raise UsageError(f"temperature must be a finite number >= 0, got {temperature!r}")
-    if top_k is not None and not (_is_int(top_k) and top_k >= 1):
-        raise UsageError(f"top_k must be an integer >= 1, got {top_k!r}")
-    if top_p is not None and not (_is_number(top_p) and 0 < top_p <= 1):
-        raise UsageError(f"top_p must be in (0, 1], got {top_p!r}")
+@dataclass(frozen=True)
+class SamplingSettings:
+    """How the next token is chosen. A bad value is a UsageError when the settings are made.
+
+    top_k keeps the k likeliest tokens (ties at the k-th value kept too); top_p keeps the
+    smallest set of likeliest tokens whose probabilities sum to at least top_p.
+    """
+
+    temperature: float = 1.0  # below 1 sharper, above 1 flatter; 0 means greedy
+    top_k: int | None = None  # None: no cut
+    top_p: float | None = None  # None: no cut
+
+    def __post_init__(self) -> None:
+        temperature, top_k, top_p = self.temperature, self.top_k, self.top_p
+        if not (_is_number(temperature) and temperature >= 0):
+            raise UsageError(f"temperature must be a finite number >= 0, got {temperature!r}")
+        if top_k is not None and not (_is_int(top_k) and top_k >= 1):
+            raise UsageError(f"top_k must be an integer >= 1, got {top_k!r}")
+        if top_p is not None and not (_is_number(top_p) and 0 < top_p <= 1):
+            raise UsageError(f"top_p must be in (0, 1], got {top_p!r}")
+
+    @property
+    def greedy(self) -> bool:
+        """Always the likeliest token: temperature 0 or top_k 1."""
+        return self.temperature == 0 or self.top_k == 1
 
 
 def _is_int(value: object) -> bool:
@@ -38,16 +60,10 @@ def _is_number(value: object) -> bool:
             and math.isfinite(value))
 
 
-def filter_logits(
-    logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None
-) -> Tensor:
-    """logits (B, V) -> temperature-scaled logits with every excluded token at -inf.
-
-    top_k keeps the k largest (ties at the k-th value kept too); top_p keeps the smallest
-    set of most likely tokens whose probabilities sum to at least top_p. Temperature 0 keeps
-    only the argmax.
-    """
-    check_sampling_args(temperature, top_k, top_p)
+def filter_logits(logits: Tensor, settings: SamplingSettings) -> Tensor:
+    """logits (B, V) -> temperature-scaled logits with every token that settings exclude at
+    -inf. Temperature 0 keeps only the argmax."""
+    temperature, top_k, top_p = settings.temperature, settings.top_k, settings.top_p
     if temperature == 0:
         top_k, temperature = 1, 1.0
     # Shifted so the largest is 0 (softmax is unchanged), and the temperature kept above
@@ -70,12 +86,11 @@ def filter_logits(
 
 
 def sample_next(
-    logits: Tensor, temperature: float = 1.0, top_k: int | None = None,
-    top_p: float | None = None, generator: torch.Generator | None = None,
+    logits: Tensor, settings: SamplingSettings, generator: torch.Generator | None = None
 ) -> Tensor:
     """logits (B, V) -> next token ids (B, 1)."""
-    filtered = filter_logits(logits, temperature, top_k, top_p)
-    if temperature == 0 or top_k == 1:
+    filtered = filter_logits(logits, settings)
+    if settings.greedy:
         return filtered.argmax(dim=-1, keepdim=True)
     probs = torch.softmax(filtered, dim=-1)
     return torch.multinomial(probs, num_samples=1, generator=generator)
@@ -86,9 +101,7 @@ def generate_tokens(
     model: torch.nn.Module,
     idx: Tensor,
     max_new_tokens: int,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
+    settings: SamplingSettings = SamplingSettings(),
     generator: torch.Generator | None = None,
 ) -> Iterator[Tensor]:
     """Yield max_new_tokens next tokens, each (B, 1), as soon as each is chosen.
@@ -96,7 +109,8 @@ def generate_tokens(
     idx (B, T) is the prompt; a prompt longer than the context is cropped from the left,
     with a warning. Decoding uses a preallocated KV cache (see the module docstring).
     """
-    check_sampling_args(temperature, top_k, top_p)
+    if not isinstance(settings, SamplingSettings):
+        raise UsageError(f"settings must be a SamplingSettings, got {type(settings).__name__}")
     if not (_is_int(max_new_tokens) and max_new_tokens >= 0):
         raise UsageError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
     check_token_ids(idx)
@@ -123,7 +137,7 @@ def generate_tokens(
         held[:, :T] = idx
         logits, _ = model(idx, cache=cache)
         for i in range(max_new_tokens):
-            token = sample_next(logits[:, -1], temperature, top_k, top_p, generator)
+            token = sample_next(logits[:, -1], settings, generator)
             yield token
             if i == max_new_tokens - 1:
                 return
@@ -213,9 +227,7 @@ def generate_text(
     decode,
     prompt: str,
     max_new_tokens: int,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
+    settings: SamplingSettings = SamplingSettings(),
     stop: list[str] | tuple[str, ...] = (),
     generator: torch.Generator | None = None,
     on_text=None,
@@ -237,8 +249,7 @@ def generate_text(
             if on_text is not None:
                 on_text(piece)
 
-    for token in generate_tokens(model, idx, max_new_tokens, temperature, top_k, top_p,
-                                 generator):
+    for token in generate_tokens(model, idx, max_new_tokens, settings, generator):
         emit(stream.push([int(token[0, 0])]))
         if stream.stopped:
             break

@@ -13,7 +13,7 @@ from gptlab import checkpoint
 from gptlab.commands import argtypes
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
-from gptlab.sampling import generate_text
+from gptlab.sampling import SamplingSettings, generate_text
 from gptlab.train import train
 from gptlab.train_config import recipe
 
@@ -66,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
 
     write("\n")
-    generate_text(model, tokenizer.encode, tokenizer.decode, "\n", 400, temperature=0.8,
-                  generator=generator, on_text=write)
+    generate_text(model, tokenizer.encode, tokenizer.decode, "\n", 400,
+                  SamplingSettings(temperature=0.8), generator=generator, on_text=write)
     print(f"\n\nThe run lives in {run_dir}/ (loss curve: {run_dir}/loss.png, "
           f"best weights: {run_dir}/best/).")
     print(f"Sample again:     gptlab sample {run_dir} --prompt 'ROMEO:' --seed 1")

@@ -12,7 +12,7 @@ from gptlab.commands import argtypes
 from gptlab.distributed import pick_device
 from gptlab.errors import UsageError
 from gptlab.loading import load
-from gptlab.sampling import check_sampling_args, default_prompt, generate_text
+from gptlab.sampling import SamplingSettings, default_prompt, generate_text
 
 SEPARATOR = "-" * 40
 
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if args.num_samples < 1:
         raise UsageError(f"--num-samples must be >= 1, got {args.num_samples}")
     temperature = 0.0 if args.greedy else args.temperature
-    check_sampling_args(temperature, args.top_k, args.top_p)
+    settings = SamplingSettings(temperature, args.top_k, args.top_p)
     if args.prompt == "":
         raise UsageError("the prompt is empty: give at least one character")
     device = pick_device(args.device)
@@ -90,8 +90,8 @@ def run(args: argparse.Namespace) -> int:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             generate_text(model, tokenizer.encode, tokenizer.decode, prompt,
-                          args.max_new_tokens, temperature, args.top_k, args.top_p,
-                          stop=args.stop, generator=generator, on_text=write)
+                          args.max_new_tokens, settings, stop=args.stop, generator=generator,
+                          on_text=write)
         for w in caught:
             if i == 0:
                 print(f"gptlab sample: warning: {w.message}", file=sys.stderr)

@@ -151,21 +151,17 @@ def _capture(model, idx: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.
     runs' model lock."""
     seen: dict[str, torch.Tensor] = {}
 
-    def keep_heads(y: torch.Tensor) -> torch.Tensor:
+    def keep_heads(_module, _inputs, y: torch.Tensor) -> None:
         seen["heads"] = y.detach().clone()  # (B, nh, T, hs)
-        return y
 
     def keep_output(_module, _inputs, output: torch.Tensor) -> None:
         seen["out"] = output.detach().clone()  # (B, T, C)
 
-    hook = model.blocks[layer].attn.register_forward_hook(keep_output)
-    try:
-        with (interp.eval_mode(model), interp.recording_attention(model) as mods,
-              interp.head_hooks(model, {layer: keep_heads})):
-            model(idx)
-            weights = torch.stack([m.weights[0] for m in mods])  # (L, nh, T, T)
-    finally:
-        hook.remove()
+    attn = model.blocks[layer].attn
+    with (interp.eval_mode(model), interp.recording_attention(model) as mods,
+          interp.forward_hooks((attn, keep_output), (attn.heads, keep_heads))):
+        model(idx)
+        weights = torch.stack([m.weights[0] for m in mods])  # (L, nh, T, T)
     return weights, seen["heads"][0], {"out": seen["out"][0]}
 
 
