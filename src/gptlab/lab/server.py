@@ -8,6 +8,7 @@ the API from its own schema).
 
 from __future__ import annotations
 
+import mimetypes
 import socket
 import threading
 from collections.abc import Callable
@@ -176,6 +177,9 @@ def create_app(runs_dir: str | Path = "runs") -> FastAPI:
     def index() -> FileResponse:
         return FileResponse(STATIC / "index.html")
 
+    # The page is ES modules, which a browser runs only when served with a JavaScript type;
+    # StaticFiles guesses types from the OS's tables, and some (Windows) say text/plain.
+    mimetypes.add_type("text/javascript", ".js")
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     _openapi_without_422(app)
     return app

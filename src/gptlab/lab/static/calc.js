@@ -1,0 +1,136 @@
+// View 1: self-attention step by step, with editable inputs and the causal mask.
+
+import {api, guarded, showError} from "./api.js";
+import {$, fmt, htmlEl} from "./dom.js";
+import {figure} from "./figure.js";
+import {heatmap} from "./svg.js";
+
+const transpose = (m) => m[0].map((_, j) => m.map((row) => row[j]));
+
+const STAGES = [
+  {title: "Stage 1 of 5 · Q, K, V projections",
+   formula: "Q = X·W_Q,   K = X·W_K,   V = X·W_V",
+   changed: (d) => `Each token's embedding (a row of X, d = ${d.d}) is projected three ways: into a query (what it looks for), a key (what it offers) and a value (what it passes on). Edit any input cell and everything downstream recomputes.`},
+  {title: "Stage 2 of 5 · scores = QKᵀ / √d_k",
+   formula: "scores = Q·Kᵀ / √d_k",
+   changed: (d) => `Row i, column j is how well query i matches key j, divided by √d_k = ${fmt(d.sqrt_d_k)} so the spread stays near 1 whatever d_k is.`},
+  {title: "Stage 3 of 5 · the causal mask",
+   formula: "masked[i, j] = scores[i, j] if j ≤ i, else −∞",
+   changed: (d) => d.causal
+     ? "The upper triangle (a token looking at later tokens) is set to −∞: a GPT predicts the next token, so it must not see it. Outlined cells are the ones the mask changed."
+     : "Mask off: masked = scores, every token sees every token (BERT-style, bidirectional). Switch it on to hide the future."},
+  {title: "Stage 4 of 5 · softmax weights",
+   formula: "weights[i, :] = softmax(masked[i, :]),  each row sums to 1",
+   changed: (d) => d.causal
+     ? `exp(−∞) = 0, so masked keys get weight 0. Row 0 ("${d.tokens[0]}") has one allowed key, itself: its weight is exactly ${fmt(d.weights[0][0])}.`
+     : `Without the mask every row spreads its weight over all ${d.tokens.length} tokens; row 0 ("${d.tokens[0]}") now gives itself only ${fmt(d.weights[0][0])}.`},
+  {title: "Stage 5 of 5 · output = weights · V",
+   formula: "out = weights · V",
+   changed: () => "Each output row is a weighted average of the value rows: what the token gathers from the tokens it attends to. This is one head's output, before concatenation and W_O."},
+];
+
+const calc = {stage: 0, data: null, edits: {}};
+
+function calcBody() {
+  const body = {tokens: $("calc-tokens").value, d: +$("calc-d").value, seed: +$("calc-seed").value,
+    causal: $("mask-toggle").checked};
+  for (const [k, v] of Object.entries(calc.edits)) body[k] = v;
+  return body;
+}
+
+const calcCompute = guarded(async () => {
+  calc.data = await api("/api/attention", calcBody());
+  renderCalc();
+});
+
+function editGrid(name, title, matrix, rows, cols) {
+  const box = htmlEl("div", {class: "figure"});
+  box.appendChild(htmlEl("div", {class: "caption"}, `${title} (editable)`));
+  const table = htmlEl("table", {class: "editgrid", "data-testid": `grid-${name}`});
+  const head = htmlEl("tr");
+  head.appendChild(htmlEl("th"));
+  cols.forEach((c) => head.appendChild(htmlEl("th", {}, c)));
+  table.appendChild(head);
+  matrix.forEach((row, i) => {
+    const tr = htmlEl("tr");
+    tr.appendChild(htmlEl("th", {}, rows[i]));
+    row.forEach((v, j) => {
+      const td = htmlEl("td");
+      const input = htmlEl("input", {type: "number", step: "0.01", value: v,
+        id: `${name}-${i}-${j}`, "data-testid": `${name}-cell-${i}-${j}`});
+      if (calc.edits[name]) input.classList.add("edited");
+      input.addEventListener("change", () => {
+        const value = Number(input.value);
+        if (input.value.trim() === "" || !Number.isFinite(value)) { showError(`${title}[${i}][${j}] must be a number`); return; }
+        const m = (calc.edits[name] || calc.data[name]).map((r) => r.slice());
+        m[i][j] = value;
+        calc.edits[name] = m;
+        calcCompute();
+      });
+      td.appendChild(input);
+      tr.appendChild(td);
+    });
+    table.appendChild(tr);
+  });
+  box.appendChild(table);
+  return box;
+}
+
+function renderCalc() {
+  const d = calc.data, s = calc.stage, stage = STAGES[s];
+  if (!d) return;
+  $("calc-stage").textContent = stage.title;
+  $("calc-formula").textContent = stage.formula;
+  $("calc-changed").textContent = stage.changed(d);
+  $("calc-back").disabled = s === 0;
+  $("calc-next").disabled = s === STAGES.length - 1;
+  const maskLive = s === 2 || s === 3;
+  $("mask-toggle").disabled = !maskLive;
+  $("mask-toggle").parentElement.title = maskLive ? "switch the causal mask" : "live at stages 3 and 4";
+  const tok = d.tokens, dims = [...Array(d.d).keys()].map((j) => `d${j}`);
+  const inputs = $("calc-inputs"), figs = $("calc-figures");
+  inputs.replaceChildren();
+  figs.replaceChildren();
+  // Cells shrink as the matrices grow (up to 64 x 64); numbers show while they fit.
+  const cell = Math.max(12, Math.min(40, Math.floor(560 / Math.max(tok.length, d.d))));
+  const hm = (name, caption, values, extra) => figure(figs, name, caption, heatmap({id: name,
+    values, rows: tok, cols: dims, title: caption, cell, ...extra}));
+  const tt = {rows: tok, cols: tok, rowName: "query", colName: "key"};
+  if (s === 0) {
+    inputs.appendChild(editGrid("x", "X (embeddings)", d.x, tok, dims));
+    for (const w of ["w_q", "w_k", "w_v"]) inputs.appendChild(editGrid(w, "W_" + w.slice(2).toUpperCase(), d[w], dims, dims));
+    hm("q", "Q = X·W_Q", d.q);
+    hm("k", "K = X·W_K", d.k);
+    hm("v", "V = X·W_V", d.v);
+  } else if (s === 1) {
+    hm("q", "Q", d.q);
+    figure(figs, "kt", "Kᵀ", heatmap({id: "kt", values: transpose(d.k), rows: dims, cols: tok, title: "Kᵀ", cell}));
+    hm("scores", "scores = QKᵀ/√d_k", d.scores, tt);
+  } else if (s === 2) {
+    hm("scores", "scores", d.scores, tt);
+    const changed = d.masked.map((row, i) => row.map((v, j) => v !== d.scores[i][j]));
+    hm("masked", d.causal ? "masked (causal)" : "masked (no mask)", d.masked, {...tt, highlight: changed});
+    hm("other-masked", d.causal ? "for comparison: mask off" : "for comparison: mask on", d.other.masked, tt);
+  } else if (s === 3) {
+    hm("weights", d.causal ? "weights (causal)" : "weights (no mask)", d.weights, {...tt, scale: "seq", max: 1});
+    hm("other-weights", d.causal ? "for comparison: mask off" : "for comparison: mask on", d.other.weights, {...tt, scale: "seq", max: 1});
+    const diff = d.weights.map((row, i) => row.map((v, j) => v - d.other.weights[i][j]));
+    hm("weights-diff", "difference (this − other)", diff, tt);
+    figure(figs, "rowsums", "row sums", heatmap({id: "rowsums", values: d.weights.map((r) => [r.reduce((a, b) => a + b, 0)]),
+      rows: tok, cols: ["Σ"], title: "row sums", scale: "seq", max: 1, cell: Math.max(cell, 30)}));
+  } else {
+    hm("weights", "weights", d.weights, {...tt, scale: "seq", max: 1});
+    hm("v", "V", d.v);
+    hm("out", "out = weights·V", d.out);
+  }
+}
+
+export function load() {
+  const restart = () => { calc.edits = {}; calcCompute(); };
+  $("calc-next").addEventListener("click", () => { calc.stage = Math.min(4, calc.stage + 1); renderCalc(); });
+  $("calc-back").addEventListener("click", () => { calc.stage = Math.max(0, calc.stage - 1); renderCalc(); });
+  $("mask-toggle").addEventListener("change", calcCompute);
+  $("calc-reset").addEventListener("click", restart);
+  for (const id of ["calc-tokens", "calc-d", "calc-seed"]) $(id).addEventListener("change", restart);
+  calcCompute();
+}

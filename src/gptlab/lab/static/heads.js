@@ -1,0 +1,82 @@
+// View 3: a trained model's attention heads, their concatenation and W_O.
+
+import {api, fillRuns, guarded, showError} from "./api.js";
+import {$, htmlEl, tokenLabel} from "./dom.js";
+import {figure} from "./figure.js";
+import {heatmap} from "./svg.js";
+
+const heads = {data: null};
+
+const headsCompute = guarded(async () => {
+  const run = $("heads-run").value;
+  if (!run) { showError("no run chosen: train one into the runs folder (gptlab train --out runs/NAME)"); return; }
+  const layer = +$("heads-layer").value || 0;
+  const d = await api("/api/heads", {run, prompt: $("heads-prompt").value, layer});
+  heads.data = d;
+  const layerSel = $("heads-layer"), headSel = $("heads-head");
+  if (layerSel.options.length !== d.n_layer) {
+    layerSel.replaceChildren(...[...Array(d.n_layer).keys()].map((i) => htmlEl("option", {value: i}, String(i))));
+    layerSel.value = String(layer);
+  }
+  if (headSel.options.length !== d.n_head + 1) {
+    const keep = headSel.value;
+    headSel.replaceChildren(htmlEl("option", {value: "all"}, "all (grid)"),
+      ...[...Array(d.n_head).keys()].map((h) => htmlEl("option", {value: h}, String(h))));
+    headSel.value = keep && keep !== "all" && +keep < d.n_head ? keep : "all";
+  }
+  renderHeads();
+});
+
+function renderHeads() {
+  const d = heads.data, figs = $("heads-figures"), wo = $("heads-wo");
+  figs.replaceChildren();
+  wo.replaceChildren();
+  const T = d.tokens.length;
+  const tok = d.tokens.map(tokenLabel);
+  const hover = (label) => { $("heads-hover").textContent = label; };
+  const choice = $("heads-head").value;
+  // The grid shows every layer when that stays readable, else the chosen layer's heads.
+  const layers = choice === "all" && d.n_layer * d.n_head <= 32 ? [...Array(d.n_layer).keys()] : [d.layer];
+  const list = choice === "all" ? [...Array(d.n_head).keys()] : [+choice];
+  const cell = choice === "all" ? Math.max(5, Math.min(22, Math.floor(260 / T))) : Math.max(10, Math.min(40, Math.floor(640 / T)));
+  for (const l of layers) {
+    const line = htmlEl("div", {class: "row"});
+    figs.appendChild(line);
+    for (const h of list) {
+      const name = `head-${l}-${h}`;
+      figure(line, name, `layer ${l}, head ${h}`,
+        heatmap({id: name, values: d.attention[l][h], rows: tok, cols: tok, rowName: "query", colName: "key",
+          title: `L${l} H${h} attention`, scale: "seq", max: 1, cell, showValues: cell >= 26, onHover: hover}));
+    }
+  }
+  $("heads-wo-title").textContent = `Layer ${d.layer}: the concatenation of its heads and the output projection W_O`;
+  const hs = d.head_dim, C = d.n_embd;
+  const headCols = [...Array(d.n_head * hs).keys()].map((j) => (j % hs === 0 ? `h${j / hs}` : ""));
+  const c2 = Math.max(6, Math.min(14, Math.floor(420 / (d.n_head * hs))));
+  figure(wo, "concat", `concat of ${d.n_head} heads (T × ${d.n_head * hs})`, heatmap({id: "concat", values: d.concat,
+    rows: tok, cols: headCols, title: "concat(head_0 … head_H−1)", cell: c2, showValues: false, showColLabels: true,
+    groupCols: [...Array(d.n_head - 1).keys()].map((h) => (h + 1) * hs), onHover: hover}));
+  figure(wo, "w_o", `W_O (${d.n_head * hs} × ${C})`, heatmap({id: "w_o", values: d.w_o, rows: headCols,
+    cols: [...Array(C).keys()].map(() => ""), title: "W_O", cell: Math.max(5, Math.min(10, Math.floor(320 / C))),
+    showValues: false, groupRows: [...Array(d.n_head - 1).keys()].map((h) => (h + 1) * hs), onHover: hover}));
+  figure(wo, "attn-out", `output = concat·W_O + b (T × ${C})`, heatmap({id: "attn-out", values: d.out, rows: tok,
+    cols: [...Array(C).keys()].map(() => ""), title: "attention output", cell: Math.max(5, Math.min(10, Math.floor(320 / C))),
+    showValues: false, onHover: hover}));
+  // Show, with the page's own arithmetic, that the output is the concatenation times W_O.
+  let worst = 0;
+  d.out.forEach((row, t) => row.forEach((v, c) => {
+    let s = d.b_o ? d.b_o[c] : 0;
+    d.concat[t].forEach((x, j) => { s += x * d.w_o[j][c]; });
+    worst = Math.max(worst, Math.abs(s - v));
+  }));
+  $("heads-check").textContent = `Check: recomputing concat·W_O + b in this page matches the model's attention output to ${worst.toExponential(1)} (largest difference over ${T}×${C} numbers).`;
+}
+
+export function load() {
+  fillRuns($("heads-run")).then((runs) => { if (runs.length) headsCompute(); });
+  $("heads-go").addEventListener("click", headsCompute);
+  $("heads-layer").addEventListener("change", headsCompute);
+  $("heads-run").addEventListener("change", () => { $("heads-layer").value = "0"; headsCompute(); });
+  $("heads-head").addEventListener("change", () => heads.data && renderHeads());
+  $("heads-prompt").addEventListener("change", headsCompute);
+}

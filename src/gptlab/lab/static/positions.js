@@ -1,0 +1,72 @@
+// View 4: sinusoidal position encodings and RoPE.
+
+import {api, guarded} from "./api.js";
+import {$, htmlEl} from "./dom.js";
+import {figure} from "./figure.js";
+import {SVGNS, heatmap, svgEl} from "./svg.js";
+
+const sinCompute = guarded(async () => {
+  const d = await api("/api/sinusoidal", {positions: +$("sin-positions").value, d_model: +$("sin-d").value});
+  const figs = $("sin-figures");
+  figs.replaceChildren();
+  const cell = Math.max(3, Math.min(10, Math.floor(520 / Math.max(d.positions, d.d_model))));
+  const pos = [...Array(d.positions).keys()].map((p) => (p % 8 === 0 ? String(p) : ""));
+  const dims = [...Array(d.d_model).keys()].map((j) => (j % 8 === 0 ? String(j) : ""));
+  figure(figs, "sinusoidal", `PE (${d.positions} positions × ${d.d_model} dims)`, heatmap({id: "sinusoidal",
+    values: d.table, rows: pos, cols: dims, title: "sinusoidal PE", cell, showValues: false, max: 1,
+    showColLabels: true, rowName: "position", colName: "dim"}));
+  figure(figs, "sinusoidal-sim", "PE·PEᵀ: similarity falls with distance", heatmap({id: "sinusoidal-sim",
+    values: d.similarity, rows: pos, cols: pos, title: "PE[m]·PE[n]", cell: Math.max(3, Math.min(10, Math.floor(520 / d.positions))),
+    showValues: false, scale: "div", showColLabels: true, rowName: "m", colName: "n"}));
+});
+
+function ropeCircle(d) {
+  const W = 300, H = 300, cx = 150, cy = 160, r = 110;
+  const svg = svgEl("svg", {xmlns: SVGNS, width: W, height: H, viewBox: `0 0 ${W} ${H}`,
+    "font-family": "system-ui, sans-serif", "data-testid": "fig-rope-circle"});
+  svg.appendChild(svgEl("rect", {x: 0, y: 0, width: W, height: H, fill: "#ffffff"}));
+  svg.appendChild(svgEl("text", {x: 4, y: 15, "font-size": 13, "font-weight": 600}, "pair 0 of q (red) and k (blue) at each position"));
+  svg.appendChild(svgEl("circle", {cx, cy, r, fill: "none", stroke: "#ddd"}));
+  const maxLen = Math.max(...d.q_pair0.concat(d.k_pair0).map(([a, b]) => Math.hypot(a, b)), 1e-9);
+  const draw = (pts, colour) => pts.forEach(([a, b], m) => {
+    const x = cx + (a / maxLen) * r, y = cy - (b / maxLen) * r;
+    svg.appendChild(svgEl("line", {x1: cx, y1: cy, x2: x, y2: y, stroke: colour, "stroke-width": m === 0 ? 2.5 : 1, opacity: 0.35 + 0.65 * (1 - m / pts.length)}));
+    svg.appendChild(svgEl("text", {x, y: y - 2, "font-size": 9, fill: colour}, String(m)));
+  });
+  draw(d.q_pair0, "#b2182b");
+  draw(d.k_pair0, "#2166ac");
+  return svg;
+}
+
+const ropeCompute = guarded(async () => {
+  const d = await api("/api/rope", {head_dim: +$("rope-dim").value, base: +$("rope-base").value,
+    offset: +$("rope-offset").value, seed: +$("rope-seed").value});
+  const figs = $("rope-figures");
+  figs.replaceChildren();
+  figure(figs, "rope-circle", "rotation by m·θ₀ (θ₀ = 1 rad)", ropeCircle(d));
+  const P = d.positions, pos = [...Array(P).keys()].map(String);
+  const same = d.scores.map((row, m) => row.map((_, n) => n - m === d.offset));
+  figure(figs, "rope-scores", `RoPE(q, m)·RoPE(k, n): constant along each diagonal`, heatmap({id: "rope-scores",
+    values: d.scores, rows: pos, cols: pos, title: "q_m · k_n", cell: 22, showValues: false, highlight: same,
+    rowName: "m (query)", colName: "n (key)"}));
+  const tbl = $("rope-table");
+  tbl.replaceChildren();
+  const t = htmlEl("table", {class: "stats"});
+  const head = htmlEl("tr");
+  ["m", "n = m + " + d.offset, "q_m · k_n"].forEach((h) => head.appendChild(htmlEl("th", {}, h)));
+  t.appendChild(head);
+  d.same_offset.forEach((s, i) => {
+    const tr = htmlEl("tr");
+    tr.append(htmlEl("td", {}, String(s.m)), htmlEl("td", {}, String(s.n)),
+      htmlEl("td", {"data-testid": `rope-score-${i}`}, s.score.toFixed(5)));
+    t.appendChild(tr);
+  });
+  tbl.append(htmlEl("p", {}, `Same offset ${d.offset}, anywhere in the sequence: the same score (unrotated q·k = ${d.unrotated_score.toFixed(5)}).`), t);
+});
+
+export function load() {
+  for (const id of ["sin-positions", "sin-d"]) $(id).addEventListener("change", sinCompute);
+  for (const id of ["rope-dim", "rope-base", "rope-offset", "rope-seed"]) $(id).addEventListener("change", ropeCompute);
+  sinCompute();
+  ropeCompute();
+}

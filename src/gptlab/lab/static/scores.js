@@ -1,0 +1,53 @@
+// View 6: every head scored as a previous-token, duplicate-token and induction head; one ablated.
+
+import {api, fillRuns, guarded, showError} from "./api.js";
+import {$, htmlEl, tokenLabel} from "./dom.js";
+import {figure} from "./figure.js";
+import {heatmap} from "./svg.js";
+
+const scores = {data: null};
+
+const scoresCompute = guarded(async () => {
+  const run = $("scores-run").value;
+  if (!run) { showError("no run chosen: train one into the runs folder"); return; }
+  const prompt = $("scores-prompt").value;
+  const d = await api("/api/head_scores", {run, prompt, seed: +$("scores-seed").value});
+  scores.data = d;
+  $("scores-tokens").textContent = `${prompt ? "prompt" : "random tokens, repeated twice"}: ${JSON.stringify(d.tokens.join(""))}  (loss ${d.loss.toFixed(4)})`;
+  const figs = $("scores-figures");
+  figs.replaceChildren();
+  $("scores-head").replaceChildren();
+  $("scores-ablation").textContent = "";
+  const L = [...Array(d.n_layer).keys()].map((l) => `L${l}`), H = [...Array(d.n_head).keys()].map((h) => `H${h}`);
+  const open = (i, j) => openScoredHead(i, j);
+  for (const [name, values] of Object.entries(d.scores)) {
+    figure(figs, `scores-${name}`, `${name.replace("_", "-")} score`, heatmap({id: `scores-${name}`, values, rows: L, cols: H,
+      title: name.replace("_", "-"), scale: "seq", max: 1, cell: 44, onClick: open, rowName: "layer", colName: "head"}), "clickable");
+  }
+  figure(figs, "scores-ablation", "loss change when the head is zeroed", heatmap({id: "scores-ablation-grid",
+    values: d.ablation_deltas, rows: L, cols: H, title: "Δ loss (ablated − clean)", cell: 44, decimals: 3,
+    onClick: open, rowName: "layer", colName: "head"}), "clickable");
+});
+
+const openScoredHead = guarded(async (layer, head) => {
+  const d = scores.data;
+  const h = await api("/api/heads", {run: d.run, ids: d.ids, layer});
+  const box = $("scores-head");
+  box.replaceChildren();
+  const tok = h.tokens.map(tokenLabel);
+  const cell = Math.max(8, Math.min(20, Math.floor(520 / tok.length)));
+  figure(box, `scored-head`, `layer ${layer}, head ${head}: its pattern`, heatmap({id: "scored-head",
+    values: h.attention[layer][head], rows: tok, cols: tok, title: `L${layer} H${head}`, scale: "seq", max: 1,
+    cell, showValues: false, rowName: "query", colName: "key"}));
+  const btn = htmlEl("button", {"data-testid": "ablate-head"}, `Ablate L${layer} H${head}`);
+  btn.addEventListener("click", guarded(async () => {
+    const a = await api("/api/ablate", {run: d.run, ids: d.ids, layer, head});
+    $("scores-ablation").textContent = `Zeroing L${layer} H${head}: loss ${a.loss.toFixed(4)} → ${a.ablated_loss.toFixed(4)} (Δ ${a.delta >= 0 ? "+" : ""}${a.delta.toFixed(4)} nats).`;
+  }));
+  box.appendChild(btn);
+});
+
+export function load() {
+  fillRuns($("scores-run")).then((runs) => { if (runs.length) scoresCompute(); });
+  $("scores-go").addEventListener("click", scoresCompute);
+}
