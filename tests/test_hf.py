@@ -38,6 +38,10 @@ LLAMA_CASES = {
     "llama-mha-yarn": dict(hidden_size=48, num_attention_heads=3, num_key_value_heads=3,
                            rope_scaling={"rope_type": "yarn", "factor": 4.0,
                                          "original_max_position_embeddings": 16}),
+    "llama-yarn-deepseek-mscale": dict(
+        hidden_size=32, num_attention_heads=2, num_key_value_heads=2,
+        rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+                      "mscale": 1.0, "mscale_all_dim": 0.5}),
     "llama-linear": dict(hidden_size=32, num_attention_heads=2, num_key_value_heads=1,
                          rope_scaling={"rope_type": "linear", "factor": 2.0}),
 }

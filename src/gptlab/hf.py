@@ -15,7 +15,6 @@ imported only when a conversion runs.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from pathlib import Path
@@ -45,6 +44,8 @@ PYTORCH_BIN_INDEX = "pytorch_model.bin.index.json"
 GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
 # Our rope_scaling types that Hugging Face computes identically (see gptlab.positional).
 ROPE_TYPES_BOTH_WAYS = ("linear", "yarn", "llama3")
+# YaRN's optional keys, the same in both configs (see gptlab.positional._yarn).
+YARN_KEYS = ("attention_factor", "mscale", "mscale_all_dim", "beta_fast", "beta_slow", "truncate")
 
 
 class TransformersMissing(GptlabError, ImportError):
@@ -153,21 +154,11 @@ def rope_from_hf(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
     if factor is None:  # transformers' rule (DeepSeek-V3 style configs)
         factor = hf["max_position_embeddings"] / original
     scaling = {"type": "yarn", "factor": factor, "original_max_position_embeddings": original}
-    attention_factor = params.get("attention_factor")
-    mscale, mscale_all_dim = params.get("mscale"), params.get("mscale_all_dim")
-    if attention_factor is None and mscale and mscale_all_dim:
-        # DeepSeek's variant: the ratio of two temperature corrections, as transformers computes it.
-        attention_factor = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim)
-    if attention_factor is not None:
-        scaling["attention_factor"] = float(attention_factor)
-    for key in ("beta_fast", "beta_slow", "truncate"):
+    # Carried through as they are: gptlab.positional computes the temperature from them.
+    for key in YARN_KEYS:
         if params.get(key) is not None:
             scaling[key] = params[key]
     return theta, scaling
-
-
-def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
-    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
 
 def config_to_hf(config: GPTConfig) -> tuple[dict[str, Any], KeyMap]:
