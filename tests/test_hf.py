@@ -284,7 +284,7 @@ def test_rope_from_hf_reads_transformers_4_spelling():
 
 @pytest.mark.parametrize("fields, message", [
     (dict(norm_position="post"), "post-norm"),
-    (dict(pos_encoding="sinusoidal"), "no Hugging Face architecture"),
+    (dict(pos_encoding="sinusoidal", norm="rmsnorm"), "no Hugging Face architecture"),
     (dict(n_kv_head=2), "no grouped-query attention"),
     (dict(pos_encoding="rope", norm="rmsnorm", mlp="swiglu",
           rope_scaling={"type": "ntk", "factor": 2.0}), "static 'ntk'"),

@@ -35,6 +35,7 @@ from gptlab.model import GPT
 INSTALL_HINT = "pip install 'gptlab[hf]'"
 HF_CONFIG = "config.json"
 HF_TOKENIZER = "tokenizer.json"
+HF_TOKENIZER_CONFIG = "tokenizer_config.json"
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 PYTORCH_BIN = "pytorch_model.bin"
@@ -42,6 +43,8 @@ PYTORCH_BIN_INDEX = "pytorch_model.bin.index.json"
 
 # Hugging Face activation names -> our mlp. "gelu_new" is GPT-2's tanh approximation.
 GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+# Our GELU MLPs -> the activation_function that computes them.
+GELU_TO_HF = {"gelu": "gelu", "gelu_tanh": "gelu_new"}
 # Our rope_scaling types that Hugging Face computes identically (see gptlab.positional).
 ROPE_TYPES_BOTH_WAYS = ("linear", "yarn", "llama3")
 # YaRN's optional keys, the same in both configs (see gptlab.positional._yarn).
@@ -161,46 +164,63 @@ def rope_from_hf(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
     return theta, scaling
 
 
-def config_to_hf(config: GPTConfig) -> tuple[dict[str, Any], KeyMap]:
-    """Our GPTConfig -> their config fields and the key map; a clear error for anything the
-    two Hugging Face architectures cannot express."""
-    is_gpt2 = (config.pos_encoding, config.norm, config.mlp) in (
-        ("learned", "layernorm", "gelu_tanh"), ("learned", "layernorm", "gelu"))
-    is_llama = (config.pos_encoding, config.norm, config.mlp) == ("rope", "rmsnorm", "swiglu")
+def keymap_for(config: GPTConfig) -> KeyMap:
+    """The Hugging Face architecture that computes exactly what a model of `config` does;
+    a one-line error naming what none of them can hold, and why."""
     if config.norm_position != "pre":
-        raise UsageError("Hugging Face GPT-2 and Llama are pre-norm; this model is post-norm")
-    if is_gpt2:
+        raise UsageError("no Hugging Face architecture gptlab writes is post-norm (GPT-2 and "
+                         "Llama normalize before each sublayer); this model is post-norm")
+    shape = (config.norm, config.mlp, config.pos_encoding)
+    if shape[:2] in (("layernorm", "gelu"), ("layernorm", "gelu_tanh")):
+        if config.pos_encoding == "rope":
+            raise UsageError("no Hugging Face architecture gptlab writes has LayerNorm with RoPE "
+                             "(GPT-2's positions are learned, Llama's norm is RMSNorm)")
         if config.n_kv_head != config.n_head:
             raise UsageError("Hugging Face GPT-2 has no grouped-query attention "
                              f"(n_kv_head {config.n_kv_head} != n_head {config.n_head})")
-        if not config.bias:
-            raise UsageError("Hugging Face GPT-2 always has biases; this model has bias=false")
-        activation = "gelu_new" if config.mlp == "gelu_tanh" else "gelu"
-        return {
-            "vocab_size": config.vocab_size, "n_positions": config.block_size,
-            "n_layer": config.n_layer, "n_head": config.n_head, "n_embd": config.n_embd,
-            "n_inner": config.ffn_hidden, "activation_function": activation,
-            "layer_norm_epsilon": config.norm_eps, "tie_word_embeddings": config.tie_embeddings,
-            "resid_pdrop": config.dropout, "embd_pdrop": config.dropout,
-            "attn_pdrop": config.dropout, "bos_token_id": None, "eos_token_id": None,
-        }, GPT2
-    if is_llama:
-        fields = {
-            "vocab_size": config.vocab_size, "max_position_embeddings": config.block_size,
-            "num_hidden_layers": config.n_layer, "num_attention_heads": config.n_head,
-            "num_key_value_heads": config.n_kv_head, "hidden_size": config.n_embd,
-            "head_dim": config.head_dim, "intermediate_size": config.ffn_hidden,
-            "hidden_act": "silu", "rms_norm_eps": config.norm_eps,
-            "attention_bias": config.bias, "mlp_bias": config.bias,
-            "tie_word_embeddings": config.tie_embeddings, "attention_dropout": config.dropout,
-            "bos_token_id": None, "eos_token_id": None,
-        }
-        return {**fields, **rope_to_hf(config)}, LLAMA
+        return GPT2
+    if shape == ("rmsnorm", "swiglu", "rope"):
+        return LLAMA
     raise UsageError(
-        f"no Hugging Face architecture for pos_encoding={config.pos_encoding!r}, "
-        f"norm={config.norm!r}, mlp={config.mlp!r}: GPT-2 is learned/layernorm/gelu_tanh, "
-        "Llama is rope/rmsnorm/swiglu"
+        f"no Hugging Face architecture for norm={config.norm!r}, mlp={config.mlp!r}, "
+        f"pos_encoding={config.pos_encoding!r}: GPT-2 is layernorm + gelu/gelu_tanh with "
+        "learned (or sinusoidal, none) positions, Llama is rmsnorm + swiglu + rope"
     )
+
+
+def config_to_hf(config: GPTConfig) -> tuple[dict[str, Any], KeyMap]:
+    """Our GPTConfig -> their config fields and the key map (see `keymap_for`)."""
+    keymap = keymap_for(config)
+    return _FIELDS_TO_HF[keymap.model_type](config), keymap
+
+
+def _gpt2_fields(config: GPTConfig) -> dict[str, Any]:
+    """GPT-2 always has biases and a learned position table; a model without them is written
+    with zeros, or the table its positions compute (see hf_keymap.GPT2.always_present)."""
+    return {
+        "vocab_size": config.vocab_size, "n_positions": config.block_size,
+        "n_layer": config.n_layer, "n_head": config.n_head, "n_embd": config.n_embd,
+        "n_inner": config.ffn_hidden, "activation_function": GELU_TO_HF[config.mlp],
+        "layer_norm_epsilon": config.norm_eps, "tie_word_embeddings": config.tie_embeddings,
+        "resid_pdrop": config.dropout, "embd_pdrop": config.dropout,
+        "attn_pdrop": config.dropout, "bos_token_id": None, "eos_token_id": None,
+    }
+
+
+def _llama_fields(config: GPTConfig) -> dict[str, Any]:
+    return {
+        "vocab_size": config.vocab_size, "max_position_embeddings": config.block_size,
+        "num_hidden_layers": config.n_layer, "num_attention_heads": config.n_head,
+        "num_key_value_heads": config.n_kv_head, "hidden_size": config.n_embd,
+        "head_dim": config.head_dim, "intermediate_size": config.ffn_hidden,
+        "hidden_act": "silu", "rms_norm_eps": config.norm_eps,
+        "attention_bias": config.bias, "mlp_bias": config.bias,
+        "tie_word_embeddings": config.tie_embeddings, "attention_dropout": config.dropout,
+        "bos_token_id": None, "eos_token_id": None, **rope_to_hf(config),
+    }
+
+
+_FIELDS_TO_HF = {GPT2.model_type: _gpt2_fields, LLAMA.model_type: _llama_fields}
 
 
 def rope_to_hf(config: GPTConfig) -> dict[str, Any]:
@@ -289,15 +309,38 @@ def state_from_hf(
 
 
 def state_to_hf(model: GPT, keymap: KeyMap) -> dict[str, Tensor]:
-    """Our weights under their names and layouts (a tied lm_head is left out, as they do)."""
+    """Our weights under their names and layouts (a tied lm_head is left out, as they do),
+    with what their architecture always has and ours lacks (see `_stand_ins`)."""
     theirs: dict[str, Tensor] = {}
-    for name, tensor in weights_state(model).items():
+    ours = weights_state(model)
+    ours.update(_stand_ins(model, ours, keymap))
+    for name, tensor in ours.items():
         names, local = _their_names(name, keymap)
         parts = tensor.split(_part_sizes(model.config, len(names))) if len(names) > 1 else [tensor]
         for their_name, part in zip(names, parts, strict=True):
             part = part.t() if local in keymap.transposed else part
             theirs[their_name] = part.contiguous().clone()  # own storage: safetensors insists
     return theirs
+
+
+def _stand_ins(model: GPT, ours: dict[str, Tensor], keymap: KeyMap) -> dict[str, Tensor]:
+    """keymap.always_present weights that our model has none of, as what it computes in their
+    place: zero biases, and the absolute positions it adds (zeros for none) as a table."""
+    names = [n for n in keymap.top if n in keymap.always_present]
+    names += [f"blocks.{i}.{n}" for i in range(model.config.n_layer) for n in keymap.block
+              if n in keymap.always_present]
+    weight = model.wte.weight.detach()
+    stand_ins = {}
+    for name in (n for n in names if n not in ours):
+        if name == "wpe.weight":
+            positions = torch.arange(model.config.block_size, device=weight.device)
+            table = (model.wpe(positions) if model.wpe is not None
+                     else torch.zeros(len(positions), model.config.n_embd))
+            stand_ins[name] = table.to(weight)  # as forward casts it: to the embeddings' dtype
+        else:  # a bias: as many zeros as its layer has outputs
+            rows = ours[name.removesuffix(".bias") + ".weight"].shape[0]
+            stand_ins[name] = weight.new_zeros(rows)
+    return stand_ins
 
 
 # ----------------------------------------------------------------------------- files
@@ -432,6 +475,15 @@ def _read_weight_file(path: Path) -> dict[str, Tensor]:
             isinstance(k, str) and isinstance(v, Tensor) for k, v in state.items()):
         raise UsageError(f"refused {path}: not a plain state dict of tensors")
     return state
+
+
+def write_tokenizer_config(out_dir: Path, model_max_length: int) -> None:
+    """tokenizer_config.json, so AutoTokenizer loads out_dir/tokenizer.json as it is: the
+    generic fast tokenizer (not the one config.json's model_type suggests, which may add
+    tokens), with no clean-up of spaces on decoding (it would change the text)."""
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False,
+              "model_max_length": model_max_length}
+    atomic_write_text(out_dir / HF_TOKENIZER_CONFIG, json.dumps(config, indent=2) + "\n")
 
 
 # ----------------------------------------------------------------------------- public

@@ -3,8 +3,11 @@
 One `KeyMap` per architecture. Names are ours on the left (as in `GPT.state_dict()`),
 theirs on the right; a block weight made of several of theirs is their tensors
 concatenated along dim 0 (our fused qkv from Llama's q/k/v_proj). `transposed` lists the
-weights GPT-2 stores as Conv1D, (in, out), where our nn.Linear is (out, in). gptlab.hf
-does the moving and checks every shape; the model knows nothing of any of this.
+weights GPT-2 stores as Conv1D, (in, out), where our nn.Linear is (out, in).
+`always_present` lists what their architecture always has and a model of ours may not: it
+is written as what computes the same (zero biases; for GPT-2's learned position table, the
+table our sinusoidal positions compute, or zeros for none). gptlab.hf does the moving and
+checks every shape; the model knows nothing of any of this.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ class KeyMap:
     block: dict[str, tuple[str, ...]]  # ours -> theirs inside block i, concatenated on dim 0
     transposed: frozenset[str]  # our block names stored transposed on their side
     ignored: tuple[str, ...]  # suffixes of buffers their checkpoints may carry, not weights
+    # Our names (top or inside a block) they always have, even where our model has none.
+    always_present: frozenset[str] = frozenset()
 
 
 GPT2 = KeyMap(
@@ -55,6 +60,9 @@ GPT2 = KeyMap(
                           "mlp.proj.weight"}),
     # The causal-mask buffers older GPT-2 checkpoints saved (openai-community/gpt2 has them).
     ignored=(".attn.bias", ".attn.masked_bias"),
+    # GPT-2 always has biases and a learned position table.
+    always_present=frozenset({"wpe.weight", "ln_f.bias", "norm_1.bias", "attn.qkv.bias",
+                              "attn.proj.bias", "norm_2.bias", "mlp.fc.bias", "mlp.proj.bias"}),
 )
 
 LLAMA = KeyMap(
