@@ -37,6 +37,10 @@ KINDS = {
                                                ffn_hidden=72, norm_eps=1e-6),
     "gpt2-sinusoidal-bias-free": dict(pos_encoding="sinusoidal", bias=False),
     "gpt2-no-positions": dict(pos_encoding="none", mlp="gelu_tanh"),
+    "neox-bias-free-erf-gelu-tied": dict(pos_encoding="rope", bias=False),
+    "neox-biases-tanh-gelu-untied-yarn": dict(
+        pos_encoding="rope", mlp="gelu_tanh", tie_embeddings=False, rope_base=500.0,
+        rope_scaling={"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 48}),
     "llama-gqa-untied": dict(pos_encoding="rope", norm="rmsnorm", mlp="swiglu", n_kv_head=2,
                              bias=False, tie_embeddings=False, ffn_hidden=88, rope_base=500.0),
 }
@@ -166,7 +170,7 @@ def test_a_trained_bias_free_run_exports(tmp_path, capsys):
 
 @pytest.mark.parametrize("fields, message", [
     (dict(norm_position="post"), "this model is post-norm"),
-    (dict(pos_encoding="rope"), "LayerNorm with RoPE"),
+    (dict(pos_encoding="rope", n_kv_head=2), "GPT-NeoX has no grouped-query attention"),
     (dict(norm="rmsnorm"), "no Hugging Face architecture for norm='rmsnorm', mlp='gelu'"),
     (dict(pos_encoding="rope", norm="rmsnorm", mlp="gelu"), "Llama is rmsnorm \\+ swiglu"),
     (dict(pos_encoding="learned", norm="rmsnorm", mlp="swiglu"), "pos_encoding='learned'"),

@@ -45,13 +45,27 @@ LLAMA_CASES = {
     "llama-linear": dict(hidden_size=32, num_attention_heads=2, num_key_value_heads=1,
                          rope_scaling={"rope_type": "linear", "factor": 2.0}),
 }
-CASES = {**GPT2_CASES, **LLAMA_CASES}
+# Sequential residual and whole-head RoPE, as gptlab's blocks; attention_bias=False comes
+# with zero MLP and norm biases (random_hf_model), as `to_hf` writes a bias-free model.
+NEOX_CASES = {
+    "neox-tied-tanh-gelu-theta500": dict(hidden_size=48, num_attention_heads=3,
+                                         tie_word_embeddings=True, hidden_act="gelu_new",
+                                         rotary_emb_base=500.0),
+    "neox-bias-free-yarn": dict(hidden_size=32, num_attention_heads=4, attention_bias=False,
+                                rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                              "original_max_position_embeddings": 16}),
+}
+CASES = {**GPT2_CASES, **LLAMA_CASES, **NEOX_CASES}
 
 
 def hf_config(name: str):
     kwargs = dict(CASES[name], vocab_size=VOCAB, bos_token_id=None, eos_token_id=None)
     if name in GPT2_CASES:
         return transformers.GPT2Config(**kwargs)
+    if name in NEOX_CASES:
+        return transformers.GPTNeoXConfig(num_hidden_layers=2, intermediate_size=72,
+                                          max_position_embeddings=64, rotary_pct=1.0,
+                                          use_parallel_residual=False, **kwargs)
     return transformers.LlamaConfig(num_hidden_layers=2, intermediate_size=72,
                                     max_position_embeddings=64, **kwargs)
 
@@ -75,7 +89,16 @@ def random_hf_model(name: str, seed: int = 0):
     model = transformers.AutoModelForCausalLM.from_config(hf_config(name),
                                                           attn_implementation="eager")
     widen(model, seed)
+    if getattr(model.config, "attention_bias", True) is False and name in NEOX_CASES:
+        zero_biases(model)
     return model.eval()
+
+
+def zero_biases(model: torch.nn.Module) -> None:
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.zero_()
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -274,6 +297,33 @@ def test_unsupported_rope_scaling_is_named(scaling, message):
                                       max_position_embeddings=64, rope_scaling=scaling)
     with pytest.raises(UsageError, match=message):
         hf.config_from_hf(config.to_dict())
+
+
+def neox_config(**kwargs):
+    return transformers.GPTNeoXConfig(**{
+        "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1,
+        "intermediate_size": 40, "vocab_size": VOCAB, "max_position_embeddings": 64,
+        "use_parallel_residual": False, "rotary_pct": 1.0, **kwargs})
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(use_parallel_residual=True), "use_parallel_residual=true"),
+    (dict(rotary_pct=0.25), "partial_rotary_factor 0.25"),
+    (dict(hidden_act="relu"), "unsupported GPT-NeoX hidden_act 'relu'"),
+])
+def test_neox_that_gptlab_cannot_run_is_named(fields, message):
+    with pytest.raises(UsageError, match=message):
+        hf.config_from_hf(neox_config(**fields).to_dict())
+
+
+def test_neox_without_attention_biases_needs_zero_mlp_biases():
+    torch.manual_seed(0)
+    theirs = transformers.AutoModelForCausalLM.from_config(neox_config(attention_bias=False))
+    widen(theirs, 0)  # MLP and norm biases off zero
+    with pytest.raises(UsageError, match="bias is not zero, but its config has no attention bias"):
+        hf.from_hf(theirs)
+    zero_biases(theirs)
+    assert not hf.from_hf(theirs).config.bias
 
 
 def test_rope_from_hf_reads_transformers_4_spelling():

@@ -1,11 +1,13 @@
-"""Hugging Face GPT-2 and Llama weights in and out.
+"""Hugging Face GPT-2, Llama and GPT-NeoX weights in and out.
 
-`from_hf(model_or_dir)` builds our GPT from a `transformers` GPT2LMHeadModel or
-LlamaForCausalLM: an instance, a local directory (config.json plus model.safetensors, sharded
-safetensors with an index, or pytorch_model.bin read with weights_only loading), or a hub
-name already in the Hugging Face cache (or downloadable, when online).
+`from_hf(model_or_dir)` builds our GPT from a `transformers` GPT2LMHeadModel,
+LlamaForCausalLM or GPTNeoXForCausalLM: an instance, a local directory (config.json plus
+model.safetensors, sharded safetensors with an index, or pytorch_model.bin read with
+weights_only loading), or a hub name already in the Hugging Face cache (or downloadable,
+when online).
 `to_hf(model, out_dir)` writes config.json + model.safetensors that
-`transformers.AutoModelForCausalLM.from_pretrained(out_dir)` loads.
+`transformers.AutoModelForCausalLM.from_pretrained(out_dir)` loads, for every model one of
+the three computes exactly (`keymap_for` says which, or why none).
 
 Where each weight goes is data, in gptlab.hf_keymap; this module translates configs, moves
 tensors and checks every shape. `transformers` is optional (`pip install 'gptlab[hf]'`) and
@@ -29,7 +31,7 @@ from gptlab.atomic import atomic_path, atomic_write_text, ensure_dir, read_json
 from gptlab.checkpoint import unwrap, weights_state
 from gptlab.config import GPTConfig
 from gptlab.errors import GptlabError, UsageError
-from gptlab.hf_keymap import GPT2, KEYMAPS, LLAMA, KeyMap
+from gptlab.hf_keymap import GPT2, GPT_NEOX, KEYMAPS, LLAMA, KeyMap
 from gptlab.model import GPT
 
 INSTALL_HINT = "pip install 'gptlab[hf]'"
@@ -42,11 +44,13 @@ PYTORCH_BIN = "pytorch_model.bin"
 PYTORCH_BIN_INDEX = "pytorch_model.bin.index.json"
 
 # Hugging Face activation names -> our mlp. "gelu_new" is GPT-2's tanh approximation.
-GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+GELU_FROM_HF = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
 # Our GELU MLPs -> the activation_function that computes them.
 GELU_TO_HF = {"gelu": "gelu", "gelu_tanh": "gelu_new"}
 # Our rope_scaling types that Hugging Face computes identically (see gptlab.positional).
 ROPE_TYPES_BOTH_WAYS = ("linear", "yarn", "llama3")
+# RoPE fields as transformers 4.x spells them (5.x moves them into rope_parameters).
+ROPE_4X_KEYS = ("rope_theta", "rope_scaling", "rotary_emb_base", "rotary_pct")
 # YaRN's optional keys, the same in both configs (see gptlab.positional._yarn).
 YARN_KEYS = ("attention_factor", "mscale", "mscale_all_dim", "beta_fast", "beta_slow", "truncate")
 
@@ -75,6 +79,8 @@ def config_from_hf(hf: dict[str, Any]) -> tuple[GPTConfig, KeyMap]:
         return _gpt2_config(hf), GPT2
     if model_type == "llama":
         return _llama_config(hf), LLAMA
+    if model_type == "gpt_neox":
+        return _neox_config(hf), GPT_NEOX
     raise UsageError(
         f"unsupported architecture {model_type!r} ({', '.join(hf.get('architectures') or [])}); "
         f"gptlab converts: {', '.join(KEYMAPS)}"
@@ -83,9 +89,9 @@ def config_from_hf(hf: dict[str, Any]) -> tuple[GPTConfig, KeyMap]:
 
 def _gpt2_config(hf: dict[str, Any]) -> GPTConfig:
     activation = hf.get("activation_function", "gelu_new")
-    if activation not in GPT2_ACTIVATIONS:
+    if activation not in GELU_FROM_HF:
         raise UsageError(f"unsupported GPT-2 activation_function {activation!r}; "
-                         f"gptlab has: {', '.join(GPT2_ACTIVATIONS)}")
+                         f"gptlab has: {', '.join(GELU_FROM_HF)}")
     for flag, wanted in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
                          ("add_cross_attention", False)):
         if hf.get(flag, wanted) != wanted:
@@ -94,7 +100,7 @@ def _gpt2_config(hf: dict[str, Any]) -> GPTConfig:
         vocab_size=hf["vocab_size"], block_size=hf["n_positions"], n_layer=hf["n_layer"],
         n_head=hf["n_head"], n_embd=hf["n_embd"], ffn_hidden=hf.get("n_inner"),
         pos_encoding="learned", norm="layernorm", norm_eps=hf.get("layer_norm_epsilon", 1e-5),
-        norm_position="pre", mlp=GPT2_ACTIVATIONS[activation], bias=True,
+        norm_position="pre", mlp=GELU_FROM_HF[activation], bias=True,
         tie_embeddings=hf.get("tie_word_embeddings", True),
         dropout=hf.get("resid_pdrop", 0.0),  # one rate for all three of theirs
     )
@@ -122,6 +128,29 @@ def _llama_config(hf: dict[str, Any]) -> GPTConfig:
         norm_position="pre", mlp="swiglu", bias=bool(attention_bias),
         tie_embeddings=hf.get("tie_word_embeddings", False),
         dropout=float(hf.get("attention_dropout") or 0.0),
+    )
+
+
+def _neox_config(hf: dict[str, Any]) -> GPTConfig:
+    activation = hf.get("hidden_act", "gelu")
+    if activation not in GELU_FROM_HF:
+        raise UsageError(f"unsupported GPT-NeoX hidden_act {activation!r}; "
+                         f"gptlab has: {', '.join(GELU_FROM_HF)}")
+    if hf.get("use_parallel_residual", True):
+        raise UsageError("unsupported GPT-NeoX use_parallel_residual=true (Pythia's x + attn(x) "
+                         "+ mlp(x)): gptlab's blocks run attention, then the MLP")
+    rope_base, rope_scaling = rope_from_hf(hf)
+    return GPTConfig(
+        vocab_size=hf["vocab_size"], block_size=hf["max_position_embeddings"],
+        n_layer=hf["num_hidden_layers"], n_head=hf["num_attention_heads"],
+        n_embd=hf["hidden_size"], ffn_hidden=hf["intermediate_size"], pos_encoding="rope",
+        rope_base=float(rope_base), rope_scaling=rope_scaling, norm="layernorm",
+        norm_eps=hf.get("layer_norm_eps", 1e-5), norm_position="pre",
+        mlp=GELU_FROM_HF[activation],
+        # Without attention biases, the MLP's and the norms' must be zero (state_from_hf).
+        bias=bool(hf.get("attention_bias", True)),
+        tie_embeddings=hf.get("tie_word_embeddings", False),
+        dropout=float(hf.get("hidden_dropout") or 0.0),
     )
 
 
@@ -168,23 +197,23 @@ def keymap_for(config: GPTConfig) -> KeyMap:
     """The Hugging Face architecture that computes exactly what a model of `config` does;
     a one-line error naming what none of them can hold, and why."""
     if config.norm_position != "pre":
-        raise UsageError("no Hugging Face architecture gptlab writes is post-norm (GPT-2 and "
-                         "Llama normalize before each sublayer); this model is post-norm")
+        raise UsageError("no Hugging Face architecture gptlab writes is post-norm (GPT-2, "
+                         "Llama and GPT-NeoX normalize before each sublayer); this model is "
+                         "post-norm")
     shape = (config.norm, config.mlp, config.pos_encoding)
     if shape[:2] in (("layernorm", "gelu"), ("layernorm", "gelu_tanh")):
-        if config.pos_encoding == "rope":
-            raise UsageError("no Hugging Face architecture gptlab writes has LayerNorm with RoPE "
-                             "(GPT-2's positions are learned, Llama's norm is RMSNorm)")
+        keymap, name = (GPT_NEOX, "GPT-NeoX") if config.pos_encoding == "rope" else (GPT2, "GPT-2")
         if config.n_kv_head != config.n_head:
-            raise UsageError("Hugging Face GPT-2 has no grouped-query attention "
+            raise UsageError(f"Hugging Face {name} has no grouped-query attention "
                              f"(n_kv_head {config.n_kv_head} != n_head {config.n_head})")
-        return GPT2
+        return keymap
     if shape == ("rmsnorm", "swiglu", "rope"):
         return LLAMA
     raise UsageError(
         f"no Hugging Face architecture for norm={config.norm!r}, mlp={config.mlp!r}, "
         f"pos_encoding={config.pos_encoding!r}: GPT-2 is layernorm + gelu/gelu_tanh with "
-        "learned (or sinusoidal, none) positions, Llama is rmsnorm + swiglu + rope"
+        "learned (or sinusoidal, none) positions, GPT-NeoX the same with rope, Llama is "
+        "rmsnorm + swiglu + rope"
     )
 
 
@@ -220,7 +249,25 @@ def _llama_fields(config: GPTConfig) -> dict[str, Any]:
     }
 
 
-_FIELDS_TO_HF = {GPT2.model_type: _gpt2_fields, LLAMA.model_type: _llama_fields}
+def _neox_fields(config: GPTConfig) -> dict[str, Any]:
+    """Sequential residual, RoPE on whole heads; the MLP and the norms always have biases,
+    so a bias-free model gets zero ones there (see hf_keymap.GPT_NEOX.always_present)."""
+    rope = rope_to_hf(config)
+    return {
+        "vocab_size": config.vocab_size, "max_position_embeddings": config.block_size,
+        "num_hidden_layers": config.n_layer, "num_attention_heads": config.n_head,
+        "hidden_size": config.n_embd, "intermediate_size": config.ffn_hidden,
+        "hidden_act": GELU_TO_HF[config.mlp], "layer_norm_eps": config.norm_eps,
+        "use_parallel_residual": False, "attention_bias": config.bias,
+        # GPT-NeoX's own names for rope_theta and partial_rotary_factor (4.x and 5.x).
+        "rotary_emb_base": rope.pop("rope_theta"), "rotary_pct": 1.0, **rope,
+        "tie_word_embeddings": config.tie_embeddings, "attention_dropout": config.dropout,
+        "hidden_dropout": config.dropout, "bos_token_id": None, "eos_token_id": None,
+    }
+
+
+_FIELDS_TO_HF = {GPT2.model_type: _gpt2_fields, LLAMA.model_type: _llama_fields,
+                 GPT_NEOX.model_type: _neox_fields}
 
 
 def rope_to_hf(config: GPTConfig) -> dict[str, Any]:
@@ -298,6 +345,16 @@ def state_from_hf(
             parts.append(tensor.t() if transposed else tensor)
             used.add(their_name)
         ours[name] = torch.cat(parts, dim=0) if len(parts) > 1 else parts[0]
+        if local in keymap.head_interleaved:
+            ours[name] = _heads_grouped(ours[name], config.n_head)
+    for name in _always_present(config, keymap):
+        if name in ours:
+            continue
+        (their_name,), _ = _their_names(name, keymap)
+        if their_name in theirs and theirs[their_name].any():
+            raise UsageError(f"{source}: {their_name} is not zero, but its config has no "
+                             "attention biases and gptlab has one `bias` for every layer")
+        used.add(their_name)  # zeros: the model without it computes the same
     if config.tie_embeddings:
         used.add(keymap.top["lm_head.weight"])  # tied: their copy of wte, if they saved one
     unexpected = sorted(n for n in set(theirs) - used if not n.endswith(keymap.ignored))
@@ -319,19 +376,25 @@ def state_to_hf(model: GPT, keymap: KeyMap) -> dict[str, Tensor]:
         parts = tensor.split(_part_sizes(model.config, len(names))) if len(names) > 1 else [tensor]
         for their_name, part in zip(names, parts, strict=True):
             part = part.t() if local in keymap.transposed else part
+            if local in keymap.head_interleaved:
+                part = _heads_interleaved(part, model.config.n_head)
             theirs[their_name] = part.contiguous().clone()  # own storage: safetensors insists
     return theirs
+
+
+def _always_present(config: GPTConfig, keymap: KeyMap) -> list[str]:
+    """Our full names for keymap.always_present: what their model has whatever ours has."""
+    names = [n for n in keymap.top if n in keymap.always_present]
+    return names + [f"blocks.{i}.{n}" for i in range(config.n_layer) for n in keymap.block
+                    if n in keymap.always_present]
 
 
 def _stand_ins(model: GPT, ours: dict[str, Tensor], keymap: KeyMap) -> dict[str, Tensor]:
     """keymap.always_present weights that our model has none of, as what it computes in their
     place: zero biases, and the absolute positions it adds (zeros for none) as a table."""
-    names = [n for n in keymap.top if n in keymap.always_present]
-    names += [f"blocks.{i}.{n}" for i in range(model.config.n_layer) for n in keymap.block
-              if n in keymap.always_present]
     weight = model.wte.weight.detach()
     stand_ins = {}
-    for name in (n for n in names if n not in ours):
+    for name in (n for n in _always_present(model.config, keymap) if n not in ours):
         if name == "wpe.weight":
             positions = torch.arange(model.config.block_size, device=weight.device)
             table = (model.wpe(positions) if model.wpe is not None
@@ -341,6 +404,19 @@ def _stand_ins(model: GPT, ours: dict[str, Tensor], keymap: KeyMap) -> dict[str,
             rows = ours[name.removesuffix(".bias") + ".weight"].shape[0]
             stand_ins[name] = weight.new_zeros(rows)
     return stand_ins
+
+
+def _heads_interleaved(qkv: Tensor, n_head: int) -> Tensor:
+    """Our fused qkv rows (q of every head, then k, then v; bias or weight) -> GPT-NeoX's
+    (q_h, k_h, v_h for head 0, then head 1, ...)."""
+    rest = qkv.shape[1:]
+    return qkv.reshape(3, n_head, -1, *rest).transpose(0, 1).reshape(qkv.shape)
+
+
+def _heads_grouped(qkv: Tensor, n_head: int) -> Tensor:
+    """GPT-NeoX's head-by-head qkv rows -> ours; undoes `_heads_interleaved`."""
+    rest = qkv.shape[1:]
+    return qkv.reshape(n_head, 3, -1, *rest).transpose(0, 1).reshape(qkv.shape)
 
 
 # ----------------------------------------------------------------------------- files
@@ -522,7 +598,7 @@ def to_hf(model: torch.nn.Module, out_dir: str | Path) -> Path:
     hf_config.architectures = [keymap.architecture]
     config_json = json.loads(hf_config.to_json_string(use_diff=True))
     # Also spelled the 4.x way, so an older transformers reads the same RoPE (5.x reads both).
-    config_json.update({k: v for k, v in fields.items() if k in ("rope_theta", "rope_scaling")})
+    config_json.update({k: v for k, v in fields.items() if k in ROPE_4X_KEYS})
     config_json["torch_dtype"] = str(gpt.wte.weight.dtype).removeprefix("torch.")
     out_dir = ensure_dir(out_dir)
     with atomic_path(out_dir / SAFETENSORS) as tmp:  # weights first: config points at them
