@@ -41,6 +41,9 @@ KINDS = {
     "neox-biases-tanh-gelu-untied-yarn": dict(
         pos_encoding="rope", mlp="gelu_tanh", tie_embeddings=False, rope_base=500.0,
         rope_scaling={"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 48}),
+    "opt-post-norm-bias-free-tied": dict(norm_position="post", bias=False),
+    "opt-post-norm-sinusoidal-tanh-untied": dict(norm_position="post", pos_encoding="sinusoidal",
+                                                 mlp="gelu_tanh", tie_embeddings=False),
     "llama-gqa-untied": dict(pos_encoding="rope", norm="rmsnorm", mlp="swiglu", n_kv_head=2,
                              bias=False, tie_embeddings=False, ffn_hidden=88, rope_base=500.0),
 }
@@ -169,7 +172,8 @@ def test_a_trained_bias_free_run_exports(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("fields, message", [
-    (dict(norm_position="post"), "this model is post-norm"),
+    (dict(norm_position="post", pos_encoding="rope"), "OPT, which holds .*, is layernorm"),
+    (dict(norm_position="post", norm_eps=1e-6), "OPT.* fixes LayerNorm's epsilon at 1e-05"),
     (dict(pos_encoding="rope", n_kv_head=2), "GPT-NeoX has no grouped-query attention"),
     (dict(norm="rmsnorm"), "no Hugging Face architecture for norm='rmsnorm', mlp='gelu'"),
     (dict(pos_encoding="rope", norm="rmsnorm", mlp="gelu"), "Llama is rmsnorm \\+ swiglu"),

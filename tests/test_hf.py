@@ -55,13 +55,25 @@ NEOX_CASES = {
                                 rope_scaling={"rope_type": "yarn", "factor": 4.0,
                                               "original_max_position_embeddings": 16}),
 }
-CASES = {**GPT2_CASES, **LLAMA_CASES, **NEOX_CASES}
+# Post-norm OPT (do_layer_norm_before=False, as OPT-350m) with GELU; enable_bias=False comes
+# with zero norm biases (random_hf_model), as `to_hf` writes a bias-free model.
+OPT_CASES = {
+    "opt-post-norm-tied-erf-gelu": dict(hidden_size=48, num_attention_heads=3,
+                                        activation_function="gelu"),
+    "opt-post-norm-bias-free-untied-tanh": dict(hidden_size=40, num_attention_heads=5,
+                                                activation_function="gelu_new",
+                                                enable_bias=False, tie_word_embeddings=False),
+}
+CASES = {**GPT2_CASES, **LLAMA_CASES, **NEOX_CASES, **OPT_CASES}
 
 
 def hf_config(name: str):
     kwargs = dict(CASES[name], vocab_size=VOCAB, bos_token_id=None, eos_token_id=None)
     if name in GPT2_CASES:
         return transformers.GPT2Config(**kwargs)
+    if name in OPT_CASES:
+        return transformers.OPTConfig(num_hidden_layers=2, ffn_dim=72, max_position_embeddings=64,
+                                      do_layer_norm_before=False, pad_token_id=None, **kwargs)
     if name in NEOX_CASES:
         return transformers.GPTNeoXConfig(num_hidden_layers=2, intermediate_size=72,
                                           max_position_embeddings=64, rotary_pct=1.0,
@@ -89,8 +101,9 @@ def random_hf_model(name: str, seed: int = 0):
     model = transformers.AutoModelForCausalLM.from_config(hf_config(name),
                                                           attn_implementation="eager")
     widen(model, seed)
-    if getattr(model.config, "attention_bias", True) is False and name in NEOX_CASES:
-        zero_biases(model)
+    if name in NEOX_CASES | OPT_CASES and False in (getattr(model.config, "attention_bias", True),
+                                                   getattr(model.config, "enable_bias", True)):
+        zero_biases(model)  # what they keep without those biases is zero, as to_hf writes it
     return model.eval()
 
 
@@ -316,6 +329,13 @@ def test_neox_that_gptlab_cannot_run_is_named(fields, message):
         hf.config_from_hf(neox_config(**fields).to_dict())
 
 
+def test_relu_opt_is_named():
+    config = transformers.OPTConfig(hidden_size=32, num_attention_heads=4, num_hidden_layers=1,
+                                    ffn_dim=40, vocab_size=VOCAB)
+    with pytest.raises(UsageError, match="OPT activation_function 'relu'"):
+        hf.config_from_hf(config.to_dict())
+
+
 def test_neox_without_attention_biases_needs_zero_mlp_biases():
     torch.manual_seed(0)
     theirs = transformers.AutoModelForCausalLM.from_config(neox_config(attention_bias=False))
@@ -333,7 +353,7 @@ def test_rope_from_hf_reads_transformers_4_spelling():
 
 
 @pytest.mark.parametrize("fields, message", [
-    (dict(norm_position="post"), "post-norm"),
+    (dict(norm_position="post", pos_encoding="rope"), "OPT, which holds gptlab's post-norm models"),
     (dict(pos_encoding="sinusoidal", norm="rmsnorm"), "no Hugging Face architecture"),
     (dict(n_kv_head=2), "no grouped-query attention"),
     (dict(pos_encoding="rope", norm="rmsnorm", mlp="swiglu",

@@ -1,13 +1,13 @@
-"""Hugging Face GPT-2, Llama and GPT-NeoX weights in and out.
+"""Hugging Face GPT-2, Llama, GPT-NeoX and OPT weights in and out.
 
 `from_hf(model_or_dir)` builds our GPT from a `transformers` GPT2LMHeadModel,
-LlamaForCausalLM or GPTNeoXForCausalLM: an instance, a local directory (config.json plus
-model.safetensors, sharded safetensors with an index, or pytorch_model.bin read with
-weights_only loading), or a hub name already in the Hugging Face cache (or downloadable,
-when online).
+LlamaForCausalLM, GPTNeoXForCausalLM or OPTForCausalLM: an instance, a local directory
+(config.json plus model.safetensors, sharded safetensors with an index, or
+pytorch_model.bin read with weights_only loading), or a hub name already in the Hugging
+Face cache (or downloadable, when online).
 `to_hf(model, out_dir)` writes config.json + model.safetensors that
 `transformers.AutoModelForCausalLM.from_pretrained(out_dir)` loads, for every model one of
-the three computes exactly (`keymap_for` says which, or why none).
+them computes exactly (`keymap_for` says which, or why none).
 
 Where each weight goes is data, in gptlab.hf_keymap; this module translates configs, moves
 tensors and checks every shape. `transformers` is optional (`pip install 'gptlab[hf]'`) and
@@ -31,7 +31,7 @@ from gptlab.atomic import atomic_path, atomic_write_text, ensure_dir, read_json
 from gptlab.checkpoint import unwrap, weights_state
 from gptlab.config import GPTConfig
 from gptlab.errors import GptlabError, UsageError
-from gptlab.hf_keymap import GPT2, GPT_NEOX, KEYMAPS, LLAMA, KeyMap
+from gptlab.hf_keymap import GPT2, GPT_NEOX, KEYMAPS, LLAMA, OPT, KeyMap
 from gptlab.model import GPT
 
 INSTALL_HINT = "pip install 'gptlab[hf]'"
@@ -47,6 +47,8 @@ PYTORCH_BIN_INDEX = "pytorch_model.bin.index.json"
 GELU_FROM_HF = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
 # Our GELU MLPs -> the activation_function that computes them.
 GELU_TO_HF = {"gelu": "gelu", "gelu_tanh": "gelu_new"}
+# OPT's LayerNorms take torch's default epsilon; its config has no field for it.
+OPT_NORM_EPS = 1e-5
 # Our rope_scaling types that Hugging Face computes identically (see gptlab.positional).
 ROPE_TYPES_BOTH_WAYS = ("linear", "yarn", "llama3")
 # RoPE fields as transformers 4.x spells them (5.x moves them into rope_parameters).
@@ -81,6 +83,8 @@ def config_from_hf(hf: dict[str, Any]) -> tuple[GPTConfig, KeyMap]:
         return _llama_config(hf), LLAMA
     if model_type == "gpt_neox":
         return _neox_config(hf), GPT_NEOX
+    if model_type == "opt":
+        return _opt_config(hf), OPT
     raise UsageError(
         f"unsupported architecture {model_type!r} ({', '.join(hf.get('architectures') or [])}); "
         f"gptlab converts: {', '.join(KEYMAPS)}"
@@ -154,6 +158,33 @@ def _neox_config(hf: dict[str, Any]) -> GPTConfig:
     )
 
 
+def _opt_config(hf: dict[str, Any]) -> GPTConfig:
+    activation = hf.get("activation_function", "relu")
+    if activation not in GELU_FROM_HF:
+        raise UsageError(f"unsupported OPT activation_function {activation!r} (most OPTs are "
+                         f"ReLU); gptlab has: {', '.join(GELU_FROM_HF)}")
+    n_embd = hf["hidden_size"]
+    pre_norm = hf.get("do_layer_norm_before", True)
+    for flag, value, wanted in (
+            ("word_embed_proj_dim", hf.get("word_embed_proj_dim") or n_embd, n_embd),
+            ("layer_norm_elementwise_affine", hf.get("layer_norm_elementwise_affine", True), True),
+            ("_remove_final_layer_norm", hf.get("_remove_final_layer_norm", False) and pre_norm,
+             False)):
+        if value != wanted:
+            raise UsageError(f"unsupported OPT option {flag}={value!r}")
+    return GPTConfig(
+        vocab_size=hf["vocab_size"], block_size=hf["max_position_embeddings"],
+        n_layer=hf["num_hidden_layers"], n_head=hf["num_attention_heads"], n_embd=n_embd,
+        ffn_hidden=hf["ffn_dim"], pos_encoding="learned", norm="layernorm",
+        norm_eps=OPT_NORM_EPS, norm_position="pre" if pre_norm else "post",
+        mlp=GELU_FROM_HF[activation],
+        # Without linear biases, the norms' must be zero (state_from_hf).
+        bias=bool(hf.get("enable_bias", True)),
+        tie_embeddings=hf.get("tie_word_embeddings", True),
+        dropout=float(hf.get("dropout") or 0.0),
+    )
+
+
 def rope_from_hf(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
     """(rope_base, our rope_scaling) from their config, in transformers 5.x naming
     (`rope_parameters` holding rope_theta) or 4.x (`rope_theta` + `rope_scaling`)."""
@@ -196,25 +227,33 @@ def rope_from_hf(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
 def keymap_for(config: GPTConfig) -> KeyMap:
     """The Hugging Face architecture that computes exactly what a model of `config` does;
     a one-line error naming what none of them can hold, and why."""
-    if config.norm_position != "pre":
-        raise UsageError("no Hugging Face architecture gptlab writes is post-norm (GPT-2, "
-                         "Llama and GPT-NeoX normalize before each sublayer); this model is "
-                         "post-norm")
-    shape = (config.norm, config.mlp, config.pos_encoding)
-    if shape[:2] in (("layernorm", "gelu"), ("layernorm", "gelu_tanh")):
+    gelu_layernorm = config.norm == "layernorm" and config.mlp in GELU_TO_HF
+    if config.norm_position == "post":
+        if not gelu_layernorm or config.pos_encoding == "rope":
+            raise UsageError(
+                "Hugging Face OPT, which holds gptlab's post-norm models, is layernorm + "
+                "gelu/gelu_tanh with learned (or sinusoidal, none) positions; this post-norm "
+                f"model has norm={config.norm!r}, mlp={config.mlp!r}, "
+                f"pos_encoding={config.pos_encoding!r}")
+        if config.norm_eps != OPT_NORM_EPS:
+            raise UsageError(f"Hugging Face OPT, which holds gptlab's post-norm models, fixes "
+                             f"LayerNorm's epsilon at {OPT_NORM_EPS:g}; this model has norm_eps "
+                             f"{config.norm_eps:g}")
+        keymap, name = OPT, "OPT"
+    elif gelu_layernorm:
         keymap, name = (GPT_NEOX, "GPT-NeoX") if config.pos_encoding == "rope" else (GPT2, "GPT-2")
-        if config.n_kv_head != config.n_head:
-            raise UsageError(f"Hugging Face {name} has no grouped-query attention "
-                             f"(n_kv_head {config.n_kv_head} != n_head {config.n_head})")
-        return keymap
-    if shape == ("rmsnorm", "swiglu", "rope"):
+    elif (config.norm, config.mlp, config.pos_encoding) == ("rmsnorm", "swiglu", "rope"):
         return LLAMA
-    raise UsageError(
-        f"no Hugging Face architecture for norm={config.norm!r}, mlp={config.mlp!r}, "
-        f"pos_encoding={config.pos_encoding!r}: GPT-2 is layernorm + gelu/gelu_tanh with "
-        "learned (or sinusoidal, none) positions, GPT-NeoX the same with rope, Llama is "
-        "rmsnorm + swiglu + rope"
-    )
+    else:
+        raise UsageError(
+            f"no Hugging Face architecture for norm={config.norm!r}, mlp={config.mlp!r}, "
+            f"pos_encoding={config.pos_encoding!r}: GPT-2 is layernorm + gelu/gelu_tanh with "
+            "learned (or sinusoidal, none) positions, GPT-NeoX the same with rope, Llama is "
+            "rmsnorm + swiglu + rope")
+    if config.n_kv_head != config.n_head:
+        raise UsageError(f"Hugging Face {name} has no grouped-query attention "
+                         f"(n_kv_head {config.n_kv_head} != n_head {config.n_head})")
+    return keymap
 
 
 def config_to_hf(config: GPTConfig) -> tuple[dict[str, Any], KeyMap]:
@@ -266,8 +305,23 @@ def _neox_fields(config: GPTConfig) -> dict[str, Any]:
     }
 
 
+def _opt_fields(config: GPTConfig) -> dict[str, Any]:
+    """Post-norm with no final norm, as ours; the norms always have biases, and the position
+    table always exists (see hf_keymap.OPT)."""
+    return {
+        "vocab_size": config.vocab_size, "max_position_embeddings": config.block_size,
+        "num_hidden_layers": config.n_layer, "num_attention_heads": config.n_head,
+        "hidden_size": config.n_embd, "word_embed_proj_dim": config.n_embd,
+        "ffn_dim": config.ffn_hidden, "activation_function": GELU_TO_HF[config.mlp],
+        "do_layer_norm_before": config.norm_position == "pre", "enable_bias": config.bias,
+        "tie_word_embeddings": config.tie_embeddings, "dropout": config.dropout,
+        "attention_dropout": config.dropout, "pad_token_id": None, "bos_token_id": None,
+        "eos_token_id": None,
+    }
+
+
 _FIELDS_TO_HF = {GPT2.model_type: _gpt2_fields, LLAMA.model_type: _llama_fields,
-                 GPT_NEOX.model_type: _neox_fields}
+                 GPT_NEOX.model_type: _neox_fields, OPT.model_type: _opt_fields}
 
 
 def rope_to_hf(config: GPTConfig) -> dict[str, Any]:
@@ -334,15 +388,17 @@ def state_from_hf(
         if missing:
             raise UsageError(f"{source} has no {missing[0]} (needed for {name})")
         transposed = local in keymap.transposed
+        rows_before = keymap.position_offset if name == "wpe.weight" else 0
         wanted = expected.split(_part_sizes(config, len(names))) if len(names) > 1 else [expected]
         parts = []
         for their_name, want in zip(names, wanted, strict=True):
             tensor = theirs[their_name]
             want_shape = tuple(want.t().shape if transposed else want.shape)
+            want_shape = (want_shape[0] + rows_before, *want_shape[1:])
             if tuple(tensor.shape) != want_shape:
                 raise UsageError(f"{source}: {their_name} has shape {tuple(tensor.shape)}, "
                                  f"but its config says {want_shape}")
-            parts.append(tensor.t() if transposed else tensor)
+            parts.append(tensor.t() if transposed else tensor[rows_before:])
             used.add(their_name)
         ours[name] = torch.cat(parts, dim=0) if len(parts) > 1 else parts[0]
         if local in keymap.head_interleaved:
@@ -378,6 +434,8 @@ def state_to_hf(model: GPT, keymap: KeyMap) -> dict[str, Tensor]:
             part = part.t() if local in keymap.transposed else part
             if local in keymap.head_interleaved:
                 part = _heads_interleaved(part, model.config.n_head)
+            if name == "wpe.weight" and keymap.position_offset:  # rows no position of ours uses
+                part = torch.cat([part.new_zeros(keymap.position_offset, part.shape[1]), part])
             theirs[their_name] = part.contiguous().clone()  # own storage: safetensors insists
     return theirs
 
@@ -400,9 +458,9 @@ def _stand_ins(model: GPT, ours: dict[str, Tensor], keymap: KeyMap) -> dict[str,
             table = (model.wpe(positions) if model.wpe is not None
                      else torch.zeros(len(positions), model.config.n_embd))
             stand_ins[name] = table.to(weight)  # as forward casts it: to the embeddings' dtype
-        else:  # a bias: as many zeros as its layer has outputs
+        elif name.removesuffix(".bias") + ".weight" in ours:  # not a post-norm model's ln_f
             rows = ours[name.removesuffix(".bias") + ".weight"].shape[0]
-            stand_ins[name] = weight.new_zeros(rows)
+            stand_ins[name] = weight.new_zeros(rows)  # as many zeros as its layer has outputs
     return stand_ins
 
 

@@ -4,7 +4,8 @@ One `KeyMap` per architecture. Names are ours on the left (as in `GPT.state_dict
 theirs on the right; a block weight made of several of theirs is their tensors
 concatenated along dim 0 (our fused qkv from Llama's q/k/v_proj). `transposed` lists the
 weights GPT-2 stores as Conv1D, (in, out), where our nn.Linear is (out, in);
-`head_interleaved` the fused qkv that GPT-NeoX orders head by head. `always_present` lists
+`head_interleaved` the fused qkv that GPT-NeoX orders head by head; `position_offset` the
+rows OPT keeps before position 0 in its position table. `always_present` lists
 what their architecture always has and a model of ours may not: it is written as what
 computes the same (zero biases; for GPT-2's learned position table, the table our
 sinusoidal positions compute, or zeros for none). gptlab.hf does the moving and checks
@@ -31,6 +32,8 @@ class KeyMap:
     # Our block names whose rows they order head by head (q_h, k_h, v_h for each head h),
     # where ours are all heads' q, then all k, then all v.
     head_interleaved: frozenset[str] = frozenset()
+    # Rows of their position table before position 0's (OPT keeps 2 for padding).
+    position_offset: int = 0
 
 
 GPT2 = KeyMap(
@@ -134,4 +137,42 @@ GPT_NEOX = KeyMap(
     head_interleaved=frozenset({"attn.qkv.weight", "attn.qkv.bias"}),
 )
 
-KEYMAPS: dict[str, KeyMap] = {m.model_type: m for m in (GPT2, LLAMA, GPT_NEOX)}
+# Written for post-norm models only (do_layer_norm_before=false, as OPT-350m); pre-norm
+# ones go to GPT-2, their usual home. (GPT-1, openai-gpt, is post-norm too, but has tanh
+# GELU only, a tied head only, and masks with -1e4 rather than -inf.)
+OPT = KeyMap(
+    model_type="opt",
+    architecture="OPTForCausalLM",
+    base_prefix="model.decoder.",
+    block_prefix="layers.{i}.",
+    top={
+        "wte.weight": "model.decoder.embed_tokens.weight",
+        "wpe.weight": "model.decoder.embed_positions.weight",
+        "ln_f.weight": "model.decoder.final_layer_norm.weight",  # pre-norm OPT only
+        "ln_f.bias": "model.decoder.final_layer_norm.bias",
+        "lm_head.weight": "lm_head.weight",
+    },
+    block={
+        "norm_1.weight": ("self_attn_layer_norm.weight",),
+        "norm_1.bias": ("self_attn_layer_norm.bias",),
+        "attn.qkv.weight": ("self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                            "self_attn.v_proj.weight"),
+        "attn.qkv.bias": ("self_attn.q_proj.bias", "self_attn.k_proj.bias",
+                          "self_attn.v_proj.bias"),
+        "attn.proj.weight": ("self_attn.out_proj.weight",),
+        "attn.proj.bias": ("self_attn.out_proj.bias",),
+        "norm_2.weight": ("final_layer_norm.weight",),  # each layer's second norm
+        "norm_2.bias": ("final_layer_norm.bias",),
+        "mlp.fc.weight": ("fc1.weight",),
+        "mlp.fc.bias": ("fc1.bias",),
+        "mlp.proj.weight": ("fc2.weight",),
+        "mlp.proj.bias": ("fc2.bias",),
+    },
+    transposed=frozenset(),
+    ignored=(),
+    # enable_bias switches the linear layers' biases; the norms always have them.
+    always_present=frozenset({"wpe.weight", "ln_f.bias", "norm_1.bias", "norm_2.bias"}),
+    position_offset=2,
+)
+
+KEYMAPS: dict[str, KeyMap] = {m.model_type: m for m in (GPT2, LLAMA, GPT_NEOX, OPT)}

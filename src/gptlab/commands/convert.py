@@ -1,5 +1,5 @@
-"""`gptlab convert`: Hugging Face GPT-2 / Llama / GPT-NeoX <-> a gptlab model directory, with
-its tokenizer (see gptlab.hf)."""
+"""`gptlab convert`: Hugging Face GPT-2 / Llama / GPT-NeoX / OPT <-> a gptlab model directory,
+with its tokenizer (see gptlab.hf)."""
 
 from __future__ import annotations
 
@@ -18,16 +18,17 @@ from gptlab.tokenizers import CharTokenizer, load_tokenizer
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "convert",
-        help="convert Hugging Face GPT-2 / Llama / GPT-NeoX weights to and from gptlab",
+        help="convert Hugging Face GPT-2 / Llama / GPT-NeoX / OPT weights to and from gptlab",
         description=(
-            "--from-hf: a Hugging Face GPT-2, Llama or GPT-NeoX (a directory with config.json and "
-            "safetensors or pytorch_model.bin, or a hub name already in the Hugging Face cache) "
+            "--from-hf: a Hugging Face GPT-2, Llama, GPT-NeoX or OPT (a directory with "
+            "config.json and safetensors or pytorch_model.bin, or a hub name already in the "
+            "Hugging Face cache) "
             "-> a gptlab model directory (config.json, model.safetensors, tokenizer.json if "
             "there is one). --to-hf: a gptlab model directory -> a directory that "
             "transformers' AutoModelForCausalLM and AutoTokenizer load: GPT-2 for LayerNorm + "
-            "GELU with learned, sinusoidal or no positions, GPT-NeoX for the same with RoPE (both "
-            "with biases or without); Llama for RoPE + RMSNorm + SwiGLU; anything else is "
-            "refused, saying why. Needs "
+            "GELU with learned, sinusoidal or no positions, OPT for the same post-norm, GPT-NeoX "
+            "for the same with RoPE (all with biases or without); Llama for RoPE + RMSNorm + "
+            "SwiGLU; anything else is refused, saying why. Needs "
             f"`{hf.INSTALL_HINT}`."
         ),
     )
