@@ -142,7 +142,7 @@ def test_errors_are_one_line(hf_dir, tmp_path, capsys):
 
     post_norm = tmp_path / "post-norm"
     save_model(GPT(GPTConfig(vocab_size=50, block_size=8, n_layer=1, n_head=2, n_embd=16,
-                             norm_position="post")), post_norm)
+                             norm_position="post", norm_eps=1e-6)), post_norm)
     assert "post-norm" in _one_line_error(capsys, ["convert", "--to-hf", str(post_norm),
                                                    "--out", out])
     assert "gptlab model directory" in _one_line_error(

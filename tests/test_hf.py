@@ -38,16 +38,46 @@ LLAMA_CASES = {
     "llama-mha-yarn": dict(hidden_size=48, num_attention_heads=3, num_key_value_heads=3,
                            rope_scaling={"rope_type": "yarn", "factor": 4.0,
                                          "original_max_position_embeddings": 16}),
+    "llama-yarn-deepseek-mscale": dict(
+        hidden_size=32, num_attention_heads=2, num_key_value_heads=2,
+        rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+                      "mscale": 1.0, "mscale_all_dim": 0.5}),
     "llama-linear": dict(hidden_size=32, num_attention_heads=2, num_key_value_heads=1,
                          rope_scaling={"rope_type": "linear", "factor": 2.0}),
 }
-CASES = {**GPT2_CASES, **LLAMA_CASES}
+# Sequential residual and whole-head RoPE, as gptlab's blocks; attention_bias=False comes
+# with zero MLP and norm biases (random_hf_model), as `to_hf` writes a bias-free model.
+NEOX_CASES = {
+    "neox-tied-tanh-gelu-theta500": dict(hidden_size=48, num_attention_heads=3,
+                                         tie_word_embeddings=True, hidden_act="gelu_new",
+                                         rotary_emb_base=500.0),
+    "neox-bias-free-yarn": dict(hidden_size=32, num_attention_heads=4, attention_bias=False,
+                                rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                              "original_max_position_embeddings": 16}),
+}
+# Post-norm OPT (do_layer_norm_before=False, as OPT-350m) with GELU; enable_bias=False comes
+# with zero norm biases (random_hf_model), as `to_hf` writes a bias-free model.
+OPT_CASES = {
+    "opt-post-norm-tied-erf-gelu": dict(hidden_size=48, num_attention_heads=3,
+                                        activation_function="gelu"),
+    "opt-post-norm-bias-free-untied-tanh": dict(hidden_size=40, num_attention_heads=5,
+                                                activation_function="gelu_new",
+                                                enable_bias=False, tie_word_embeddings=False),
+}
+CASES = {**GPT2_CASES, **LLAMA_CASES, **NEOX_CASES, **OPT_CASES}
 
 
 def hf_config(name: str):
     kwargs = dict(CASES[name], vocab_size=VOCAB, bos_token_id=None, eos_token_id=None)
     if name in GPT2_CASES:
         return transformers.GPT2Config(**kwargs)
+    if name in OPT_CASES:
+        return transformers.OPTConfig(num_hidden_layers=2, ffn_dim=72, max_position_embeddings=64,
+                                      do_layer_norm_before=False, pad_token_id=None, **kwargs)
+    if name in NEOX_CASES:
+        return transformers.GPTNeoXConfig(num_hidden_layers=2, intermediate_size=72,
+                                          max_position_embeddings=64, rotary_pct=1.0,
+                                          use_parallel_residual=False, **kwargs)
     return transformers.LlamaConfig(num_hidden_layers=2, intermediate_size=72,
                                     max_position_embeddings=64, **kwargs)
 
@@ -71,7 +101,17 @@ def random_hf_model(name: str, seed: int = 0):
     model = transformers.AutoModelForCausalLM.from_config(hf_config(name),
                                                           attn_implementation="eager")
     widen(model, seed)
+    if name in NEOX_CASES | OPT_CASES and False in (getattr(model.config, "attention_bias", True),
+                                                   getattr(model.config, "enable_bias", True)):
+        zero_biases(model)  # what they keep without those biases is zero, as to_hf writes it
     return model.eval()
+
+
+def zero_biases(model: torch.nn.Module) -> None:
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.zero_()
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -272,6 +312,40 @@ def test_unsupported_rope_scaling_is_named(scaling, message):
         hf.config_from_hf(config.to_dict())
 
 
+def neox_config(**kwargs):
+    return transformers.GPTNeoXConfig(**{
+        "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1,
+        "intermediate_size": 40, "vocab_size": VOCAB, "max_position_embeddings": 64,
+        "use_parallel_residual": False, "rotary_pct": 1.0, **kwargs})
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(use_parallel_residual=True), "use_parallel_residual=true"),
+    (dict(rotary_pct=0.25), "partial_rotary_factor 0.25"),
+    (dict(hidden_act="relu"), "unsupported GPT-NeoX hidden_act 'relu'"),
+])
+def test_neox_that_gptlab_cannot_run_is_named(fields, message):
+    with pytest.raises(UsageError, match=message):
+        hf.config_from_hf(neox_config(**fields).to_dict())
+
+
+def test_relu_opt_is_named():
+    config = transformers.OPTConfig(hidden_size=32, num_attention_heads=4, num_hidden_layers=1,
+                                    ffn_dim=40, vocab_size=VOCAB)
+    with pytest.raises(UsageError, match="OPT activation_function 'relu'"):
+        hf.config_from_hf(config.to_dict())
+
+
+def test_neox_without_attention_biases_needs_zero_mlp_biases():
+    torch.manual_seed(0)
+    theirs = transformers.AutoModelForCausalLM.from_config(neox_config(attention_bias=False))
+    widen(theirs, 0)  # MLP and norm biases off zero
+    with pytest.raises(UsageError, match="bias is not zero, but its config has no attention bias"):
+        hf.from_hf(theirs)
+    zero_biases(theirs)
+    assert not hf.from_hf(theirs).config.bias
+
+
 def test_rope_from_hf_reads_transformers_4_spelling():
     old = {"rope_theta": 500000.0, "max_position_embeddings": 8192,
            "rope_scaling": {"type": "linear", "factor": 2.0}}
@@ -279,8 +353,8 @@ def test_rope_from_hf_reads_transformers_4_spelling():
 
 
 @pytest.mark.parametrize("fields, message", [
-    (dict(norm_position="post"), "post-norm"),
-    (dict(pos_encoding="sinusoidal"), "no Hugging Face architecture"),
+    (dict(norm_position="post", pos_encoding="rope"), "OPT, which holds gptlab's post-norm models"),
+    (dict(pos_encoding="sinusoidal", norm="rmsnorm"), "no Hugging Face architecture"),
     (dict(n_kv_head=2), "no grouped-query attention"),
     (dict(pos_encoding="rope", norm="rmsnorm", mlp="swiglu",
           rope_scaling={"type": "ntk", "factor": 2.0}), "static 'ntk'"),

@@ -85,6 +85,8 @@ HF_CASES = [
     ("yarn", {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}),
     ("yarn", {"type": "yarn", "factor": 8.0, "original_max_position_embeddings": 4096,
               "beta_fast": 16, "beta_slow": 2}),
+    ("yarn", {"type": "yarn", "factor": 8.0, "original_max_position_embeddings": 4096,
+              "mscale": 1.0, "mscale_all_dim": 0.707}),  # DeepSeek's temperature ratio
     ("llama3", {"type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192,
                 "low_freq_factor": 1.0, "high_freq_factor": 4.0}),
 ]

@@ -1,11 +1,13 @@
-"""Hugging Face GPT-2 and Llama weights in and out.
+"""Hugging Face GPT-2, Llama, GPT-NeoX and OPT weights in and out.
 
-`from_hf(model_or_dir)` builds our GPT from a `transformers` GPT2LMHeadModel or
-LlamaForCausalLM: an instance, a local directory (config.json plus model.safetensors, sharded
-safetensors with an index, or pytorch_model.bin read with weights_only loading), or a hub
-name already in the Hugging Face cache (or downloadable, when online).
+`from_hf(model_or_dir)` builds our GPT from a `transformers` GPT2LMHeadModel,
+LlamaForCausalLM, GPTNeoXForCausalLM or OPTForCausalLM: an instance, a local directory
+(config.json plus model.safetensors, sharded safetensors with an index, or
+pytorch_model.bin read with weights_only loading), or a hub name already in the Hugging
+Face cache (or downloadable, when online).
 `to_hf(model, out_dir)` writes config.json + model.safetensors that
-`transformers.AutoModelForCausalLM.from_pretrained(out_dir)` loads.
+`transformers.AutoModelForCausalLM.from_pretrained(out_dir)` loads, for every model one of
+them computes exactly (`keymap_for` says which, or why none).
 
 Where each weight goes is data, in gptlab.hf_keymap; this module translates configs, moves
 tensors and checks every shape. `transformers` is optional (`pip install 'gptlab[hf]'`) and
@@ -15,7 +17,6 @@ imported only when a conversion runs.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from pathlib import Path
@@ -30,21 +31,30 @@ from gptlab.atomic import atomic_path, atomic_write_text, ensure_dir, read_json
 from gptlab.checkpoint import weights_state
 from gptlab.config import GPTConfig
 from gptlab.errors import GptlabError, UsageError
-from gptlab.hf_keymap import GPT2, KEYMAPS, LLAMA, KeyMap
+from gptlab.hf_keymap import GPT2, GPT_NEOX, KEYMAPS, LLAMA, OPT, KeyMap
 from gptlab.model import GPT, unwrap
 
 INSTALL_HINT = "pip install 'gptlab[hf]'"
 HF_CONFIG = "config.json"
 HF_TOKENIZER = "tokenizer.json"
+HF_TOKENIZER_CONFIG = "tokenizer_config.json"
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 PYTORCH_BIN = "pytorch_model.bin"
 PYTORCH_BIN_INDEX = "pytorch_model.bin.index.json"
 
 # Hugging Face activation names -> our mlp. "gelu_new" is GPT-2's tanh approximation.
-GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+GELU_FROM_HF = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+# Our GELU MLPs -> the activation_function that computes them.
+GELU_TO_HF = {"gelu": "gelu", "gelu_tanh": "gelu_new"}
+# OPT's LayerNorms take torch's default epsilon; its config has no field for it.
+OPT_NORM_EPS = 1e-5
 # Our rope_scaling types that Hugging Face computes identically (see gptlab.positional).
 ROPE_TYPES_BOTH_WAYS = ("linear", "yarn", "llama3")
+# RoPE fields as transformers 4.x spells them (5.x moves them into rope_parameters).
+ROPE_4X_KEYS = ("rope_theta", "rope_scaling", "rotary_emb_base", "rotary_pct")
+# YaRN's optional keys, the same in both configs (see gptlab.positional._yarn).
+YARN_KEYS = ("attention_factor", "mscale", "mscale_all_dim", "beta_fast", "beta_slow", "truncate")
 
 
 class TransformersMissing(GptlabError, ImportError):
@@ -71,6 +81,10 @@ def config_from_hf(hf: dict[str, Any]) -> tuple[GPTConfig, KeyMap]:
         return _gpt2_config(hf), GPT2
     if model_type == "llama":
         return _llama_config(hf), LLAMA
+    if model_type == "gpt_neox":
+        return _neox_config(hf), GPT_NEOX
+    if model_type == "opt":
+        return _opt_config(hf), OPT
     raise UsageError(
         f"unsupported architecture {model_type!r} ({', '.join(hf.get('architectures') or [])}); "
         f"gptlab converts: {', '.join(KEYMAPS)}"
@@ -79,9 +93,9 @@ def config_from_hf(hf: dict[str, Any]) -> tuple[GPTConfig, KeyMap]:
 
 def _gpt2_config(hf: dict[str, Any]) -> GPTConfig:
     activation = hf.get("activation_function", "gelu_new")
-    if activation not in GPT2_ACTIVATIONS:
+    if activation not in GELU_FROM_HF:
         raise UsageError(f"unsupported GPT-2 activation_function {activation!r}; "
-                         f"gptlab has: {', '.join(GPT2_ACTIVATIONS)}")
+                         f"gptlab has: {', '.join(GELU_FROM_HF)}")
     for flag, wanted in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
                          ("add_cross_attention", False)):
         if hf.get(flag, wanted) != wanted:
@@ -90,7 +104,7 @@ def _gpt2_config(hf: dict[str, Any]) -> GPTConfig:
         vocab_size=hf["vocab_size"], block_size=hf["n_positions"], n_layer=hf["n_layer"],
         n_head=hf["n_head"], n_embd=hf["n_embd"], ffn_hidden=hf.get("n_inner"),
         pos_encoding="learned", norm="layernorm", norm_eps=hf.get("layer_norm_epsilon", 1e-5),
-        norm_position="pre", mlp=GPT2_ACTIVATIONS[activation], bias=True,
+        norm_position="pre", mlp=GELU_FROM_HF[activation], bias=True,
         tie_embeddings=hf.get("tie_word_embeddings", True),
         dropout=hf.get("resid_pdrop", 0.0),  # one rate for all three of theirs
     )
@@ -118,6 +132,56 @@ def _llama_config(hf: dict[str, Any]) -> GPTConfig:
         norm_position="pre", mlp="swiglu", bias=bool(attention_bias),
         tie_embeddings=hf.get("tie_word_embeddings", False),
         dropout=float(hf.get("attention_dropout") or 0.0),
+    )
+
+
+def _neox_config(hf: dict[str, Any]) -> GPTConfig:
+    activation = hf.get("hidden_act", "gelu")
+    if activation not in GELU_FROM_HF:
+        raise UsageError(f"unsupported GPT-NeoX hidden_act {activation!r}; "
+                         f"gptlab has: {', '.join(GELU_FROM_HF)}")
+    if hf.get("use_parallel_residual", True):
+        raise UsageError("unsupported GPT-NeoX use_parallel_residual=true (Pythia's x + attn(x) "
+                         "+ mlp(x)): gptlab's blocks run attention, then the MLP")
+    rope_base, rope_scaling = rope_from_hf(hf)
+    return GPTConfig(
+        vocab_size=hf["vocab_size"], block_size=hf["max_position_embeddings"],
+        n_layer=hf["num_hidden_layers"], n_head=hf["num_attention_heads"],
+        n_embd=hf["hidden_size"], ffn_hidden=hf["intermediate_size"], pos_encoding="rope",
+        rope_base=float(rope_base), rope_scaling=rope_scaling, norm="layernorm",
+        norm_eps=hf.get("layer_norm_eps", 1e-5), norm_position="pre",
+        mlp=GELU_FROM_HF[activation],
+        # Without attention biases, the MLP's and the norms' must be zero (state_from_hf).
+        bias=bool(hf.get("attention_bias", True)),
+        tie_embeddings=hf.get("tie_word_embeddings", False),
+        dropout=float(hf.get("hidden_dropout") or 0.0),
+    )
+
+
+def _opt_config(hf: dict[str, Any]) -> GPTConfig:
+    activation = hf.get("activation_function", "relu")
+    if activation not in GELU_FROM_HF:
+        raise UsageError(f"unsupported OPT activation_function {activation!r} (most OPTs are "
+                         f"ReLU); gptlab has: {', '.join(GELU_FROM_HF)}")
+    n_embd = hf["hidden_size"]
+    pre_norm = hf.get("do_layer_norm_before", True)
+    for flag, value, wanted in (
+            ("word_embed_proj_dim", hf.get("word_embed_proj_dim") or n_embd, n_embd),
+            ("layer_norm_elementwise_affine", hf.get("layer_norm_elementwise_affine", True), True),
+            ("_remove_final_layer_norm", hf.get("_remove_final_layer_norm", False) and pre_norm,
+             False)):
+        if value != wanted:
+            raise UsageError(f"unsupported OPT option {flag}={value!r}")
+    return GPTConfig(
+        vocab_size=hf["vocab_size"], block_size=hf["max_position_embeddings"],
+        n_layer=hf["num_hidden_layers"], n_head=hf["num_attention_heads"], n_embd=n_embd,
+        ffn_hidden=hf["ffn_dim"], pos_encoding="learned", norm="layernorm",
+        norm_eps=OPT_NORM_EPS, norm_position="pre" if pre_norm else "post",
+        mlp=GELU_FROM_HF[activation],
+        # Without linear biases, the norms' must be zero (state_from_hf).
+        bias=bool(hf.get("enable_bias", True)),
+        tie_embeddings=hf.get("tie_word_embeddings", True),
+        dropout=float(hf.get("dropout") or 0.0),
     )
 
 
@@ -153,63 +217,111 @@ def rope_from_hf(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
     if factor is None:  # transformers' rule (DeepSeek-V3 style configs)
         factor = hf["max_position_embeddings"] / original
     scaling = {"type": "yarn", "factor": factor, "original_max_position_embeddings": original}
-    attention_factor = params.get("attention_factor")
-    mscale, mscale_all_dim = params.get("mscale"), params.get("mscale_all_dim")
-    if attention_factor is None and mscale and mscale_all_dim:
-        # DeepSeek's variant: the ratio of two temperature corrections, as transformers computes it.
-        attention_factor = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim)
-    if attention_factor is not None:
-        scaling["attention_factor"] = float(attention_factor)
-    for key in ("beta_fast", "beta_slow", "truncate"):
+    # Carried through as they are: gptlab.positional computes the temperature from them.
+    for key in YARN_KEYS:
         if params.get(key) is not None:
             scaling[key] = params[key]
     return theta, scaling
 
 
-def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
-    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+def keymap_for(config: GPTConfig) -> KeyMap:
+    """The Hugging Face architecture that computes exactly what a model of `config` does;
+    a one-line error naming what none of them can hold, and why."""
+    gelu_layernorm = config.norm == "layernorm" and config.mlp in GELU_TO_HF
+    if config.norm_position == "post":
+        if not gelu_layernorm or config.pos_encoding == "rope":
+            raise UsageError(
+                "Hugging Face OPT, which holds gptlab's post-norm models, is layernorm + "
+                "gelu/gelu_tanh with learned (or sinusoidal, none) positions; this post-norm "
+                f"model has norm={config.norm!r}, mlp={config.mlp!r}, "
+                f"pos_encoding={config.pos_encoding!r}")
+        if config.norm_eps != OPT_NORM_EPS:
+            raise UsageError(f"Hugging Face OPT, which holds gptlab's post-norm models, fixes "
+                             f"LayerNorm's epsilon at {OPT_NORM_EPS:g}; this model has norm_eps "
+                             f"{config.norm_eps:g}")
+        keymap, name = OPT, "OPT"
+    elif gelu_layernorm:
+        keymap, name = (GPT_NEOX, "GPT-NeoX") if config.pos_encoding == "rope" else (GPT2, "GPT-2")
+    elif (config.norm, config.mlp, config.pos_encoding) == ("rmsnorm", "swiglu", "rope"):
+        return LLAMA
+    else:
+        raise UsageError(
+            f"no Hugging Face architecture for norm={config.norm!r}, mlp={config.mlp!r}, "
+            f"pos_encoding={config.pos_encoding!r}: GPT-2 is layernorm + gelu/gelu_tanh with "
+            "learned (or sinusoidal, none) positions, GPT-NeoX the same with rope, Llama is "
+            "rmsnorm + swiglu + rope")
+    if config.n_kv_head != config.n_head:
+        raise UsageError(f"Hugging Face {name} has no grouped-query attention "
+                         f"(n_kv_head {config.n_kv_head} != n_head {config.n_head})")
+    return keymap
 
 
 def config_to_hf(config: GPTConfig) -> tuple[dict[str, Any], KeyMap]:
-    """Our GPTConfig -> their config fields and the key map; a clear error for anything the
-    two Hugging Face architectures cannot express."""
-    is_gpt2 = (config.pos_encoding, config.norm, config.mlp) in (
-        ("learned", "layernorm", "gelu_tanh"), ("learned", "layernorm", "gelu"))
-    is_llama = (config.pos_encoding, config.norm, config.mlp) == ("rope", "rmsnorm", "swiglu")
-    if config.norm_position != "pre":
-        raise UsageError("Hugging Face GPT-2 and Llama are pre-norm; this model is post-norm")
-    if is_gpt2:
-        if config.n_kv_head != config.n_head:
-            raise UsageError("Hugging Face GPT-2 has no grouped-query attention "
-                             f"(n_kv_head {config.n_kv_head} != n_head {config.n_head})")
-        if not config.bias:
-            raise UsageError("Hugging Face GPT-2 always has biases; this model has bias=false")
-        activation = "gelu_new" if config.mlp == "gelu_tanh" else "gelu"
-        return {
-            "vocab_size": config.vocab_size, "n_positions": config.block_size,
-            "n_layer": config.n_layer, "n_head": config.n_head, "n_embd": config.n_embd,
-            "n_inner": config.ffn_hidden, "activation_function": activation,
-            "layer_norm_epsilon": config.norm_eps, "tie_word_embeddings": config.tie_embeddings,
-            "resid_pdrop": config.dropout, "embd_pdrop": config.dropout,
-            "attn_pdrop": config.dropout, "bos_token_id": None, "eos_token_id": None,
-        }, GPT2
-    if is_llama:
-        fields = {
-            "vocab_size": config.vocab_size, "max_position_embeddings": config.block_size,
-            "num_hidden_layers": config.n_layer, "num_attention_heads": config.n_head,
-            "num_key_value_heads": config.n_kv_head, "hidden_size": config.n_embd,
-            "head_dim": config.head_dim, "intermediate_size": config.ffn_hidden,
-            "hidden_act": "silu", "rms_norm_eps": config.norm_eps,
-            "attention_bias": config.bias, "mlp_bias": config.bias,
-            "tie_word_embeddings": config.tie_embeddings, "attention_dropout": config.dropout,
-            "bos_token_id": None, "eos_token_id": None,
-        }
-        return {**fields, **rope_to_hf(config)}, LLAMA
-    raise UsageError(
-        f"no Hugging Face architecture for pos_encoding={config.pos_encoding!r}, "
-        f"norm={config.norm!r}, mlp={config.mlp!r}: GPT-2 is learned/layernorm/gelu_tanh, "
-        "Llama is rope/rmsnorm/swiglu"
-    )
+    """Our GPTConfig -> their config fields and the key map (see `keymap_for`)."""
+    keymap = keymap_for(config)
+    return _FIELDS_TO_HF[keymap.model_type](config), keymap
+
+
+def _gpt2_fields(config: GPTConfig) -> dict[str, Any]:
+    """GPT-2 always has biases and a learned position table; a model without them is written
+    with zeros, or the table its positions compute (see hf_keymap.GPT2.always_present)."""
+    return {
+        "vocab_size": config.vocab_size, "n_positions": config.block_size,
+        "n_layer": config.n_layer, "n_head": config.n_head, "n_embd": config.n_embd,
+        "n_inner": config.ffn_hidden, "activation_function": GELU_TO_HF[config.mlp],
+        "layer_norm_epsilon": config.norm_eps, "tie_word_embeddings": config.tie_embeddings,
+        "resid_pdrop": config.dropout, "embd_pdrop": config.dropout,
+        "attn_pdrop": config.dropout, "bos_token_id": None, "eos_token_id": None,
+    }
+
+
+def _llama_fields(config: GPTConfig) -> dict[str, Any]:
+    return {
+        "vocab_size": config.vocab_size, "max_position_embeddings": config.block_size,
+        "num_hidden_layers": config.n_layer, "num_attention_heads": config.n_head,
+        "num_key_value_heads": config.n_kv_head, "hidden_size": config.n_embd,
+        "head_dim": config.head_dim, "intermediate_size": config.ffn_hidden,
+        "hidden_act": "silu", "rms_norm_eps": config.norm_eps,
+        "attention_bias": config.bias, "mlp_bias": config.bias,
+        "tie_word_embeddings": config.tie_embeddings, "attention_dropout": config.dropout,
+        "bos_token_id": None, "eos_token_id": None, **rope_to_hf(config),
+    }
+
+
+def _neox_fields(config: GPTConfig) -> dict[str, Any]:
+    """Sequential residual, RoPE on whole heads; the MLP and the norms always have biases,
+    so a bias-free model gets zero ones there (see hf_keymap.GPT_NEOX.always_present)."""
+    rope = rope_to_hf(config)
+    return {
+        "vocab_size": config.vocab_size, "max_position_embeddings": config.block_size,
+        "num_hidden_layers": config.n_layer, "num_attention_heads": config.n_head,
+        "hidden_size": config.n_embd, "intermediate_size": config.ffn_hidden,
+        "hidden_act": GELU_TO_HF[config.mlp], "layer_norm_eps": config.norm_eps,
+        "use_parallel_residual": False, "attention_bias": config.bias,
+        # GPT-NeoX's own names for rope_theta and partial_rotary_factor (4.x and 5.x).
+        "rotary_emb_base": rope.pop("rope_theta"), "rotary_pct": 1.0, **rope,
+        "tie_word_embeddings": config.tie_embeddings, "attention_dropout": config.dropout,
+        "hidden_dropout": config.dropout, "bos_token_id": None, "eos_token_id": None,
+    }
+
+
+def _opt_fields(config: GPTConfig) -> dict[str, Any]:
+    """Post-norm with no final norm, as ours; the norms always have biases, and the position
+    table always exists (see hf_keymap.OPT)."""
+    return {
+        "vocab_size": config.vocab_size, "max_position_embeddings": config.block_size,
+        "num_hidden_layers": config.n_layer, "num_attention_heads": config.n_head,
+        "hidden_size": config.n_embd, "word_embed_proj_dim": config.n_embd,
+        "ffn_dim": config.ffn_hidden, "activation_function": GELU_TO_HF[config.mlp],
+        "do_layer_norm_before": config.norm_position == "pre", "enable_bias": config.bias,
+        "tie_word_embeddings": config.tie_embeddings, "dropout": config.dropout,
+        "attention_dropout": config.dropout, "pad_token_id": None, "bos_token_id": None,
+        "eos_token_id": None,
+    }
+
+
+_FIELDS_TO_HF = {GPT2.model_type: _gpt2_fields, LLAMA.model_type: _llama_fields,
+                 GPT_NEOX.model_type: _neox_fields, OPT.model_type: _opt_fields}
 
 
 def rope_to_hf(config: GPTConfig) -> dict[str, Any]:
@@ -276,17 +388,29 @@ def state_from_hf(
         if missing:
             raise UsageError(f"{source} has no {missing[0]} (needed for {name})")
         transposed = local in keymap.transposed
+        rows_before = keymap.position_offset if name == "wpe.weight" else 0
         wanted = expected.split(_part_sizes(config, len(names))) if len(names) > 1 else [expected]
         parts = []
         for their_name, want in zip(names, wanted, strict=True):
             tensor = theirs[their_name]
             want_shape = tuple(want.t().shape if transposed else want.shape)
+            want_shape = (want_shape[0] + rows_before, *want_shape[1:])
             if tuple(tensor.shape) != want_shape:
                 raise UsageError(f"{source}: {their_name} has shape {tuple(tensor.shape)}, "
                                  f"but its config says {want_shape}")
-            parts.append(tensor.t() if transposed else tensor)
+            parts.append(tensor.t() if transposed else tensor[rows_before:])
             used.add(their_name)
         ours[name] = torch.cat(parts, dim=0) if len(parts) > 1 else parts[0]
+        if local in keymap.head_interleaved:
+            ours[name] = _heads_grouped(ours[name], config.n_head)
+    for name in _always_present(config, keymap):
+        if name in ours:
+            continue
+        (their_name,), _ = _their_names(name, keymap)
+        if their_name in theirs and theirs[their_name].any():
+            raise UsageError(f"{source}: {their_name} is not zero, but its config has no "
+                             "attention biases and gptlab has one `bias` for every layer")
+        used.add(their_name)  # zeros: the model without it computes the same
     if config.tie_embeddings:
         used.add(keymap.top["lm_head.weight"])  # tied: their copy of wte, if they saved one
     unexpected = sorted(n for n in set(theirs) - used if not n.endswith(keymap.ignored))
@@ -298,15 +422,59 @@ def state_from_hf(
 
 
 def state_to_hf(model: GPT, keymap: KeyMap) -> dict[str, Tensor]:
-    """Our weights under their names and layouts (a tied lm_head is left out, as they do)."""
+    """Our weights under their names and layouts (a tied lm_head is left out, as they do),
+    with what their architecture always has and ours lacks (see `_stand_ins`)."""
     theirs: dict[str, Tensor] = {}
-    for name, tensor in weights_state(model).items():
+    ours = weights_state(model)
+    ours.update(_stand_ins(model, ours, keymap))
+    for name, tensor in ours.items():
         names, local = _their_names(name, keymap)
         parts = tensor.split(_part_sizes(model.config, len(names))) if len(names) > 1 else [tensor]
         for their_name, part in zip(names, parts, strict=True):
             part = part.t() if local in keymap.transposed else part
+            if local in keymap.head_interleaved:
+                part = _heads_interleaved(part, model.config.n_head)
+            if name == "wpe.weight" and keymap.position_offset:  # rows no position of ours uses
+                part = torch.cat([part.new_zeros(keymap.position_offset, part.shape[1]), part])
             theirs[their_name] = part.contiguous().clone()  # own storage: safetensors insists
     return theirs
+
+
+def _always_present(config: GPTConfig, keymap: KeyMap) -> list[str]:
+    """Our full names for keymap.always_present: what their model has whatever ours has."""
+    names = [n for n in keymap.top if n in keymap.always_present]
+    return names + [f"blocks.{i}.{n}" for i in range(config.n_layer) for n in keymap.block
+                    if n in keymap.always_present]
+
+
+def _stand_ins(model: GPT, ours: dict[str, Tensor], keymap: KeyMap) -> dict[str, Tensor]:
+    """keymap.always_present weights that our model has none of, as what it computes in their
+    place: zero biases, and the absolute positions it adds (zeros for none) as a table."""
+    weight = model.wte.weight.detach()
+    stand_ins = {}
+    for name in (n for n in _always_present(model.config, keymap) if n not in ours):
+        if name == "wpe.weight":
+            positions = torch.arange(model.config.block_size, device=weight.device)
+            table = (model.wpe(positions) if model.wpe is not None
+                     else torch.zeros(len(positions), model.config.n_embd))
+            stand_ins[name] = table.to(weight)  # as forward casts it: to the embeddings' dtype
+        elif name.removesuffix(".bias") + ".weight" in ours:  # not a post-norm model's ln_f
+            rows = ours[name.removesuffix(".bias") + ".weight"].shape[0]
+            stand_ins[name] = weight.new_zeros(rows)  # as many zeros as its layer has outputs
+    return stand_ins
+
+
+def _heads_interleaved(qkv: Tensor, n_head: int) -> Tensor:
+    """Our fused qkv rows (q of every head, then k, then v; bias or weight) -> GPT-NeoX's
+    (q_h, k_h, v_h for head 0, then head 1, ...)."""
+    rest = qkv.shape[1:]
+    return qkv.reshape(3, n_head, -1, *rest).transpose(0, 1).reshape(qkv.shape)
+
+
+def _heads_grouped(qkv: Tensor, n_head: int) -> Tensor:
+    """GPT-NeoX's head-by-head qkv rows -> ours; undoes `_heads_interleaved`."""
+    rest = qkv.shape[1:]
+    return qkv.reshape(n_head, 3, -1, *rest).transpose(0, 1).reshape(qkv.shape)
 
 
 # ----------------------------------------------------------------------------- files
@@ -443,6 +611,15 @@ def _read_weight_file(path: Path) -> dict[str, Tensor]:
     return state
 
 
+def write_tokenizer_config(out_dir: Path, model_max_length: int) -> None:
+    """tokenizer_config.json, so AutoTokenizer loads out_dir/tokenizer.json as it is: the
+    generic fast tokenizer (not the one config.json's model_type suggests, which may add
+    tokens), with no clean-up of spaces on decoding (it would change the text)."""
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False,
+              "model_max_length": model_max_length}
+    atomic_write_text(out_dir / HF_TOKENIZER_CONFIG, json.dumps(config, indent=2) + "\n")
+
+
 # ----------------------------------------------------------------------------- public
 
 
@@ -479,7 +656,7 @@ def to_hf(model: torch.nn.Module, out_dir: str | Path) -> Path:
     hf_config.architectures = [keymap.architecture]
     config_json = json.loads(hf_config.to_json_string(use_diff=True))
     # Also spelled the 4.x way, so an older transformers reads the same RoPE (5.x reads both).
-    config_json.update({k: v for k, v in fields.items() if k in ("rope_theta", "rope_scaling")})
+    config_json.update({k: v for k, v in fields.items() if k in ROPE_4X_KEYS})
     config_json["torch_dtype"] = str(gpt.wte.weight.dtype).removeprefix("torch.")
     out_dir = ensure_dir(out_dir)
     with atomic_path(out_dir / SAFETENSORS) as tmp:  # weights first: config points at them

@@ -3,8 +3,13 @@
 One `KeyMap` per architecture. Names are ours on the left (as in `GPT.state_dict()`),
 theirs on the right; a block weight made of several of theirs is their tensors
 concatenated along dim 0 (our fused qkv from Llama's q/k/v_proj). `transposed` lists the
-weights GPT-2 stores as Conv1D, (in, out), where our nn.Linear is (out, in). gptlab.hf
-does the moving and checks every shape; the model knows nothing of any of this.
+weights GPT-2 stores as Conv1D, (in, out), where our nn.Linear is (out, in);
+`head_interleaved` the fused qkv that GPT-NeoX orders head by head; `position_offset` the
+rows OPT keeps before position 0 in its position table. `always_present` lists
+what their architecture always has and a model of ours may not: it is written as what
+computes the same (zero biases; for GPT-2's learned position table, the table our
+sinusoidal positions compute, or zeros for none). gptlab.hf does the moving and checks
+every shape; the model knows nothing of any of this.
 """
 
 from __future__ import annotations
@@ -22,6 +27,13 @@ class KeyMap:
     block: dict[str, tuple[str, ...]]  # ours -> theirs inside block i, concatenated on dim 0
     transposed: frozenset[str]  # our block names stored transposed on their side
     ignored: tuple[str, ...]  # suffixes of buffers their checkpoints may carry, not weights
+    # Our names (top or inside a block) they always have, even where our model has none.
+    always_present: frozenset[str] = frozenset()
+    # Our block names whose rows they order head by head (q_h, k_h, v_h for each head h),
+    # where ours are all heads' q, then all k, then all v.
+    head_interleaved: frozenset[str] = frozenset()
+    # Rows of their position table before position 0's (OPT keeps 2 for padding).
+    position_offset: int = 0
 
 
 GPT2 = KeyMap(
@@ -55,6 +67,9 @@ GPT2 = KeyMap(
                           "mlp.proj.weight"}),
     # The causal-mask buffers older GPT-2 checkpoints saved (openai-community/gpt2 has them).
     ignored=(".attn.bias", ".attn.masked_bias"),
+    # GPT-2 always has biases and a learned position table.
+    always_present=frozenset({"wpe.weight", "ln_f.bias", "norm_1.bias", "attn.qkv.bias",
+                              "attn.proj.bias", "norm_2.bias", "mlp.fc.bias", "mlp.proj.bias"}),
 )
 
 LLAMA = KeyMap(
@@ -88,4 +103,76 @@ LLAMA = KeyMap(
     ignored=(".rotary_emb.inv_freq",),
 )
 
-KEYMAPS: dict[str, KeyMap] = {m.model_type: m for m in (GPT2, LLAMA)}
+GPT_NEOX = KeyMap(
+    model_type="gpt_neox",
+    architecture="GPTNeoXForCausalLM",
+    base_prefix="gpt_neox.",
+    block_prefix="layers.{i}.",
+    top={
+        "wte.weight": "gpt_neox.embed_in.weight",
+        "ln_f.weight": "gpt_neox.final_layer_norm.weight",
+        "ln_f.bias": "gpt_neox.final_layer_norm.bias",
+        "lm_head.weight": "lm_head.weight",  # `embed_out` before transformers 5
+    },
+    block={
+        "norm_1.weight": ("input_layernorm.weight",),
+        "norm_1.bias": ("input_layernorm.bias",),
+        "attn.qkv.weight": ("attention.query_key_value.weight",),
+        "attn.qkv.bias": ("attention.query_key_value.bias",),
+        "attn.proj.weight": ("attention.dense.weight",),
+        "attn.proj.bias": ("attention.dense.bias",),
+        "norm_2.weight": ("post_attention_layernorm.weight",),
+        "norm_2.bias": ("post_attention_layernorm.bias",),
+        "mlp.fc.weight": ("mlp.dense_h_to_4h.weight",),
+        "mlp.fc.bias": ("mlp.dense_h_to_4h.bias",),
+        "mlp.proj.weight": ("mlp.dense_4h_to_h.weight",),
+        "mlp.proj.bias": ("mlp.dense_4h_to_h.bias",),
+    },
+    transposed=frozenset(),
+    # Causal-mask and RoPE buffers that older GPT-NeoX checkpoints (Pythia) saved.
+    ignored=(".attention.bias", ".attention.masked_bias", ".rotary_emb.inv_freq"),
+    # attention_bias switches the attention's biases; the norms and the MLP always have them.
+    always_present=frozenset({"ln_f.bias", "norm_1.bias", "norm_2.bias", "mlp.fc.bias",
+                              "mlp.proj.bias"}),
+    head_interleaved=frozenset({"attn.qkv.weight", "attn.qkv.bias"}),
+)
+
+# Written for post-norm models only (do_layer_norm_before=false, as OPT-350m); pre-norm
+# ones go to GPT-2, their usual home. (GPT-1, openai-gpt, is post-norm too, but has tanh
+# GELU only, a tied head only, and masks with -1e4 rather than -inf.)
+OPT = KeyMap(
+    model_type="opt",
+    architecture="OPTForCausalLM",
+    base_prefix="model.decoder.",
+    block_prefix="layers.{i}.",
+    top={
+        "wte.weight": "model.decoder.embed_tokens.weight",
+        "wpe.weight": "model.decoder.embed_positions.weight",
+        "ln_f.weight": "model.decoder.final_layer_norm.weight",  # pre-norm OPT only
+        "ln_f.bias": "model.decoder.final_layer_norm.bias",
+        "lm_head.weight": "lm_head.weight",
+    },
+    block={
+        "norm_1.weight": ("self_attn_layer_norm.weight",),
+        "norm_1.bias": ("self_attn_layer_norm.bias",),
+        "attn.qkv.weight": ("self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                            "self_attn.v_proj.weight"),
+        "attn.qkv.bias": ("self_attn.q_proj.bias", "self_attn.k_proj.bias",
+                          "self_attn.v_proj.bias"),
+        "attn.proj.weight": ("self_attn.out_proj.weight",),
+        "attn.proj.bias": ("self_attn.out_proj.bias",),
+        "norm_2.weight": ("final_layer_norm.weight",),  # each layer's second norm
+        "norm_2.bias": ("final_layer_norm.bias",),
+        "mlp.fc.weight": ("fc1.weight",),
+        "mlp.fc.bias": ("fc1.bias",),
+        "mlp.proj.weight": ("fc2.weight",),
+        "mlp.proj.bias": ("fc2.bias",),
+    },
+    transposed=frozenset(),
+    ignored=(),
+    # enable_bias switches the linear layers' biases; the norms always have them.
+    always_present=frozenset({"wpe.weight", "ln_f.bias", "norm_1.bias", "norm_2.bias"}),
+    position_offset=2,
+)
+
+KEYMAPS: dict[str, KeyMap] = {m.model_type: m for m in (GPT2, LLAMA, GPT_NEOX, OPT)}

@@ -88,6 +88,19 @@ class CharTokenizer:
     def to_dict(self) -> dict:
         return {"type": CHAR_FORMAT, "chars": self.chars}
 
+    def to_hf_tokenizer(self) -> hf.Tokenizer:
+        """The same tokenizer in the `tokenizers` library's terms, which transformers'
+        AutoTokenizer loads: every character (newlines too) its own piece, each piece looked
+        up in a word-level vocabulary of our ids, the pieces joined back with nothing between.
+        No normalizer and no special tokens, so ids and text are exactly ours; a character
+        outside the vocabulary is an error there too."""
+        tok = hf.Tokenizer(models.WordLevel({c: i for i, c in enumerate(self.chars)},
+                                            unk_token=None))
+        # [\s\S], not ".": Oniguruma's "." does not match a newline.
+        tok.pre_tokenizer = pre_tokenizers.Split(hf.Regex(r"[\s\S]"), behavior="isolated")
+        tok.decoder = decoders.Fuse()
+        return tok
+
     def save(self, path: str | Path) -> None:
         atomic_write_text(path, json.dumps(self.to_dict(), ensure_ascii=False) + "\n")
 

@@ -1,29 +1,34 @@
-"""`gptlab convert`: Hugging Face GPT-2 / Llama <-> a gptlab model directory (see gptlab.hf)."""
+"""`gptlab convert`: Hugging Face GPT-2 / Llama / GPT-NeoX / OPT <-> a gptlab model directory,
+with its tokenizer (see gptlab.hf)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from gptlab import hf
-from gptlab.atomic import copy_file, ensure_dir
+from gptlab.atomic import atomic_write_text, copy_file, ensure_dir
 from gptlab.checkpoint import CONFIG_FILE, TOKENIZER_FILE, load_model, save_model
 from gptlab.commands.outdir import check_out_dir
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
+from gptlab.tokenizers import CharTokenizer, load_tokenizer
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "convert",
-        help="convert Hugging Face GPT-2 / Llama weights to and from gptlab",
+        help="convert Hugging Face GPT-2 / Llama / GPT-NeoX / OPT weights to and from gptlab",
         description=(
-            "--from-hf: a Hugging Face GPT-2 or Llama (a directory with config.json and "
-            "safetensors or pytorch_model.bin, or a hub name already in the Hugging Face cache) "
+            "--from-hf: a Hugging Face GPT-2, Llama, GPT-NeoX or OPT (a directory with "
+            "config.json and safetensors or pytorch_model.bin, or a hub name already in the "
+            "Hugging Face cache) "
             "-> a gptlab model directory (config.json, model.safetensors, tokenizer.json if "
             "there is one). --to-hf: a gptlab model directory -> a directory that "
-            "transformers.AutoModelForCausalLM.from_pretrained loads. Needs "
+            "transformers' AutoModelForCausalLM and AutoTokenizer load: GPT-2 for LayerNorm + "
+            "GELU with learned, sinusoidal or no positions, OPT for the same post-norm, GPT-NeoX "
+            "for the same with RoPE (all with biases or without); Llama for RoPE + RMSNorm + "
+            "SwiGLU; anything else is refused, saying why. Needs "
             f"`{hf.INSTALL_HINT}`."
         ),
     )
@@ -67,30 +72,21 @@ def convert_to_hf(model_dir: Path, out: Path) -> int:
         raise UsageError(f"{model_dir} is a Hugging Face model directory, not a gptlab one "
                          "(--from-hf converts it)")
     model = load_model(model_dir)
+    source = model_dir / TOKENIZER_FILE
+    tokenizer = load_tokenizer(source) if source.is_file() else None  # bad: before any write
     hf.to_hf(model, out)  # makes out only once the config is known to convert
     written = [hf.HF_CONFIG, hf.SAFETENSORS]
-    tokenizer = model_dir / TOKENIZER_FILE
-    if tokenizer.is_file():
-        if _is_hf_tokenizer(tokenizer):
-            copy_file(tokenizer, out / hf.HF_TOKENIZER)
-            written.append(hf.HF_TOKENIZER)
-        else:  # our character format means nothing to transformers
-            print(f"note: {tokenizer} is gptlab's character tokenizer; not copied")
+    if isinstance(tokenizer, CharTokenizer):  # our format, in the `tokenizers` library's terms
+        atomic_write_text(out / hf.HF_TOKENIZER, tokenizer.to_hf_tokenizer().to_str())
+    elif tokenizer is not None:  # already the `tokenizers` library's
+        copy_file(source, out / hf.HF_TOKENIZER)
+    if tokenizer is not None:
+        hf.write_tokenizer_config(out, model.config.block_size)
+        written += [hf.HF_TOKENIZER, hf.HF_TOKENIZER_CONFIG]
     print(f"{model_dir}: {_architecture(model.config)}, {model.num_parameters():,} parameters")
     print(f"wrote {out}/: {' '.join(written)}")
     return 0
 
 
 def _architecture(config: GPTConfig) -> str:
-    return "Llama" if config.pos_encoding == "rope" else "GPT-2"
-
-
-def _is_hf_tokenizer(path: Path) -> bool:
-    try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    return isinstance(spec, dict) and "model" in spec
-
-
-
+    return hf.keymap_for(config).architecture
