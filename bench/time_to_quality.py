@@ -1,6 +1,6 @@
 """Benchmark 2: time to quality. Training wall time until validation loss reaches 1.88 on
 tiny Shakespeare (char-level), for gptlab's default CPU recipe and for nanoGPT's CPU recipe
-re-created in gptlab's trainer. Both run in this process through `gptlab.train.Trainer`.
+re-created in gptlab's trainer. Both run in this process through `gptlab.trainer.Trainer`.
 
 The clock counts training steps only (compilation included, since a user waits for it);
 evaluations are timed apart, because how often we look is the benchmark's choice, not the
@@ -24,8 +24,8 @@ from gptlab.errors import UsageError
 from gptlab.presets import RECIPES
 from gptlab.schedule import lr_at
 from gptlab.tokenizers import CharTokenizer
-from gptlab.train import Trainer, autocast_dtype
 from gptlab.train_config import TrainConfig, recipe
+from gptlab.trainer import Trainer, autocast_dtype
 
 TARGET = 1.88  # nanoGPT README's val loss for its CPU recipe
 # nanoGPT's CPU recipe exactly (README "I only have a macbook" on top of

@@ -15,6 +15,7 @@ from safetensors.torch import save_file
 from gptlab import hf
 from gptlab.config import GPTConfig
 from gptlab.errors import GptlabError, UsageError
+from gptlab.hf_config import config_from_hf, rope_from_hf
 from gptlab.model import GPT
 
 VOCAB = 101
@@ -174,7 +175,7 @@ def test_to_hf_writes_transformers_format(tmp_path):
     assert written["architectures"] == ["LlamaForCausalLM"]
     assert written["num_key_value_heads"] == 2
     loaded = transformers.AutoConfig.from_pretrained(tmp_path).to_dict()
-    assert hf.rope_from_hf(loaded) == (10000.0, {
+    assert rope_from_hf(loaded) == (10000.0, {
         "type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
         "original_max_position_embeddings": 8})
 
@@ -309,7 +310,7 @@ def test_unsupported_rope_scaling_is_named(scaling, message):
                                       intermediate_size=40, vocab_size=VOCAB,
                                       max_position_embeddings=64, rope_scaling=scaling)
     with pytest.raises(UsageError, match=message):
-        hf.config_from_hf(config.to_dict())
+        config_from_hf(config.to_dict())
 
 
 def neox_config(**kwargs):
@@ -326,14 +327,14 @@ def neox_config(**kwargs):
 ])
 def test_neox_that_gptlab_cannot_run_is_named(fields, message):
     with pytest.raises(UsageError, match=message):
-        hf.config_from_hf(neox_config(**fields).to_dict())
+        config_from_hf(neox_config(**fields).to_dict())
 
 
 def test_relu_opt_is_named():
     config = transformers.OPTConfig(hidden_size=32, num_attention_heads=4, num_hidden_layers=1,
                                     ffn_dim=40, vocab_size=VOCAB)
     with pytest.raises(UsageError, match="OPT activation_function 'relu'"):
-        hf.config_from_hf(config.to_dict())
+        config_from_hf(config.to_dict())
 
 
 def test_neox_without_attention_biases_needs_zero_mlp_biases():
@@ -349,7 +350,7 @@ def test_neox_without_attention_biases_needs_zero_mlp_biases():
 def test_rope_from_hf_reads_transformers_4_spelling():
     old = {"rope_theta": 500000.0, "max_position_embeddings": 8192,
            "rope_scaling": {"type": "linear", "factor": 2.0}}
-    assert hf.rope_from_hf(old) == (500000.0, {"type": "linear", "factor": 2.0})
+    assert rope_from_hf(old) == (500000.0, {"type": "linear", "factor": 2.0})
 
 
 @pytest.mark.parametrize("fields, message", [

@@ -24,8 +24,9 @@ from gptlab.model import GPT
 from gptlab.presets import RECIPES
 from gptlab.schedule import lr_at
 from gptlab.tokenizers import CharTokenizer
-from gptlab.train import make_optimizer, train
+from gptlab.train import train
 from gptlab.train_config import TrainConfig
+from gptlab.trainer import make_optimizer
 
 WORDS = "the king and queen of a far land who will not go to sea said lord my good".split()
 

@@ -26,6 +26,41 @@ class ConfigError(UsageError):
 
 @dataclass
 class GPTConfig:
+    """The one description of an architecture: a decoder-only transformer (Vaswani et al.
+    2017, "Attention Is All You Need", with the decoder stack alone, as GPT uses it) and its
+    successors' choices. Defaults are GPT-2 small's.
+
+    vocab_size      token ids 0..vocab_size-1: rows of the embedding matrix (W_E) and
+                    columns of the unembedding (W_U)
+    block_size      the context: the longest sequence the model is built for (the number of
+                    learned positions, and the RoPE tables' length)
+    n_layer         transformer blocks, each attention then a feed-forward network
+    n_head          attention heads h; each sees d_k = d_v = n_embd / n_head dimensions
+                    (head_dim, derived) and scores are scaled by 1/sqrt(d_k)
+    n_kv_head       key/value heads: n_head (multi-head), 1 (multi-query, Shazeer 2019) or
+                    a divisor of n_head (grouped-query, Ainslie et al. 2023)
+    n_embd          d_model, the width of the residual stream
+    ffn_hidden      d_ff, the feed-forward network's inner width (default 4 * d_model)
+    pos_encoding    "learned" (GPT-2), "sinusoidal" (the 2017 paper), "rope" (rotary, Su et
+                    al. 2021) or "none"
+    rope_base       RoPE's theta, the base of its wavelengths (10000 in the paper)
+    rope_scaling    None, or a long-context rule for RoPE: {"type": "linear" | "ntk" | "yarn"
+                    | "llama3", "factor": ..., ...} (gptlab.positional)
+    norm            "layernorm" (Ba et al. 2016) or "rmsnorm" (Zhang & Sennrich 2019)
+    norm_eps        the epsilon inside the norm's square root
+    norm_position   "pre" (norm, sublayer, add: GPT-2 on) or "post" (sublayer, add, norm:
+                    the 2017 paper)
+    mlp             "gelu" (exact erf GELU), "gelu_tanh" (GPT-2's approximation) or
+                    "swiglu" (Shazeer 2020, Llama)
+    bias            biases in the linear layers and norms (GPT-2 yes, Llama no)
+    tie_embeddings  the unembedding reuses the embedding matrix (W_U = W_E^T), as the 2017
+                    paper and GPT-2 do
+    dropout         dropout on embeddings, attention weights and residual branches (training)
+
+    Every field is checked when the config is made (and again when GPT builds a model from
+    it); a message names the field. to_dict/from_dict/from_json make it plain data.
+    """
+
     vocab_size: int = 50257
     block_size: int = 1024  # the longest sequence the model is built for
     n_layer: int = 12

@@ -22,6 +22,21 @@ from gptlab.positional import RotaryEmbedding, build_absolute_positions
 
 
 class GPT(nn.Module):
+    """A decoder-only transformer as `config` describes it.
+
+    tokens (B, T) -> token embeddings (W_E, `wte`) + absolute positions (`wpe`, learned or
+    sinusoidal; none with RoPE, which rotates queries and keys inside attention instead)
+    -> n_layer blocks, each `x + attn(norm(x))` then `x + mlp(norm(x))` (pre-norm) or
+    `norm(x + attn(x))` then `norm(x + mlp(x))` (post-norm) -> a final norm (pre-norm
+    only) -> logits over the vocabulary (`lm_head`, W_U, tied to W_E when
+    tie_embeddings). Attention is causal: position t attends to positions <= t.
+
+    forward(idx, targets=None) returns (logits (B, T, vocab_size), mean cross-entropy or
+    None); generate continues a prompt with a KV cache (gptlab.sampling). Weights are
+    initialised as GPT-2's (normal(0, 0.02), residual projections scaled by
+    1/sqrt(2 * n_layer)); gptlab.load and gptlab.checkpoint load saved ones.
+    """
+
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
         if not isinstance(config, GPTConfig):

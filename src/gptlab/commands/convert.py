@@ -12,6 +12,7 @@ from gptlab.checkpoint import CONFIG_FILE, TOKENIZER_FILE, load_model, save_mode
 from gptlab.commands.outdir import check_out_dir
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
+from gptlab.hf_config import keymap_for
 from gptlab.tokenizers import CharTokenizer, load_tokenizer
 
 
@@ -89,4 +90,4 @@ def convert_to_hf(model_dir: Path, out: Path) -> int:
 
 
 def _architecture(config: GPTConfig) -> str:
-    return hf.keymap_for(config).architecture
+    return keymap_for(config).architecture

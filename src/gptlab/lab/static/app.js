@@ -21,4 +21,6 @@ function showView(name) {
 }
 
 document.querySelectorAll("#tabs button").forEach((b) => b.addEventListener("click", () => showView(b.dataset.view)));
-showView((location.hash || "#calc").slice(1) in loaders ? location.hash.slice(1) || "calc" : "calc");
+// Own keys only: a hash such as #toString names an inherited property, not a view.
+const wanted = location.hash.slice(1);
+showView(Object.hasOwn(loaders, wanted) ? wanted : "calc");
