@@ -41,11 +41,17 @@ def config_from_hf(hf: dict[str, Any]) -> tuple[GPTConfig, KeyMap]:
     )
 
 
-def _gpt2_config(hf: dict[str, Any]) -> GPTConfig:
-    activation = hf.get("activation_function", "gelu_new")
+def _gelu_mlp(hf: dict[str, Any], arch: str, key: str, default: str, note: str = "") -> str:
+    """Our mlp for a GELU architecture's activation key, or a UsageError naming it."""
+    activation = hf.get(key, default)
     if activation not in GELU_FROM_HF:
-        raise UsageError(f"unsupported GPT-2 activation_function {activation!r}; "
+        raise UsageError(f"unsupported {arch} {key} {activation!r}{note}; "
                          f"gptlab has: {', '.join(GELU_FROM_HF)}")
+    return GELU_FROM_HF[activation]
+
+
+def _gpt2_config(hf: dict[str, Any]) -> GPTConfig:
+    mlp = _gelu_mlp(hf, "GPT-2", "activation_function", "gelu_new")
     for flag, wanted in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
                          ("add_cross_attention", False)):
         if hf.get(flag, wanted) != wanted:
@@ -54,7 +60,7 @@ def _gpt2_config(hf: dict[str, Any]) -> GPTConfig:
         vocab_size=hf["vocab_size"], block_size=hf["n_positions"], n_layer=hf["n_layer"],
         n_head=hf["n_head"], n_embd=hf["n_embd"], ffn_hidden=hf.get("n_inner"),
         pos_encoding="learned", norm="layernorm", norm_eps=hf.get("layer_norm_epsilon", 1e-5),
-        norm_position="pre", mlp=GELU_FROM_HF[activation], bias=True,
+        norm_position="pre", mlp=mlp, bias=True,
         tie_embeddings=hf.get("tie_word_embeddings", True),
         dropout=hf.get("resid_pdrop", 0.0),  # one rate for all three of theirs
     )
@@ -86,10 +92,7 @@ def _llama_config(hf: dict[str, Any]) -> GPTConfig:
 
 
 def _neox_config(hf: dict[str, Any]) -> GPTConfig:
-    activation = hf.get("hidden_act", "gelu")
-    if activation not in GELU_FROM_HF:
-        raise UsageError(f"unsupported GPT-NeoX hidden_act {activation!r}; "
-                         f"gptlab has: {', '.join(GELU_FROM_HF)}")
+    mlp = _gelu_mlp(hf, "GPT-NeoX", "hidden_act", "gelu")
     if hf.get("use_parallel_residual", True):
         raise UsageError("unsupported GPT-NeoX use_parallel_residual=true (Pythia's x + attn(x) "
                          "+ mlp(x)): gptlab's blocks run attention, then the MLP")
@@ -100,7 +103,7 @@ def _neox_config(hf: dict[str, Any]) -> GPTConfig:
         n_embd=hf["hidden_size"], ffn_hidden=hf["intermediate_size"], pos_encoding="rope",
         rope_base=float(rope_base), rope_scaling=rope_scaling, norm="layernorm",
         norm_eps=hf.get("layer_norm_eps", 1e-5), norm_position="pre",
-        mlp=GELU_FROM_HF[activation],
+        mlp=mlp,
         # Without attention biases, the MLP's and the norms' must be zero (state_from_hf).
         bias=bool(hf.get("attention_bias", True)),
         tie_embeddings=hf.get("tie_word_embeddings", False),
@@ -109,10 +112,7 @@ def _neox_config(hf: dict[str, Any]) -> GPTConfig:
 
 
 def _opt_config(hf: dict[str, Any]) -> GPTConfig:
-    activation = hf.get("activation_function", "relu")
-    if activation not in GELU_FROM_HF:
-        raise UsageError(f"unsupported OPT activation_function {activation!r} (most OPTs are "
-                         f"ReLU); gptlab has: {', '.join(GELU_FROM_HF)}")
+    mlp = _gelu_mlp(hf, "OPT", "activation_function", "relu", " (most OPTs are ReLU)")
     n_embd = hf["hidden_size"]
     pre_norm = hf.get("do_layer_norm_before", True)
     for flag, value, wanted in (
@@ -127,7 +127,7 @@ def _opt_config(hf: dict[str, Any]) -> GPTConfig:
         n_layer=hf["num_hidden_layers"], n_head=hf["num_attention_heads"], n_embd=n_embd,
         ffn_hidden=hf["ffn_dim"], pos_encoding="learned", norm="layernorm",
         norm_eps=OPT_NORM_EPS, norm_position="pre" if pre_norm else "post",
-        mlp=GELU_FROM_HF[activation],
+        mlp=mlp,
         # Without linear biases, the norms' must be zero (state_from_hf).
         bias=bool(hf.get("enable_bias", True)),
         tie_embeddings=hf.get("tie_word_embeddings", True),

@@ -54,8 +54,10 @@ def run(args: argparse.Namespace) -> int:
                       seed=args.seed)
     result = train(GPTConfig.from_preset(PRESET), settings, data_dir, run_dir,
                    overwrite=True, progress=not args.no_progress)
-    print(f"\ntrained {result.step} steps in {result.elapsed_s:.0f} s: "
-          f"train loss {result.train_loss:.3f}, val loss {result.val_loss:.3f}\n")
+    whole = (f"; over the whole val split {result.whole_val_loss:.3f}"
+             if result.whole_val_loss is not None else "")
+    print(f"\ntrained {result.step} steps in {result.elapsed_s:.0f} s: train loss "
+          f"{result.train_loss:.3f}, val loss {result.val_loss:.3f} (estimates){whole}\n")
     print("A sample (temperature 0.8, 400 characters):\n")
     model = checkpoint.load_model(run_dir)
     tokenizer = checkpoint.load_tokenizer_of(run_dir)
