@@ -373,7 +373,8 @@ def induction_probe(
     over predictions of tokens 1..seq_len-1 (random: ~ln(vocab) at best), and
     "loss_second_half", over their copies seq_len+1..2*seq_len-1 (an induction head makes
     these nearly free). The repeat's first token is in neither: nothing predicts it.
-    Also "tokens" (batch, 2*seq_len), the input.
+    Also "scores", every head score on that input (head_scores), and "tokens"
+    (batch, 2*seq_len), the input.
     """
     config = unwrap(model).config
     if 2 * seq_len > config.block_size:
@@ -382,8 +383,10 @@ def induction_probe(
     tokens = repeated_random_tokens(config.vocab_size, seq_len, batch, generator)
     tokens = tokens.to(_device(model))
     losses = per_token_loss(model, tokens).mean(dim=0).cpu()  # (2*seq_len - 1,)
+    scores = {name: grid.cpu() for name, grid in head_scores(model, tokens).items()}
     return {
-        "induction": head_scores(model, tokens)["induction"].cpu(),
+        "induction": scores["induction"],
+        "scores": scores,
         "loss_first_half": float(losses[: seq_len - 1].mean()),
         "loss_second_half": float(losses[seq_len:].mean()),
         "per_token_loss": losses,

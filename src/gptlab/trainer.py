@@ -202,9 +202,6 @@ class Trainer:
         return (f"the loss became {loss} at step {self.step + 1}: training stopped{where} "
                 f"(try a lower learning rate, more warm-up or gradient clipping)")
 
-    def request_stop(self) -> None:
-        self.stop.set()
-
     def fit(self, resumed: bool = False, stop_after: int | None = None) -> str:
         """Train until max_iters (or a stop request, or stop_after steps): "finished" or
         "interrupted". A checkpoint is saved before returning either way, and on a fresh

@@ -64,18 +64,18 @@ def run(args: argparse.Namespace) -> int:
     if args.text is not None:
         idx, described = _text_tokens(args.text, tokenizer, config.block_size)
         losses = interp.per_token_loss(model, idx).mean(dim=0)  # (T-1,)
+        scores = interp.head_scores(model, idx)
         halves = ""
     else:
         half = _seq_len(args.seq_len, config.block_size)
         generator = torch.Generator().manual_seed(args.seed)
         probe = interp.induction_probe(model, half, RANDOM_BATCH, generator)
-        idx, losses = probe["tokens"], probe["per_token_loss"]
+        idx, losses, scores = probe["tokens"], probe["per_token_loss"], probe["scores"]
         described = (f"no --text given: {RANDOM_BATCH} sequences of {half} random tokens, "
                      f"each repeated once ({2 * half} tokens; seed {args.seed})")
         halves = (f"; first half {probe['loss_first_half']:.4f}, repeated half "
                   f"{probe['loss_second_half']:.4f}")
 
-    scores = interp.head_scores(model, idx)
     chance = interp.chance_scores(idx)
     deltas = interp.ablation_deltas(model, idx, mode=args.ablate)
 
