@@ -164,7 +164,8 @@ class LiveTrainer:
                     "n_head": task.model.n_head,
                     "chance": chance(tokenizer.vocab_size, task.model.block_size),
                     "data": str(data_dir), "description": task.description})
-            result = train(task.model, task.settings(s.steps, s.every, seed), data_dir,
+            settings = task.settings(s.steps, s.every, seed)
+            result = train(task.model, settings, data_dir,
                            self.root / s.run, overwrite=True, progress=False, stop=s.stop,
                            make_reporter=lambda files: LiveReporter(
                                files, s.emit, task.prompt, tokenizer))
@@ -172,7 +173,7 @@ class LiveTrainer:
                        message=f"{result.status} at step {result.step} in "
                                f"{result.elapsed_s:.0f} s; resume with: gptlab train "
                                f"--data {data_dir} --out {self.root / s.run} --resume "
-                               f"--max-iters {2 * max(result.step, 1)}")
+                               f"--max-iters {max(2 * result.step, settings.warmup_iters)}")
         except Exception as exc:  # the page shows it; the server goes on
             end.update(status="failed", step=s.step, message=str(exc).splitlines()[0]
                        if str(exc) else type(exc).__name__)
