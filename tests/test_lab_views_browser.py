@@ -120,17 +120,22 @@ def test_append_greedy_equals_gptlab_sample_greedy_and_undo(page, runs, capsys):
     assert page.is_disabled("[data-testid=nt-undo]")
 
 
+def attribute_of_lines(page, which: str, name: str) -> list[str]:
+    return page.eval_on_selector_all(f"[data-testid=nt-lines] {which}",
+                                     f"ls => ls.map(l => l.dataset.{name})")
+
+
 def test_lines_one_colour_per_head_and_hover(page):
     page.select_option("[data-testid=nt-layer]", "1")
     page.select_option("[data-testid=nt-head]", "all")
-    heads = page.eval_on_selector_all("[data-testid=nt-lines] line", "ls => ls.map(l => l.dataset.head)")
+    heads = attribute_of_lines(page, "line", "head")
     assert set(heads) == {"0", "1", "2", "3"}
     page.hover("[data-testid=nt-key-2]")
     assert "token 2" in page.text_content("#nt-hover")
-    on = page.eval_on_selector_all("[data-testid=nt-lines] line.on", "ls => ls.map(l => l.dataset.key)")
+    on = attribute_of_lines(page, "line.on", "key")
     assert on and set(on) == {"2"}
     page.select_option("[data-testid=nt-head]", "3")
-    heads = page.eval_on_selector_all("[data-testid=nt-lines] line", "ls => ls.map(l => l.dataset.head)")
+    heads = attribute_of_lines(page, "line", "head")
     assert set(heads) == {"3"}
 
 
@@ -139,14 +144,16 @@ def test_live_training_streams_and_stops_on_request(page, runs):
     page.fill("[data-testid=live-steps]", "2000")
     page.fill("[data-testid=live-every]", "10")
     page.click("[data-testid=live-start]")
-    page.wait_for_function("""() => { const s = document.querySelector('[data-testid=fig-live-loss]');
+    page.wait_for_function("""() => {
+        const s = document.querySelector('[data-testid=fig-live-loss]');
         return s && +s.dataset.points >= 3; }""", timeout=120_000)
     page.click("[data-testid=live-stop]")
     page.wait_for_selector("[data-testid=live-status][data-status]", timeout=60_000)
     status = page.get_attribute("[data-testid=live-status]", "data-status")
     assert status == "interrupted", page.text_content("[data-testid=live-status]")
     assert "--resume" in page.text_content("[data-testid=live-status]")
-    assert page.is_enabled("[data-testid=live-start]") and page.is_disabled("[data-testid=live-stop]")
+    assert page.is_enabled("[data-testid=live-start]")
+    assert page.is_disabled("[data-testid=live-stop]")
     assert page.query_selector("[data-testid=fig-live-induction]") is not None
     assert "live-induction" in Runs(runs).list()
 

@@ -18,7 +18,7 @@ from gptlab.lab.models import (
     _int,
     _text,
 )
-from gptlab.lab.responses import HeadScores, ModelOnTokens
+from gptlab.lab.responses import ModelOnTokens
 
 MAX_NEXT_TOKENS = 256  # tokens of text the next-token view takes (and the model's context)
 MAX_SHOW = 100  # bars
@@ -106,15 +106,3 @@ class LiveStatus(BaseModel):
     task: Literal[LIVE_TASKS] | None
     step: int
     steps: int
-
-
-class LiveEvent(BaseModel):
-    """One Server-Sent Event's data (documentation: the stream is text/event-stream)."""
-
-    kind: Literal["start", "train", "eval", "end"]
-    step: int | None = None
-    loss: float | None = Field(None, description="train: the step's training loss")
-    scores: HeadScores | None = Field(None, description="eval: (n_layer, n_head) each")
-    sample: str | None = None
-    status: Literal["finished", "interrupted", "failed"] | None = None
-    message: str | None = None
