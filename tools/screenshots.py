@@ -67,9 +67,13 @@ def capture_views(page, url: str, out_dir: Path, live_steps: int | None = None) 
             page.check("[data-testid=quiz-choice-mask]")
             page.click("#quiz-submit")
             page.wait_for_selector("[data-testid=quiz-verdict]")
-        if tab == "nexttoken":  # the lines of one head, one token hovered
-            page.select_option("#nt-head", "all")
-            page.hover("[data-testid=nt-key-4]")
+        if tab == "nexttoken":  # a hot temperature and both cuts; one token hovered
+            page.fill("#nt-text", "the dog sat on the l")
+            for slider, value in (("temp", "2"), ("topk", "8"), ("topp", "0.9")):
+                with page.expect_response("**/api/next_token"):
+                    page.fill(f"#nt-{slider}", value)
+            page.select_option("#nt-layer", "1")
+            page.hover("[data-testid=nt-key-15]")
         path = out_dir / f"{name}.png"
         page.screenshot(path=str(path))
         written.append(path)

@@ -90,11 +90,16 @@ function drawLines() {
   svg.appendChild(svgEl("text", {x: xK, y: 14, class: "nt-axis"}, "looks at"));
   const yOf = (j) => top + j * rowH + rowH / 2;
   const lines = svgEl("g", {});
-  heads.forEach((h) => d.newest_attention[layer][h].forEach((w, j) => {
-    if (w < 0.005) return;  // invisible anyway; keeps long texts light
-    const line = svgEl("line", {x1: xQ + 4, y1: yOf(T - 1), x2: xK - 4, y2: yOf(j),
-      style: `stroke: var(--head-${h % HEADS})`, "stroke-width": Math.max(0.6, 8 * w),
-      "stroke-opacity": 0.25 + 0.75 * w, "data-key": j, "data-head": h});
+  // Thickness and opacity relative to the largest weight shown, so diffuse heads (a tiny
+  // model's weights of ~1/T) stay visible; each head's ends are nudged apart a little.
+  const wmax = Math.max(1e-9, ...heads.flatMap((h) => d.newest_attention[layer][h]));
+  heads.forEach((h, k) => d.newest_attention[layer][h].forEach((w, j) => {
+    const r = w / wmax;
+    if (r < 0.02) return;  // invisible anyway; keeps long texts light
+    const nudge = (k - (heads.length - 1) / 2) * 1.5;
+    const line = svgEl("line", {x1: xQ + 4, y1: yOf(T - 1) + nudge, x2: xK - 4, y2: yOf(j) + nudge,
+      style: `stroke: var(--head-${h % HEADS})`, "stroke-width": (0.5 + 6 * r).toFixed(2),
+      "stroke-opacity": (0.3 + 0.7 * r).toFixed(2), "data-key": j, "data-head": h});
     line.appendChild(svgEl("title", {}, `head ${h} → ${JSON.stringify(d.tokens[j])} (${j}): ${w.toFixed(3)}`));
     lines.appendChild(line);
   }));
@@ -114,6 +119,7 @@ function drawLines() {
   });
   box.appendChild(svg);
   box.scrollTop = box.scrollHeight;  // the newest token is at the bottom
+  $("nt-hover").title = `thickest line: weight ${wmax.toFixed(3)}`;
   $("nt-legend").replaceChildren(...heads.map((h) => {
     const s = htmlEl("span", {class: "nt-swatch"}, `head ${h}`);
     s.style.setProperty("--swatch", `var(--head-${h % HEADS})`);
