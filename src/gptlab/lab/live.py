@@ -49,7 +49,7 @@ class LiveReporter(Reporter):
     logged step and per evaluation, handed to `emit`."""
 
     def __init__(self, files, emit, prompt: str, tokenizer) -> None:
-        super().__init__(files, progress=False)
+        super().__init__(files, progress=False, plot_each_eval=False)
         self.emit, self.prompt, self.tokenizer = emit, prompt, tokenizer
 
     def step(self, record: dict[str, Any] | None) -> None:
