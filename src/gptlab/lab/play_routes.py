@@ -41,7 +41,7 @@ def register(app: FastAPI, runs: Runs, bad_input: dict[int, Any]) -> live.LiveTr
         """Start a training in the background (one at a time); follow /api/live/events."""
         return JSONResponse(trainer.start(body.task, body.steps, body.every, body.seed))
 
-    @app.post("/api/live/stop", response_model=mp.LiveStatus, responses=BUSY)
+    @app.post("/api/live/stop", response_model=mp.LiveStatus, responses={**bad_input, **BUSY})
     def live_stop() -> JSONResponse:
         """Ask the running training to checkpoint and stop at its next step."""
         return JSONResponse(trainer.stop())
