@@ -228,3 +228,37 @@ def empty_lab(tmp_path_factory):
 def test_live_start_refuses_what_its_schema_refuses(case, empty_lab):
     case.call_and_validate(app=empty_lab, checks=[not_a_server_error, negative_data_rejection])
     assert empty_lab.state.live.session is None  # nothing was started
+
+
+def test_induction_rows_repeat_a_segment_of_distinct_symbols():
+    from gptlab.lab import live_tasks
+
+    text = live_tasks.induction_text(seed=3, rows=50)
+    assert len(text) == 50 * 64 and set(text) <= set(live_tasks.INDUCTION_ALPHABET)
+    periods = set()
+    for r in range(50):
+        row = text[64 * r: 64 * (r + 1)]
+        # the segment's length: the smallest look-back that predicts the row's last 16
+        p = next(p for p in range(8, 25) if row[-16:] == row[-16 - p:-p])
+        assert len(set(row[-p:])) == p  # distinct symbols: only content says what follows
+        periods.add(p)
+    assert len(periods) > 8
+    prompt = live_tasks.induction_prompt()
+    assert prompt[:12] == prompt[12:24] and prompt[24:] == prompt[:3]
+
+
+def test_a_late_subscriber_gets_every_event_from_the_start():
+    from gptlab.lab.live import Session, sse
+
+    s = Session("induction", "live-induction", 10, 5)
+    s.emit({"kind": "start"})
+    s.emit({"kind": "train", "step": 5, "loss": 4.0})
+    early = s.follow(keepalive_s=0.01)
+    assert next(early)["kind"] == "start" and next(early)["step"] == 5
+    assert next(early) is None  # nothing new yet: a keep-alive
+    s.emit({"kind": "end", "status": "finished", "step": 10})
+    assert next(early)["kind"] == "end"
+    assert list(early) == []  # the stream ends after "end"
+    late = list(sse(s.follow()))
+    assert [json.loads(x[6:])["kind"] for x in late] == ["start", "train", "end"]
+    assert s.step == 10 and all(x.endswith("\n\n") for x in late)
