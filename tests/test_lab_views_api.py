@@ -142,6 +142,7 @@ def test_append_equals_gptlab_sample(client, runs_root, capsys):
     ({"run": "tiny", "text": ""}, "text must not be empty"),
     ({"run": "tiny", "text": "the cat " * 40}, "this view takes at most 32"),
     ({"run": "tiny", "text": "QQQ"}, "Q"),
+    ({"run": "tiny", "text": "the cat sat on the mat. the dog "}, "at this view's limit of 32"),
     ({"run": "nope", "text": "the"}, "no run named 'nope'"),
     ({"run": "tiny", "text": "the", "top_p": 0}, "top_p must be greater than 0"),
     ({"run": "tiny", "text": "the", "top_k": 0}, "top_k must be between 1 and"),

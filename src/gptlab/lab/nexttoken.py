@@ -88,6 +88,10 @@ def append_view(runs: Runs, body: mp.AppendRequest) -> dict[str, Any]:
     greedy = body.mode == "greedy"
     settings = SamplingSettings(0.0) if greedy else settings_of(body)
     idx = encode_text(run, body.text)
+    limit = min(run.model.config.block_size, mp.MAX_NEXT_TOKENS)
+    if idx.shape[1] >= limit:  # one more would not fit the view (nor, here, the context)
+        raise UsageError(f"the text is at this view's limit of {limit} tokens: undo or "
+                         f"shorten it to append")
     generator = torch.Generator().manual_seed(body.seed)
     with runs.model_lock:
         token = int(next(generate_tokens(run.model, idx, 1, settings, generator))[0, 0])

@@ -26,6 +26,9 @@ const refresh = guarded(async () => {
   if (!run) { showError("no run chosen: train one into the runs folder"); return; }
   const d = await api("/api/next_token", {run, text, show: 20, ...settings()});
   state.data = d;
+  const full = d.tokens.length >= d.limit;  // appending would pass this run's limit
+  $("nt-greedy").disabled = $("nt-sample").disabled = full;
+  if (full) $("nt-appended").textContent = `the text is at this run's limit of ${d.limit} tokens`;
   drawBars(d);
   fillPickers(d);
   drawLines();
