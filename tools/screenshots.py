@@ -31,23 +31,27 @@ VIEWS = [
     ("5-params", "params", "fig-params-breakdown", []),
     ("6-head-scores", "scores", "fig-scores-induction", []),
     ("7-quiz", "quiz", "quiz-question", []),
+    ("8-next-token", "nexttoken", "nt-lines", []),
 ]
+LIVE_VIEW = "9-watch-it-learn"  # a training from the page: only with live_steps (minutes)
 
 
-def capture(url: str, out_dir: Path, chromium: str = CHROMIUM) -> list[Path]:
+def capture(url: str, out_dir: Path, chromium: str = CHROMIUM,
+            live_steps: int | None = None) -> list[Path]:
     """One PNG per view of the lab served at url, in a fresh headless Chromium."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         try:
-            return capture_views(browser.new_page(), url, out_dir)
+            return capture_views(browser.new_page(), url, out_dir, live_steps)
         finally:
             browser.close()
 
 
-def capture_views(page, url: str, out_dir: Path) -> list[Path]:
-    """Screenshot every view with a Playwright page (sync API)."""
+def capture_views(page, url: str, out_dir: Path, live_steps: int | None = None) -> list[Path]:
+    """Screenshot every view with a Playwright page (sync API); with live_steps, also the
+    live view after an induction training of that many steps started from the page."""
     out_dir.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": 1280, "height": 860})
     page.goto(url)
@@ -63,8 +67,24 @@ def capture_views(page, url: str, out_dir: Path) -> list[Path]:
             page.check("[data-testid=quiz-choice-mask]")
             page.click("#quiz-submit")
             page.wait_for_selector("[data-testid=quiz-verdict]")
+        if tab == "nexttoken":  # a hot temperature and both cuts; one token hovered
+            page.fill("#nt-text", "the dog sat on the l")
+            for slider, value in (("temp", "2"), ("topk", "8"), ("topp", "0.9")):
+                with page.expect_response("**/api/next_token"):
+                    page.fill(f"#nt-{slider}", value)
+            page.select_option("#nt-layer", "1")
+            page.hover("[data-testid=nt-key-15]")
         path = out_dir / f"{name}.png"
         page.screenshot(path=str(path))
+        written.append(path)
+    if live_steps is not None:
+        page.click("#tab-live")
+        page.fill("#live-steps", str(live_steps))
+        page.click("#live-start")
+        page.wait_for_selector("[data-testid=live-status][data-status]",
+                               timeout=1000 * (60 + live_steps))
+        path = out_dir / f"{LIVE_VIEW}.png"
+        page.screenshot(path=str(path), full_page=True)
         written.append(path)
     return written
 
@@ -75,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="docs/screenshots", help="folder for the PNGs")
     parser.add_argument("--runs", help="runs folder (default: train a tiny run in a temp dir)")
     parser.add_argument("--chromium", default=CHROMIUM, help="Chromium executable")
+    parser.add_argument("--live-steps", type=int, default=1500,
+                        help="steps of the live induction training shown (0: skip that view)")
     args = parser.parse_args(argv)
     from gptlab.lab.server import BackgroundServer
     from gptlab.lab.tinyrun import make_tiny_run
@@ -88,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
             if not Path(args.chromium).exists():
                 raise UsageError(f"Chromium not found at {args.chromium} (--chromium PATH)")
             with BackgroundServer(runs) as url:
-                for path in capture(url, Path(args.out), args.chromium):
+                for path in capture(url, Path(args.out), args.chromium,
+                                    args.live_steps or None):
                     print(path)
     except GptlabError as exc:
         print(f"screenshots: error: {exc}", file=sys.stderr)

@@ -37,8 +37,12 @@ class Reporter(NullReporter):
     """metrics.jsonl, loss.png, best/ and checkpoints through `files`; a tqdm progress bar
     (if `progress`) and evaluation lines on stderr."""
 
-    def __init__(self, files: RunFiles, progress: bool = True) -> None:
+    def __init__(self, files: RunFiles, progress: bool = True, plot_each_eval: bool = True
+                 ) -> None:
         self.files, self.progress, self.bar = files, progress, None
+        # False: loss.png is drawn once, at the end (a frequent evaluator, such as the lab's
+        # live view, would otherwise spend more time plotting than training)
+        self.plot_each_eval = plot_each_eval
         self.where = str(files.run_dir)
 
     def open(self, total: int, initial: int) -> None:
@@ -52,6 +56,8 @@ class Reporter(NullReporter):
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+        if not self.plot_each_eval and self.files.records:
+            self.files.plot()
 
     def step(self, record: dict[str, Any] | None) -> None:
         """One optimizer step done; `record` when it is a logging step."""
@@ -68,7 +74,8 @@ class Reporter(NullReporter):
         self.files.log(record)
         if improved:
             self.files.save_best(model, record["step"])
-        self.files.plot()
+        if self.plot_each_eval:
+            self.files.plot()
         line = (f"step {record['step']}: train loss {record['train_loss']:.4f}, "
                 f"val loss {record['val_loss']:.4f}")
         if self.bar is not None:

@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,8 @@ def train(
     overwrite: bool = False,
     progress: bool = True,
     stop_after: int | None = None,
+    stop: threading.Event | None = None,
+    make_reporter: Callable[[rundir.RunFiles], Reporter] | None = None,
 ) -> TrainResult:
     """Train a GPT on a data directory into a run directory.
 
@@ -69,13 +72,18 @@ def train(
     SIGINT and SIGTERM, from the moment this is called, end the run with a checkpoint
     (exit status "interrupted"); everything that can be checked is checked before the run
     directory is touched.
+
+    stop: set from another thread to end the run the same way (the lab's Stop button);
+    make_reporter(files): the Reporter to use instead of gptlab.reporting.Reporter (the
+    lab's live view subclasses it to stream each step).
     """
-    stop = threading.Event()
+    stop = stop or threading.Event()
     with stop_on_signals(stop.set):
         try:
             return _train(model_config, train_config, Path(data_dir), Path(out_dir),
                           resume=resume, overrides=overrides or {}, overwrite=overwrite,
-                          progress=progress, stop_after=stop_after, stop=stop)
+                          progress=progress, stop_after=stop_after, stop=stop,
+                          make_reporter=make_reporter)
         except (MemoryError, RuntimeError) as exc:  # torch's OutOfMemoryError included
             if not isinstance(exc, MemoryError) and "memory" not in str(exc):
                 raise
@@ -86,7 +94,7 @@ def train(
 
 def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume: bool,
            overrides: dict[str, Any], overwrite: bool, progress: bool, stop_after: int | None,
-           stop: threading.Event) -> TrainResult:
+           stop: threading.Event, make_reporter=None) -> TrainResult:
     from gptlab.data import BATCH_STREAMS, load_data
     from gptlab.model import GPT
 
@@ -149,7 +157,8 @@ def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume:
                 files = rundir.RunFiles(out_dir,
                                         title=f"{out_dir.name}: {_describe(model_config)}")
                 files.reset_metrics(keep_until_step=state["step"] if state else None)
-                reporter = Reporter(files, progress=progress)
+                reporter = (make_reporter(files) if make_reporter is not None
+                            else Reporter(files, progress=progress))
             trainer = Trainer(model, batches, train_config, ctx, reporter, stop=stop)
             if state is not None:
                 trainer.load_state(state)

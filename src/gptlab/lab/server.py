@@ -23,7 +23,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gptlab.errors import GptlabError, UsageError
-from gptlab.lab import api, quiz
+from gptlab.lab import api, live, play_routes, quiz
 from gptlab.lab import models as m
 from gptlab.lab import responses as res
 from gptlab.lab.runs import Runs
@@ -105,6 +105,10 @@ def create_app(runs_dir: str | Path = "runs") -> FastAPI:
     async def usage_error(_request: Request, exc: UsageError) -> JSONResponse:
         return _error(400, str(exc))
 
+    @app.exception_handler(live.Busy)
+    async def busy(_request: Request, exc: live.Busy) -> JSONResponse:
+        return _error(409, str(exc))
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return _error(exc.status_code, str(exc.detail), exc.headers)  # e.g. 405's Allow
@@ -172,6 +176,8 @@ def create_app(runs_dir: str | Path = "runs") -> FastAPI:
     def list_presets() -> JSONResponse:
         """Every preset's config, and the choices of the config's string fields."""
         return JSONResponse(api.presets_view())
+
+    app.state.live = play_routes.register(app, runs, BAD_INPUT)  # next token, live training
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:
@@ -242,6 +248,6 @@ def serve(runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8000) -> No
     if found:
         print(f"runs: {', '.join(found[:8])}{' ...' if len(found) > 8 else ''}", flush=True)
     else:
-        print(f"no runs in {runs_path} yet: views 3 and 6 need one "
-              f"(gptlab train ... --out {runs_path}/NAME)", flush=True)
+        print(f"no runs in {runs_path} yet: views 3, 6 and 8 need one (train one from "
+              f"view 9, or gptlab train ... --out {runs_path}/NAME)", flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")

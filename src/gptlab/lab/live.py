@@ -1,0 +1,194 @@
+"""Watch it learn: one training at a time, started from the page, streamed as it runs.
+
+The training is gptlab.train.train itself, in a background thread, into an ordinary run
+folder (runs/live-<task>): resumable with `gptlab train --resume`, openable in every view.
+Two seams of the trainer carry it: its stop Event (the Stop button sets it; the trainer
+checkpoints and ends at the next step) and its Reporter (LiveReporter, below, does what the
+CLI's reporter does and also turns each logged step and each evaluation into an event).
+
+At every evaluation the reporter also measures the model: every head's previous-token,
+duplicate-token and induction score on a fixed probe (random tokens repeated twice,
+gptlab.interp.induction_probe) and a short seeded sample, so the page can draw the phase
+change as it happens.
+
+Events are kept in a list for the whole training, so a page that subscribes late (or
+twice) gets everything from the start; GET /api/live/events streams them as Server-Sent
+Events and ends after the "end" event.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gptlab import interp
+from gptlab.errors import GptlabError
+from gptlab.lab import live_tasks
+from gptlab.reporting import Reporter
+from gptlab.sampling import SamplingSettings, generate_text
+
+PROBE_SEED = 0  # the same probe at every evaluation, so the curves compare like with like
+PROBE_BATCH = 4
+SAMPLE_TOKENS = 60
+SAMPLE_SETTINGS = SamplingSettings(temperature=0.8)
+KEEPALIVE_S = 10.0  # an SSE comment line this often, so proxies keep the stream open
+
+
+class Busy(GptlabError):
+    """A training is already running (the server answers 409)."""
+
+
+class LiveReporter(Reporter):
+    """The CLI's Reporter (metrics.jsonl, loss.png, best/, checkpoints), plus an event per
+    logged step and per evaluation, handed to `emit`."""
+
+    def __init__(self, files, emit, prompt: str, tokenizer) -> None:
+        super().__init__(files, progress=False, plot_each_eval=False)
+        self.emit, self.prompt, self.tokenizer = emit, prompt, tokenizer
+
+    def step(self, record: dict[str, Any] | None) -> None:
+        super().step(record)
+        if record is not None:
+            self.emit({"kind": "train", "step": record["step"], "loss": record["loss"]})
+
+    def evaluation(self, record: dict[str, Any], model, improved: bool) -> None:
+        super().evaluation(record, model, improved)
+        self.emit({"kind": "eval", "step": record["step"], "train_loss": record["train_loss"],
+                   "val_loss": record["val_loss"], **measure(model, self.prompt, self.tokenizer)})
+
+
+def measure(model, prompt: str, tokenizer) -> dict[str, Any]:
+    """Every head's scores on the probe, the loss on its two halves, and a seeded sample."""
+    half = model.config.block_size // 2
+    probe = interp.induction_probe(model, half, PROBE_BATCH,
+                                   torch.Generator().manual_seed(PROBE_SEED))
+    sample = generate_text(model, tokenizer.encode, tokenizer.decode, prompt, SAMPLE_TOKENS,
+                           SAMPLE_SETTINGS, generator=torch.Generator().manual_seed(0))
+    return {"scores": {name: grid.tolist() for name, grid in probe["scores"].items()},
+            "loss_first_half": probe["loss_first_half"],
+            "loss_second_half": probe["loss_second_half"],
+            "prompt": prompt, "sample": sample}
+
+
+class Session:
+    """One training: its thread, its stop Event and the events it has produced."""
+
+    def __init__(self, task: str, run: str, steps: int, every: int) -> None:
+        self.task, self.run, self.steps, self.every = task, run, steps, every
+        self.stop = threading.Event()
+        self.events: list[dict[str, Any]] = []
+        self.changed = threading.Condition()
+        self.done = False
+        self.step = 0
+        self.started = time.monotonic()
+
+    def emit(self, event: dict[str, Any]) -> None:
+        event = {**event, "elapsed_s": round(time.monotonic() - self.started, 2)}
+        with self.changed:
+            self.step = event.get("step", self.step)
+            self.events.append(event)
+            self.done = self.done or event["kind"] == "end"
+            self.changed.notify_all()
+
+    def follow(self, start: int = 0, keepalive_s: float = KEEPALIVE_S) -> Iterator[dict | None]:
+        """Every event from index `start` on, waiting for new ones until "end"; None when
+        nothing came for keepalive_s."""
+        i = start
+        while True:
+            with self.changed:
+                if i >= len(self.events) and not self.done:
+                    self.changed.wait(keepalive_s)
+                new = self.events[i:]
+                done = self.done
+            i += len(new)
+            yield from new
+            if done and not new:
+                return
+            if not new:
+                yield None
+
+
+class LiveTrainer:
+    """The lab's one training slot."""
+
+    def __init__(self, runs_root: Path) -> None:
+        self.root = Path(runs_root)
+        self.session: Session | None = None
+        self._lock = threading.Lock()
+
+    def start(self, task: str, steps: int, every: int, seed: int) -> dict[str, Any]:
+        with self._lock:
+            s = self.session
+            if s is not None and not s.done:
+                raise Busy(f"a training is already running ({s.run}, step {s.step} of "
+                           f"{s.steps}); stop it first")
+            run = f"live-{task}"
+            session = Session(task, run, steps, every)
+            self.session = session
+        thread = threading.Thread(target=self._train, args=(session, seed), daemon=True,
+                                  name=f"gptlab-lab-{run}")
+        thread.start()
+        return self.status()
+
+    def stop(self) -> dict[str, Any]:
+        s = self.session
+        if s is None or s.done:
+            raise Busy("no training is running")
+        s.stop.set()
+        return self.status()
+
+    def status(self) -> dict[str, Any]:
+        s = self.session
+        if s is None:
+            return {"running": False, "run": None, "task": None, "step": 0, "steps": 0}
+        return {"running": not s.done, "run": s.run, "task": s.task, "step": s.step,
+                "steps": s.steps}
+
+    def _train(self, s: Session, seed: int) -> None:
+        from gptlab.tokenizers import load_tokenizer
+        from gptlab.train import train
+
+        task = live_tasks.TASKS[s.task]
+        end: dict[str, Any] = {"kind": "end", "run": s.run}
+        try:
+            data_dir = live_tasks.ensure_data(self.root, s.task)
+            tokenizer = load_tokenizer(data_dir / "tokenizer.json")
+            s.emit({"kind": "start", "run": s.run, "task": s.task, "steps": s.steps,
+                    "every": s.every, "n_layer": task.model.n_layer,
+                    "n_head": task.model.n_head,
+                    "chance": chance(tokenizer.vocab_size, task.model.block_size),
+                    "data": str(data_dir), "description": task.description})
+            settings = task.settings(s.steps, s.every, seed)
+            result = train(task.model, settings, data_dir,
+                           self.root / s.run, overwrite=True, progress=False, stop=s.stop,
+                           make_reporter=lambda files: LiveReporter(
+                               files, s.emit, task.prompt, tokenizer))
+            end.update(status=result.status, step=result.step,
+                       message=f"{result.status} at step {result.step} in "
+                               f"{result.elapsed_s:.0f} s; resume with: gptlab train "
+                               f"--data {data_dir} --out {self.root / s.run} --resume "
+                               f"--max-iters {max(2 * result.step, settings.warmup_iters)}")
+        except Exception as exc:  # the page shows it; the server goes on
+            end.update(status="failed", step=s.step, message=str(exc).splitlines()[0]
+                       if str(exc) else type(exc).__name__)
+        s.emit(end)
+
+
+def chance(vocab_size: int, block_size: int) -> dict[str, float]:
+    """The chance level of each score on measure()'s probe (a head attending uniformly);
+    the probe is drawn as gptlab.interp.induction_probe draws it."""
+    tokens = interp.repeated_random_tokens(vocab_size, block_size // 2, PROBE_BATCH,
+                                           torch.Generator().manual_seed(PROBE_SEED))
+    return interp.chance_scores(tokens)
+
+
+def sse(events: Iterator[dict | None]) -> Iterator[str]:
+    """Server-Sent Events: one `data: <json>` block per event, a comment as keep-alive."""
+    for event in events:
+        yield ": keep-alive\n\n" if event is None else f"data: {json.dumps(event)}\n\n"

@@ -1,0 +1,118 @@
+// Watch it learn: start a small training on the server and draw it as it streams
+// (Server-Sent Events): the loss, every head's scores over steps, a sample now and then.
+
+import {api, guarded} from "./api.js";
+import {$} from "./dom.js";
+import {chart} from "./svg.js";
+
+const HEADS = 8;
+const SCORE_NAMES = {previous_token: "previous-token score", induction: "induction score"};
+let source = null, view = null, pending = false;
+
+function reset(start) {
+  view = {start, losses: [], evals: []};
+  ["live-loss", "live-scores"].forEach((id) => $(id).replaceChildren());
+  $("live-sample").textContent = "";
+}
+
+function headColour(i) {
+  return getComputedStyle(document.documentElement).getPropertyValue(`--head-${i % HEADS}`).trim() || "#555";
+}
+
+function thin(steps) {
+  const every = Math.max(1, Math.ceil(steps.length / 8));
+  return steps.map((s, i) => (i % every === 0 || i === steps.length - 1 ? String(s) : ""));
+}
+
+function draw() {
+  pending = false;
+  const v = view;
+  if (!v) return;
+  const w = Math.min(460, document.documentElement.clientWidth - 48);
+  if (v.losses.length) {
+    const svg = chart({id: "live-loss", title: "training loss", kind: "line", width: w, height: 220,
+      series: [{name: "loss", values: v.losses.map((p) => p.loss), colour: headColour(0)}],
+      xlabels: thin(v.losses.map((p) => p.step)), xtitle: "step"});
+    svg.setAttribute("role", "img");
+    svg.setAttribute("aria-label", `training loss, ${v.losses.length} points, last ${v.losses.at(-1).loss.toFixed(3)} at step ${v.losses.at(-1).step}`);
+    svg.dataset.points = String(v.losses.length);
+    $("live-loss").replaceChildren(svg);
+  }
+  if (v.evals.length && v.start) {
+    const box = $("live-scores");
+    box.replaceChildren();
+    for (const [name, title] of Object.entries(SCORE_NAMES)) {
+      const series = [];
+      for (let l = 0; l < v.start.n_layer; l++) for (let h = 0; h < v.start.n_head; h++) {
+        series.push({name: `L${l} H${h}`, colour: headColour(l * v.start.n_head + h),
+          values: v.evals.map((e) => e.scores[name][l][h])});
+      }
+      series.push({name: "chance", colour: "#6b7280", values: v.evals.map(() => v.start.chance[name])});
+      const svg = chart({id: `live-${name}`, title, kind: "line", width: w, height: 220, ymax: 1, series,
+        xlabels: thin(v.evals.map((e) => e.step)), xtitle: "step"});
+      svg.setAttribute("role", "img");
+      const last = v.evals.at(-1);
+      svg.setAttribute("aria-label", `${title} per head over steps; at step ${last.step}: ` +
+        series.slice(0, -1).map((s) => `${s.name} ${s.values.at(-1).toFixed(2)}`).join(", "));
+      box.appendChild(svg);
+    }
+  }
+}
+
+function later() {
+  if (!pending) { pending = true; requestAnimationFrame(draw); }
+}
+
+function onEvent(e) {
+  if (e.kind === "start") { reset(e); $("live-status").textContent = `training ${e.run}: ${e.description}, ${e.steps} steps…`; }
+  else if (e.kind === "train") { view.losses.push(e); $("live-status").textContent = `step ${e.step} of ${view.start.steps}: loss ${e.loss.toFixed(3)} (${e.elapsed_s.toFixed(0)} s)`; }
+  else if (e.kind === "eval") {
+    view.evals.push(e);
+    $("live-sample").textContent = `step ${e.step}, a sample (temperature 0.8) after ${JSON.stringify(e.prompt)}:\n${e.prompt}${e.sample}`;
+  } else if (e.kind === "end") {
+    $("live-status").textContent = e.message;
+    $("live-status").dataset.status = e.status;
+    finish();
+  }
+  later();
+}
+
+function finish() {
+  if (source) { source.close(); source = null; }
+  $("live-start").disabled = false;
+  $("live-stop").disabled = true;
+}
+
+function follow() {
+  if (source) source.close();
+  $("live-start").disabled = true;
+  $("live-stop").disabled = false;
+  delete $("live-status").dataset.status;
+  source = new EventSource("/api/live/events");
+  source.onmessage = (m) => onEvent(JSON.parse(m.data));
+  source.onerror = () => { if (source && source.readyState === EventSource.CLOSED) finish(); };
+}
+
+const start = guarded(async () => {
+  reset(null);
+  await api("/api/live/start", {task: $("live-task").value, steps: +$("live-steps").value,
+    every: +$("live-every").value});
+  follow();
+});
+
+const stop = guarded(async () => {
+  $("live-stop").disabled = true;
+  $("live-status").textContent = "stopping at the next step (a checkpoint is saved)…";
+  await api("/api/live/stop", {});
+});
+
+export function load() {
+  $("live-start").addEventListener("click", start);
+  $("live-stop").addEventListener("click", stop);
+  $("live-task").addEventListener("change", () => {
+    $("live-steps").value = $("live-task").value === "induction" ? 1500 : 2000;
+  });
+  // A training already running (started before this page was loaded): follow it.
+  api("/api/live/status").then((s) => { if (s.running) follow(); }).catch(() => {});
+  window.addEventListener("resize", later);
+}
