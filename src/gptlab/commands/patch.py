@@ -124,5 +124,6 @@ def format_grid(grid: torch.Tensor, columns: list[str]) -> str:
     width = max(7, *(len(c) for c in columns)) if columns else 7
     lines = ["layer " + " ".join(f"{c:>{width}}" for c in columns)]
     for layer, row in enumerate(grid.tolist()):
-        lines.append(f"{layer:>5} " + " ".join(f"{v:>{width}.3f}" for v in row))
+        # round(v, 3) + 0.0 prints a tiny negative value as 0.000, not -0.000
+        lines.append(f"{layer:>5} " + " ".join(f"{round(v, 3) + 0.0:>{width}.3f}" for v in row))
     return "\n".join(lines)
