@@ -531,7 +531,7 @@ def test_training_grows_a_two_layer_induction_circuit(trained_model):
     assert loss > clean_loss + 1.0, loss
 
 
-def test_the_new_instruments_see_the_induction_circuit(trained_model):
+def test_the_new_instruments_see_the_induction_circuit(trained_model, one_thread):
     """Direct logit attribution and activation patching on the trained circuit, as the
     literature shows it (Olsson et al. 2022). Measured on this probe (8 sequences of 32
     random tokens, repeated) for training seeds 0 / 1 / 2:

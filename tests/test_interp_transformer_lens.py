@@ -40,6 +40,7 @@ from transformer_lens import patching as tl_patching  # noqa: E402
 from transformer_lens.model_bridge import TransformerBridge  # noqa: E402
 
 ATOL = 1e-5
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 CLEAN = [1, 5, 7, 9, 3, 1, 5, 7, 9]
 CORRUPT = [1, 5, 8, 9, 3, 1, 6, 7, 2]
 TARGET, VERSUS = 5, 9
