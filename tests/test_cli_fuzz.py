@@ -11,9 +11,10 @@ paths that exist, do not, are files or lie under a file. For every input:
   excepted).
 
 What runs for real and what is stubbed:
-- sample, params, heads, convert, prepare run for real, on a data directory and a run
-  trained once per module (1 layer, n_embd 16, 2 steps). The network is stubbed (urlopen
-  and the Hugging Face hub fail as offline), and the embedded corpus is a short text.
+- sample, params, heads, lens, attribute, patch, convert, prepare run for real, on a data
+  directory and a run trained once per module (1 layer, n_embd 16, 2 steps). The network
+  is stubbed (urlopen and the Hugging Face hub fail as offline), and the embedded corpus is
+  a short text.
 - train, demo: their own argument checks and the config validation run for real; the
   trainer itself is replaced by a stub (training belongs to test_train.py, and 2 CPU cores
   cannot afford a training run per example). demo's data preparation is stubbed too.
@@ -355,6 +356,41 @@ def test_heads(world, capsys, offline, run, opts):
     check(world, capsys, ["heads", *flags(world, opts), resolve(world, run)])
 
 
+TOKENS = st.one_of(st.sampled_from(["e", " ", ":", "id:0", "id:99", "id:100", "id:-1", "id:x",
+                                    "ab", "", "\\n"]), TEXT)
+SAME_LENGTH = st.sampled_from([("First Citizen", "First Citizan"), ("ROMEO:", "JULIET"),
+                               ("abc", "abd"), ("a", "b")])
+
+
+@fuzz(20)
+@given(run=RUNS, text=mostly(PROMPTS, TEXT), opts=argsets(
+    valid=dict(last=ints(1, 20), top=ints(1, 100), out=out_paths()),
+    hostile=dict(out=st.one_of(out_paths(), paths()))))
+def test_lens(world, capsys, offline, run, text, opts):
+    check(world, capsys, ["lens", resolve(world, run), f"--text={text}", *flags(world, opts)])
+
+
+@fuzz(20)
+@given(run=RUNS, text=mostly(PROMPTS, TEXT), target=TOKENS, opts=argsets(
+    valid=dict(versus=TOKENS, position=ints(-20, 20), out=out_paths()),
+    hostile=dict(versus=TEXT, out=st.one_of(out_paths(), paths()))))
+def test_attribute(world, capsys, offline, run, text, target, opts):
+    check(world, capsys, ["attribute", resolve(world, run), f"--text={text}",
+                          f"--target={target}", *flags(world, opts)])
+
+
+@fuzz(20)
+@given(run=RUNS, texts=mostly(SAME_LENGTH, st.tuples(PROMPTS, TEXT)), opts=argsets(
+    valid=dict(metric=st.sampled_from(["logit-diff", "logit", "prob"]), target=TOKENS,
+               versus=TOKENS, sweep=st.sampled_from(["resid", "head", "mlp", "all"]),
+               out=out_paths()),
+    hostile=dict(metric=TEXT, sweep=TEXT, out=st.one_of(out_paths(), paths()))))
+def test_patch(world, capsys, offline, run, texts, opts):
+    clean, corrupt = texts
+    check(world, capsys, ["patch", resolve(world, run), f"--clean={clean}",
+                          f"--corrupt={corrupt}", *flags(world, opts)])
+
+
 @pytest.fixture
 def no_training(monkeypatch):
     """train() is stubbed: what is checked is everything before it."""
@@ -454,8 +490,8 @@ def test_bench_arguments(world, capsys, offline, monkeypatch, opts):
 
 @fuzz(60)
 @given(argv=st.lists(st.one_of(TEXT, st.sampled_from(
-    ["sample", "params", "prepare", "convert", "heads", "train", "lab", "bench", "demo",
-     "--help", "--out", "--seed", "--", "gpt2"])), max_size=5))
+    ["sample", "params", "prepare", "convert", "heads", "lens", "attribute", "patch", "train",
+     "lab", "bench", "demo", "--help", "--out", "--seed", "--", "gpt2"])), max_size=5))
 def test_any_argument_vector(world, capsys, offline, monkeypatch, argv):
     """Whatever the words, main() answers in one line or does its job; what would start
     real work (a server, a benchmark, training) is stubbed."""

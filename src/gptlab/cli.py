@@ -20,8 +20,8 @@ from gptlab.atomic import is_bad_path
 from gptlab.errors import GptlabError
 
 # Order is the order `gptlab --help` lists them in.
-COMMANDS = ["demo", "params", "prepare", "train", "eval", "sample", "convert", "heads", "lab",
-            "bench"]
+COMMANDS = ["demo", "params", "prepare", "train", "eval", "sample", "convert", "heads", "lens",
+            "attribute", "patch", "lab", "bench"]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -14,6 +14,7 @@ from gptlab import checkpoint, interp, plotting
 from gptlab.atomic import atomic_write_text
 from gptlab.commands import argtypes
 from gptlab.commands.outdir import check_out_dir
+from gptlab.commands.tokeninput import token_labels
 from gptlab.data import read_text
 from gptlab.errors import UsageError
 
@@ -133,7 +134,7 @@ def _write_outputs(out, model, idx, tokenizer, scores, chance, deltas, strongest
     written = []
     if strongest:
         patterns = interp.capture_attention(model, idx[:1])[:, 0]  # (n_layer, nh, T, T)
-        labels = _labels(tokenizer, idx[0].tolist())
+        labels = token_labels(tokenizer, idx[0].tolist())
         for layer, head, name, ratio in strongest:
             filename = f"layer{layer}_head{head}.png"
             title = (f"layer {layer} head {head}: {SHORT[name]} "
@@ -185,16 +186,3 @@ def _seq_len(requested: int | None, block_size: int) -> int:
         raise UsageError(f"--seq-len {requested} repeated twice is longer than the model's "
                          f"context of {block_size}; use at most {block_size // 2}")
     return requested
-
-
-def _labels(tokenizer, ids: list[int]) -> list[str]:
-    if tokenizer is None:
-        return [str(i) for i in ids]
-    labels = []
-    for i in ids:
-        try:
-            piece = tokenizer.decode([i])
-        except UsageError:
-            piece = f"<{i}>"
-        labels.append(repr(piece)[1:-1].replace(" ", "\u2423"))  # ␣ shows a space
-    return labels
