@@ -67,7 +67,8 @@ function colourBar(svg, x, y, h, scale, max, marks = []) {
   svg.appendChild(svgEl("rect", {x, y, width: w, height: h, fill: "none", stroke: "#888"}));
   const at = (v) => y + h * (max - v) / (max - lo);
   const ticks = scale === "seq" ? [max, max / 2, 0] : [max, 0, -max];
-  ticks.forEach((v) => svg.appendChild(label({x: x + w + 3, y: at(v) + 4, "font-size": 10}, tickText(v))));
+  const clear = (v) => marks.every((m) => Math.abs(at(m.value) - at(v)) >= 11);  // a mark wins
+  ticks.filter(clear).forEach((v) => svg.appendChild(label({x: x + w + 3, y: at(v) + 4, "font-size": 10}, tickText(v))));
   marks.forEach((m) => {
     svg.appendChild(svgEl("line", {x1: x - 3, x2: x + w + 3, y1: at(m.value), y2: at(m.value), stroke: "#f59f00", "stroke-width": 2}));
     svg.appendChild(label({x: x + w + 3, y: at(m.value) + 4, "font-size": 10, "data-testid": "bar-mark"}, m.text));
