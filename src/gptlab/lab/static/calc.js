@@ -43,6 +43,7 @@ function calcBody() {
 }
 
 const calcCompute = guarded(async () => {
+  calc.data = null;  // a failed request leaves nothing stale to step through
   calc.data = await api("/api/attention", calcBody());
   renderCalc();
 }, ["calc-inputs", "calc-figures", "calc-changed"]);

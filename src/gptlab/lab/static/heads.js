@@ -11,6 +11,7 @@ const headsCompute = guarded(async () => {
   const run = $("heads-run").value;
   if (!run) { showError("no run chosen: train one into the runs folder (gptlab train --out runs/NAME)"); return; }
   const layer = +$("heads-layer").value || 0;
+  heads.data = null;
   const d = await api("/api/heads", {run, prompt: $("heads-prompt").value, layer});
   heads.data = d;
   const layerSel = $("heads-layer"), headSel = $("heads-head");

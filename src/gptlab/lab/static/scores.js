@@ -13,6 +13,7 @@ const scoresCompute = guarded(async () => {
   const run = $("scores-run").value;
   if (!run) { showError("no run chosen: train one into the runs folder"); return; }
   const prompt = $("scores-prompt").value;
+  scores.data = null;
   const d = await api("/api/head_scores", {run, prompt, seed: +$("scores-seed").value});
   scores.data = d;
   $("scores-tokens").textContent = `${prompt ? "prompt" : "random tokens, repeated twice"}: ${JSON.stringify(d.tokens.join(""))}  (loss ${d.loss.toFixed(4)})`;
