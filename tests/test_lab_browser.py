@@ -159,7 +159,7 @@ def test_bad_input_shows_a_message_not_a_crash(page):
     page.get_by_test_id("calc-d").fill("4")
     page.get_by_test_id("calc-d").press("Enter")
     error.wait_for(state="hidden")
-    page.wait_for_selector("[data-testid=fig-q]")
+    page.wait_for_selector("#calc-figures svg")
 
     page.click("#tab-heads")
     page.wait_for_selector("[data-testid=fig-head-0-0]")
