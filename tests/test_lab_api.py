@@ -336,7 +336,9 @@ def test_head_scores_and_ablation(client):
     dup = ((tok[:, None] == tok[None, :]) & (np.arange(T)[None, :] < np.arange(T)[:, None]))
     induction = np.zeros((T, T))
     induction[:, 1:] = dup[:, :-1]
+    uniform = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]  # chance: even attention
     for name, D in [("previous_token", prev), ("duplicate_token", dup), ("induction", induction)]:
+        assert d["chance"][name] == pytest.approx((uniform * D).sum() / uniform.sum(), abs=1e-9)
         for layer in range(2):
             for head in range(4):
                 A = np.array(pattern[layer][head])
@@ -365,9 +367,7 @@ def _answer(q: dict) -> str:
         return str(GPT(config).num_parameters())
     if q["kind"] == "masked_row":
         def mat(name):
-            block = re.search(name + r" = \[(.*?)\]", text).group(1)
-            return np.array([[float(x) for x in row.split(",")]
-                             for row in re.findall(r"'([^']*)'", block)])
+            return np.array(json.loads(re.search(name + r" = (\[\[.*?\]\])", text).group(1)))
         Q, K = mat("Q"), mat("K")
         row = int(re.search(r"row (\d+)", text).group(1))
         s = Q[row] @ K[: row + 1].T / math.sqrt(2)
@@ -392,6 +392,24 @@ def test_quiz_answers_computed_independently_are_accepted(client, kind):
         wrong = {"row0": "largest", "masked_row": "1, 0, 0, 0"}.get(kind, "123456.5")
         r = post(client, "/api/quiz/check", {"kind": kind, "seed": seed, "answer": wrong})
         assert not r["correct"]
+
+
+def test_quiz_shows_answers_as_a_reader_writes_them(client):
+    # regression: a wrong choice answered "the answer is mask" (the choice's id), and the
+    # masked-row question printed Python list syntax (['0.01, 1.20', ...])
+    from gptlab.lab.quiz import ROW0_CHOICES
+
+    r = post(client, "/api/quiz/check", {"kind": "row0", "seed": 4, "answer": "largest"})
+    assert not r["correct"] and r["expected"] == "mask"
+    assert r["expected_text"] == ROW0_CHOICES["mask"]
+    q = post(client, "/api/quiz", {"kind": "masked_row", "seed": 4})
+    assert "['" not in q["question"] and "'" not in q["question"].split("K = ")[1]
+    r = post(client, "/api/quiz/check", {"kind": "masked_row", "seed": 4, "answer": "1"})
+    assert r["expected_text"] == ", ".join(f"{x:.2f}" for x in r["expected"])
+    r = post(client, "/api/quiz/check", {"kind": "params", "seed": 4, "answer": "1"})
+    assert r["expected_text"] == f"{r['expected']:,}"
+    r = post(client, "/api/quiz/check", {"kind": "sqrt_dk", "seed": 4, "answer": "1"})
+    assert r["expected_text"] == f"{r['expected']:.4f}"
 
 
 def test_quiz_rejects_bad_input(client):

@@ -13,6 +13,8 @@ import pytest
 import torch
 from playwright import sync_api
 
+from gptlab.lab.models import AttentionRequest
+from gptlab.lab.quiz import ROW0_CHOICES
 from gptlab.lab.server import BackgroundServer
 from gptlab.lab.tinyrun import make_tiny_run
 
@@ -115,6 +117,9 @@ def test_five_stages_mask_switch_and_edit(page, lab):
     page.get_by_test_id("x-cell-0-0").press("Enter")
     page.wait_for_function(
         f"document.querySelector('[data-testid=q-0-0]').textContent !== '{q_before[0][0]}'")
+    # regression: editing one cell marked every cell of the matrix as edited
+    edited = page.locator(".editgrid input.edited")
+    assert edited.count() == 1 and edited.get_attribute("data-testid") == "x-cell-0-0"
     # the page shows what the library computes for the edited input
     body = json.dumps({"tokens": "cat sat on the mat", "d": 4, "seed": 0, "causal": True})
     data = page.evaluate(
@@ -138,14 +143,60 @@ def test_five_stages_mask_switch_and_edit(page, lab):
 
 def test_bad_input_shows_a_message_not_a_crash(page):
     page.click("#tab-calc")
+    # the field's range is the server's: one source, the request schema
+    d = AttentionRequest.model_json_schema()["properties"]["d"]
+    page.wait_for_function("document.querySelector('[data-testid=calc-d]').max !== ''")
+    assert (page.get_by_test_id("calc-d").get_attribute("min"),
+            page.get_by_test_id("calc-d").get_attribute("max")) == (str(d["minimum"]),
+                                                                      str(d["maximum"]))
     page.get_by_test_id("calc-d").fill("99")
     page.get_by_test_id("calc-d").press("Enter")
     error = page.get_by_test_id("error")
     error.wait_for(state="visible")
-    assert "d must be between 1 and 64" in error.inner_text()
+    assert f"d must be between 1 and {d['maximum']}" in error.inner_text()
+    # regression: the old figures stayed on screen under the error
+    assert page.locator("#view-calc svg, #view-calc .editgrid").count() == 0
     page.get_by_test_id("calc-d").fill("4")
     page.get_by_test_id("calc-d").press("Enter")
     error.wait_for(state="hidden")
+    page.wait_for_selector("#calc-figures svg")
+
+    page.click("#tab-heads")
+    page.wait_for_selector("[data-testid=fig-head-0-0]")
+    page.get_by_test_id("heads-prompt").fill("")
+    page.get_by_test_id("heads-prompt").press("Enter")
+    error.wait_for(state="visible")
+    assert "empty" in error.inner_text()
+    assert page.locator("#view-heads svg").count() == 0
+    assert page.get_by_test_id("heads-check").inner_text() == ""
+    page.get_by_test_id("heads-prompt").fill("the cat sat on the mat")
+    page.get_by_test_id("heads-prompt").press("Enter")
+    error.wait_for(state="hidden")
+    page.click("#tab-calc")
+
+
+def test_mask_off_says_so_at_every_stage(page):
+    # regression: with the mask off, stage 3 still said "else −∞" and stage 5 said nothing
+    page.click("#tab-calc")
+    for _ in range(4):
+        page.get_by_test_id("calc-back").click()
+    for _ in range(2):
+        page.get_by_test_id("calc-next").click()
+    assert MINUS_INF in page.get_by_test_id("calc-formula").inner_text()
+    page.get_by_test_id("mask-toggle").uncheck()
+    page.wait_for_function("document.querySelector('[data-testid=calc-formula]')"
+                           ".textContent.includes('mask off')")
+    assert MINUS_INF not in page.get_by_test_id("calc-formula").inner_text()
+    page.get_by_test_id("calc-next").click()
+    page.get_by_test_id("calc-next").click()
+    assert "mask is off" in page.get_by_test_id("calc-changed").inner_text()
+    page.get_by_test_id("calc-back").click()
+    page.get_by_test_id("mask-toggle").check()
+    page.wait_for_function("document.querySelector('[data-testid=masked-0-1]') === null")
+    page.get_by_test_id("calc-next").click()
+    assert "mask is off" not in page.get_by_test_id("calc-changed").inner_text()
+    for _ in range(4):
+        page.get_by_test_id("calc-back").click()
 
 
 def test_heads_of_the_trained_model_and_png_export(page, tmp_path):
@@ -155,6 +206,15 @@ def test_heads_of_the_trained_model_and_png_export(page, tmp_path):
     page.get_by_test_id("heads-head").select_option("2")
     page.wait_for_selector("[data-testid=fig-head-0-2]")
     assert page.locator("[data-testid^=fig-head-]").count() == 1
+    # regression: the layer menu did nothing to the grid while head = all
+    page.get_by_test_id("heads-head").select_option("all")
+    page.get_by_test_id("heads-layer").select_option("1")
+    page.wait_for_selector("[data-testid=fig-head-1-3]")
+    assert page.locator("[data-testid^=fig-head-0-]").count() == 0
+    page.get_by_test_id("heads-layer").select_option("0")
+    page.wait_for_selector("[data-testid=fig-head-0-3]")
+    page.get_by_test_id("heads-head").select_option("2")
+    page.wait_for_selector("[data-testid=fig-head-0-2]")
     assert cell(page, "head-0-2", 0, 0) == "1.00"  # causal: the first token sees itself
     page.locator("[data-testid=fig-head-0-2] rect[data-cell='3,1']").hover()
     assert "query" in page.get_by_test_id("heads-hover").inner_text()
@@ -195,6 +255,14 @@ def test_other_views(page):
         "document.querySelector('[data-testid=params-total]').textContent !== '124,439,808'")
     assert int(total.inner_text().replace(",", "")) == 124_439_808 + 12 * (
         4 * 768 * 768 + 4 * 768 + 2 * 768 * 3072 + 3072 + 768 + 4 * 768)
+    # regression: the summary said "68.98 B" and its chart "68.98 G": one unit
+    page.get_by_test_id("params-preset").select_option("llama2-70b")
+    page.wait_for_function("document.querySelector('[data-testid=params-total]')"
+                           ".textContent === '68,976,648,192'")
+    assert "(68.98 B)" in page.get_by_test_id("params-summary").inner_text()
+    title = page.locator("[data-testid=fig-params-breakdown] text").first.text_content()
+    assert "68.98 B" in title and " G" not in page.locator(
+        "[data-testid=fig-params-breakdown]").text_content()
 
     page.click("#tab-scores")
     page.wait_for_selector("[data-testid=fig-scores-induction]")
@@ -215,6 +283,12 @@ def test_other_views(page):
     verdict.wait_for()
     assert verdict.inner_text() == "Correct."
     assert "softmax" in page.get_by_test_id("quiz-result").inner_text()
+    # regression: a wrong choice showed its internal id ("the answer is mask")
+    page.get_by_test_id("quiz-choice-largest").check()
+    page.get_by_test_id("quiz-submit").click()
+    page.wait_for_function("document.querySelector('[data-testid=quiz-verdict]')"
+                           ".textContent.startsWith('Not quite')")
+    assert verdict.inner_text() == f"Not quite: the answer is {ROW0_CHOICES['mask']}"
 
 
 def test_screenshots_of_every_view(page, lab, tmp_path):

@@ -240,6 +240,7 @@ def head_scores_view(runs: Runs, body: m.HeadScoresRequest) -> dict[str, Any]:
     return {
         **model_on_tokens(run, idx),
         "scores": {k: t.tolist() for k, t in scores.items()},
+        "chance": interp.chance_scores(idx),
         "ablation_deltas": deltas.tolist(), "loss": loss.item(),
     }
 

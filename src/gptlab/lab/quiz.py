@@ -41,6 +41,11 @@ def _fmt(xs: list[float]) -> str:
     return ", ".join(f"{x:.2f}" for x in xs)
 
 
+def _matrix(rows: list[list[float]]) -> str:
+    """[[0.01, 1.20], [-0.35, 0.80]]: a matrix as a reader writes it."""
+    return "[" + ", ".join(f"[{_fmt(r)}]" for r in rows) + "]"
+
+
 def make(kind: str, seed: int) -> dict[str, Any]:
     """The question (without its answer) and, separately, what check() compares with."""
     rng = random.Random(f"{kind}:{seed}")
@@ -66,7 +71,7 @@ def make(kind: str, seed: int) -> dict[str, Any]:
         weights = s["weights"][row, : row + 1].tolist()
         q, k = s["q"], s["k"]
         question = (f"Tokens {' '.join(tokens)}, d_k = 2, causal mask. "
-                    f"Q = {[_fmt(r) for r in q.tolist()]}, K = {[_fmt(r) for r in k.tolist()]}. "
+                    f"Q = {_matrix(q.tolist())}, K = {_matrix(k.tolist())}. "
                     f"What are the attention weights of row {row} (\"{tokens[row]}\") over the "
                     f"keys it may see? Give {row + 1} numbers, comma-separated, 2 decimals.")
         scores = s["scores"][row, : row + 1].tolist()
@@ -166,6 +171,19 @@ def check_view(body: QuizCheckRequest) -> dict[str, Any]:
     else:
         correct = given == expected
     return {"kind": kind, "seed": seed, "correct": bool(correct), "expected": expected,
-            "worked": q["worked"]}
+            "expected_text": _shown(q), "worked": q["worked"]}
+
+
+def _shown(q: dict[str, Any]) -> str:
+    """A question's answer as the learner reads it: a choice's text (not its id), a list
+    or a number to the precision the question asks for."""
+    answer = q["answer"]
+    if q["format"] == "choice":
+        return next(c["text"] for c in q["choices"] if c["id"] == answer)
+    if q["format"] == "list":
+        return _fmt(answer)
+    if q["format"] == "integer":
+        return f"{answer:,}"
+    return f"{answer:.4f}"
 
 

@@ -215,8 +215,15 @@ class HeadScores(BaseModel):
     induction: Matrix
 
 
+class ChanceScores(BaseModel):
+    previous_token: float
+    duplicate_token: float
+    induction: float
+
+
 class HeadScoresResponse(ModelOnTokens):
     scores: HeadScores = Field(description="each (n_layer, n_head)")
+    chance: ChanceScores = Field(description="each score of a head attending evenly, on this input")
     ablation_deltas: Matrix = Field(description="(n_layer, n_head): loss change")
     loss: float
 
@@ -248,4 +255,5 @@ class QuizCheckResponse(BaseModel):
     seed: int
     correct: bool
     expected: int | float | str | list[float]
+    expected_text: str = Field(description="the answer as the page shows it")
     worked: str

@@ -18,10 +18,14 @@ export function showError(message) {
   box.textContent = message || "";
 }
 
-// Run an async view update; a bad input shows its one-line message instead of failing.
-export function guarded(fn) {
+// Run an async view update; a bad input shows its one-line message instead of failing,
+// and empties the elements (ids) in `stale`, whose figures no longer match the inputs.
+export function guarded(fn, stale = []) {
   return async (...args) => {
-    try { await fn(...args); } catch (e) { showError(e.message); }
+    try { await fn(...args); } catch (e) {
+      showError(e.message);
+      for (const id of stale) $(id).replaceChildren();
+    }
   };
 }
 

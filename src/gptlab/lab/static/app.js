@@ -15,14 +15,41 @@ import {load as scores} from "./scores.js";
 const loaders = {calc, scaling, heads, positions, params, scores, quiz, nexttoken, live};
 const loaded = new Set();
 
-function showView(name) {
-  document.querySelectorAll("#tabs button").forEach((b) => b.classList.toggle("active", b.dataset.view === name));
+const tabs = () => [...document.querySelectorAll("#tabs button[data-view]")];
+
+function showView(name, focus = false) {
+  for (const b of tabs()) {
+    const on = b.dataset.view === name;
+    b.classList.toggle("active", on);
+    b.setAttribute("aria-selected", String(on));
+    b.tabIndex = on ? 0 : -1;  // roving tabindex: Tab enters the tab list at the open tab
+    if (on && focus) b.focus();
+  }
   document.querySelectorAll(".view").forEach((s) => { s.hidden = s.id !== `view-${name}`; });
   if (location.hash !== `#${name}`) history.replaceState(null, "", `#${name}`);
   if (!loaded.has(name) && loaders[name]) { loaded.add(name); loaders[name](); }
 }
 
-document.querySelectorAll("#tabs button").forEach((b) => b.addEventListener("click", () => showView(b.dataset.view)));
+// The tabs as an ARIA tab list: roles set here so that every view's tab gets them; the
+// arrow keys (and Home / End) move between tabs, as in the WAI-ARIA tabs pattern.
+const nav = document.getElementById("tabs");
+nav.setAttribute("role", "tablist");
+nav.setAttribute("aria-label", "views");
+for (const b of tabs()) {
+  const panel = document.getElementById(`view-${b.dataset.view}`);
+  b.setAttribute("role", "tab");
+  b.setAttribute("aria-controls", panel.id);
+  panel.setAttribute("role", "tabpanel");
+  panel.setAttribute("aria-labelledby", b.id);
+  b.addEventListener("click", () => showView(b.dataset.view));
+}
+nav.addEventListener("keydown", (e) => {
+  const all = tabs(), i = all.indexOf(document.activeElement);
+  const to = {ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: all.length - 1}[e.key];
+  if (i < 0 || to === undefined) return;
+  e.preventDefault();
+  showView(all[(to + all.length) % all.length].dataset.view, true);
+});
 // Own keys only: a hash such as #toString names an inherited property, not a view.
 const wanted = location.hash.slice(1);
 showView(Object.hasOwn(loaders, wanted) ? wanted : "calc");

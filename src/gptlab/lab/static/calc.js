@@ -15,7 +15,7 @@ const STAGES = [
    formula: "scores = Q·Kᵀ / √d_k",
    changed: (d) => `Row i, column j is how well query i matches key j, divided by √d_k = ${fmt(d.sqrt_d_k)} so the spread stays near 1 whatever d_k is.`},
   {title: "Stage 3 of 5 · the causal mask",
-   formula: "masked[i, j] = scores[i, j] if j ≤ i, else −∞",
+   formula: (d) => (d.causal ? "masked[i, j] = scores[i, j] if j ≤ i, else −∞" : "masked = scores   (mask off: nothing is hidden)"),
    changed: (d) => d.causal
      ? "The upper triangle (a token looking at later tokens) is set to −∞: a GPT predicts the next token, so it must not see it. Outlined cells are the ones the mask changed."
      : "Mask off: masked = scores, every token sees every token (BERT-style, bidirectional). Switch it on to hide the future."},
@@ -26,10 +26,14 @@ const STAGES = [
      : `Without the mask every row spreads its weight over all ${d.tokens.length} tokens; row 0 ("${d.tokens[0]}") now gives itself only ${fmt(d.weights[0][0])}.`},
   {title: "Stage 5 of 5 · output = weights · V",
    formula: "out = weights · V",
-   changed: () => "Each output row is a weighted average of the value rows: what the token gathers from the tokens it attends to. This is one head's output, before concatenation and W_O."},
+   changed: (d) => "Each output row is a weighted average of the value rows: what the token gathers from the tokens it attends to. This is one head's output, before concatenation and W_O." +
+     (d.causal ? " With the causal mask, row i averages only the values of tokens 0..i."
+       : " The mask is off: every row averages the values of all tokens, later ones included (switch it on at stage 3 or 4).")},
 ];
 
-const calc = {stage: 0, data: null, edits: {}};
+// edits: the edited matrices sent to the server; editedCells: which cells the learner typed
+const calc = {stage: 0, data: null, edits: {}, editedCells: new Set(), playing: null};
+const cellKey = (name, i, j) => `${name}:${i}:${j}`;
 
 function calcBody() {
   const body = {tokens: $("calc-tokens").value, d: +$("calc-d").value, seed: +$("calc-seed").value,
@@ -39,16 +43,17 @@ function calcBody() {
 }
 
 const calcCompute = guarded(async () => {
+  calc.data = null;  // a failed request leaves nothing stale to step through
   calc.data = await api("/api/attention", calcBody());
   renderCalc();
-});
+}, ["calc-inputs", "calc-figures", "calc-changed"]);
 
-function editGrid(name, title, matrix, rows, cols) {
+function editGrid(name, short, title, matrix, rows, cols) {
   const box = htmlEl("div", {class: "figure"});
   box.appendChild(htmlEl("div", {class: "caption"}, `${title} (editable)`));
   const table = htmlEl("table", {class: "editgrid", "data-testid": `grid-${name}`});
   const head = htmlEl("tr");
-  head.appendChild(htmlEl("th"));
+  head.appendChild(htmlEl("td"));
   cols.forEach((c) => head.appendChild(htmlEl("th", {}, c)));
   table.appendChild(head);
   matrix.forEach((row, i) => {
@@ -57,14 +62,16 @@ function editGrid(name, title, matrix, rows, cols) {
     row.forEach((v, j) => {
       const td = htmlEl("td");
       const input = htmlEl("input", {type: "number", step: "0.01", value: v,
-        id: `${name}-${i}-${j}`, "data-testid": `${name}-cell-${i}-${j}`});
-      if (calc.edits[name]) input.classList.add("edited");
+        id: `${name}-${i}-${j}`, "data-testid": `${name}-cell-${i}-${j}`,
+        "aria-label": `${short} row ${i} column ${j}`});
+      if (calc.editedCells.has(cellKey(name, i, j))) input.classList.add("edited");
       input.addEventListener("change", () => {
         const value = Number(input.value);
         if (input.value.trim() === "" || !Number.isFinite(value)) { showError(`${title}[${i}][${j}] must be a number`); return; }
         const m = (calc.edits[name] || calc.data[name]).map((r) => r.slice());
         m[i][j] = value;
         calc.edits[name] = m;
+        calc.editedCells.add(cellKey(name, i, j));
         calcCompute();
       });
       td.appendChild(input);
@@ -80,7 +87,7 @@ function renderCalc() {
   const d = calc.data, s = calc.stage, stage = STAGES[s];
   if (!d) return;
   $("calc-stage").textContent = stage.title;
-  $("calc-formula").textContent = stage.formula;
+  $("calc-formula").textContent = typeof stage.formula === "function" ? stage.formula(d) : stage.formula;
   $("calc-changed").textContent = stage.changed(d);
   $("calc-back").disabled = s === 0;
   $("calc-next").disabled = s === STAGES.length - 1;
@@ -97,8 +104,11 @@ function renderCalc() {
     values, rows: tok, cols: dims, title: caption, cell, ...extra}));
   const tt = {rows: tok, cols: tok, rowName: "query", colName: "key"};
   if (s === 0) {
-    inputs.appendChild(editGrid("x", "X (embeddings)", d.x, tok, dims));
-    for (const w of ["w_q", "w_k", "w_v"]) inputs.appendChild(editGrid(w, "W_" + w.slice(2).toUpperCase(), d[w], dims, dims));
+    inputs.appendChild(editGrid("x", "X", "X (embeddings)", d.x, tok, dims));
+    for (const w of ["w_q", "w_k", "w_v"]) {
+      const short = "W_" + w.slice(2).toUpperCase();
+      inputs.appendChild(editGrid(w, short, short, d[w], dims, dims));
+    }
     hm("q", "Q = X·W_Q", d.q);
     hm("k", "K = X·W_K", d.k);
     hm("v", "V = X·W_V", d.v);
@@ -125,12 +135,65 @@ function renderCalc() {
   }
 }
 
+// A short fade between stages, so the change from one matrix to the next is visible.
+function goTo(stage) {
+  const next = Math.max(0, Math.min(STAGES.length - 1, stage));
+  if (next === calc.stage) return;
+  calc.stage = next;
+  renderCalc();
+  for (const id of ["calc-inputs", "calc-figures"]) {
+    const el = $(id);
+    el.classList.remove("stage-enter");
+    void el.offsetWidth;  // restart the animation
+    el.classList.add("stage-enter");
+  }
+}
+
+// Play: from the first stage (or the current one) to the last, one stage every 1.6 s.
+function play() {
+  if (calc.playing) { stopPlaying(); return; }
+  if (calc.stage === STAGES.length - 1) goTo(0);
+  $("calc-play").textContent = "Pause";
+  $("calc-play").setAttribute("aria-pressed", "true");
+  calc.playing = setInterval(() => {
+    goTo(calc.stage + 1);
+    if (calc.stage === STAGES.length - 1) stopPlaying();
+  }, 1600);
+}
+
+function stopPlaying() {
+  clearInterval(calc.playing);
+  calc.playing = null;
+  $("calc-play").textContent = "Play";
+  $("calc-play").setAttribute("aria-pressed", "false");
+}
+
+// The d field's range is the server's (the request schema's), so the two cannot disagree.
+const dRange = guarded(async () => {
+  const d = (await api("/openapi.json")).components.schemas.AttentionRequest.properties.d;
+  $("calc-d").min = d.minimum;
+  $("calc-d").max = d.maximum;
+  $("calc-d").title = `${d.minimum} to ${d.maximum}`;
+});
+
 export function load() {
-  const restart = () => { calc.edits = {}; calcCompute(); };
-  $("calc-next").addEventListener("click", () => { calc.stage = Math.min(4, calc.stage + 1); renderCalc(); });
-  $("calc-back").addEventListener("click", () => { calc.stage = Math.max(0, calc.stage - 1); renderCalc(); });
+  const restart = () => { calc.edits = {}; calc.editedCells.clear(); calcCompute(); };
+  $("calc-next").addEventListener("click", () => { stopPlaying(); goTo(calc.stage + 1); });
+  $("calc-back").addEventListener("click", () => { stopPlaying(); goTo(calc.stage - 1); });
+  $("calc-play").addEventListener("click", play);
+  // ← / → step the stages, unless the key is meant for a field being edited
+  document.addEventListener("keydown", (e) => {
+    if ($("view-calc").hidden || e.altKey || e.ctrlKey || e.metaKey) return;
+    if (e.target.closest("input, select, textarea, [role=tab]")) return;
+    const step = {ArrowLeft: -1, ArrowRight: 1}[e.key];
+    if (!step) return;
+    e.preventDefault();
+    stopPlaying();
+    goTo(calc.stage + step);
+  });
   $("mask-toggle").addEventListener("change", calcCompute);
   $("calc-reset").addEventListener("click", restart);
   for (const id of ["calc-tokens", "calc-d", "calc-seed"]) $(id).addEventListener("change", restart);
+  dRange();
   calcCompute();
 }

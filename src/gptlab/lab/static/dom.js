@@ -16,6 +16,8 @@ export function htmlEl(tag, attrs = {}, text) {
 }
 
 export const fmt = (x, d = 2) => (x === null ? MINUS_INF : Number(x).toFixed(d).replace(/^-(0\.0+)$/, "$1"));
-export const human = (n) => (n >= 1e12 ? (n / 1e12).toFixed(2) + " T" : n >= 1e9 ? (n / 1e9).toFixed(2) + " G" : n >= 1e6 ? (n / 1e6).toFixed(2) + " M" : n >= 1e3 ? (n / 1e3).toFixed(1) + " k" : String(n));
+// 1.23 G, 45.6 M, ...; `giga` names 1e9 (parameter counts say "B", FLOPs "G").
+export const human = (n, giga = "G") => (n >= 1e12 ? (n / 1e12).toFixed(2) + " T" : n >= 1e9 ? (n / 1e9).toFixed(2) + " " + giga : n >= 1e6 ? (n / 1e6).toFixed(2) + " M" : n >= 1e3 ? (n / 1e3).toFixed(1) + " k" : String(n));
+export const humanCount = (n) => human(n, "B");
 // A token as a visible label: a space shows as ␣, control characters escaped.
 export const tokenLabel = (t) => JSON.stringify(t).slice(1, -1).replace(/ /g, "\u2423");

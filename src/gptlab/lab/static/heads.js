@@ -11,6 +11,7 @@ const headsCompute = guarded(async () => {
   const run = $("heads-run").value;
   if (!run) { showError("no run chosen: train one into the runs folder (gptlab train --out runs/NAME)"); return; }
   const layer = +$("heads-layer").value || 0;
+  heads.data = null;
   const d = await api("/api/heads", {run, prompt: $("heads-prompt").value, layer});
   heads.data = d;
   const layerSel = $("heads-layer"), headSel = $("heads-head");
@@ -25,7 +26,7 @@ const headsCompute = guarded(async () => {
     headSel.value = keep && keep !== "all" && +keep < d.n_head ? keep : "all";
   }
   renderHeads();
-});
+}, ["heads-figures", "heads-wo", "heads-check"]);
 
 function renderHeads() {
   const d = heads.data, figs = $("heads-figures"), wo = $("heads-wo");
@@ -35,8 +36,8 @@ function renderHeads() {
   const tok = d.tokens.map(tokenLabel);
   const hover = (label) => { $("heads-hover").textContent = label; };
   const choice = $("heads-head").value;
-  // The grid shows every layer when that stays readable, else the chosen layer's heads.
-  const layers = choice === "all" && d.n_layer * d.n_head <= 32 ? [...Array(d.n_layer).keys()] : [d.layer];
+  // The grid, like W_O below it, shows the layer the layer menu names.
+  const layers = [d.layer];
   const list = choice === "all" ? [...Array(d.n_head).keys()] : [+choice];
   const cell = choice === "all" ? Math.max(5, Math.min(22, Math.floor(260 / T))) : Math.max(10, Math.min(40, Math.floor(640 / T)));
   for (const l of layers) {

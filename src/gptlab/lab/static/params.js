@@ -1,7 +1,7 @@
 // View 5: where a configuration's parameters, FLOPs and memory go.
 
 import {api, guarded} from "./api.js";
-import {$, debounce, htmlEl, human} from "./dom.js";
+import {$, debounce, htmlEl, human, humanCount} from "./dom.js";
 import {figure} from "./figure.js";
 import {chart} from "./svg.js";
 
@@ -55,7 +55,7 @@ const paramsCompute = guarded(async () => {
   const d = await api("/api/params", {config: paramsConfig()});
   $("params-summary").innerHTML = "";
   const p = htmlEl("p");
-  p.innerHTML = `total <b data-testid="params-total">${d.total.toLocaleString("en-US")}</b> parameters (${human(d.total).replace(" G", " B")}); ` +
+  p.innerHTML = `total <b data-testid="params-total">${d.total.toLocaleString("en-US")}</b> parameters (${humanCount(d.total)}); ` +
     `12·L·d² = <b data-testid="params-estimate">${d.estimate_12Ld2.toLocaleString("en-US")}</b> ` +
     `(${(100 * d.estimate_error).toFixed(1)}% vs the total, ${(100 * d.estimate_error_blocks).toFixed(1)}% vs the blocks alone: ` +
     `12·L·d² counts only the blocks' matrices). Forward ≈ ${human(d.flops.forward_per_token)}FLOP per token at ${d.seq_len} tokens; ` +
@@ -75,8 +75,8 @@ const paramsCompute = guarded(async () => {
   const figs = $("params-figures");
   figs.replaceChildren();
   figure(figs, "params-breakdown", "where the parameters are", chart({id: "params-breakdown", kind: "bar",
-    width: 560, title: `parameters by part (total ${human(d.total)})`,
-    xlabels: d.rows.map((r) => r.name.split(" (")[0].slice(0, 14)),
+    width: 560, title: `parameters by part (total ${humanCount(d.total)})`, yformat: humanCount,
+    xlabels: d.rows.map((r) => r.name.split(" (")[0]),
     series: [{name: "params × count", values: d.rows.map((r) => r.params * r.count), colour: "#2166ac"}]}));
 });
 const paramsComputeSoon = debounce(paramsCompute, 120);

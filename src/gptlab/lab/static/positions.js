@@ -21,11 +21,14 @@ const sinCompute = guarded(async () => {
 });
 
 function ropeCircle(d) {
-  const W = 300, H = 300, cx = 150, cy = 160, r = 110;
+  const W = 300, H = 320, cx = 150, cy = 180, r = 110;
+  const title = "pair 0 of q (red) and k (blue) at each position";
   const svg = svgEl("svg", {xmlns: SVGNS, width: W, height: H, viewBox: `0 0 ${W} ${H}`,
-    "font-family": "system-ui, sans-serif", "data-testid": "fig-rope-circle"});
-  svg.appendChild(svgEl("rect", {x: 0, y: 0, width: W, height: H, fill: "#ffffff"}));
-  svg.appendChild(svgEl("text", {x: 4, y: 15, "font-size": 13, "font-weight": 600}, "pair 0 of q (red) and k (blue) at each position"));
+    "font-family": "system-ui, sans-serif", "data-testid": "fig-rope-circle", role: "img", "aria-label": title});
+  svg.appendChild(svgEl("rect", {x: 0, y: 0, width: W, height: H, fill: "#ffffff", class: "fig-bg"}));
+  // the title on two lines: on one it is wider than the figure
+  ["pair 0 of q (red) and k (blue)", "at each position m"].forEach((line, k) => svg.appendChild(svgEl("text",
+    {x: 4, y: 15 + 16 * k, "font-size": 13, "font-weight": 600, fill: "#1b1f24", class: "fig-title"}, line)));
   svg.appendChild(svgEl("circle", {cx, cy, r, fill: "none", stroke: "#ddd"}));
   const maxLen = Math.max(...d.q_pair0.concat(d.k_pair0).map(([a, b]) => Math.hypot(a, b)), 1e-9);
   const draw = (pts, colour) => pts.forEach(([a, b], m) => {

@@ -21,7 +21,7 @@ const quizNew = guarded(async () => {
       box.appendChild(label);
     });
   } else {
-    box.appendChild(htmlEl("input", {id: "quiz-input", "data-testid": "quiz-input", size: 40,
+    box.appendChild(htmlEl("input", {id: "quiz-input", "data-testid": "quiz-input", size: 40, "aria-label": "your answer",
       placeholder: q.format === "list" ? "e.g. 0.25, 0.75" : "a number"}));
   }
 });
@@ -36,12 +36,13 @@ const quizCheck = guarded(async () => {
   const r = await api("/api/quiz/check", {kind: q.kind, seed: q.seed, answer});
   const out = $("quiz-result");
   out.replaceChildren(htmlEl("p", {class: r.correct ? "ok" : "no", "data-testid": "quiz-verdict"},
-    r.correct ? "Correct." : `Not quite: the answer is ${Array.isArray(r.expected) ? r.expected.map((x) => x.toFixed(2)).join(", ") : typeof r.expected === "number" && !Number.isInteger(r.expected) ? r.expected.toFixed(4) : r.expected}.`),
+    r.correct ? "Correct." : `Not quite: the answer is ${r.expected_text.replace(/\.?$/, ".")}`),
     htmlEl("p", {}, "Worked answer: " + r.worked));
 });
 
 export function load() {
   $("quiz-new").addEventListener("click", quizNew);
-  $("quiz-submit").addEventListener("click", quizCheck);
+  // a form, so Enter in the answer field (or on a choice) checks it
+  $("quiz-form").addEventListener("submit", (e) => { e.preventDefault(); quizCheck(); });
   quizNew();
 }

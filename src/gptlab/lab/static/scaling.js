@@ -17,7 +17,7 @@ const scalingCompute = guarded(async () => {
     [`mean entropy, nats (uniform = ${fmt(d.max_entropy, 3)})`, fmt(d.unscaled.entropy, 3), fmt(d.scaled.entropy, 3)]];
   rows.forEach((r, i) => {
     const tr = htmlEl("tr");
-    r.forEach((c, j) => tr.appendChild(htmlEl(i === 0 ? "th" : "td", j ? {"data-testid": `scaling-${i}-${j}`} : {}, c)));
+    r.forEach((c, j) => tr.appendChild(htmlEl(i === 0 && j ? "th" : "td", j ? {"data-testid": `scaling-${i}-${j}`} : {}, c)));
     t.appendChild(tr);
   });
   st.appendChild(t);

@@ -5,12 +5,15 @@ import {$, htmlEl, tokenLabel} from "./dom.js";
 import {figure} from "./figure.js";
 import {heatmap} from "./svg.js";
 
+const SHORT = {previous_token: "previous-token", duplicate_token: "duplicate-token", induction: "induction"};
+
 const scores = {data: null};
 
 const scoresCompute = guarded(async () => {
   const run = $("scores-run").value;
   if (!run) { showError("no run chosen: train one into the runs folder"); return; }
   const prompt = $("scores-prompt").value;
+  scores.data = null;
   const d = await api("/api/head_scores", {run, prompt, seed: +$("scores-seed").value});
   scores.data = d;
   $("scores-tokens").textContent = `${prompt ? "prompt" : "random tokens, repeated twice"}: ${JSON.stringify(d.tokens.join(""))}  (loss ${d.loss.toFixed(4)})`;
@@ -20,14 +23,20 @@ const scoresCompute = guarded(async () => {
   $("scores-ablation").textContent = "";
   const L = [...Array(d.n_layer).keys()].map((l) => `L${l}`), H = [...Array(d.n_head).keys()].map((h) => `H${h}`);
   const open = (i, j) => openScoredHead(i, j);
+  const action = (i, j) => `open layer ${i} head ${j}`;
+  $("scores-chance").textContent = "chance on this input (a head attending evenly): " +
+    Object.entries(d.chance).map(([k, v]) => `${SHORT[k] || k} ${v.toFixed(3)}`).join(", ");
   for (const [name, values] of Object.entries(d.scores)) {
-    figure(figs, `scores-${name}`, `${name.replace("_", "-")} score`, heatmap({id: `scores-${name}`, values, rows: L, cols: H,
-      title: name.replace("_", "-"), scale: "seq", max: 1, cell: 44, onClick: open, rowName: "layer", colName: "head"}), "clickable");
+    const label = SHORT[name] || name;
+    figure(figs, `scores-${name}`, `${label} score (chance ${d.chance[name].toFixed(3)})`, heatmap({id: `scores-${name}`, values, rows: L, cols: H,
+      title: label, scale: "seq", max: 1, cell: 44, onClick: open, cellAction: action, rowName: "layer", colName: "head",
+      marks: [{value: d.chance[name], text: "chance"}]}), "clickable");
   }
+  // One diverging scale, symmetric around 0, for the whole grid; its bar shows it.
   figure(figs, "scores-ablation", "loss change when the head is zeroed", heatmap({id: "scores-ablation-grid",
-    values: d.ablation_deltas, rows: L, cols: H, title: "Δ loss (ablated − clean)", cell: 44, decimals: 3,
-    onClick: open, rowName: "layer", colName: "head"}), "clickable");
-});
+    values: d.ablation_deltas, rows: L, cols: H, title: "Δ loss (ablated − clean)", cell: 52, decimals: 3,
+    onClick: open, cellAction: action, rowName: "layer", colName: "head"}), "clickable");
+}, ["scores-figures", "scores-head", "scores-ablation", "scores-tokens", "scores-chance"]);
 
 const openScoredHead = guarded(async (layer, head) => {
   const d = scores.data;

@@ -1,4 +1,6 @@
-// Figures as SVG: heatmaps of matrices and simple bar or line charts.
+// Figures as SVG: heatmaps of matrices (with a colour bar) and simple bar or line charts.
+// Text and backgrounds carry classes (fig-bg, fig-title, fig-label) so the page's dark mode
+// can restyle them; their attributes hold the light colours an exported file keeps.
 
 import {fmt, human} from "./dom.js";
 
@@ -12,31 +14,73 @@ export function svgEl(tag, attrs = {}, text) {
 }
 
 const absMax = (m) => Math.max(1e-12, ...m.flat().filter((x) => x !== null).map(Math.abs));
+const CHAR_W = 0.62;  // a monospace glyph's width in ems, to size labels before drawing them
+
+// The frame every figure starts with: background and title.
+function frame(id, width, height, title, font) {
+  const svg = svgEl("svg", {xmlns: SVGNS, width, height, viewBox: `0 0 ${width} ${height}`,
+    "font-family": font, "data-testid": `fig-${id}`, role: "img", "aria-label": title || id});
+  svg.appendChild(svgEl("rect", {x: 0, y: 0, width, height, fill: "#ffffff", class: "fig-bg"}));
+  svg.appendChild(svgEl("text", {x: 4, y: 15, "font-size": 13, "font-weight": 600,
+    "font-family": "system-ui, sans-serif", fill: "#1b1f24", class: "fig-title"}, title || ""));
+  return svg;
+}
+
+const label = (attrs, text) => svgEl("text", {"font-size": 11, fill: "#5b6570", class: "fig-label", ...attrs}, text);
 
 // ------------------------------------------------------------------ colours
 
 function lerp(a, b, t) { return a.map((x, i) => Math.round(x + (b[i] - x) * t)); }
 const WHITE = [255, 255, 255], BLUE = [33, 102, 172], RED = [178, 24, 43], DEEP = [8, 48, 107];
+const MASKED = [200, 200, 200];
 
-function colour(value, scale, max) {
-  if (value === null) return "#c8c8c8";
-  let rgb;
-  if (scale === "seq") rgb = lerp(WHITE, DEEP, Math.min(1, Math.max(0, value / max)));
-  else {
-    const t = Math.max(-1, Math.min(1, value / max));
-    rgb = t >= 0 ? lerp(WHITE, RED, t) : lerp(WHITE, BLUE, -t);
+// Sequential maps run 0..max; diverging maps run -max..max, white at 0 (max = largest |value|).
+function rgbOf(value, scale, max) {
+  if (value === null) return MASKED;
+  if (scale === "seq") return lerp(WHITE, DEEP, Math.min(1, Math.max(0, value / max)));
+  const t = Math.max(-1, Math.min(1, value / max));
+  return t >= 0 ? lerp(WHITE, RED, t) : lerp(WHITE, BLUE, -t);
+}
+const css = (rgb) => `rgb(${rgb.join(",")})`;
+
+// WCAG relative luminance, and the ink (black or white) with the higher contrast on rgb.
+function luminance(rgb) {
+  const [r, g, b] = rgb.map((c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; });
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+}
+export function inkOn(rgb) {
+  const L = luminance(rgb);
+  return (L + 0.05) / 0.05 >= 1.05 / (L + 0.05) ? "#000000" : "#ffffff";
+}
+
+// Every how many labels one is drawn so that labels `need` px apart fit cells `cell` px wide.
+const every = (cell, need) => Math.max(1, Math.ceil(need / cell));
+
+// A colour bar at (x, y), height h: the scale's ends and middle, and optional marks
+// ({value, text}, e.g. a chance level).
+function colourBar(svg, x, y, h, scale, max, marks = []) {
+  const lo = scale === "seq" ? 0 : -max, n = 24, w = 12;
+  for (let k = 0; k < n; k++) {
+    const v = max - (k + 0.5) * (max - lo) / n;
+    svg.appendChild(svgEl("rect", {x, y: y + k * h / n, width: w, height: h / n + 0.5, fill: css(rgbOf(v, scale, max))}));
   }
-  return `rgb(${rgb.join(",")})`;
+  svg.appendChild(svgEl("rect", {x, y, width: w, height: h, fill: "none", stroke: "#888"}));
+  const at = (v) => y + h * (max - v) / (max - lo);
+  const ticks = scale === "seq" ? [max, max / 2, 0] : [max, 0, -max];
+  const clear = (v) => marks.every((m) => Math.abs(at(m.value) - at(v)) >= 11);  // a mark wins
+  ticks.filter(clear).forEach((v) => svg.appendChild(label({x: x + w + 3, y: at(v) + 4, "font-size": 10}, tickText(v))));
+  marks.forEach((m) => {
+    svg.appendChild(svgEl("line", {x1: x - 3, x2: x + w + 3, y1: at(m.value), y2: at(m.value), stroke: "#f59f00", "stroke-width": 2}));
+    svg.appendChild(label({x: x + w + 3, y: at(m.value) + 4, "font-size": 10, "data-testid": "bar-mark"}, m.text));
+  });
 }
-
-function inkFor(value, scale, max) {
-  if (value === null) return "#333";
-  const t = Math.abs(value) / max;
-  return t > 0.55 ? "#fff" : "#111";
-}
+const tickText = (v) => (v === 0 ? "0" : Math.abs(v) >= 100 ? v.toFixed(0) : Number(v.toPrecision(2)).toString());
+const BAR_W = 62;  // the colour bar and its labels
 
 // A matrix as an SVG heatmap. values: rows of numbers (null = −∞). Each cell carries a
 // <title> for hover and, when shown, a text node with data-testid `${id}-${i}-${j}`.
+// Labels that would collide are thinned (rows) or turned upright and thinned (columns);
+// cells with onClick are buttons a keyboard can reach (Tab, then Enter or Space).
 export function heatmap(o) {
   const values = o.values, nr = values.length, nc = values[0].length;
   const cell = o.cell || 40, decimals = o.decimals ?? 2;
@@ -45,69 +89,99 @@ export function heatmap(o) {
   const max = o.max || (scale === "seq" ? Math.max(1e-12, ...values.flat().filter((x) => x !== null)) : absMax(values));
   const rows = o.rows || values.map((_, i) => String(i));
   const cols = o.cols || values[0].map((_, j) => String(j));
-  const labelW = Math.min(90, 10 + 7 * Math.max(...rows.map((r) => r.length)));
-  const showCols = o.showColLabels ?? (cell >= 14);
-  const top = 24 + (showCols ? 16 : 0);
-  const width = Math.max(labelW + nc * cell + 8, 12 + 7.5 * (o.title || "").length);
-  const height = top + nr * cell + 6;
-  const svg = svgEl("svg", {xmlns: SVGNS, width, height, viewBox: `0 0 ${width} ${height}`,
-    "font-family": "ui-monospace, Menlo, Consolas, monospace", "data-testid": `fig-${o.id}`});
-  svg.appendChild(svgEl("rect", {x: 0, y: 0, width, height, fill: "#ffffff"}));
-  svg.appendChild(svgEl("text", {x: 4, y: 15, "font-size": 13, "font-weight": 600,
-    "font-family": "system-ui, sans-serif", fill: "#1b1f24"}, o.title || ""));
-  if (showCols) cols.forEach((c, j) => svg.appendChild(svgEl("text", {
-    x: labelW + j * cell + cell / 2, y: top - 4, "font-size": 11, "text-anchor": "middle",
-    fill: "#5b6570"}, c)));
-  if (cell >= 10) rows.forEach((r, i) => svg.appendChild(svgEl("text", {
-    x: labelW - 4, y: top + i * cell + cell / 2 + 4, "font-size": 11, "text-anchor": "end",
-    fill: "#5b6570"}, r)));
+  const longest = (xs) => Math.max(1, ...xs.map((s) => s.length));
+  const rowStep = every(cell, 12), colLong = longest(cols) * 11 * CHAR_W + 4;
+  const upright = colLong > cell;  // column labels turn 90° once they are wider than a cell
+  const colStep = upright ? every(cell, 12) : 1;
+  const labelW = Math.min(90, 10 + 11 * CHAR_W * longest(rows));
+  const showCols = o.showColLabels ?? true;
+  const top = 24 + (showCols ? (upright ? Math.min(90, colLong) : 16) : 0);
+  const bar = o.colourBar ?? true;
+  const width = Math.ceil(Math.max(labelW + nc * cell + 8 + (bar ? BAR_W : 0), 12 + 7.5 * (o.title || "").length));
+  const height = top + nr * cell + 6 + (bar && nr * cell < 60 ? 60 - nr * cell : 0);
+  const svg = frame(o.id, width, height, o.title, "ui-monospace, Menlo, Consolas, monospace");
+  if (o.onClick) svg.setAttribute("role", "group");
+  if (showCols) cols.forEach((c, j) => {
+    if (j % colStep || c === "") return;
+    const x = labelW + j * cell + cell / 2;
+    svg.appendChild(upright
+      ? label({x, y: top - 4, transform: `rotate(-90 ${x} ${top - 4})`, dy: "0.35em"}, c)
+      : label({x, y: top - 4, "text-anchor": "middle"}, c));
+  });
+  rows.forEach((r, i) => { if (i % rowStep === 0 && r !== "") svg.appendChild(label({
+    x: labelW - 4, y: top + i * cell + cell / 2, dy: "0.35em", "text-anchor": "end"}, r)); });
   for (let i = 0; i < nr; i++) {
     for (let j = 0; j < nc; j++) {
-      const v = values[i][j];
+      const v = values[i][j], rgb = rgbOf(v, scale, max);
       const x = labelW + j * cell, y = top + i * cell;
-      const rect = svgEl("rect", {x, y, width: cell, height: cell, fill: colour(v, scale, max),
-        stroke: o.highlight && o.highlight[i][j] ? "#f59f00" : "#ffffff",
-        "stroke-width": o.highlight && o.highlight[i][j] ? 3 : 1, "data-cell": `${i},${j}`});
-      const label = `${o.rowName || "row"} ${rows[i]}, ${o.colName || "col"} ${cols[j]}: ${v === null ? "-inf" : Number(v).toPrecision(6)}`;
-      rect.appendChild(svgEl("title", {}, label));
-      if (o.onHover) rect.addEventListener("mouseenter", () => o.onHover(label));
-      if (o.onClick) rect.addEventListener("click", () => o.onClick(i, j));
+      const hl = o.highlight && o.highlight[i][j];
+      const rect = svgEl("rect", {x, y, width: cell, height: cell, fill: css(rgb),
+        stroke: hl ? "#f59f00" : "#ffffff", "stroke-width": hl ? 3 : 1, "data-cell": `${i},${j}`});
+      const text = `${o.rowName || "row"} ${rows[i] || i}, ${o.colName || "col"} ${cols[j] || j}: ${v === null ? "-inf" : Number(v).toPrecision(6)}`;
+      rect.appendChild(svgEl("title", {}, text));
+      if (o.onHover) { rect.addEventListener("mouseenter", () => o.onHover(text)); rect.addEventListener("focus", () => o.onHover(text)); }
+      if (o.onClick) {
+        Object.entries({tabindex: 0, role: "button", "aria-label": o.cellAction ? o.cellAction(i, j) : text})
+          .forEach(([k, val]) => rect.setAttribute(k, val));
+        rect.addEventListener("click", () => o.onClick(i, j));
+        rect.addEventListener("keydown", (e) => {
+          if (e.key === "Enter" || e.key === " ") { e.preventDefault(); o.onClick(i, j); }
+        });
+      }
       svg.appendChild(rect);
-      if (showValues) svg.appendChild(svgEl("text", {x: x + cell / 2, y: y + cell / 2 + 4,
-        "font-size": Math.min(12, cell / 3.4), "text-anchor": "middle", "pointer-events": "none",
-        fill: inkFor(v, scale, max), "data-testid": `${o.id}-${i}-${j}`}, fmt(v, decimals)));
+      if (showValues) {
+        const s = fmt(v, decimals);
+        // the number fits its cell: a font no wider than the cell allows (4 px of margin)
+        const size = Math.min(12, cell / 3.4, (cell - 5) / (CHAR_W * s.length));
+        svg.appendChild(svgEl("text", {x: x + cell / 2, y: y + cell / 2, dy: "0.35em",
+          "font-size": size.toFixed(1), "text-anchor": "middle", "pointer-events": "none",
+          fill: inkOn(rgb), "data-testid": `${o.id}-${i}-${j}`}, s));
+      }
     }
   }
   (o.groupCols || []).forEach((j) => svg.appendChild(svgEl("line", {x1: labelW + j * cell,
     x2: labelW + j * cell, y1: top, y2: top + nr * cell, stroke: "#111", "stroke-width": 2})));
   (o.groupRows || []).forEach((i) => svg.appendChild(svgEl("line", {x1: labelW,
     x2: labelW + nc * cell, y1: top + i * cell, y2: top + i * cell, stroke: "#111", "stroke-width": 2})));
+  if (bar) colourBar(svg, labelW + nc * cell + 12, top, Math.max(60, nr * cell), scale, max, o.marks);
   return svg;
 }
 
-// A simple chart: bars or lines over x, in SVG. series: [{name, values, colour}]
+// A simple chart: bars or lines over x, in SVG. series: [{name, values, colour}].
+// The legend sits in its own row under the title; x labels turn 90° when they would touch.
 export function chart(o) {
-  const W = o.width || 420, H = o.height || 220, L = 44, B = 30, T = 26, R = 10;
-  const svg = svgEl("svg", {xmlns: SVGNS, width: W, height: H, viewBox: `0 0 ${W} ${H}`,
-    "font-family": "system-ui, sans-serif", "data-testid": `fig-${o.id}`});
-  svg.appendChild(svgEl("rect", {x: 0, y: 0, width: W, height: H, fill: "#ffffff"}));
-  svg.appendChild(svgEl("text", {x: 4, y: 15, "font-size": 13, "font-weight": 600, fill: "#1b1f24"}, o.title));
+  const W = o.width || 420, yfmt = o.yformat || ((y) => (y >= 1000 ? human(y) : y >= 100 ? y.toFixed(0) : y.toPrecision(2)));
   const n = o.series[0].values.length;
   const ymax = o.ymax ?? Math.max(1e-12, ...o.series.flatMap((s) => s.values));
-  const px = (i) => L + (W - L - R) * (o.kind === "bar" ? i / n : (n === 1 ? 0.5 : i / (n - 1)));
+  const ticks = [0, ymax / 2, ymax].map((y) => [y, yfmt(y)]);
+  const L = 10 + 10 * CHAR_W * Math.max(...ticks.map(([, t]) => t.length));
+  const labs = o.xlabels || [];
+  const lastW = 10 * CHAR_W * (labs.filter((s) => s !== "").at(-1) || "").length;
+  const R = Math.max(12, lastW / 2 + 4);
+  const band = (W - L - R) / (o.kind === "bar" ? n : Math.max(1, n - 1));
+  const shown = labs.filter((s) => s !== "");
+  const spacing = (W - L - R) / Math.max(1, shown.length);
+  const upright = Math.max(0, ...shown.map((s) => s.length)) * 10 * CHAR_W + 4 > spacing;
+  const B = 30 + (upright ? Math.max(0, ...shown.map((s) => s.length)) * 10 * CHAR_W - 10 : 0);
+  const T = 26 + 16 * Math.ceil(o.series.length / 2) + 4;
+  const H = (o.height || 220) + (T - 26) + (B - 30);
+  const svg = frame(o.id, W, H, o.title, "system-ui, sans-serif");
+  const px = (i) => L + band * (o.kind === "bar" ? i : (n === 1 ? 0.5 : i));
   const py = (y) => T + (H - T - B) * (1 - y / ymax);
   svg.appendChild(svgEl("line", {x1: L, x2: W - R, y1: H - B, y2: H - B, stroke: "#888"}));
   svg.appendChild(svgEl("line", {x1: L, x2: L, y1: T, y2: H - B, stroke: "#888"}));
-  [0, ymax / 2, ymax].forEach((y) => svg.appendChild(svgEl("text", {x: L - 4, y: py(y) + 4,
-    "font-size": 10, "text-anchor": "end", fill: "#5b6570"}, y >= 1000 ? human(y) : y >= 100 ? y.toFixed(0) : y.toPrecision(2))));
-  (o.xlabels || []).forEach((lab, i) => { if (lab !== "") svg.appendChild(svgEl("text", {
-    x: px(i) + (o.kind === "bar" ? (W - L - R) / n / 2 : 0), y: H - B + 13, "font-size": 10,
-    "text-anchor": "middle", fill: "#5b6570"}, lab)); });
-  if (o.xtitle) svg.appendChild(svgEl("text", {x: (L + W) / 2, y: H - 3, "font-size": 11,
-    "text-anchor": "middle", fill: "#5b6570"}, o.xtitle));
+  ticks.forEach(([y, t]) => svg.appendChild(label({x: L - 4, y: py(y) + 4, "font-size": 10, "text-anchor": "end"}, t)));
+  labs.forEach((lab, i) => {
+    if (lab === "") return;
+    const x = px(i) + (o.kind === "bar" ? band / 2 : 0), y = H - B + 13;
+    svg.appendChild(upright
+      ? label({x, y: H - B + 4, "font-size": 10, "text-anchor": "end", dy: "0.35em", transform: `rotate(-90 ${x} ${H - B + 4})`}, lab)
+      : label({x, y, "font-size": 10, "text-anchor": "middle"}, lab));
+  });
+  if (o.xtitle) svg.appendChild(label({x: (L + W) / 2, y: H - 3, "text-anchor": "middle"}, o.xtitle));
   o.series.forEach((s, k) => {
     if (o.kind === "bar") {
-      const bw = (W - L - R) / n / o.series.length;
+      const bw = band / o.series.length;
       s.values.forEach((v, i) => svg.appendChild(svgEl("rect", {x: px(i) + k * bw, y: py(v),
         width: Math.max(1, bw - 1), height: H - B - py(v), fill: s.colour, opacity: 0.8})));
     } else {
@@ -115,8 +189,10 @@ export function chart(o) {
         fill: "none", stroke: s.colour, "stroke-width": 2}));
       s.values.forEach((v, i) => svg.appendChild(svgEl("circle", {cx: px(i), cy: py(v), r: 2.5, fill: s.colour})));
     }
-    svg.appendChild(svgEl("rect", {x: L + 10, y: T + 2 + 14 * k, width: 10, height: 10, fill: s.colour}));
-    svg.appendChild(svgEl("text", {x: L + 24, y: T + 11 + 14 * k, "font-size": 11, fill: "#1b1f24"}, s.name));
+    // legend: two entries a row, under the title, outside the plot
+    const lx = L + (k % 2) * (W - L) / 2, ly = 24 + 16 * Math.floor(k / 2);
+    svg.appendChild(svgEl("rect", {x: lx, y: ly, width: 10, height: 10, fill: s.colour}));
+    svg.appendChild(svgEl("text", {x: lx + 14, y: ly + 9, "font-size": 11, fill: "#1b1f24", class: "fig-title", "font-weight": 400}, s.name));
   });
   return svg;
 }
