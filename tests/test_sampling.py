@@ -41,6 +41,8 @@ def test_top_k_keeps_ties_at_the_kth_value():
 
 
 @pytest.mark.parametrize("p, kept", [
+    (5e-324, {1}),              # below float32's range, compares as 0: the top still stays
+    (1e-30, {1}),
     (0.3, {1}),                 # 0.4 alone reaches 0.3
     (0.399, {1}),               # just under the top token's 0.4: it alone
     (0.41, {1, 3}),             # 0.65

@@ -80,6 +80,9 @@ def filter_logits(logits: Tensor, settings: SamplingSettings) -> Tensor:
         probs = torch.softmax(sorted_logits, dim=-1)
         mass_before = probs.cumsum(dim=-1) - probs  # probability of strictly likelier tokens
         drop_sorted = mass_before >= top_p  # the set was complete before this token
+        # The likeliest token always stays: a top_p below float32's smallest subnormal
+        # compares as 0, which would otherwise drop every token (and softmax gives NaN).
+        drop_sorted[..., 0] = False
         drop = drop_sorted.scatter(-1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
     return logits
