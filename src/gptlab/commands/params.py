@@ -65,8 +65,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(acc.table())
     if per_rank is not None:
-        m = per_rank
-        print(f"\ntraining memory per rank, fsdp {m.fsdp} x tp {m.tp} ({m.fsdp * m.tp} ranks; "
+        m, ranks = per_rank, per_rank.fsdp * per_rank.tp
+        print(f"\ntraining memory per rank, fsdp {m.fsdp} x tp {m.tp} ({ranks} "
+              f"rank{'s' if ranks > 1 else ''}; "
               f"the rank holding the most):\n"
               f"  weights {human_bytes(m.weights)}, grads {human_bytes(m.grads)}, AdamW "
               f"moments {human_bytes(m.optimizer)}: {human_bytes(m.total)} "
