@@ -21,6 +21,7 @@ import torch.distributed as dist
 
 from gptlab.config import GPTConfig
 from gptlab.model import GPT
+from gptlab.rundir import RunFiles
 from gptlab.train import train
 from gptlab.train_config import TrainConfig
 
@@ -60,6 +61,7 @@ def measure_bytes(root: Path, config: GPTConfig, layouts: list[tuple[str, int]])
 
 def main() -> None:
     root = Path(sys.argv[1])
+    RunFiles.plot = lambda self: None  # loss.png costs seconds per evaluation; not tested here
     dist.init_process_group("gloo")  # one group for every training below
     config = GPTConfig.from_json(root / "model.json")
     items = [(m, int(t)) for m, t in (a.split(":") for a in sys.argv[2:])]

@@ -63,8 +63,16 @@ def max_difference(a: Path, b: Path) -> float:
     return max(abs(ra[k] - rb[k]) for k in ra)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def no_loss_curves():
+    """Drawing loss.png costs seconds per evaluation and is tested elsewhere."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rundir.RunFiles, "plot", lambda self: None)
+        yield
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, no_loss_curves):
     root = tmp_path_factory.mktemp("parallel")
     rng = random.Random(0)
     text = "".join(" ".join(rng.choice(WORDS) for _ in range(12)) + ".\n" for _ in range(300))
@@ -205,7 +213,7 @@ def tiny_sharded(**over) -> TrainConfig:
                                  parallel="fsdp"), **over})
 
 
-def test_a_crash_mid_save_leaves_the_previous_checkpoint(runs, tmp_path, monkeypatch,
+def test_a_stop_and_a_crash_mid_save_resume_exactly(runs, tmp_path, monkeypatch,
                                                           one_thread):
     config = small()
     train(config, tiny_sharded(), runs / "data", tmp_path / "whole", progress=False)
@@ -216,6 +224,14 @@ def test_a_crash_mid_save_leaves_the_previous_checkpoint(runs, tmp_path, monkeyp
         real_save(state, checkpoint_id=checkpoint_id)
         if calls["n"] == 3:  # step 0, step 2, then the save of step 4 dies before its rename
             raise KeyboardInterrupt
+
+    # a stop (what Ctrl-C and SIGTERM do) in tensor-parallel mode, resumed under FSDP
+    stopped = train(config, tiny_sharded(parallel="tp"), runs / "data", tmp_path / "stopped",
+                    progress=False, stop_after=2)
+    assert (stopped.status, stopped.step) == ("interrupted", 2)
+    train(None, None, runs / "data", tmp_path / "stopped", resume=True,
+          overrides={"parallel": "fsdp"}, progress=False)
+    assert max_difference(tmp_path / "whole", tmp_path / "stopped") < TOLERANCE
 
     monkeypatch.setattr(sharded_checkpoint.dcp, "save", dies_after_writing)
     with pytest.raises(KeyboardInterrupt):
@@ -246,3 +262,16 @@ def test_nan_loss_stops_a_sharded_run_at_its_last_checkpoint(runs, tmp_path, mon
         train(small(), tiny_sharded(parallel="tp"), runs / "data", tmp_path / "run",
               progress=False)
     assert rundir.load_checkpoint(tmp_path / "run")["step"] == 2
+
+
+def test_params_cli_gives_per_rank_memory(capsys):
+    assert main(["params", "llama2-7b", "--fsdp", "4", "--tp", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["memory"]
+    per_rank = out["training_per_rank"]
+    assert (per_rank["fsdp"], per_rank["tp"]) == (4, 2)
+    # no sharding: the whole model's 16 bytes per parameter, as the table already says
+    whole = per_rank_memory(GPTConfig.from_preset("llama2-7b"))
+    assert whole.total == out["training_adamw_fp32"]
+    assert whole.total / 8 < per_rank["total"] < whole.total / 4  # TP leaves some whole
+    assert main(["params", "gpt2-xl", "--tp", "8"]) != 0
+    assert "--tp 8 does not divide n_head 25" in capsys.readouterr().err
