@@ -39,6 +39,7 @@ from torch.distributed.tensor.parallel import (
 from gptlab.config import GPTConfig
 from gptlab.distributed import Dist
 from gptlab.errors import UsageError
+from gptlab.shard_memory import check_tp_divides
 from gptlab.train_config import TrainConfig
 
 
@@ -97,11 +98,7 @@ def plan_layout(mode: str, tp: int | None, world_size: int, config: GPTConfig) -
         if tp < 1 or world_size % tp:
             raise UsageError(f"--tp {tp} does not divide the {world_size} ranks into "
                              f"fsdp+tp rows")
-    for name, count in (("n_head", config.n_head), ("n_kv_head", config.n_kv_head),
-                        ("ffn_hidden", config.ffn_hidden)):
-        if count % tp:
-            raise UsageError(f"--tp {tp} does not divide {name} {count}: tensor parallel "
-                             f"splits them across ranks")
+    check_tp_divides(config, tp)
     return Layout(mode, world_size // tp, tp)
 
 

@@ -41,13 +41,20 @@ class RankMemory:
                 "grads": self.grads, "optimizer": self.optimizer, "total": self.total}
 
 
+def check_tp_divides(config: GPTConfig, tp: int) -> None:
+    """Tensor parallel gives each rank an equal share of the heads, the kv heads (each
+    with its group of query heads) and the FFN's hidden units."""
+    for name, count in (("n_head", config.n_head), ("n_kv_head", config.n_kv_head),
+                        ("ffn_hidden", config.ffn_hidden)):
+        if count % tp:
+            raise UsageError(f"--tp {tp} does not divide {name} {count}: tensor parallel "
+                             f"splits them across ranks")
+
+
 def local_shapes(config: GPTConfig, tp: int) -> list[tuple[int, ...]]:
     """The shape of every parameter on one rank of a tp-wide tensor-parallel group."""
+    check_tp_divides(config, tp)
     c, d = config, config.n_embd
-    for name, count in (("n_head", c.n_head), ("n_kv_head", c.n_kv_head),
-                        ("ffn_hidden", c.ffn_hidden)):
-        if count % tp:
-            raise UsageError(f"--tp {tp} does not divide {name} {count}")
     q_dim, kv_dim, hidden = c.n_head * c.head_dim // tp, c.kv_dim // tp, c.ffn_hidden // tp
     norm = [(d,), (d,)] if c.norm == "layernorm" and c.bias else [(d,)]
     block = 2 * norm

@@ -289,8 +289,8 @@ def _check_same_batch(state: dict, new: TrainConfig, saved: dict[str, Any]) -> N
     was_sharded, sharded = "sharded" in state, new.parallel != "ddp"
     if was_sharded != sharded:
         kinds = "fsdp, tp or fsdp+tp" if was_sharded else "ddp"
-        raise UsageError(f"this run's checkpoint was saved by --parallel {saved['parallel']}: "
-                         f"resume it with --parallel {kinds}")
+        raise UsageError(f"this run's checkpoint was saved by --parallel "
+                         f"{saved.get('parallel', 'ddp')}: resume it with --parallel {kinds}")
     if "data_ranks" not in state:
         return
     tp = 1  # (a layout that does not fit is refused by name later, in _check_run)

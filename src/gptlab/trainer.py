@@ -1,7 +1,8 @@
 """The trainer, which knows nothing of GPT: it takes a model whose `model(x, y)` returns
 `(logits, loss)`, a source of batches (gptlab.data.TokenBatches) and a `TrainConfig`, and
 runs AdamW with warm-up + cosine decay, gradient clipping and accumulation, mixed
-precision, evaluation, checkpoints, signals and DistributedDataParallel; what it has to say
+precision, evaluation, checkpoints, signals and DistributedDataParallel (or a model that
+gptlab.parallel sharded, whose checkpoints go through its ShardedRun); what it has to say
 goes to one reporter (gptlab.reporting). gptlab.train builds a GPT and hands it over.
 """
 
