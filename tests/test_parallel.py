@@ -132,9 +132,12 @@ def test_two_ranks_equal_one_process_and_resume_anywhere(runs, item):
         gathered = load_model(directory)
         x = torch.randint(0, gathered.config.vocab_size, (1, 8))
         assert torch.isfinite(gathered(x)[0]).all()
-    # best/ (the step-20 evaluation is the best) holds the weights of the last step
+    # best/ (the step-20 evaluation is the best) holds the weights of the last step, and
+    # they are the one-process run's, gathered and put back into the fused qkv layout
     a, b = load_model(full).state_dict(), load_model(full / "best").state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
+    reference = load_model(one).state_dict()
+    assert max((a[k] - reference[k]).abs().max().item() for k in a) < TOLERANCE
 
 
 def test_memory_prediction_matches_the_local_shards(runs):
