@@ -1,7 +1,8 @@
 """One-GPU benchmark: GPT-2 124M training steps (bf16 autocast, torch.compile, flash SDPA,
 fused AdamW, block 1024) as tokens/s and MFU against the bf16 matmul peak measured in the
-same run, then generation tokens/s. `--dry-run` runs every step on the CPU at tiny sizes,
-so the script is known to work before a GPU's minutes are spent on it.
+same run, then generation tokens/s, then an FSDP2 smoke test (`gptlab train --parallel fsdp`
+on this one device, bf16 mixed precision on a GPU). `--dry-run` runs every step on the CPU
+at tiny sizes, so the script is known to work before a GPU's minutes are spent on it.
 
     bench/gpu.sh              # on the GPU machine
     bench/gpu.sh --dry-run    # anywhere, seconds
@@ -123,6 +124,33 @@ def generation(config: GPTConfig, device: torch.device, batches: tuple[int, ...]
     return rows
 
 
+def fsdp_smoke(device: torch.device, steps: int, work: Path) -> dict[str, Any]:
+    """`--parallel fsdp` in one process (a 1-rank mesh; FSDP2's MixedPrecisionPolicy in bf16
+    on a GPU), char-level on the repo's tiny Shakespeare: the loss must fall, and the
+    gathered model.safetensors must load as an ordinary model."""
+    from gptlab.checkpoint import load_model
+    from gptlab.data import prepare
+    from gptlab.tokenizers import CharTokenizer
+    from gptlab.train import train
+    from gptlab.train_config import TrainConfig
+
+    text = (Path(__file__).parents[1] / "tests/data/tinyshakespeare/input.txt").read_text()
+    prepare(text, work / "data", CharTokenizer.from_text(text), source="tinyshakespeare")
+    model = GPTConfig.from_preset("tiny-gpt2", vocab_size=1, block_size=64)
+    settings = TrainConfig(parallel="fsdp", max_iters=steps, warmup_iters=steps // 10,
+                           eval_interval=steps, eval_iters=4, batch_size=16,
+                           learning_rate=3e-3, device=device.type, whole_val=False,
+                           dtype="bfloat16" if device.type == "cuda" else "float32")
+    result = train(model, settings, work / "data", work / "run", progress=False)
+    evals = [json.loads(line) for line in (work / "run" / "metrics.jsonl").read_text().splitlines()
+             if '"eval"' in line]
+    first, last = evals[0]["val_loss"], evals[-1]["val_loss"]
+    gathered = load_model(work / "run")  # the ordinary file sample/eval/convert read
+    ok = result.status == "finished" and last < first - 0.5 and gathered.num_parameters() > 0
+    return {"steps": steps, "dtype": settings.dtype, "val_loss_first": first,
+            "val_loss_last": last, "ok": ok}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench/gpu.sh", description=__doc__.splitlines()[0])
     p.add_argument("--dry-run", action="store_true", help="tiny sizes on the CPU")
@@ -176,14 +204,22 @@ def main(argv: list[str] | None = None) -> int:
     for r in gen_rows:
         print(f"generation bf16 batch {r['batch_size']}: {r['tokens_per_s']:,.0f} tokens/s",
               flush=True)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as work:
+        smoke = fsdp_smoke(device, 20 if args.dry_run else 300, Path(work))
+    print(f"FSDP2 smoke test ({smoke['steps']} steps, {smoke['dtype']}): val loss "
+          f"{smoke['val_loss_first']:.3f} -> {smoke['val_loss_last']:.3f}: "
+          f"{'ok' if smoke['ok'] else 'FAILED'}", flush=True)
     out = Path(args.out)
     data = {"benchmark": "gpu", "device": name, "torch": torch.__version__,
             "dry_run": args.dry_run, "config": config.to_dict(), "compile": compile_model,
             "bf16_matmul_peak_flops_per_s": peak, "train": train, "generation": gen_rows,
+            "fsdp_smoke": smoke,
             "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     atomic_write_text(out / "gpu.json", json.dumps(data, indent=2) + "\n")
     print(f"wrote {out / 'gpu.json'}")
-    return 0
+    return 0 if smoke["ok"] else 1
 
 
 if __name__ == "__main__":

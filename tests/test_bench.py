@@ -147,6 +147,7 @@ def test_gpu_script_dry_run(tmp_path):
     assert data["train"]["mfu"] == pytest.approx(
         data["train"]["achieved_flops_per_s"] / data["bf16_matmul_peak_flops_per_s"])
     assert [r["batch_size"] for r in data["generation"]] == [1, 2]
+    assert data["fsdp_smoke"]["ok"], data["fsdp_smoke"]  # --parallel fsdp learned
 
 
 def test_interleaved_alternates_order():

@@ -85,6 +85,9 @@ def setup(device_name: str = "auto") -> Iterator[Dist]:
     if device.type == "cuda":
         device = torch.device("cuda", local_rank)  # one GPU per process on each node
         torch.cuda.set_device(device)
+    if dist.is_initialized():  # the caller's group (several trainings in one job): keep it
+        yield Dist(rank, local_rank, world, device)
+        return
     dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     try:
         yield Dist(rank, local_rank, world, device)

@@ -6,13 +6,16 @@ A run directory is a model directory (gptlab.checkpoint) holding the latest weig
                  loss; plain tensors and numbers, loaded with torch.load(weights_only=True)
   metrics.jsonl  one JSON object per logged step; loss.png, the curve drawn from it
   best/          a model directory with the weights of the best validation loss so far
+  shards-STEP-ID/  a sharded run's (--parallel fsdp, tp, fsdp+tp) weights and optimizer
+                 moments, one file per rank (gptlab.sharded_checkpoint); state.pt names it
   .lock          held (flock) by the one trainer writing the directory; it holds its PID
 
 state.pt is the commit point of a checkpoint. It carries the weights itself and is written
 before model.safetensors, so whenever a process dies, state.pt is whole and self-consistent:
 --resume continues from it, whatever state the other files were left in. A directory without
 state.pt never trained a step worth keeping (a run is checkpointed at step 0 before its
-first step), so a fresh start may replace what such a directory holds.
+first step), so a fresh start may replace what such a directory holds. A sharded run's
+state.pt carries no weights but names its shards directory, whole before state.pt is written.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "loss.png"
 BEST_DIR = "best"
 LOCK_FILE = ".lock"
+SHARDS_PREFIX = "shards-"  # + step and a random id: a sharded checkpoint's directory
 # Every file a run writes at its top level (best/ and .lock aside).
 RUN_FILES = (CONFIG_FILE, TRAIN_CONFIG_FILE, WEIGHTS_FILE, STATE_FILE, TOKENIZER_FILE,
              METRICS_FILE, PLOT_FILE)
@@ -120,6 +124,7 @@ def clear(run_dir: Path) -> None:
     for name in RUN_FILES:
         (run_dir / name).unlink(missing_ok=True)
     shutil.rmtree(run_dir / BEST_DIR, ignore_errors=True)
+    remove_stale_shards(run_dir, keep=None)
 
 
 def check_resumable(run_dir: Path) -> None:
@@ -161,11 +166,22 @@ def write_train_config(run_dir: Path, settings: dict[str, Any]) -> None:
 def save_checkpoint(run_dir: Path, model: nn.Module, state: dict[str, Any]) -> None:
     """state.pt (with the weights), then the model directory's files for sample and co.
 
-    state: plain data (tensors, numbers, strings, lists, dicts) with an int "step"."""
-    state = {**state, "model": checkpoint.weights_state(model)}
+    state: plain data (tensors, numbers, strings, lists, dicts) with an int "step"; a
+    sharded run's names its shards directory as "sharded" instead of carrying weights."""
+    if "sharded" not in state:
+        state = {**state, "model": checkpoint.weights_state(model)}
     with atomic_path(run_dir / STATE_FILE) as tmp:
         torch.save(state, tmp)
+    remove_stale_shards(run_dir, keep=state.get("sharded"))
     checkpoint.save_model(model, run_dir, step=state["step"])
+
+
+def remove_stale_shards(run_dir: Path, keep: str | None) -> None:
+    """Once state.pt names `keep`, every other shards directory goes (older checkpoints,
+    and partial ones a crash left)."""
+    for path in run_dir.glob(SHARDS_PREFIX + "*"):
+        if path.name != keep and path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def load_checkpoint(run_dir: Path) -> dict[str, Any]:
@@ -179,7 +195,7 @@ def load_checkpoint(run_dir: Path) -> dict[str, Any]:
         raise UsageError(f"{path} is not a readable training state ({type(exc).__name__})") \
             from None
     if (not isinstance(state, dict) or not isinstance(state.get("step"), int)
-            or not isinstance(state.get("model"), dict)):
+            or not isinstance(state.get("model", state.get("sharded")), (dict, str))):
         raise UsageError(f"{path} is not a gptlab training state")
     return state
 

@@ -25,6 +25,7 @@ from gptlab import checkpoint, rundir
 from gptlab.config import GPTConfig
 from gptlab.distributed import pick_device, setup
 from gptlab.errors import UsageError
+from gptlab.params import count_parameters
 from gptlab.reporting import NullReporter, Reporter
 from gptlab.train_config import TrainConfig
 from gptlab.trainer import Trainer, autocast_dtype, stop_on_signals
@@ -45,7 +46,10 @@ class TrainResult:
 
 # --- the GPT glue -------------------------------------------------------------------------
 
-RESUME_OVERRIDES = ("max_iters", "device", "compile")
+# parallel, tp and batch_size: a run may move between sharded modes and numbers of ranks
+# (gptlab.parallel), keeping its global batch.
+RESUME_OVERRIDES = ("max_iters", "device", "compile", "parallel", "tp",
+                    "reshard_after_forward", "batch_size")
 
 
 def train(
@@ -128,14 +132,16 @@ def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume:
             _check_run(model_config, train_config, data)
         elif is_main:
             rundir.check_fresh(out_dir, overwrite)
-        with setup(train_config.device) as ctx:
+        sharded = train_config.parallel != "ddp"
+        with setup(train_config.device) as ctx, _process_group(sharded, ctx):
             shared_stream = train_config.batch_rng == "nanogpt"
-            # The same initial weights on every rank (DDP also broadcasts rank 0's); nanoGPT
-            # seeds each rank with seed + rank before building the model.
+            # The same initial weights on every rank (DDP also broadcasts rank 0's; FSDP and
+            # TP keep each rank's slice of its own); nanoGPT seeds each rank with seed + rank
+            # before building the model.
             torch.manual_seed(train_config.seed + (ctx.rank if shared_stream else 0))
             with torch.device(ctx.device):
                 model = GPT(model_config)
-            if state is not None:
+            if state is not None and not sharded:
                 checkpoint.load_state(model, state.pop("model"),
                                       str(out_dir / rundir.STATE_FILE))
             elif start is not None:
@@ -143,9 +149,12 @@ def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume:
                                       train_config.init_from)
             if not shared_stream:
                 torch.manual_seed(train_config.seed + ctx.rank)  # dropout differs across ranks
+            sharding, data_ctx = None, ctx
+            if sharded:
+                sharding, data_ctx = _shard(model, train_config, ctx, out_dir)
             batches = BATCH_STREAMS[train_config.batch_rng](
                 data.train, data.val, train_config.batch_size, model_config.block_size,
-                train_config.seed, ctx)
+                train_config.seed, data_ctx)
             reporter = NullReporter()
             if ctx.is_main:
                 if state is None:
@@ -159,33 +168,62 @@ def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume:
                 files.reset_metrics(keep_until_step=state["step"] if state else None)
                 reporter = (make_reporter(files) if make_reporter is not None
                             else Reporter(files, progress=progress))
-            trainer = Trainer(model, batches, train_config, ctx, reporter, stop=stop)
+            trainer = Trainer(model, batches, train_config, ctx, reporter, stop=stop,
+                              sharding=sharding)
             if state is not None:
                 trainer.load_state(state)
             whole_val = None
+            # A sharded model is scored as an ordinary one that every rank helps gather.
+            scored = sharding.gathered if sharding is not None else lambda: model
+            start_model = scored() if start is not None and train_config.whole_val else None
             if ctx.is_main:
-                print(f"training {_describe(model_config)}, {model.num_parameters():,} "
+                print(f"training {_describe(model_config)}, {count_parameters(model_config):,} "
                       f"parameters, on {ctx.device} x {ctx.world_size}"
+                      + (f" ({train_config.parallel})" if sharded else "")
                       + (f", resuming at step {trainer.step}" if state is not None else ""),
                       file=sys.stderr)
                 if start is not None:
                     print(f"fine-tuning from {train_config.init_from}: its weights, "
                           f"architecture and tokenizer; the optimizer and the learning-rate "
                           f"schedule start fresh", file=sys.stderr)
-                    if train_config.whole_val:
-                        _whole_val(model, data, reporter, 0)
+                    if start_model is not None:
+                        _whole_val(start_model, data, reporter, 0)
             try:
                 status = trainer.fit(resumed=state is not None, stop_after=stop_after)
             except BaseException:
                 if ctx.is_main and state is None and trainer.step == 0:
                     rundir.clear(out_dir)  # nothing trained: leave no run behind
                 raise
-            if ctx.is_main and status == "finished" and train_config.whole_val:
-                whole_val = _whole_val(model, data, reporter, trainer.step)
+            final = scored() if status == "finished" and train_config.whole_val else None
+            if ctx.is_main and final is not None:
+                whole_val = _whole_val(final, data, reporter, trainer.step)
     return TrainResult(out_dir, trainer.step, status, trainer.last_eval.get("train_loss"),
                        trainer.last_eval.get("val_loss"),
                        trainer.best_val if math.isfinite(trainer.best_val) else None,
                        time.perf_counter() - t0, is_main=ctx.is_main, whole_val_loss=whole_val)
+
+
+def _process_group(sharded: bool, ctx):
+    """A sharded mode needs a process group even in one process."""
+    if not sharded:
+        return contextlib.nullcontext()
+    from gptlab.parallel import process_group
+
+    return process_group(ctx)
+
+
+def _shard(model: nn.Module, cfg: TrainConfig, ctx, out_dir: Path):
+    """Shard the model as cfg.parallel says: the trainer's ShardedRun, and ctx as the
+    batches see it (the ranks of a tensor-parallel group share rows)."""
+    from gptlab import parallel
+
+    layout = parallel.check_settings(cfg, model.config, ctx.world_size)
+    mesh = parallel.build_mesh(layout, ctx)
+    # bf16 weights for the compute under FSDP's mixed precision; reductions stay fp32.
+    param_dtype = autocast_dtype(cfg.dtype, ctx.device) if layout.uses_fsdp else None
+    parallel.parallelize(model, layout, mesh, reshard_after_forward=cfg.reshard_after_forward,
+                         param_dtype=param_dtype)
+    return parallel.ShardedRun(model, layout, out_dir), parallel.data_ranks(ctx, mesh)
 
 
 def _starting_model(init_from: str, model_config: GPTConfig | None, data):
@@ -225,6 +263,10 @@ def _check_run(model_config: GPTConfig, train_config: TrainConfig, data) -> None
 
     check_enough_tokens(data, model_config.block_size)
     autocast_dtype(train_config.dtype, pick_device(train_config.device))
+    if train_config.parallel != "ddp" or train_config.tp not in (None, 1):
+        from gptlab.parallel import check_settings
+
+        check_settings(train_config, model_config, int(os.environ.get("WORLD_SIZE", "1")))
 
 
 def _read_run(out_dir: Path, data, overrides: dict[str, Any]):
@@ -241,11 +283,35 @@ def _read_run(out_dir: Path, data, overrides: dict[str, Any]):
         raise UsageError(f"{out_dir} is at step {state['step']} already: max_iters "
                          f"{train_config.max_iters} would end it before that; give at least "
                          f"{state['step']}")
+    _check_same_batch(state, train_config, rundir.read_train_config(out_dir))
     rundir.check_same_tokenizer(data.tokenizer_path, out_dir)
     if model_config.vocab_size != data.vocab_size:
         raise UsageError(f"the run's vocab_size {model_config.vocab_size} differs from the "
                          f"data's {data.vocab_size}")
     return state, model_config, train_config
+
+
+def _check_same_batch(state: dict, new: TrainConfig, saved: dict[str, Any]) -> None:
+    """A resumed run keeps its global batch and its kind of checkpoint: the data-parallel
+    ranks x batch_size it trained with, sharded or whole."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    was_sharded, sharded = "sharded" in state, new.parallel != "ddp"
+    if was_sharded != sharded:
+        kinds = "fsdp, tp or fsdp+tp" if was_sharded else "ddp"
+        raise UsageError(f"this run's checkpoint was saved by --parallel "
+                         f"{saved.get('parallel', 'ddp')}: resume it with --parallel {kinds}")
+    if "data_ranks" not in state:
+        return
+    tp = 1  # (a layout that does not fit is refused by name later, in _check_run)
+    if new.parallel in ("tp", "fsdp+tp"):
+        tp = new.tp or (world if new.parallel == "tp" else 1)
+    dp = max(world // tp, 1)
+    old = state["data_ranks"] * saved["batch_size"]
+    if dp * new.batch_size != old:
+        raise UsageError(f"the run trained with a global batch of {old} sequences "
+                         f"({state['data_ranks']} data-parallel ranks x batch_size "
+                         f"{saved['batch_size']}): with {dp} give --batch-size "
+                         f"{old // dp if old % dp == 0 else 'that divides it'}")
 
 
 def _describe(c: GPTConfig) -> str:

@@ -16,6 +16,7 @@ from gptlab.presets import RECIPES
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 BATCH_RNGS = ("separate", "nanogpt")
+PARALLEL_MODES = ("ddp", "fsdp", "tp", "fsdp+tp")  # gptlab.parallel
 
 
 def setting(default: Any, help: str, check: Check | None = None) -> Any:
@@ -77,6 +78,18 @@ class TrainConfig:
               "directory, or a hub name), keeping its architecture and tokenizer; the "
               "optimizer and schedule start fresh",
         Check(lambda v: v is None or (isinstance(v, str) and v != ""), "a path or name"))
+    # Under torchrun; a sharded mode also runs in one process (say, to resume a sharded run).
+    parallel: str = setting(
+        "ddp", "under torchrun: ddp (a whole copy per process), fsdp (FSDP2: weights, grads "
+               "and AdamW state sharded), tp (tensor parallel over --tp ranks) or fsdp+tp "
+               "(a 2-D mesh: tp within rows, fsdp across)", one_of(PARALLEL_MODES))
+    tp: int | None = setting(
+        None, "tensor-parallel width for tp (default: all ranks) and fsdp+tp (default 1)",
+        Check(lambda v: v is None or (is_int(v) and v >= 1), "a positive integer"))
+    reshard_after_forward: bool = setting(
+        True, "fsdp: free gathered weights after each block's forward and gather again for "
+              "backward (ZeRO-3; false keeps them, ZeRO-2-like: more memory, less traffic)",
+        BOOLEAN)
     whole_val: bool = setting(
         True, "score the whole val split at the end (and a fine-tune's start), beside the "
               "eval_iters-batch estimates", BOOLEAN)

@@ -1,7 +1,8 @@
 """The trainer, which knows nothing of GPT: it takes a model whose `model(x, y)` returns
 `(logits, loss)`, a source of batches (gptlab.data.TokenBatches) and a `TrainConfig`, and
 runs AdamW with warm-up + cosine decay, gradient clipping and accumulation, mixed
-precision, evaluation, checkpoints, signals and DistributedDataParallel; what it has to say
+precision, evaluation, checkpoints, signals and DistributedDataParallel (or a model that
+gptlab.parallel sharded, whose checkpoints go through its ShardedRun); what it has to say
 goes to one reporter (gptlab.reporting). gptlab.train builds a GPT and hands it over.
 """
 
@@ -67,8 +68,10 @@ class Trainer:
 
     def __init__(self, model: nn.Module, batches: Any, cfg: TrainConfig, ctx: Dist,
                  reporter: NullReporter | None = None,
-                 stop: threading.Event | None = None) -> None:
-        self.cfg, self.ctx, self.batches = cfg, ctx, batches
+                 stop: threading.Event | None = None, sharding: Any = None) -> None:
+        # sharding: a gptlab.parallel.ShardedRun when the model is already sharded (FSDP,
+        # tensor parallel); its checkpoints then go through it.
+        self.cfg, self.ctx, self.batches, self.sharding = cfg, ctx, batches, sharding
         self.reporter = reporter or NullReporter()
         self.raw_model = model
         self.optimizer = make_optimizer(model, cfg, ctx.device)
@@ -77,7 +80,7 @@ class Trainer:
             "cuda", enabled=self.amp_dtype == torch.float16 and ctx.device.type == "cuda")
         if cfg.compile:
             model = torch.compile(model)
-        if ctx.enabled:
+        if ctx.enabled and sharding is None:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
             model = DDP(model, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None)
@@ -96,11 +99,13 @@ class Trainer:
         state = {
             "step": self.step,
             "best_val": self.best_val,
-            "optimizer": self.optimizer.state_dict(),
             "batch_rng": self.batches.state(),
             "torch_rng": torch.get_rng_state(),
             "eval_pending": self.eval_pending,
+            "data_ranks": self.data_ranks,
         }
+        if self.sharding is None:  # sharded: the moments go to the sharded checkpoint
+            state["optimizer"] = self.optimizer.state_dict()
         if self.scaler.is_enabled():
             state["scaler"] = self.scaler.state_dict()
         if self.ctx.device.type == "cuda":
@@ -112,7 +117,10 @@ class Trainer:
         self.best_val = float(state["best_val"])
         self.eval_pending = bool(state.get("eval_pending", False))
         self._unsaved = False
-        self.optimizer.load_state_dict(state["optimizer"])
+        if self.sharding is not None:
+            self.sharding.load(self.optimizer, state["sharded"])
+        else:
+            self.optimizer.load_state_dict(state["optimizer"])
         self.batches.load_state(state["batch_rng"])
         if self.ctx.rank == 0:
             torch.set_rng_state(state["torch_rng"])
@@ -175,7 +183,8 @@ class Trainer:
             x, y = self.batches.train_batch()
             # DDP all-reduces gradients on every backward; only the last micro-step needs it.
             last = micro == accum - 1
-            sync = model.no_sync() if self.ctx.enabled and not last else contextlib.nullcontext()
+            ddp = self.ctx.enabled and hasattr(model, "no_sync")
+            sync = model.no_sync() if ddp and not last else contextlib.nullcontext()
             with sync:
                 with self._autocast():
                     _, loss = model(x, y)
@@ -208,7 +217,7 @@ class Trainer:
         run before anything else, so --resume works from the first moment on."""
         cfg = self.cfg
         tokens_per_step = (cfg.batch_size * cfg.gradient_accumulation_steps
-                           * self.ctx.world_size * self.batches.block_size)
+                           * self.data_ranks * self.batches.block_size)
         self.reporter.open(cfg.max_iters, self.step)
         t_log, step_log = time.perf_counter(), self.step
         try:
@@ -253,10 +262,22 @@ class Trainer:
         if improved:
             self.best_val = losses["val_loss"]
         record = {"kind": "eval", "step": self.step, **losses, "best_val_loss": self.best_val}
-        self.reporter.evaluation(record, self.raw_model, improved)
+        model = self.raw_model
+        if self.sharding is not None and improved:
+            model = self.sharding.gathered()  # every rank gathers; rank 0 writes best/
+        self.reporter.evaluation(record, model, improved)
+
+    @property
+    def data_ranks(self) -> int:
+        """Ranks that train on different rows of the global batch."""
+        return self.sharding.layout.dp if self.sharding is not None else self.ctx.world_size
 
     def _save_checkpoint(self) -> None:
-        self.reporter.checkpoint(self.raw_model, self.state())
+        state, model = self.state(), self.raw_model
+        if self.sharding is not None:
+            state["sharded"] = self.sharding.save(self.optimizer, self.step)
+            model = self.sharding.gathered()  # model.safetensors stays an ordinary file
+        self.reporter.checkpoint(model, state)
         self._unsaved = False
 
 

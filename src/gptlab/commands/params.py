@@ -7,8 +7,9 @@ import json
 
 from gptlab.checkpoint import resolve_config
 from gptlab.errors import GptlabError
-from gptlab.params import accounting, meta_parameter_count
+from gptlab.params import accounting, human_bytes, meta_parameter_count
 from gptlab.presets import PRESETS
+from gptlab.shard_memory import per_rank_memory
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,6 +34,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--check", action="store_true",
                    help="also build the model on PyTorch's meta device (no memory) and "
                         "check that it has exactly the counted parameters")
+    p.add_argument("--fsdp", type=int, metavar="N",
+                   help="also give the training memory per rank with FSDP over N ranks")
+    p.add_argument("--tp", type=int, metavar="M",
+                   help="... and tensor parallel over M ranks (gptlab train --parallel)")
     p.set_defaults(func=run)
 
 
@@ -47,13 +52,26 @@ def run(args: argparse.Namespace) -> int:
                 f"counting disagrees with the model: {acc.total:,} counted, "
                 f"{meta_count:,} in GPT(config) on the meta device"
             )
+    per_rank = None
+    if args.fsdp is not None or args.tp is not None:
+        per_rank = per_rank_memory(config, fsdp=args.fsdp or 1, tp=args.tp or 1)
     if args.json:
         out = acc.to_dict()
         if meta_count is not None:
             out["meta_device_params"] = meta_count
+        if per_rank is not None:
+            out["memory"]["training_per_rank"] = per_rank.to_dict()
         print(json.dumps(out, indent=2))
         return 0
     print(acc.table())
+    if per_rank is not None:
+        m, ranks = per_rank, per_rank.fsdp * per_rank.tp
+        print(f"\ntraining memory per rank, fsdp {m.fsdp} x tp {m.tp} ({ranks} "
+              f"rank{'s' if ranks > 1 else ''}; "
+              f"the rank holding the most):\n"
+              f"  weights {human_bytes(m.weights)}, grads {human_bytes(m.grads)}, AdamW "
+              f"moments {human_bytes(m.optimizer)}: {human_bytes(m.total)} "
+              f"(fp32; activations and FSDP's gathered block excluded)")
     if meta_count is not None:
         print(f"\nmeta-device check: GPT(config) has {meta_count:,} parameters, as counted")
     return 0

@@ -44,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Training settings come from --recipe (by default the recipe named like the "
             "preset, if there is one; else TrainConfig's defaults, nanoGPT's CPU recipe), "
             "then from the flags. --init-from fine-tunes another model instead of training "
-            "from random weights. Runs under torchrun too (DistributedDataParallel)."
+            "from random weights. Runs under torchrun too (DistributedDataParallel, or FSDP2 / "
+            "tensor parallel with --parallel)."
         ),
     )
     src = p.add_mutually_exclusive_group()
@@ -57,7 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="RUN_DIR")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in RUN_DIR from its last checkpoint "
-                        "(only --max-iters, --device and --compile may change)")
+                        "(only --max-iters, --device, --compile and, keeping the global "
+                        "batch, --parallel, --tp, --reshard-after-forward and --batch-size "
+                        "may change)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     model = p.add_argument_group("model overrides")
     for name, kind in MODEL_FLAGS.items():
