@@ -85,7 +85,7 @@ function fillTargets(d) {
 function drawAttribution(a) {
   const box = $("lens-dla");
   box.replaceChildren();
-  const rowH = 20, labelW = 96, half = 150, valueW = 76, W = labelW + 2 * half + valueW;
+  const rowH = 20, labelW = 124, half = 150, valueW = 76, W = labelW + 2 * half + valueW;
   const H = 24 + rowH * a.values.length;
   const top = Math.max(1e-9, ...a.values.map(Math.abs));
   const zero = labelW + half;
