@@ -75,8 +75,8 @@ def capture_views(page, url: str, out_dir: Path, live_steps: int | None = None) 
                     page.fill(f"#nt-{slider}", value)
             page.select_option("#nt-layer", "1")
             page.hover("[data-testid=nt-key-15]")
-        if tab == "lens":  # one cell's top tokens open
-            page.click("[data-testid=lens-cell-1-15]")
+        if tab == "lens":  # block 0 at the last position: its top tokens open
+            page.click("[data-testid^=lens-cell-1-] >> nth=-1")  # any run, any tokenizer
         path = out_dir / f"{name}.png"
         page.screenshot(path=str(path), full_page=tab == "lens")
         written.append(path)
