@@ -73,9 +73,18 @@ def _fit_text(body: dict, run: str) -> dict:
     return dict(body, run=run, text=text)
 
 
+def _fit_lens(body: dict, run: str) -> dict:
+    """A lens body: its text fitted as _fit_text does, its target mostly in the vocabulary."""
+    out = _fit_text(body, run)
+    if out.get("target") is not None and out["target"] % 4:  # a quarter stay out of range
+        out["target"] %= len(VOCAB)
+    return out
+
+
 FITS = {
     "/api/next_token": (mp.NextTokenRequest, _fit_text),
     "/api/next_token/append": (mp.AppendRequest, _fit_text),
+    "/api/lens": (mp.LensRequest, _fit_lens),
     "/api/heads": (m.HeadsRequest, _fit_run),
     "/api/head_scores": (m.HeadScoresRequest, _fit_run),
     "/api/ablate": (m.AblateRequest, _fit_run),
@@ -124,7 +133,7 @@ def test_lab_api_conforms_to_its_schema(case, lab):
 
 def test_every_operation_is_fuzzed():
     operations = {(op.ok().method.upper(), op.ok().path) for op in schema.get_all_operations()}
-    assert len(operations) == 17, operations
+    assert len(operations) == 18, operations
     assert ("POST", "/api/ablate") in operations and ("GET", "/api/runs") in operations
-    assert ("GET", "/api/live/events") in operations
+    assert ("GET", "/api/live/events") in operations and ("POST", "/api/lens") in operations
     assert ("POST", "/api/live/start") not in operations

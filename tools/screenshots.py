@@ -32,6 +32,7 @@ VIEWS = [
     ("6-head-scores", "scores", "fig-scores-induction", []),
     ("7-quiz", "quiz", "quiz-question", []),
     ("8-next-token", "nexttoken", "nt-lines", []),
+    ("10-logit-lens", "lens", "lens-dla", []),
 ]
 LIVE_VIEW = "9-watch-it-learn"  # a training from the page: only with live_steps (minutes)
 
@@ -74,8 +75,10 @@ def capture_views(page, url: str, out_dir: Path, live_steps: int | None = None) 
                     page.fill(f"#nt-{slider}", value)
             page.select_option("#nt-layer", "1")
             page.hover("[data-testid=nt-key-15]")
+        if tab == "lens":  # block 0 at the last position: its top tokens open
+            page.click("[data-testid^=lens-cell-1-] >> nth=-1")  # any run, any tokenizer
         path = out_dir / f"{name}.png"
-        page.screenshot(path=str(path))
+        page.screenshot(path=str(path), full_page=tab == "lens")
         written.append(path)
     if live_steps is not None:
         page.click("#tab-live")

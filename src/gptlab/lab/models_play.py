@@ -106,3 +106,43 @@ class LiveStatus(BaseModel):
     task: Literal[LIVE_TASKS] | None
     step: int
     steps: int
+
+
+# ----------------------------------------------------------------------------- logit lens
+
+MAX_LENS_TOP = 20  # tokens per cell
+
+
+class LensRequest(Body):
+    run: RunName
+    text: _text(MAX_PROMPT_CHARS, "the text, as the run's tokenizer encodes it", min_length=1)
+    top: _int(1, MAX_LENS_TOP, "how many of the likeliest tokens each cell lists") = 5
+    target: _int(0, 10**9, "the token id whose logit to attribute at the last position; "
+                           "null: the model's likeliest next token") | None = None
+
+
+class Choice(BaseModel):
+    id: int
+    token: str
+    p: float = Field(description="the model's own probability of it next")
+
+
+class LogitAttribution(BaseModel):
+    target: int
+    token: str
+    position: int
+    labels: list[str] = Field(description="embed, pos_embed, L{l}H{h}, L{l} mlp, biases")
+    values: list[float] = Field(description="each part's direct share of the logit")
+    sum: float = Field(description="the parts' sum")
+    logit: float = Field(description="the model's own logit of the target")
+
+
+class LensResponse(ModelOnTokens):
+    limit: int = Field(description="the most tokens of text this run takes here")
+    vocab_size: int
+    rows: list[str] = Field(description="embed, then the stream after each block")
+    top_ids: list[list[list[int]]] = Field(description="(rows, T, top) likeliest first")
+    top_probs: list[list[list[float]]] = Field(description="(rows, T, top)")
+    top_tokens: list[list[list[str]]] = Field(description="(rows, T, top)")
+    choices: list[Choice] = Field(description="the model's likeliest next tokens")
+    attribution: LogitAttribution

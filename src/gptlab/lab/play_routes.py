@@ -1,4 +1,4 @@
-"""The HTTP routes of the next-token and watch-it-learn views, added to the lab's app by
+"""The HTTP routes of the next-token, logit-lens and watch-it-learn views, added to the lab's app by
 gptlab.lab.server.create_app (same conventions: JSON bodies checked by pydantic, 400 with
 one line for bad input; 409 with one line when the training slot is taken or empty)."""
 
@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from gptlab.lab import live, nexttoken
+from gptlab.lab import lensview, live, nexttoken
 from gptlab.lab import models_play as mp
 from gptlab.lab import responses as res
 from gptlab.lab.runs import Runs
@@ -34,6 +34,12 @@ def register(app: FastAPI, runs: Runs, bad_input: dict[int, Any]) -> live.LiveTr
     def append(body: mp.AppendRequest) -> JSONResponse:
         """The text with one more token: greedy, or sampled with a seed."""
         return JSONResponse(nexttoken.append_view(runs, body))
+
+    @app.post("/api/lens", response_model=mp.LensResponse, responses=bad_input)
+    def logit_lens(body: mp.LensRequest) -> JSONResponse:
+        """The logit lens's grid (top tokens by depth and position) and the direct logit
+        attribution of one next token (logit-lens view)."""
+        return JSONResponse(lensview.lens_view(runs, body))
 
     @app.post("/api/live/start", response_model=mp.LiveStatus,
               responses={**bad_input, **BUSY})

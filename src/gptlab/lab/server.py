@@ -248,6 +248,6 @@ def serve(runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8000) -> No
     if found:
         print(f"runs: {', '.join(found[:8])}{' ...' if len(found) > 8 else ''}", flush=True)
     else:
-        print(f"no runs in {runs_path} yet: views 3, 6 and 8 need one (train one from "
+        print(f"no runs in {runs_path} yet: views 3, 6, 8 and 10 need one (train one from "
               f"view 9, or gptlab train ... --out {runs_path}/NAME)", flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")

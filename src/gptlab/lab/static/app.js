@@ -3,6 +3,7 @@
 
 import {load as calc} from "./calc.js";
 import {load as heads} from "./heads.js";
+import {load as lens} from "./lens.js";
 import {load as live} from "./live.js";
 import {load as nexttoken} from "./nexttoken.js";
 import {load as params} from "./params.js";
@@ -12,7 +13,7 @@ import {load as scaling} from "./scaling.js";
 import {load as scores} from "./scores.js";
 
 // Each view loads the first time its tab opens.
-const loaders = {calc, scaling, heads, positions, params, scores, quiz, nexttoken, live};
+const loaders = {calc, scaling, heads, positions, params, scores, quiz, nexttoken, live, lens};
 const loaded = new Set();
 
 const tabs = () => [...document.querySelectorAll("#tabs button[data-view]")];

@@ -1,0 +1,121 @@
+// Logit lens: the likeliest next token after each block (rows) at each position (columns),
+// read through the model's final norm and unembedding on the server (gptlab.lens); and the
+// direct logit attribution of one next token (gptlab.attribution): what the embeddings,
+// each head, each MLP and the biases write toward its logit.
+
+import {api, fillRuns, guarded, showError} from "./api.js";
+import {$, debounce, htmlEl, tokenLabel} from "./dom.js";
+import {SVGNS, svgEl} from "./svg.js";
+
+const TOP = 10;  // tokens listed per cell
+const state = {data: null, target: null, cell: null};
+
+// Probability -> background: light to mid blue, dark enough to read, light enough for dark
+// text at every p (the cells set their own text colour, so the theme does not matter).
+const shade = (p) => `hsl(215, 75%, ${(97 - 35 * p).toFixed(1)}%)`;
+
+const refresh = guarded(async () => {
+  const run = $("lens-run").value, text = $("lens-text").value;
+  if (!run) { showError("no run chosen: train one into the runs folder"); return; }
+  const d = await api("/api/lens", {run, text, top: TOP, target: state.target});
+  state.data = d;
+  fillTargets(d);
+  drawGrid(d);
+  const [r, t] = state.cell || [d.rows.length - 1, d.tokens.length - 1];
+  showCell(Math.min(r, d.rows.length - 1), Math.min(t, d.tokens.length - 1));
+  drawAttribution(d.attribution);
+});
+
+// ------------------------------------------------------------------ the grid
+
+function drawGrid(d) {
+  const table = htmlEl("table", {class: "lens-grid", "data-testid": "lens-grid"});
+  table.appendChild(htmlEl("caption", {}, "top next token by depth (rows) and position (columns)"));
+  const head = htmlEl("tr", {});
+  head.appendChild(htmlEl("th", {scope: "col"}, "after"));
+  d.tokens.forEach((t, j) => head.appendChild(htmlEl("th", {scope: "col", title: `position ${j}`}, tokenLabel(t))));
+  table.appendChild(htmlEl("thead", {})).appendChild(head);
+  const body = table.appendChild(htmlEl("tbody", {}));
+  d.rows.forEach((name, r) => {
+    const tr = body.appendChild(htmlEl("tr", {}));
+    tr.appendChild(htmlEl("th", {scope: "row"}, name));
+    d.tokens.forEach((t, j) => {
+      const p = d.top_probs[r][j][0], top = d.top_tokens[r][j][0];
+      const cell = htmlEl("button", {class: "lens-cell", "data-testid": `lens-cell-${r}-${j}`,
+        "data-p": String(p), "data-id": String(d.top_ids[r][j][0]),
+        "aria-label": `${name}, after ${JSON.stringify(t)} (position ${j}): top ${JSON.stringify(top)}, p ${p.toFixed(3)}`});
+      cell.style.background = shade(p);
+      cell.append(htmlEl("span", {class: "lens-token"}, tokenLabel(top)), htmlEl("span", {class: "lens-p"}, p.toFixed(2)));
+      cell.addEventListener("click", () => showCell(r, j));
+      tr.appendChild(htmlEl("td", {})).appendChild(cell);
+    });
+  });
+  $("lens-grid").replaceChildren(table);
+}
+
+function showCell(r, j) {
+  const d = state.data;
+  state.cell = [r, j];
+  document.querySelectorAll(".lens-cell.on").forEach((c) => c.classList.remove("on"));
+  $("lens-grid").querySelector(`[data-testid=lens-cell-${r}-${j}]`)?.classList.add("on");
+  $("lens-cell-title").textContent = `${d.rows[r]}, after ${JSON.stringify(d.tokens[j])} (position ${j}): ` +
+    `the ${d.top_ids[r][j].length} likeliest next tokens`;
+  $("lens-topk").replaceChildren(...d.top_ids[r][j].map((id, i) => {
+    const p = d.top_probs[r][j][i];
+    const li = htmlEl("li", {"data-id": String(id), "data-p": String(p)});
+    const bar = htmlEl("span", {class: "lens-bar"});
+    bar.style.width = `${(100 * p).toFixed(1)}%`;
+    li.append(htmlEl("code", {}, tokenLabel(d.top_tokens[r][j][i])), htmlEl("span", {class: "lens-barbox"}), ` ${p.toFixed(4)}`);
+    li.children[1].appendChild(bar);
+    return li;
+  }));
+}
+
+// ------------------------------------------------------------------ the attribution
+
+function fillTargets(d) {
+  const select = $("lens-target");
+  const chosen = d.attribution.target;
+  const options = d.choices.map((c) => htmlEl("option", {value: c.id}, `${tokenLabel(c.token)}  (p ${c.p.toFixed(3)})`));
+  if (!d.choices.some((c) => c.id === chosen)) options.push(htmlEl("option", {value: chosen}, tokenLabel(d.attribution.token)));
+  select.replaceChildren(...options);
+  select.value = String(chosen);
+}
+
+function drawAttribution(a) {
+  const box = $("lens-dla");
+  box.replaceChildren();
+  const rowH = 20, labelW = 124, half = 150, valueW = 76, W = labelW + 2 * half + valueW;
+  const H = 24 + rowH * a.values.length;
+  const top = Math.max(1e-9, ...a.values.map(Math.abs));
+  const zero = labelW + half;
+  const svg = svgEl("svg", {xmlns: SVGNS, viewBox: `0 0 ${W} ${H}`, width: W, height: H,
+    class: "lens-dla", role: "img", "data-testid": "lens-dla",
+    "aria-label": `direct logit attribution of ${JSON.stringify(a.token)}: ${a.values.length} parts`});
+  svg.appendChild(svgEl("text", {x: zero, y: 14, "text-anchor": "middle", class: "lens-axis"}, "← lowers · raises →"));
+  svg.appendChild(svgEl("line", {x1: zero, y1: 20, x2: zero, y2: H, class: "lens-zero"}));
+  a.labels.forEach((label, i) => {
+    const v = a.values[i], y = 22 + i * rowH, w = Math.max(0.5, half * Math.abs(v) / top);
+    const g = svgEl("g", {"data-testid": `lens-part-${i}`, "data-label": label, "data-value": String(v)});
+    g.appendChild(svgEl("title", {}, `${label}: ${v >= 0 ? "+" : ""}${v.toFixed(4)}`));
+    g.appendChild(svgEl("text", {x: labelW - 6, y: y + 14, "text-anchor": "end"}, label));
+    g.appendChild(svgEl("rect", {x: v >= 0 ? zero : zero - w, y: y + 3, width: w, height: rowH - 6,
+      class: v >= 0 ? "lens-up" : "lens-down"}));
+    g.appendChild(svgEl("text", {x: labelW + 2 * half + 6, y: y + 14}, (v >= 0 ? "+" : "") + v.toFixed(4)));
+    svg.appendChild(g);
+  });
+  box.appendChild(svg);
+  const sum = $("lens-sum");
+  sum.dataset.sum = String(a.sum);
+  sum.dataset.logit = String(a.logit);
+  sum.textContent = `logit of ${JSON.stringify(a.token)} after the text: the parts sum to ${a.sum.toFixed(4)}; ` +
+    `the model's logit is ${a.logit.toFixed(4)}`;
+}
+
+export function load() {
+  const later = debounce(() => { state.target = null; refresh(); }, 200);
+  $("lens-text").addEventListener("input", later);
+  $("lens-run").addEventListener("change", () => { state.target = null; state.cell = null; refresh(); });
+  $("lens-target").addEventListener("change", () => { state.target = +$("lens-target").value; refresh(); });
+  fillRuns($("lens-run")).then((runs) => { if (runs.length) refresh(); });
+}

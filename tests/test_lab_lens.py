@@ -1,0 +1,135 @@
+"""The logit-lens view's API (POST /api/lens): its grid against the model's own forward
+pass and a float64 recomputation of the embeddings' row, its attribution against the
+model's logit (the parts must sum to it) and gptlab.attribution, on a GPT-2-style and a
+Llama-style run; and bad input (a token outside the vocabulary, a text past the context, a
+post-norm model) as one-line 400s."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from gptlab.attribution import logit_attribution
+from gptlab.checkpoint import TOKENIZER_FILE, save_model
+from gptlab.config import GPTConfig
+from gptlab.lab.runs import Runs
+from gptlab.lab.server import create_app
+from gptlab.lab.tinyrun import TEXT as TINY_TEXT
+from gptlab.lab.tinyrun import make_tiny_run
+from gptlab.model import GPT
+from gptlab.tokenizers import CharTokenizer
+
+TEXT = "the cat sat on the m"
+
+
+def untrained_run(out, preset: str, **overrides) -> None:
+    """A run of `preset` with random weights and the tiny run's characters."""
+    tokenizer = CharTokenizer.from_text(TINY_TEXT)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig.from_preset(preset, vocab_size=tokenizer.vocab_size, **overrides))
+    save_model(model.eval(), out)
+    tokenizer.save(out / TOKENIZER_FILE)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    make_tiny_run(root / "tiny", steps=40)
+    untrained_run(root / "llama", "tiny-llama")  # RMSNorm, RoPE, no biases
+    untrained_run(root / "post", "tiny-gpt2", norm_position="post")
+    return root
+
+
+@pytest.fixture(scope="module")
+def client(runs):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield TestClient(create_app(runs))
+    torch.set_num_threads(threads)
+
+
+def post(client, body, status=200):
+    r = client.post("/api/lens", json=body)
+    assert r.status_code == status, r.text
+    return r.json()
+
+
+def forward(runs, name, text=TEXT):
+    run = Runs(runs).load(name)
+    idx = torch.tensor([run.tokenizer.encode(text)])
+    with torch.no_grad():
+        logits, _ = run.model.eval()(idx)
+    return run, idx, logits[0]  # (T, vocab)
+
+
+@pytest.mark.parametrize("name", ["tiny", "llama"])
+def test_last_row_is_the_models_own_prediction(client, runs, name):
+    d = post(client, {"run": name, "text": TEXT, "top": 5})
+    run, idx, logits = forward(runs, name)
+    T, rows = idx.shape[1], run.model.config.n_layer + 1
+    assert len(d["top_ids"]) == len(d["rows"]) == rows and d["rows"][0] == "embed"
+    assert all(len(r) == T and all(len(c) == 5 for c in r) for r in d["top_ids"])
+    own = torch.softmax(logits.double(), dim=-1)  # (T, vocab)
+    p, ids = own.topk(5, dim=-1)
+    assert d["top_ids"][-1] == ids.tolist()
+    assert torch.allclose(torch.tensor(d["top_probs"][-1], dtype=torch.float64), p, atol=1e-6)
+    assert [c["id"] for c in d["choices"][:5]] == ids[-1].tolist()
+    assert d["choices"][0]["p"] == pytest.approx(float(p[-1, 0]), abs=1e-9)
+    assert d["top_tokens"][-1][-1][0] == run.tokenizer.decode([int(ids[-1, 0])])
+
+
+@pytest.mark.parametrize("name", ["tiny", "llama"])
+def test_embeddings_row_is_the_final_norm_of_the_embeddings(client, runs, name):
+    """Row 0, recomputed in float64 from the weights: ln_f(wte[x] (+ wpe[t])) @ W_U."""
+    d = post(client, {"run": name, "text": TEXT, "top": 3})
+    run, idx, _ = forward(runs, name)
+    gpt = run.model
+    sd = {k: v.double() for k, v in gpt.state_dict().items()}
+    x = sd["wte.weight"][idx[0]]
+    if "wpe.weight" in sd:
+        x = x + sd["wpe.weight"][: idx.shape[1]]
+    if "ln_f.bias" in sd:  # LayerNorm
+        x = (x - x.mean(-1, keepdim=True)) / (x.var(-1, unbiased=False, keepdim=True)
+                                              + gpt.ln_f.eps).sqrt()
+        x = x * sd["ln_f.weight"] + sd["ln_f.bias"]
+    else:  # RMSNorm
+        x = x / (x.pow(2).mean(-1, keepdim=True) + gpt.ln_f.eps).sqrt() * sd["ln_f.weight"]
+    p = torch.softmax(x @ sd["lm_head.weight"].T, dim=-1)
+    want = p.topk(3, dim=-1)
+    got = torch.tensor(d["top_probs"][0], dtype=torch.float64)
+    assert torch.allclose(got, want.values, atol=1e-5), (got - want.values).abs().max()
+    top1 = torch.tensor(d["top_ids"][0])[:, 0]
+    assert torch.equal(p.gather(-1, top1[:, None])[:, 0], want.values[:, 0])  # ties allowed
+
+
+@pytest.mark.parametrize("name", ["tiny", "llama"])
+def test_attribution_parts_sum_to_the_models_logit(client, runs, name):
+    run, idx, logits = forward(runs, name)
+    default = post(client, {"run": name, "text": TEXT})["attribution"]
+    assert default["target"] == int(logits[-1].argmax())
+    for target in (default["target"], 5):
+        a = post(client, {"run": name, "text": TEXT, "target": target})["attribution"]
+        assert a["target"] == target and a["position"] == idx.shape[1] - 1
+        assert a["logit"] == pytest.approx(float(logits[-1, target]), abs=1e-5)
+        assert abs(sum(a["values"]) - a["logit"]) < 1e-5 and a["sum"] == sum(a["values"])
+        lib = logit_attribution(run.model, idx, target)
+        assert a["labels"] == lib.labels
+        assert a["values"] == pytest.approx(lib.values[:, 0].tolist(), abs=1e-7)
+    cfg = run.model.config
+    heads = [f"L{layer}H{h}" for layer in range(cfg.n_layer) for h in range(cfg.n_head)]
+    assert set(heads) <= set(default["labels"]) and "embed" in default["labels"]
+
+
+@pytest.mark.parametrize("body,fragment", [
+    ({"run": "tiny", "text": TEXT, "target": 14}, "outside the vocabulary (0..13)"),
+    ({"run": "tiny", "text": TEXT, "target": -1}, "target"),
+    ({"run": "tiny", "text": "the cat " * 5}, "at most 32"),
+    ({"run": "post", "text": TEXT}, "post-norm"),
+    ({"run": "tiny", "text": TEXT, "top": 21}, "top"),
+    ({"run": "tiny", "text": ""}, "text"),
+    ({"run": "nope", "text": TEXT}, "nope"),
+])
+def test_bad_input_is_a_one_line_400(client, body, fragment):
+    error = post(client, body, status=400)["error"]
+    assert fragment in error and "\n" not in error, error

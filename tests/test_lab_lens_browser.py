@@ -1,0 +1,132 @@
+"""View 10 (logit lens) in real headless Chromium (the setup of
+tests/test_lab_views_browser.py): the grid has a cell per depth and position and its last
+row is the model's prediction, a click (or Enter on a focused cell) lists that cell's top
+tokens, the attribution's bars sum to the model's logit, and at phone width nothing
+overflows and axe-core finds no serious problem."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from axe_playwright_python.sync_playwright import Axe
+from playwright import sync_api
+
+from gptlab.lab.runs import Runs
+from gptlab.lab.server import BackgroundServer
+from gptlab.lab.tinyrun import make_tiny_run
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tools.screenshots import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+
+TEXT = "the cat sat on the m"  # the page's default text
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    make_tiny_run(root / "tiny", steps=40)
+    return root
+
+
+@pytest.fixture(scope="module")
+def page(runs):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    with BackgroundServer(runs) as url, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        pg = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        pg.set_default_timeout(20_000)
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(url + "#lens")
+        pg.wait_for_selector("[data-testid=lens-dla]")
+        yield pg
+        assert not errors, errors
+        browser.close()
+    torch.set_num_threads(threads)
+
+
+def model_logits(runs) -> torch.Tensor:
+    run = Runs(runs).load("tiny")
+    with torch.no_grad():
+        logits, _ = run.model.eval()(torch.tensor([run.tokenizer.encode(TEXT)]))
+    return logits[0]  # (T, vocab)
+
+
+def test_grid_has_a_cell_per_depth_and_position(page, runs):
+    logits = model_logits(runs)
+    T, rows = logits.shape[0], 3  # tiny-gpt2: embed, block 0, block 1
+    cells = page.eval_on_selector_all(".lens-cell", "cs => cs.map(c => c.dataset.testid)")
+    assert len(cells) == rows * T
+    last = page.eval_on_selector_all(f"[data-testid^=lens-cell-{rows - 1}-]",
+                                     "cs => cs.map(c => [+c.dataset.id, +c.dataset.p])")
+    own = torch.softmax(logits.double(), -1).max(-1)
+    assert [i for i, _ in last] == own.indices.tolist()
+    assert [p for _, p in last] == pytest.approx(own.values.tolist(), abs=1e-6)
+
+
+def test_click_and_enter_show_a_cells_top_tokens(page):
+    page.click("[data-testid=lens-cell-1-3]")
+    items = page.eval_on_selector_all("[data-testid=lens-topk] li",
+                                      "ls => ls.map(l => [+l.dataset.id, +l.dataset.p])")
+    assert len(items) == 10
+    assert items[0][0] == int(page.get_attribute("[data-testid=lens-cell-1-3]", "data-id"))
+    assert [p for _, p in items] == sorted((p for _, p in items), reverse=True)
+    assert "block 0" in page.text_content("#lens-cell-title")
+    page.focus("[data-testid=lens-cell-0-5]")
+    page.keyboard.press("Enter")
+    assert "embed" in page.text_content("#lens-cell-title")
+    assert "position 5" in page.text_content("#lens-cell-title")
+    assert page.eval_on_selector("[data-testid=lens-cell-0-5]", "c => c.classList.contains('on')")
+
+
+def dla(page) -> tuple[list[float], float, float]:
+    values = page.eval_on_selector_all("[data-testid^=lens-part-]",
+                                       "gs => gs.map(g => +g.dataset.value)")
+    shown = page.eval_on_selector("[data-testid=lens-sum]",
+                                  "p => [+p.dataset.sum, +p.dataset.logit]")
+    return values, *shown
+
+
+def test_attribution_bars_sum_to_the_logit_for_the_chosen_token(page, runs):
+    logits = model_logits(runs)
+    values, total, logit = dla(page)
+    assert len(values) == 14  # embed, pos_embed, 2 x (4 heads + mlp), 2 biases
+    top = int(logits[-1].argmax())
+    assert page.input_value("[data-testid=lens-target]") == str(top)
+    assert abs(sum(values) - logit) < 1e-5 and abs(total - logit) < 1e-5
+    assert logit == pytest.approx(float(logits[-1, top]), abs=1e-5)
+    text = page.text_content("[data-testid=lens-sum]")
+    assert f"{total:.4f}" in text and f"{logit:.4f}" in text
+    other = page.eval_on_selector_all("[data-testid=lens-target] option",
+                                      "os => os.map(o => o.value)")[3]
+    with page.expect_response("**/api/lens"):
+        page.select_option("[data-testid=lens-target]", other)
+    page.wait_for_timeout(100)  # drawn in the same task as the response; a margin only
+    values, total, logit = dla(page)
+    assert logit == pytest.approx(float(logits[-1, int(other)]), abs=1e-5)
+    assert abs(sum(values) - logit) < 1e-5
+
+
+def test_phone_width_and_axe(page):
+    page.set_viewport_size({"width": 390, "height": 844})
+    try:
+        page.wait_for_timeout(300)
+        width = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+        assert width[0] <= width[1], width
+        found = Axe().run(page).response["violations"]
+        serious = [(v["id"], [n["target"] for n in v["nodes"]][:3]) for v in found
+                   if v["impact"] in ("serious", "critical")]
+        assert not serious, serious
+        unnamed = page.eval_on_selector_all(
+            "#view-lens button, #view-lens select, #view-lens input",
+            "els => els.filter(e => !(e.getAttribute('aria-label') || e.labels?.length "
+            "|| e.textContent.trim())).map(e => e.id || e.dataset.testid)")
+        assert not unnamed, unnamed
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 900})
