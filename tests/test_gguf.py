@@ -31,6 +31,8 @@ PROMPT = "ROMEO:\nBut soft, what light"
 TEST_TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\n\n'Tis 3 & $! ?-;"
 GREEDY_STEPS = 32
 LOGIT_TOLERANCE = 1e-3
+GGML_F32 = 0  # ggml's type ids, as llama_cpp.GGML_TYPE_F32 and GGML_TYPE_F16
+GGML_F16 = 1
 # q8_0 on the trained run: greedy tokens from the prompt that must equal f32 gptlab's.
 Q8_0_AGREEMENT = 32
 
@@ -91,9 +93,11 @@ MODELS = {
 }
 
 
-def llama_cpp(path, n_ctx: int = 64) -> Llama:
+def llama_cpp(path, n_ctx: int = 64, kv_type: int = GGML_F32) -> Llama:
+    """llama.cpp on one thread, with its key/value cache in f32 (its default is f16, which
+    rounds every key and value to 11 significant bits)."""
     return Llama(model_path=str(path), n_ctx=n_ctx, logits_all=True, verbose=False, seed=0,
-                 n_threads=1, n_batch=n_ctx)
+                 n_threads=1, n_batch=n_ctx, type_k=kv_type, type_v=kv_type)
 
 
 def their_logits(llm: Llama, ids: list[int]) -> np.ndarray:
@@ -328,7 +332,7 @@ def test_bad_outputs_are_one_line_and_leave_no_partial_file(tmp_path, capsys, ex
     for out, message in [
         (existing, "already exists; pass --force"),
         (tmp_path, "is a directory"),
-        (a_file / "m.gguf", "is a file"),
+        (a_file / "m.gguf", "exists and is not a directory"),
     ]:
         assert main(["convert", "--to-gguf", str(run), "--out", str(out)]) == 2
         err = capsys.readouterr().err

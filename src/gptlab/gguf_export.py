@@ -164,7 +164,7 @@ def _pairs_adjacent(rows: np.ndarray, n_head: int) -> np.ndarray:
     return rows.reshape(n_head, 2, -1, *rest).swapaxes(1, 2).reshape(rows.shape).copy()
 
 
-def _encoded(gguf: Any, name: str, array: np.ndarray, dtype: str) -> tuple[np.ndarray, Any]:
+def _encoded(gguf: Any, array: np.ndarray, dtype: str) -> tuple[np.ndarray, Any]:
     """(data, its GGML type) for one tensor at --dtype: vectors (norms, biases, rope factors)
     stay f32, as llama.cpp's own converter keeps them; a matrix whose rows Q8_0 cannot
     block goes in f16."""
@@ -290,8 +290,8 @@ def _pre_tokenizer_name(pre: dict | None) -> str:
 
 def model_name(source: str | Path) -> str:
     """general.name: the model directory's name; RUN/best is "RUN-best"."""
-    path = Path(source).expanduser().resolve() if Path(source).expanduser().exists() \
-        else Path(str(source))
+    path = Path(source).expanduser()
+    path = path.resolve() if path.exists() else path  # "." and "runs/x/." have names too
     return f"{path.parent.name}-{path.name}" if path.name == "best" else path.name
 
 
@@ -312,7 +312,7 @@ def write_gguf(model: GPT, tokenizer: Tokenizer, out: str | Path, *, dtype: str 
         _add_metadata(gguf, writer, config, arch, dtype, name)
         _add_vocab(gguf, writer, vocab)
         for tensor_name, array in tensors.items():
-            data, ggml_type = _encoded(gguf, tensor_name, array, dtype)
+            data, ggml_type = _encoded(gguf, array, dtype)
             writer.add_tensor(tensor_name, data, raw_dtype=ggml_type)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
