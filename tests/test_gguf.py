@@ -71,6 +71,10 @@ def random_model(seed: int, scale: float = 0.3, **fields) -> GPT:
 
 LLAMA = dict(n_layer=2, n_head=4, n_embd=64, block_size=64, pos_encoding="rope",
              norm="rmsnorm", mlp="swiglu", ffn_hidden=96, bias=False)
+# llama.cpp's CPU GELU looks gelu(fp16(x)) up in an fp16 table: its error grows with the
+# activations, 4e-3 in the logits at weights of std 0.3, where emulating the table in gptlab
+# brings the gap back to 6e-4. GPT-2-style models are tested at weights that keep it in 1e-3.
+GELU_SCALE = 0.05
 GPT2_STYLE = dict(n_layer=2, n_head=4, n_embd=64, block_size=64, pos_encoding="learned",
                   norm="layernorm", mlp="gelu_tanh")
 
@@ -139,7 +143,8 @@ def exported(tmp_path_factory, char_tokenizer, bpe_tokenizer):
     out = {}
     for seed, (name, (fields, kind)) in enumerate(MODELS.items()):
         tokenizer = tokenizers[kind]
-        model = random_model(seed, vocab_size=tokenizer.vocab_size + 3, **fields)
+        model = random_model(seed, scale=GELU_SCALE if fields["mlp"] == "gelu_tanh" else 0.3,
+                             vocab_size=tokenizer.vocab_size + 3, **fields)
         path = root / f"{name}.gguf"
         write_gguf(model, tokenizer, path)
         out[name] = model, tokenizer, path
@@ -167,7 +172,7 @@ def trained_run(tmp_path_factory, text, bpe_tokenizer):
     prepare(text, root / "data", bpe_tokenizer, source="tiny shakespeare")
     config = GPTConfig(vocab_size=bpe_tokenizer.vocab_size, n_kv_head=2,
                        tie_embeddings=False, **LLAMA)
-    settings = recipe("shakespeare-char-cpu-fast", max_iters=150, eval_interval=150,
+    settings = recipe("shakespeare-char-cpu-fast", max_iters=60, eval_interval=60,
                       eval_iters=2, whole_val=False, batch_size=8)
     train(config, settings, root / "data", root / "run", progress=False)
     return root / "run"
@@ -255,7 +260,7 @@ def test_gguf_reader_gives_back_every_tensor_and_key(exported, trained_run, trai
     assert value("llama.rope.freq_base") == config.rope_base
     assert value("llama.attention.layer_norm_rms_epsilon") == pytest.approx(config.norm_eps)
     assert value("tokenizer.ggml.model") == "gpt2"
-    assert value("tokenizer.ggml.pre") == "gpt2"
+    assert value("tokenizer.ggml.pre") == "gpt-2"
     tokens = value("tokenizer.ggml.tokens")
     assert len(tokens) == config.vocab_size
     assert tokens[: tokenizer.vocab_size] == [

@@ -40,8 +40,8 @@ GGUF_HINT = "pip install 'gptlab[gguf]'"
 DTYPES = ("f32", "f16", "q8_0")
 # Q8_0 packs 32 weights per block: a row of another length is written as f16 instead.
 Q8_0_BLOCK = 32
-# GPT-2's pre-tokenizer regex, which HF's ByteLevel(use_regex=True) and llama.cpp's "gpt2"
-# pre-tokenizer both apply; Llama 3's, as its tokenizer.json spells it (llama.cpp "llama-bpe").
+# HF's ByteLevel(use_regex=True) applies GPT-2's pre-tokenizer regex, llama.cpp's "gpt-2"
+# the same; Llama 3's, as its tokenizer.json spells it, is llama.cpp's "llama-bpe".
 LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}"
                 r"\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 # Byte 0xFF twice, in byte-level characters: no UTF-8 text has the byte 0xFF.
@@ -232,7 +232,7 @@ def char_vocab(tokenizer: CharTokenizer) -> GGUFVocab:
         for end in range(1, len(pieces)):
             merges.setdefault(f"{''.join(pieces[:end])} {pieces[end]}", None)
         tokens.append("".join(pieces))
-    return GGUFVocab(tokens, [NORMAL] * len(tokens), list(merges), "gpt2", None)
+    return GGUFVocab(tokens, [NORMAL] * len(tokens), list(merges), "gpt-2", None)
 
 
 def bpe_vocab(tokenizer: HFTokenizer) -> GGUFVocab:
@@ -270,10 +270,10 @@ def _is_byte_level(part: dict | None) -> bool:
 
 
 def _pre_tokenizer_name(pre: dict | None) -> str:
-    """llama.cpp's name for the pre-tokenizer: "gpt2" for ByteLevel with its own regex
+    """llama.cpp's name for the pre-tokenizer: "gpt-2" for ByteLevel with its own regex
     (GPT-2, gptlab's BPE), "llama-bpe" for Llama 3's Split then ByteLevel."""
     if _is_byte_level(pre) and pre.get("use_regex", True) and not pre.get("add_prefix_space"):
-        return "gpt2"
+        return "gpt-2"
     if pre is not None and pre.get("type") == "Sequence":
         parts = pre.get("pretokenizers", [])
         if (len(parts) == 2 and parts[0].get("type") == "Split"
