@@ -272,7 +272,7 @@ def test_gguf_reader_gives_back_every_tensor_and_key(exported, trained_run, trai
 
 
 def test_cli_writes_a_gpt2_style_char_run_and_reports_it(tmp_path, capsys):
-    from gptlab.lab.tinyrun import make_tiny_run
+    from gptlab.lab.tinyrun import TEXT, make_tiny_run
 
     run = make_tiny_run(tmp_path / "tiny", steps=5)
     out = tmp_path / "tiny.gguf"
@@ -280,7 +280,7 @@ def test_cli_writes_a_gpt2_style_char_run_and_reports_it(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "gpt2" in printed and f"wrote {out}" in printed
     model, tokenizer = gptlab.load(run)
-    ids = tokenizer.encode("First")
+    ids = tokenizer.encode(TEXT[:20])
     diff = np.abs(our_logits(model, ids) - their_logits(llama_cpp(out, n_ctx=32), ids)).max()
     assert diff < LOGIT_TOLERANCE
 
