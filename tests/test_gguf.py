@@ -195,6 +195,7 @@ def test_trained_run_f32_matches_and_q8_0_keeps_greedy_tokens(trained_run, train
     ids = tokenizer.encode(PROMPT)
     ours = our_greedy(model, ids, Q8_0_AGREEMENT)
     f32 = llama_cpp(trained_gguf["f32"], n_ctx=64)
+    assert tokenizer.decode([f32.token_eos()]) == "\ufffd"  # byte 0xFF alone: no character
     assert np.abs(our_logits(model, ids) - their_logits(f32, ids)).max() < LOGIT_TOLERANCE
     assert their_greedy(f32, ids, GREEDY_STEPS) == ours[:GREEDY_STEPS]
     for dtype in ("f16", "q8_0"):
@@ -267,6 +268,9 @@ def test_gguf_reader_gives_back_every_tensor_and_key(exported, trained_run, trai
         tokenizer.tokenizer.id_to_token(i) for i in range(tokenizer.vocab_size)]
     assert tokens[tokenizer.vocab_size:] == []
     assert len(value("tokenizer.ggml.merges")) == tokenizer.vocab_size - 256
+    # No end-of-text token in gptlab's BPE: llama.cpp's is the byte 0xFF, which no text has
+    # (without one it would stop at id 11, a comma).
+    assert tokens[value("tokenizer.ggml.eos_token_id")] == "ÿ"
     file_types = {"f32": 0, "f16": 1, "q8_0": 7}
     assert value("general.file_type") == file_types[dtype]
 

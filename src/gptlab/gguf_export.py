@@ -44,6 +44,8 @@ Q8_0_BLOCK = 32
 # the same; Llama 3's, as its tokenizer.json spells it, is llama.cpp's "llama-bpe".
 LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}"
                 r"\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# The end-of-text id llama.cpp's BPE takes when a file names none.
+LLAMA_CPP_EOS = 11
 # Byte 0xFF twice, in byte-level characters: no UTF-8 text has the byte 0xFF.
 NEVER_MERGES = "ÿ ÿ"
 # llama.cpp's token types (gguf.TokenType), here so the vocabulary code needs no import.
@@ -212,10 +214,24 @@ def gguf_vocab(tokenizer: Tokenizer, vocab_size: int) -> GGUFVocab:
         vocab = bpe_vocab(tokenizer)
     else:
         raise UsageError(f"no GGUF vocabulary for a {type(tokenizer).__name__}")
+    if vocab.eos_id is None:
+        vocab.eos_id = _never_said(vocab.tokens, vocab_size)
     for i in range(len(vocab.tokens), vocab_size):
         vocab.tokens.append(f"[PAD{i}]")
         vocab.types.append(UNUSED)
     return vocab
+
+
+def _never_said(tokens: list[str], vocab_size: int) -> int | None:
+    """An id for llama.cpp's end-of-text token where the vocabulary has none: without the
+    key it takes id 11, a real token (',' in gptlab's BPE), and stops there. The token for
+    byte 0xFF, which no UTF-8 text has, so no trained model says it (every byte-level BPE
+    has one); else the first padding row. None: a char vocabulary without padding, where
+    every id is a character and llama.cpp stops at LLAMA_CPP_EOS (`llama-cli --ignore-eos`)."""
+    never = byte_chars()[0xFF]
+    if never in tokens:
+        return tokens.index(never)
+    return len(tokens) if len(tokens) < vocab_size else None
 
 
 def char_vocab(tokenizer: CharTokenizer) -> GGUFVocab:
@@ -296,10 +312,10 @@ def model_name(source: str | Path) -> str:
 
 
 def write_gguf(model: GPT, tokenizer: Tokenizer, out: str | Path, *, dtype: str = "f32",
-               name: str = "gptlab") -> dict[str, np.ndarray]:
+               name: str = "gptlab") -> GGUFVocab:
     """Write `model` and `tokenizer` to the GGUF file `out`, atomically (a temp file beside
     it, renamed when complete). Everything is checked before the first byte; returns the
-    float32 tensors written, by their GGUF names."""
+    vocabulary written."""
     gguf = _gguf()
     if dtype not in DTYPES:
         raise UsageError(f"unknown GGUF dtype {dtype!r}; expected one of: {', '.join(DTYPES)}")
@@ -318,7 +334,7 @@ def write_gguf(model: GPT, tokenizer: Tokenizer, out: str | Path, *, dtype: str 
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
         writer.close()
-    return tensors
+    return vocab
 
 
 _FILE_TYPES = {"f32": "ALL_F32", "f16": "MOSTLY_F16", "q8_0": "MOSTLY_Q8_0"}

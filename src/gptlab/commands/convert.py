@@ -12,7 +12,14 @@ from gptlab.checkpoint import CONFIG_FILE, TOKENIZER_FILE, load_model, save_mode
 from gptlab.commands.outdir import check_out_dir, check_out_file
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
-from gptlab.gguf_export import DTYPES, GGUF_HINT, gguf_architecture, model_name, write_gguf
+from gptlab.gguf_export import (
+    DTYPES,
+    GGUF_HINT,
+    LLAMA_CPP_EOS,
+    gguf_architecture,
+    model_name,
+    write_gguf,
+)
 from gptlab.hf_config import keymap_for
 from gptlab.loading import load
 from gptlab.tokenizers import CharTokenizer, load_tokenizer
@@ -104,10 +111,13 @@ def convert_to_hf(model_dir: Path, out: Path) -> int:
 def convert_to_gguf(source: str, out: Path, dtype: str, force: bool) -> int:
     check_out_file(out, force)
     model, tokenizer = load(source)
-    write_gguf(model, tokenizer, out, dtype=dtype, name=model_name(source))
+    vocab = write_gguf(model, tokenizer, out, dtype=dtype, name=model_name(source))
     print(f"{source}: {gguf_architecture(model.config)}, {model.num_parameters():,} parameters, "
           f"vocab {model.config.vocab_size:,}, {dtype}")
     print(f"wrote {out} ({out.stat().st_size:,} bytes)")
+    if vocab.eos_id is None and LLAMA_CPP_EOS < tokenizer.vocab_size:
+        print(f"note: no end-of-text token, so llama.cpp stops at id {LLAMA_CPP_EOS} "
+              f"({tokenizer.decode([LLAMA_CPP_EOS])!r}); run llama-cli with --ignore-eos")
     return 0
 
 
