@@ -14,8 +14,14 @@ $(VENV)/.base: pyproject.toml
 	$(PY) -m pip install -q -e ".[corpus,lab]"
 	touch $@
 
+# The test extra's llama-cpp-python (the GGUF oracle) compiles llama.cpp from source, once:
+# pip's wheel cache keeps the build for every later install, a fresh venv included. Only its
+# library is built (no multimodal, tests, examples or tools), which computes the same.
+LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+	-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
+
 $(VENV)/.test: $(VENV)/.base
-	$(PY) -m pip install -q -e ".[test]"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install -q -e ".[test]"
 	touch $@
 
 demo: $(VENV)/.base

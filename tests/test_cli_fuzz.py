@@ -330,9 +330,11 @@ def test_prepare(world, capsys, offline, source, opts, out):
 @fuzz(60)
 @given(pair=mostly(
     st.sampled_from([("--from-hf", ("world", "hf")), ("--to-hf", ("world", "run")),
-                     ("--to-hf", ("world", "run/best"))]),
-    st.tuples(st.sampled_from(["--from-hf", "--to-hf"]), st.one_of(paths(), st.sampled_from(
-        ["openai-community/gpt2", "a/b/c", "a b", "~/nothing", "gpt2"]).map(
+                     ("--to-hf", ("world", "run/best")), ("--to-gguf", ("world", "run")),
+                     ("--to-gguf", ("world", "hf"))]),
+    st.tuples(st.sampled_from(["--from-hf", "--to-hf", "--to-gguf"]), st.one_of(
+        paths(), st.sampled_from(["openai-community/gpt2", "a/b/c", "a b", "~/nothing",
+                                  "gpt2"]).map(
             lambda n: ("text", n))))),
        out=mostly(out_paths(), world_path("run", "hf", "data")), force=st.booleans())
 def test_convert(world, capsys, offline, pair, out, force):

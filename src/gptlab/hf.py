@@ -144,10 +144,10 @@ def state_from_hf(
 
 def state_to_hf(model: GPT, keymap: KeyMap) -> dict[str, Tensor]:
     """Our weights under their names and layouts (a tied lm_head is left out, as they do),
-    with what their architecture always has and ours lacks (see `_stand_ins`)."""
+    with what their architecture always has and ours lacks (see `stand_ins`)."""
     theirs: dict[str, Tensor] = {}
     ours = weights_state(model)
-    ours.update(_stand_ins(model, ours, keymap))
+    ours.update(stand_ins(model, ours, keymap))
     for name, tensor in ours.items():
         names, local = _their_names(name, keymap)
         parts = tensor.split(_part_sizes(model.config, len(names))) if len(names) > 1 else [tensor]
@@ -168,21 +168,21 @@ def _always_present(config: GPTConfig, keymap: KeyMap) -> list[str]:
                     if n in keymap.always_present]
 
 
-def _stand_ins(model: GPT, ours: dict[str, Tensor], keymap: KeyMap) -> dict[str, Tensor]:
+def stand_ins(model: GPT, ours: dict[str, Tensor], keymap: KeyMap) -> dict[str, Tensor]:
     """keymap.always_present weights that our model has none of, as what it computes in their
     place: zero biases, and the absolute positions it adds (zeros for none) as a table."""
     weight = model.wte.weight.detach()
-    stand_ins = {}
+    made = {}
     for name in (n for n in _always_present(model.config, keymap) if n not in ours):
         if name == "wpe.weight":
             positions = torch.arange(model.config.block_size, device=weight.device)
             table = (model.wpe(positions) if model.wpe is not None
                      else torch.zeros(len(positions), model.config.n_embd))
-            stand_ins[name] = table.to(weight)  # as forward casts it: to the embeddings' dtype
+            made[name] = table.to(weight)  # as forward casts it: to the embeddings' dtype
         elif name.removesuffix(".bias") + ".weight" in ours:  # not a post-norm model's ln_f
             rows = ours[name.removesuffix(".bias") + ".weight"].shape[0]
-            stand_ins[name] = weight.new_zeros(rows)  # as many zeros as its layer has outputs
-    return stand_ins
+            made[name] = weight.new_zeros(rows)  # as many zeros as its layer has outputs
+    return made
 
 
 def _heads_interleaved(qkv: Tensor, n_head: int) -> Tensor:

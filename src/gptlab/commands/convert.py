@@ -9,10 +9,19 @@ from pathlib import Path
 from gptlab import hf
 from gptlab.atomic import atomic_write_text, copy_file, ensure_dir
 from gptlab.checkpoint import CONFIG_FILE, TOKENIZER_FILE, load_model, save_model
-from gptlab.commands.outdir import check_out_dir
+from gptlab.commands.outdir import check_out_dir, check_out_file
 from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
+from gptlab.gguf_export import (
+    DTYPES,
+    GGUF_HINT,
+    LLAMA_CPP_EOS,
+    gguf_architecture,
+    model_name,
+    write_gguf,
+)
 from gptlab.hf_config import keymap_for
+from gptlab.loading import load
 from gptlab.tokenizers import CharTokenizer, load_tokenizer
 
 
@@ -30,14 +39,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "GELU with learned, sinusoidal or no positions, OPT for the same post-norm, GPT-NeoX "
             "for the same with RoPE (all with biases or without); Llama for RoPE + RMSNorm + "
             "SwiGLU; anything else is refused, saying why. Needs "
-            f"`{hf.INSTALL_HINT}`."
+            f"`{hf.INSTALL_HINT}`. --to-gguf: a model (run directory, RUN/best, model or "
+            "converted directory) and its tokenizer -> one GGUF file llama.cpp runs (Llama or "
+            f"GPT-2 architecture, byte-level BPE or char tokenizer). Needs `{GGUF_HINT}`."
         ),
     )
     direction = p.add_mutually_exclusive_group(required=True)
     direction.add_argument("--from-hf", metavar="HF_DIR_OR_NAME",
                            help="a Hugging Face model directory or hub name to read")
     direction.add_argument("--to-hf", metavar="MODEL_DIR", help="a gptlab model directory to read")
-    p.add_argument("--out", required=True, metavar="DIR", help="directory to write")
+    direction.add_argument("--to-gguf", metavar="PATH",
+                           help="a model (whatever gptlab.load takes) to write as one GGUF file "
+                                "for llama.cpp (--out FILE.gguf)")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="directory to write (with --to-gguf: the .gguf file)")
+    p.add_argument("--dtype", choices=DTYPES, default="f32",
+                   help="--to-gguf weight type (default f32; f16, q8_0 keep vectors f32)")
     p.add_argument("--force", action="store_true",
                    help="overwrite a model already in --out")
     p.set_defaults(func=run)
@@ -45,6 +62,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
+    if args.to_gguf is not None:
+        return convert_to_gguf(args.to_gguf, out, args.dtype, args.force)
     check_out_dir(out, model_ok=True)  # a model already there: replaced only with --force
     if (out / CONFIG_FILE).exists() and not args.force:
         raise UsageError(f"{out} already holds a model ({CONFIG_FILE}); pass --force to overwrite")
@@ -86,6 +105,19 @@ def convert_to_hf(model_dir: Path, out: Path) -> int:
         written += [hf.HF_TOKENIZER, hf.HF_TOKENIZER_CONFIG]
     print(f"{model_dir}: {_architecture(model.config)}, {model.num_parameters():,} parameters")
     print(f"wrote {out}/: {' '.join(written)}")
+    return 0
+
+
+def convert_to_gguf(source: str, out: Path, dtype: str, force: bool) -> int:
+    check_out_file(out, force)
+    model, tokenizer = load(source)
+    vocab = write_gguf(model, tokenizer, out, dtype=dtype, name=model_name(source))
+    print(f"{source}: {gguf_architecture(model.config)}, {model.num_parameters():,} parameters, "
+          f"vocab {model.config.vocab_size:,}, {dtype}")
+    print(f"wrote {out} ({out.stat().st_size:,} bytes)")
+    if vocab.eos_id is None and LLAMA_CPP_EOS < tokenizer.vocab_size:
+        print(f"note: no end-of-text token, so llama.cpp stops at id {LLAMA_CPP_EOS} "
+              f"({tokenizer.decode([LLAMA_CPP_EOS])!r}); run llama-cli with --ignore-eos")
     return 0
 
 

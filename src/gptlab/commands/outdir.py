@@ -23,3 +23,15 @@ def check_out_dir(out: str | Path, *, model_ok: bool = False, data_ok: bool = Fa
         raise UsageError(f"--out {out} is a data directory ({DATA_META}); give a directory "
                          "of its own")
     return out
+
+
+def check_out_file(out: str | Path, force: bool) -> Path:
+    """--out names one file to write: not a directory, its directory creatable and
+    writable, and not already there unless force (then it is replaced whole)."""
+    out = Path(out)
+    if out.is_dir():
+        raise UsageError(f"--out {out} is a directory; give the file to write")
+    if out.exists() and not force:
+        raise UsageError(f"{out} already exists; pass --force to overwrite")
+    check_dir(out.parent)
+    return out
