@@ -42,7 +42,7 @@ class TrainConfig:
               "follows, unless --warmup-iters / --lr-decay-iters are given too", POSITIVE)
     learning_rate: float = setting(1e-3, "peak learning rate (after warm-up)",
                                    within(0, None, low_open=True))
-    min_lr: float = setting(1e-4, "where cosine decay ends (<= learning_rate)", within(0, None))
+    min_lr: float = setting(1e-4, "where the decay ends (<= learning_rate)", within(0, None))
     warmup_iters: int = setting(100, "linear warm-up steps", at_least(0))
     lr_schedule: str = setting("cosine", "after the warm-up: cosine (decay to min_lr at "
                                          "lr_decay_iters) or wsd (warm-up-stable-decay: hold, "
@@ -52,7 +52,8 @@ class TrainConfig:
                                         "lr_decay_iters spent cooling down",
                                    within(0, 1))
     lr_decay_iters: int | None = setting(
-        None, "step where cosine decay reaches min_lr (default max_iters; kept on resume)")
+        None, "step where the decay (cosine or wsd) reaches min_lr (default max_iters; kept on "
+              "resume)")
     # 0.1 on 2-D weights only: norms and biases stay undecayed.
     weight_decay: float = setting(0.1, "AdamW weight decay, on 2-D weights only",
                                   within(0, None))
