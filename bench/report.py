@@ -75,9 +75,15 @@ def time_to_quality(d: dict) -> str:
                 f"{r['time_vs_nanogpt']:.2f}x"] for k, r in d["recipes"].items()])
 
 
+def speedrun(d: dict) -> str:
+    from bench.speedrun import record_header, record_rows
+
+    return record_header(tuple(d["rungs"])) + "\n" + record_rows(d)
+
+
 def main(argv: list[str] | None = None) -> int:
     folder = Path((argv or sys.argv[1:] or ["bench/results"])[0])
-    for name in ("train_step", "time_to_quality", "generation", "mfu", "scaling"):
+    for name in ("train_step", "time_to_quality", "speedrun", "generation", "mfu", "scaling"):
         path = folder / f"{name}.json"
         if path.is_file():
             d = json.loads(path.read_text())

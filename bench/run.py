@@ -11,8 +11,8 @@ from typing import Any
 from bench.common import SIZES, setup_threads
 from gptlab.commands.bench import NAMES as BENCHMARKS  # the one list, in run order
 
-# Left out of --quick unless asked for by name: it trains two models to a target loss.
-SLOW = ("time_to_quality",)
+# Left out of --quick unless asked for by name: they train models to a target loss.
+SLOW = ("time_to_quality", "speedrun")
 
 
 def selected(only: list[str] | None, size: str) -> list[str]:
@@ -23,7 +23,7 @@ def selected(only: list[str] | None, size: str) -> list[str]:
 
 def run_all(
     names: list[str], size: str, out_dir: Path, threads: int, text_path: str | None = None,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = print, seeds: int | None = None,
 ) -> dict[str, Any]:
     """Run each named benchmark at `size` ('smoke', 'quick' or 'full'), writing
     out_dir/<name>.json (and PNGs); returns {name: its result dict}."""
@@ -34,7 +34,9 @@ def run_all(
     for name in names:
         module = importlib.import_module(f"bench.{name}")
         t0 = time.perf_counter()
-        extra = {"text_path": text_path} if name == "time_to_quality" else {}
+        extra = {"text_path": text_path} if name in SLOW else {}
+        if name == "speedrun":
+            extra["seeds"] = seeds
         results[name] = module.run(SIZES[size], out_dir, log=log, **extra)
         log(f"[{name}: {time.perf_counter() - t0:.0f} s, wrote {out_dir / (name + '.json')}]")
     return results

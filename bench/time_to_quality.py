@@ -22,10 +22,9 @@ from gptlab.data import TokenBatches, split_text
 from gptlab.distributed import Dist
 from gptlab.errors import UsageError
 from gptlab.presets import RECIPES
-from gptlab.schedule import lr_at
 from gptlab.tokenizers import CharTokenizer
 from gptlab.train_config import TrainConfig, recipe
-from gptlab.trainer import Trainer, autocast_dtype
+from gptlab.trainer import Trainer, autocast_dtype, scheduled_lr
 
 TARGET = 1.88  # nanoGPT README's val loss for its CPU recipe
 # nanoGPT's CPU recipe exactly (README "I only have a macbook" on top of
@@ -79,8 +78,7 @@ def train_to_target(
     curve, reached_at, val_loss = [], None, float("inf")
     next_eval = coarse
     while trainer.step < cfg.max_iters:
-        lr = lr_at(trainer.step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters,
-                   cfg.lr_decay_iters)
+        lr = scheduled_lr(cfg, trainer.step)
         t = time.perf_counter()
         trainer.train_step(lr)
         dt = time.perf_counter() - t

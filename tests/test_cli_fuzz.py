@@ -416,6 +416,10 @@ TRAIN_VALID = dict(
     lr_decay_iters=ints(1, 10), weight_decay=floats(0, 0.5), beta1=floats(0, 0.99),
     beta2=floats(0, 0.999), grad_clip=floats(0, 2), eval_interval=ints(1, 5),
     eval_iters=ints(1, 3), log_interval=ints(1, 5), checkpoint_interval=ints(1, 5),
+    optimizer=st.sampled_from(["adamw", "muon"]), muon_lr=floats(1e-4, 0.1),
+    muon_momentum=floats(0, 0.99), muon_weight_decay=floats(0, 0.5),
+    muon_dtype=st.sampled_from(["auto", "float32", "bfloat16"]),
+    lr_schedule=st.sampled_from(["cosine", "wsd"]), cooldown_frac=floats(0, 1),
     seed=ints(0, 2**32), batch_rng=st.sampled_from(["separate", "nanogpt"]),
     dtype=st.sampled_from(["auto", "float32", "bfloat16"]), compile=SWITCH,
     device=st.sampled_from(["cpu", "auto"]),
@@ -478,7 +482,8 @@ def test_lab_arguments(world, capsys, offline, monkeypatch, opts):
     dict(quick=SWITCH, smoke=SWITCH,
          only=st.lists(st.sampled_from(["mfu", "train_step,generation", "lab_latency"]),
                        max_size=2),
-         out=out_paths("empty"), text=world_path("small"), threads=ints(1, 8)),
+         out=out_paths("empty"), text=world_path("small"), threads=ints(1, 8),
+         seeds=ints(1, 5)),
     hostile=dict(only=st.lists(st.one_of(TEXT, st.just(",")), min_size=1, max_size=3),
                  text=paths(), out=st.one_of(out_paths(), paths()))))
 def test_bench_arguments(world, capsys, offline, monkeypatch, opts):

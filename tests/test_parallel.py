@@ -182,6 +182,7 @@ def test_layouts_that_do_not_fit_are_refused_by_name(mode, tp, world, config, me
 @pytest.mark.parametrize("settings, config, message", [
     (dict(parallel="fsdp", compile=True), small(), "does not support compile"),
     (dict(parallel="fsdp", dtype="float16"), small(), "does not support dtype float16"),
+    (dict(parallel="tp", tp=2, optimizer="muon"), small(), "does not support optimizer muon"),
     (dict(parallel="tp", batch_rng="nanogpt"), small(), "does not support batch_rng nanogpt"),
     (dict(parallel="tp"), small(dropout=0.1), "needs dropout 0"),
 ])

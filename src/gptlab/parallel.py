@@ -69,7 +69,10 @@ def check_settings(cfg: TrainConfig, config: GPTConfig, world_size: int) -> Layo
     refused = (("compile", cfg.compile, "not tried on sharded modules yet"),
                ("dtype float16", cfg.dtype == "float16", "it needs a GradScaler; use bfloat16"),
                ("batch_rng nanogpt", cfg.batch_rng == "nanogpt",
-                "each rank would initialise different weights"))
+                "each rank would initialise different weights"),
+               ("optimizer muon", cfg.optimizer == "muon",
+                "Muon orthogonalises each whole matrix, and a rank holds only a shard; "
+                "use --parallel ddp"))
     for name, used, why in refused:
         if used:
             raise UsageError(f"--parallel {layout.mode} does not support {name} ({why})")

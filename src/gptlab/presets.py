@@ -85,6 +85,20 @@ RECIPES: dict[str, dict[str, Any]] = {
         learning_rate=2e-3, min_lr=2e-4, warmup_iters=100, weight_decay=0.1, beta1=0.9,
         beta2=0.99, grad_clip=1.0, eval_interval=250, eval_iters=20,
     ),
+    # PROVISIONAL, NOT YET MEASURED: the speedrun candidate (bench/speedrun.py), a first
+    # guess to be replaced by what the speedrun measures. nanoGPT's shape (no preset of this
+    # name, so --preset shakespeare-char-cpu); Muon at Keller Jordan's lr 0.02 for the hidden
+    # matrices, AdamW at the default recipe's 2e-3 for embeddings and norms; B=32 and 600
+    # steps after an exploratory run (4x128, T=64, B=32: whole-split figures not taken, val
+    # estimate 1.787 at step 400); warm-up-stable-decay, the last 40% cooling down
+    # (modded-nanogpt's shape of schedule).
+    "shakespeare-char-cpu-speedrun": dict(
+        batch_size=32, gradient_accumulation_steps=1, max_iters=600, lr_decay_iters=600,
+        learning_rate=2e-3, min_lr=2e-4, warmup_iters=50, lr_schedule="wsd",
+        cooldown_frac=0.4, optimizer="muon", muon_lr=0.02, muon_momentum=0.95,
+        weight_decay=0.1, beta1=0.9, beta2=0.99, grad_clip=1.0, eval_interval=100,
+        eval_iters=20,
+    ),
     # nanoGPT config/train_shakespeare_char.py (its GPU recipe).
     "shakespeare-char": dict(
         batch_size=64, gradient_accumulation_steps=1, max_iters=5000, lr_decay_iters=5000,

@@ -17,6 +17,9 @@ from gptlab.presets import RECIPES
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 BATCH_RNGS = ("separate", "nanogpt")
 PARALLEL_MODES = ("ddp", "fsdp", "tp", "fsdp+tp")  # gptlab.parallel
+OPTIMIZERS = ("adamw", "muon")
+LR_SCHEDULES = ("cosine", "wsd")
+MUON_DTYPES = ("auto", "float32", "bfloat16")
 
 
 def setting(default: Any, help: str, check: Check | None = None) -> Any:
@@ -40,16 +43,40 @@ class TrainConfig:
               "follows, unless --warmup-iters / --lr-decay-iters are given too", POSITIVE)
     learning_rate: float = setting(1e-3, "peak learning rate (after warm-up)",
                                    within(0, None, low_open=True))
-    min_lr: float = setting(1e-4, "where cosine decay ends (<= learning_rate)", within(0, None))
+    min_lr: float = setting(1e-4, "where the decay ends (<= learning_rate)", within(0, None))
     warmup_iters: int = setting(100, "linear warm-up steps", at_least(0))
+    lr_schedule: str = setting("cosine", "after the warm-up: cosine (decay to min_lr at "
+                                         "lr_decay_iters) or wsd (warm-up-stable-decay: hold, "
+                                         "then a linear cool-down to min_lr)",
+                               one_of(LR_SCHEDULES))
+    cooldown_frac: float = setting(0.2, "wsd: the share of the steps from warm-up to "
+                                        "lr_decay_iters spent cooling down",
+                                   within(0, 1))
     lr_decay_iters: int | None = setting(
-        None, "step where cosine decay reaches min_lr (default max_iters; kept on resume)")
+        None, "step where the decay (cosine or wsd) reaches min_lr (default max_iters; kept on "
+              "resume)")
     # 0.1 on 2-D weights only: norms and biases stay undecayed.
     weight_decay: float = setting(0.1, "AdamW weight decay, on 2-D weights only",
                                   within(0, None))
     beta1: float = setting(0.9, "AdamW beta1", within(0, 1, high_open=True))
     # 0.99 rather than 0.999: small batches, few tokens per step.
     beta2: float = setting(0.99, "AdamW beta2", within(0, 1, high_open=True))
+    # Muon (gptlab.muon) for the hidden weight matrices; embeddings, the head, norms and
+    # biases stay on AdamW. Its learning rate follows the same schedule, scaled by
+    # muon_lr / learning_rate.
+    optimizer: str = setting("adamw", "adamw, or muon (Muon for the hidden weight matrices, "
+                                      "AdamW for the rest)", one_of(OPTIMIZERS))
+    # 0.02 and 0.95: Keller Jordan's and torch.optim.Muon's defaults.
+    muon_lr: float = setting(0.02, "Muon's peak learning rate (with --optimizer muon)",
+                             within(0, None, low_open=True))
+    muon_momentum: float = setting(0.95, "Muon's (Nesterov) momentum",
+                                   within(0, 1, high_open=True))
+    # 0 as Keller Jordan's Muon; torch.optim.Muon's 0.1 would be lr * 0.1 per step.
+    muon_weight_decay: float = setting(0.0, "Muon's decoupled weight decay (times its lr)",
+                                       within(0, None))
+    muon_dtype: str = setting("auto", "dtype of Muon's Newton-Schulz iteration: auto (bf16 "
+                                      "on CUDA, fp32 on CPU), float32, bfloat16",
+                              one_of(MUON_DTYPES))
     grad_clip: float = setting(1.0, "clip the gradient norm to this (0: off)", within(0, None))
     eval_interval: int = setting(250, "evaluate (and checkpoint) every N steps", POSITIVE)
     eval_iters: int = setting(20, "batches per split per evaluation", POSITIVE)

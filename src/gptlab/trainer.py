@@ -1,7 +1,7 @@
 """The trainer, which knows nothing of GPT: it takes a model whose `model(x, y)` returns
 `(logits, loss)`, a source of batches (gptlab.data.TokenBatches) and a `TrainConfig`, and
-runs AdamW with warm-up + cosine decay, gradient clipping and accumulation, mixed
-precision, evaluation, checkpoints, signals and DistributedDataParallel (or a model that
+runs AdamW (or Muon + AdamW) with warm-up and decay, gradient clipping and accumulation,
+mixed precision, evaluation, checkpoints, signals and DistributedDataParallel (or a model that
 gptlab.parallel sharded, whose checkpoints go through its ShardedRun); what it has to say
 goes to one reporter (gptlab.reporting). gptlab.train builds a GPT and hands it over.
 """
@@ -43,10 +43,33 @@ def autocast_dtype(name: str, device: torch.device) -> torch.dtype | None:
     return {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
+def scheduled_lr(cfg: TrainConfig, step: int) -> float:
+    """AdamW's learning rate at optimizer step `step` (Muon's is muon_lr / learning_rate
+    times it: its param groups carry that lr_scale)."""
+    return lr_at(step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, cfg.lr_decay_iters,
+                 cfg.lr_schedule, cfg.cooldown_frac)
+
+
 def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device):
     """AdamW with weight decay on 2-D tensors only (matmul weights and embeddings); fused
-    kernels where this torch has them for the device."""
-    params = [p for p in model.parameters() if p.requires_grad]
+    kernels where this torch has them for the device. optimizer "muon": Muon for the hidden
+    weight matrices (gptlab.muon.hidden_matrices), this AdamW for the rest."""
+    if cfg.optimizer == "muon":
+        from gptlab.muon import Muon, MuonWithAdamW, hidden_matrices
+
+        matrices, rest = hidden_matrices(model)
+        named = dict(model.named_parameters())
+        muon = Muon([{"params": [named[n] for n in matrices],
+                      "lr_scale": cfg.muon_lr / cfg.learning_rate}],
+                    lr=cfg.muon_lr, momentum=cfg.muon_momentum,
+                    weight_decay=cfg.muon_weight_decay,
+                    ns_dtype=None if cfg.muon_dtype == "auto" else cfg.muon_dtype)
+        return MuonWithAdamW(muon, _adamw([named[n] for n in rest], cfg, device))
+    return _adamw(list(model.parameters()), cfg, device)
+
+
+def _adamw(params: list[nn.Parameter], cfg: TrainConfig, device: torch.device):
+    params = [p for p in params if p.requires_grad]
     groups = [
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
@@ -176,7 +199,7 @@ class Trainer:
         mean loss over every process's micro-batches."""
         cfg, model = self.cfg, self.model
         for group in self.optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_scale", 1.0)
         accum = cfg.gradient_accumulation_steps
         loss_sum = torch.zeros(1, device=self.ctx.device, dtype=torch.float64)
         for micro in range(accum):
@@ -230,8 +253,7 @@ class Trainer:
                     return "finished"
                 if self.stop.is_set() or (stop_after is not None and self.step >= stop_after):
                     return "interrupted"
-                lr = lr_at(self.step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters,
-                           cfg.lr_decay_iters)
+                lr = scheduled_lr(cfg, self.step)
                 loss = self.train_step(lr)
                 record = None
                 if self.step % cfg.log_interval == 0 or self.step == cfg.max_iters:

@@ -15,8 +15,9 @@ from gptlab.commands import argtypes
 from gptlab.errors import UsageError
 
 # Every benchmark in bench/, in run order: cheap and independent first, time to quality
-# (minutes) last. bench/run.py reads this list too.
-NAMES = ("train_step", "generation", "mfu", "scaling", "lab_latency", "time_to_quality")
+# and the speedrun (minutes) last. bench/run.py reads this list too.
+NAMES = ("train_step", "generation", "mfu", "scaling", "lab_latency", "time_to_quality",
+         "speedrun")
 MAX_THREADS = 1024  # torch accepts more, then crashes at exit (a million threads: segfault)
 
 
@@ -41,10 +42,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "bench", help="run the speed benchmarks (ratios against peers, medians)",
         description=(
             "Run the benchmarks in bench/: training-step throughput and generation against "
-            "Hugging Face transformers, MFU, scaling with context length, and time to "
-            "val loss 1.88 against nanoGPT's recipe. Each prints medians over interleaved "
-            "runs and the ratio against a peer measured in the same run, and writes "
-            "OUT/<name>.json (and PNG plots)."),
+            "Hugging Face transformers, MFU, scaling with context length, time to "
+            "val loss 1.88 against nanoGPT's recipe, and the speedrun (time to a whole-val "
+            "loss of 1.88 and 1.70 over seeds, against nanoGPT's recipe). Each prints "
+            "medians over interleaved runs and the ratio against a peer measured in the "
+            "same run, and writes OUT/<name>.json (and PNG plots)."),
     )
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true",
@@ -59,7 +61,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", help="where to write results "
                    "(default: bench/results in the checkout)")
     p.add_argument("--text", metavar="PATH", help="tiny Shakespeare input.txt for "
-                   "time_to_quality (default: gptlab's download cache, else downloaded)")
+                   "time_to_quality and speedrun (default: speedrun the checkout's "
+                   "tests/data copy; else gptlab's download cache, else downloaded)")
+    p.add_argument("--seeds", type=argtypes.int_in(1, 100), metavar="N",
+                   help="seeds per recipe for speedrun (default 3; --quick 1)")
     p.add_argument("--threads", type=argtypes.int_in(1, MAX_THREADS), default=2, metavar="N",
                    help="torch threads (default 2, the machine class results are quoted for)")
     p.set_defaults(func=run)
@@ -85,5 +90,5 @@ def run(args: argparse.Namespace) -> int:
     size = "smoke" if args.smoke else "quick" if args.quick else "full"
     names = runner.selected(only, size)
     runner.run_all(names, size, out, threads=args.threads, text_path=args.text,
-                   log=lambda s: print(s, flush=True))
+                   seeds=args.seeds, log=lambda s: print(s, flush=True))
     return 0
