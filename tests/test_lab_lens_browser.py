@@ -130,3 +130,25 @@ def test_phone_width_and_axe(page):
         assert not unnamed, unnamed
     finally:
         page.set_viewport_size({"width": 1280, "height": 900})
+
+
+def test_next_token_view_sends_its_chosen_token_to_the_attribution(page, runs):
+    """View 8's "why this token?" opens view 10 on the same run and text, attributing the
+    token picked among view 8's bars."""
+    logits = model_logits(runs)
+    page.click("#tab-nexttoken")
+    page.wait_for_selector("[data-testid=nt-bar-0]")
+    ids = page.eval_on_selector_all("[data-testid=nt-why] option", "os => os.map(o => o.value)")
+    bars = page.eval_on_selector_all("[data-testid^=nt-bar-]", "gs => gs.map(g => g.dataset.id)")
+    assert ids == bars  # one choice per bar, in the bars' order
+    chosen = ids[2]
+    page.select_option("[data-testid=nt-why]", chosen)
+    with page.expect_response("**/api/lens"):
+        page.click("[data-testid=nt-attribute]")
+    page.wait_for_function(
+        "id => document.querySelector('[data-testid=lens-target]').value === id", arg=chosen)
+    assert page.is_visible("#view-lens") and not page.is_visible("#view-nexttoken")
+    assert page.input_value("#lens-text") == page.input_value("[data-testid=nt-text]") == TEXT
+    values, total, logit = dla(page)
+    assert logit == pytest.approx(float(logits[-1, int(chosen)]), abs=1e-5)
+    assert abs(sum(values) - logit) < 1e-5

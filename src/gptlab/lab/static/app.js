@@ -3,7 +3,7 @@
 
 import {load as calc} from "./calc.js";
 import {load as heads} from "./heads.js";
-import {load as lens} from "./lens.js";
+import {load as lens, open as openLens} from "./lens.js";
 import {load as live} from "./live.js";
 import {load as nexttoken} from "./nexttoken.js";
 import {load as params} from "./params.js";
@@ -51,6 +51,8 @@ nav.addEventListener("keydown", (e) => {
   e.preventDefault();
   showView(all[(to + all.length) % all.length].dataset.view, true);
 });
+// The next-token view asks why a token: view 10 attributes it for the same run and text.
+document.addEventListener("gptlab:attribute", (e) => { showView("lens"); openLens(e.detail); });
 // Own keys only: a hash such as #toString names an inherited property, not a view.
 const wanted = location.hash.slice(1);
 showView(Object.hasOwn(loaders, wanted) ? wanted : "calc");

@@ -8,7 +8,8 @@ import {$, debounce, htmlEl, tokenLabel} from "./dom.js";
 import {SVGNS, svgEl} from "./svg.js";
 
 const TOP = 10;  // tokens listed per cell
-const state = {data: null, target: null, cell: null};
+const state = {data: null, target: null, cell: null, asked: 0};
+let ready = null;  // resolves once the run picker is filled
 
 // Probability -> background: light to mid blue, dark enough to read, light enough for dark
 // text at every p (the cells set their own text colour, so the theme does not matter).
@@ -17,7 +18,9 @@ const shade = (p) => `hsl(215, 75%, ${(97 - 35 * p).toFixed(1)}%)`;
 const refresh = guarded(async () => {
   const run = $("lens-run").value, text = $("lens-text").value;
   if (!run) { showError("no run chosen: train one into the runs folder"); return; }
+  const asked = ++state.asked;
   const d = await api("/api/lens", {run, text, top: TOP, target: state.target});
+  if (asked !== state.asked) return;  // a later request (newer text or token) is on its way
   state.data = d;
   fillTargets(d);
   drawGrid(d);
@@ -117,5 +120,16 @@ export function load() {
   $("lens-text").addEventListener("input", later);
   $("lens-run").addEventListener("change", () => { state.target = null; state.cell = null; refresh(); });
   $("lens-target").addEventListener("change", () => { state.target = +$("lens-target").value; refresh(); });
-  fillRuns($("lens-run")).then((runs) => { if (runs.length) refresh(); });
+  ready = fillRuns($("lens-run"));
+  ready.then((runs) => { if (runs.length) refresh(); });
+}
+
+// Opened from the next-token view: its run and text, attributing the token chosen there.
+export async function open({run, text, target}) {
+  await ready;
+  $("lens-run").value = run;
+  $("lens-text").value = text;
+  state.target = target;
+  state.cell = null;
+  refresh();
 }

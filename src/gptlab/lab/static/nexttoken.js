@@ -31,6 +31,7 @@ const refresh = guarded(async () => {
   if (full) $("nt-appended").textContent = `the text is at this run's limit of ${d.limit} tokens`;
   drawBars(d);
   fillPickers(d);
+  fillWhy(d);
   drawLines();
 });
 
@@ -63,6 +64,20 @@ function drawBars(d) {
     svg.appendChild(g);
   });
   box.appendChild(svg);
+}
+
+// The token to explain in view 10 (its direct logit attribution): one of the bars.
+function fillWhy(d) {
+  const why = $("nt-why"), keep = why.value;
+  why.replaceChildren(...d.candidates.map((c) =>
+    htmlEl("option", {value: c.id}, `${tokenLabel(c.token)} (p ${c.p.toFixed(3)})`)));
+  if (d.candidates.some((c) => String(c.id) === keep)) why.value = keep;
+}
+
+function attribute() {
+  if (!state.data) return;
+  document.dispatchEvent(new CustomEvent("gptlab:attribute", {detail: {
+    run: $("nt-run").value, text: $("nt-text").value, target: +$("nt-why").value}}));
 }
 
 // ------------------------------------------------------------------ where the newest token looks
@@ -172,6 +187,7 @@ export function load() {
   $("nt-greedy").addEventListener("click", append("greedy"));
   $("nt-sample").addEventListener("click", append("sample"));
   $("nt-undo").addEventListener("click", undo);
+  $("nt-attribute").addEventListener("click", attribute);
   showSettings();
   fillRuns($("nt-run")).then((runs) => { if (runs.length) refresh(); });
 }
