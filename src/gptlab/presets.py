@@ -89,9 +89,10 @@ RECIPES: dict[str, dict[str, Any]] = {
     # guess to be replaced by what the speedrun measures. nanoGPT's shape (no preset of this
     # name, so --preset shakespeare-char-cpu); Muon at Keller Jordan's lr 0.02 for the hidden
     # matrices, AdamW at the default recipe's 2e-3 for embeddings and norms; B=32 and 600
-    # steps after an exploratory run (4x128, T=64, B=32: whole-split figures not taken, val
-    # estimate 1.787 at step 400); warm-up-stable-decay, the last 40% cooling down
-    # (modded-nanogpt's shape of schedule).
+    # steps after issue 14's exploratory run (val estimate 1.787 at step 400); warm-up-
+    # stable-decay, the last 40% cooling down (modded-nanogpt's shape of schedule). One
+    # seed on a loaded machine (steps only; its times mean nothing): whole-val 1.88 at
+    # step 350 and 1.70 at 550, where nanoGPT's recipe reaches 1.88 at step 2000.
     "shakespeare-char-cpu-speedrun": dict(
         batch_size=32, gradient_accumulation_steps=1, max_iters=600, lr_decay_iters=600,
         learning_rate=2e-3, min_lr=2e-4, warmup_iters=50, lr_schedule="wsd",
