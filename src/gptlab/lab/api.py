@@ -120,14 +120,16 @@ def params_view(body: m.ParamsRequest) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- 3, 6. models
 
 
-def encode_prompt(run, prompt: str) -> torch.Tensor:
-    """(1, T) token ids of prompt, within the model's context and the display limit."""
+def encode_prompt(run, prompt: str, view_limit: int = m.MAX_TOKENS, what: str = "prompt"
+                  ) -> torch.Tensor:
+    """(1, T) token ids of prompt, within the model's context and the view's limit; `what`
+    names the field in the errors."""
     ids = run.tokenizer.encode(prompt)
-    limit = min(run.model.config.block_size, m.MAX_TOKENS)
+    limit = min(run.model.config.block_size, view_limit)
     if not ids:
-        raise UsageError("the prompt is empty")
+        raise UsageError(f"the {what} is empty: type at least one token")
     if len(ids) > limit:
-        raise UsageError(f"the prompt is {len(ids)} tokens; this view shows at most {limit} "
+        raise UsageError(f"the {what} is {len(ids)} tokens; this view takes at most {limit} "
                          f"(the model's context is {run.model.config.block_size})")
     return torch.tensor([ids])
 

@@ -16,6 +16,7 @@ import torch
 from gptlab import interp
 from gptlab.errors import UsageError
 from gptlab.lab import models_play as mp
+from gptlab.lab.api import encode_prompt
 from gptlab.lab.runs import Runs
 from gptlab.sampling import SamplingSettings, filter_logits, generate_tokens
 
@@ -25,15 +26,8 @@ def settings_of(body: mp.NextTokenRequest) -> SamplingSettings:
 
 
 def encode_text(run, text: str) -> torch.Tensor:
-    """(1, T) ids of text, T within the model's context and the view's limit."""
-    ids = run.tokenizer.encode(text)
-    limit = min(run.model.config.block_size, mp.MAX_NEXT_TOKENS)
-    if not ids:
-        raise UsageError("the text is empty: type at least one token")
-    if len(ids) > limit:
-        raise UsageError(f"the text is {len(ids)} tokens; this view takes at most {limit} "
-                         f"(the model's context is {run.model.config.block_size})")
-    return torch.tensor([ids])
+    """(1, T) ids of text, T within the model's context and the views' limit."""
+    return encode_prompt(run, text, mp.MAX_NEXT_TOKENS, what="text")
 
 
 def distribution(logits: torch.Tensor, settings: SamplingSettings, show: int) -> dict[str, Any]:
