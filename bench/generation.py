@@ -1,7 +1,9 @@
 """Benchmark 3: generation. Greedy decoding tokens/s for the GPT-2 small shape (random
 init), gptlab's cached loop against transformers' `generate` with its KV cache; per-token
-latency as the text grows, with the cache and without; and the share of the memory-bandwidth
-floor reached (weight bytes read per token over the bandwidth measured in this run)."""
+latency as the text grows, with the cache and without; the share of the memory-bandwidth
+floor reached (weight bytes read per token over the bandwidth measured in this run); and
+gptlab's decoding weight formats (gptlab.quantize: fp32 in the probed layout, fp16, bf16,
+int8, auto) against plain fp32 weights, at batch 1, in the same run."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from torch import nn
 
 from bench.common import Size, interleaved, median, new_figure, table, write_result
 from bench.steps import hf_gpt2
-from gptlab import GPT, GPTConfig
+from gptlab import GPT, GPTConfig, quantize
 from gptlab.plotting import save_figure
 from gptlab.sampling import SamplingSettings, generate_tokens
 
@@ -31,13 +33,55 @@ def read_bandwidth(mib: int, reps: int) -> float:
 
 
 def weight_bytes_per_token(model: GPT) -> int:
-    """Bytes of weights one decoding step reads: every parameter once (the tied embedding
-    is read as lm_head), except the position table, of which only one row is read."""
+    """Bytes of weights one decoding step reads: every matrix once (a tied embedding is
+    read as lm_head), but one row of the position table and of an embedding that is not
+    also the head (untied, or the head quantized into its own copy)."""
     total = sum(p.numel() * p.element_size() for p in model.parameters())
+    total += sum(b.numel() * b.element_size() for m in model.modules()
+                 if isinstance(m, quantize.DecodeLinear) for b in m.buffers())
+    # Unless the head is the embedding matrix itself, the embedding is read a row a token.
+    if model.lm_head.weight is not model.wte.weight:
+        w = model.wte.weight
+        total -= (w.shape[0] - 1) * w.shape[1] * w.element_size()
     if model.wpe is not None:
         w = model.wpe.weight
         total -= (w.shape[0] - 1) * w.shape[1] * w.element_size()
     return total
+
+
+def weight_formats(config: GPTConfig, prompt_len: int, new: int, reps: int,
+                   bandwidth: float) -> list[dict[str, Any]]:
+    """Batch-1 greedy tokens/s of plain fp32 weights (torch's nn.Linear) and of each
+    `gptlab sample --weights` choice, interleaved; each against plain fp32 and the floor
+    its own bytes allow. Tokens agreeing with plain fp32 are counted too (random weights
+    give near-ties, so this is a lower bound on what a trained model keeps)."""
+    plain, _, _ = models(config, torch.float32)
+    contenders: dict[str, GPT] = {"plain fp32": plain}
+    choices = {}
+    for weights in quantize.WEIGHT_CHOICES:
+        model, _, _ = models(config, torch.float32)
+        choices[weights] = quantize.quantize(model, weights)
+        contenders[weights] = model
+    prompt = torch.randint(config.vocab_size, (1, prompt_len),
+                           generator=torch.Generator().manual_seed(1))
+    tokens = {name: ours_generate(m, prompt, new)[0, prompt_len:]
+              for name, m in contenders.items()}  # also the warm-up
+    times = interleaved({name: lambda m=m: ours_generate(m, prompt, new)
+                         for name, m in contenders.items()}, reps=reps, warmup=0)
+    base = new / median(times["plain fp32"])
+    rows = []
+    for name, model in contenders.items():
+        tps = new / median(times[name])
+        floor = bandwidth / weight_bytes_per_token(model)
+        rows.append({"weights": name, "kernel": choices[name].kernel if name in choices
+                     else "nn.Linear", "tokens_per_s": tps, "x_plain_fp32": tps / base,
+                     "weight_bytes_per_step": weight_bytes_per_token(model),
+                     "bandwidth_floor_tokens_per_s": floor, "share_of_floor": tps / floor,
+                     "greedy_tokens_agree": float((tokens[name] == tokens["plain fp32"])
+                                                  .float().mean()),
+                     "probe_ms_per_token": choices[name].ms_per_token if name in choices
+                     else None, "times_s": times[name]})
+    return rows
 
 
 def models(config: GPTConfig, dtype: torch.dtype) -> tuple[GPT, nn.Module, bool]:
@@ -150,6 +194,15 @@ def run(size: Size, out_dir: Path, log: Callable[[str], None] = print) -> dict[s
                 "-" if r["greedy_tokens_agree"] is None else f"{r['greedy_tokens_agree']:.0%}"]
                for r in rows]))
 
+    formats = weight_formats(config, prompt_len, new, reps, bandwidth)
+    log(f"\ndecoding weight formats (gptlab sample --weights), batch 1, {new} new tokens, "
+        f"median of {reps} interleaved runs")
+    log(table(["weights", "kernel", "tokens/s", "x plain fp32", "floor tok/s", "of floor",
+               "same tokens"],
+              [[r["weights"], r["kernel"], r["tokens_per_s"], r["x_plain_fp32"],
+                r["bandwidth_floor_tokens_per_s"], f"{r['share_of_floor']:.0%}",
+                f"{r['greedy_tokens_agree']:.0%}"] for r in formats]))
+
     # Per-token latency as the text grows, fp32, batch 1.
     ours, _, _ = models(config, torch.float32)
     prompt = torch.randint(config.vocab_size, (1, prompt_len),
@@ -174,6 +227,7 @@ def run(size: Size, out_dir: Path, log: Callable[[str], None] = print) -> dict[s
     plot(png, cached, lengths, uncached, prompt_len)
     data = {"size": size.name, "config": config.to_dict(), "bandwidth_bytes_per_s": bandwidth,
             "bandwidth_method": f"torch.sum over {mib} MiB fp32, median", "rows": rows,
+            "weight_formats": formats,
             "latency": latency, "plot": png.name}
     write_result(out_dir, "generation", data)
     return data

@@ -47,7 +47,19 @@ def generation(d: dict) -> str:
             + f"\n\nper-token latency (fp32, batch 1): with cache "
               f"{lat['cached_first_quarter_median_s'] * 1e3:.1f} ms (first quarter) -> "
               f"{lat['cached_last_quarter_median_s'] * 1e3:.1f} ms (last quarter); "
-              f"without cache {uncached}")
+              f"without cache {uncached}"
+            + weight_formats(d.get("weight_formats")))
+
+
+def weight_formats(rows: list[dict] | None) -> str:
+    if not rows:
+        return ""
+    return ("\n\ndecoding weight formats (`gptlab sample --weights`), batch 1:\n\n"
+            + md(["weights", "kernel", "tokens/s", "x plain fp32", "floor tokens/s",
+                  "of floor", "same greedy tokens"],
+                 [[r["weights"], r["kernel"], r["tokens_per_s"], f"{r['x_plain_fp32']:.2f}x",
+                   r["bandwidth_floor_tokens_per_s"], f"{r['share_of_floor']:.0%}",
+                   f"{r['greedy_tokens_agree']:.0%}"] for r in rows]))
 
 
 def mfu(d: dict) -> str:

@@ -37,13 +37,13 @@ import torch
 
 from bench.common import Size, table, write_result
 from bench.time_to_quality import encode, tiny_shakespeare
-from gptlab import GPT, GPTConfig
+from gptlab import GPT, GPTConfig, dtype_probe
 from gptlab.atomic import atomic_write_text
 from gptlab.data import BATCH_STREAMS
 from gptlab.distributed import Dist
 from gptlab.evaluate import score_ids
 from gptlab.presets import PRESETS
-from gptlab.train_config import recipe
+from gptlab.train_config import TrainConfig, recipe
 from gptlab.trainer import Trainer, scheduled_lr
 
 RUNGS = (1.88, 1.70)  # 1.88: nanoGPT README's val loss for its CPU recipe
@@ -72,6 +72,9 @@ def train_to_rungs(
     Seeds and batch streams as gptlab.train does, so a recipe trains here as it would there."""
     cfg = recipe(settings.pop("recipe"), **{**settings, "device": "cpu"})
     config = GPTConfig.from_dict({**model_config.to_dict(), "vocab_size": vocab_size})
+    if cfg.dtype == "auto":  # as gptlab.train decides it (the probe is not timed)
+        dtype, _ = dtype_probe.resolve(config, cfg.batch_size, torch.device("cpu"))
+        cfg = TrainConfig.from_dict({**cfg.to_dict(), "dtype": dtype})
     ctx = Dist(device=torch.device("cpu"))
     torch.manual_seed(cfg.seed)
     model = GPT(config)

@@ -1,9 +1,19 @@
 """Fixtures shared across test modules."""
 
+import atexit
 import builtins
+import os
+import shutil
+import tempfile
 
 import pytest
 import torch
+
+# No test may depend on a timing probe (gptlab.probe) or write into the user's cache: what
+# `--dtype auto` means is fixed, and probes.json and downloads go to a fresh directory.
+os.environ["GPTLAB_AUTO_DTYPE"] = "float32"
+os.environ["GPTLAB_CACHE"] = tempfile.mkdtemp(prefix="gptlab-test-cache-")
+atexit.register(shutil.rmtree, os.environ["GPTLAB_CACHE"], ignore_errors=True)
 
 
 @pytest.fixture

@@ -65,6 +65,17 @@ def test_generation_matches_transformers_tokens(smoke_results):
     assert (smoke_results / data["plot"]).read_bytes()[:8] == PNG_MAGIC
 
 
+def test_generation_times_every_weight_format(smoke_results):
+    rows = load(smoke_results, "generation")["weight_formats"]
+    assert [r["weights"] for r in rows] == ["plain fp32", "fp32", "fp16", "bf16", "int8", "auto"]
+    assert rows[0]["x_plain_fp32"] == 1.0 and rows[0]["greedy_tokens_agree"] == 1.0
+    for r in rows[1:]:
+        assert r["kernel"].split("/")[0] == r["weights"] or r["weights"] == "auto"
+        assert r["tokens_per_s"] > 0 and r["share_of_floor"] > 0
+    assert rows[4]["weight_bytes_per_step"] < rows[2]["weight_bytes_per_step"] \
+        < rows[1]["weight_bytes_per_step"]
+
+
 def test_mfu_uses_measured_peak(smoke_results):
     data = load(smoke_results, "mfu")
     for r in data["rows"]:
@@ -168,6 +179,26 @@ def test_weight_bytes_per_token_gpt2():
     with torch.device("meta"):
         model = GPT(GPTConfig.from_preset("gpt2"))
     assert weight_bytes_per_token(model) == (124_439_808 - 1023 * 768) * 4
+
+
+def test_weight_bytes_of_a_quantized_model():
+    """int8 matrices: a byte each plus a bf16 scale per row; the fp32 embedding is then
+    read a row per token, since the int8 head is its own copy."""
+    from gptlab import quantize
+
+    config = GPTConfig.from_preset("tiny-gpt2")
+    model = GPT(config)
+    before = weight_bytes_per_token(model)
+    quantize._swap(model, "int8/bf16_input")
+    V, C, L, F = config.vocab_size, config.n_embd, config.n_layer, config.ffn_hidden
+    matrices = L * (C * 3 * C + C * C + C * F + F * C) + V * C
+    rows = L * (3 * C + C + F + C) + V  # one scale each
+    biases = L * (3 * C + C + F + C)
+    norms = (2 * L + 1) * 2 * C
+    positions, embedding = C, C  # one row of each
+    assert weight_bytes_per_token(model) == matrices + 2 * rows + 4 * (
+        biases + norms + positions + embedding)
+    assert weight_bytes_per_token(model) < before / 3
 
 
 def test_table_aligns_columns():

@@ -15,17 +15,25 @@ from pathlib import Path
 
 import torch
 
-from gptlab import checkpoint, hf
+from gptlab import checkpoint, hf, quantize
 from gptlab.errors import UsageError
 from gptlab.model import GPT
 from gptlab.tokenizers import Tokenizer, load_tokenizer
 
 
-def load(path: str | Path, device: str | torch.device | None = None) -> tuple[GPT, Tokenizer]:
+def load(path: str | Path, device: str | torch.device | None = None,
+         weights: str | None = None) -> tuple[GPT, Tokenizer]:
     """(model in eval mode on `device`, its tokenizer), from a run or model directory, a
     directory `gptlab convert` wrote, a Hugging Face directory or a hub name. device None:
-    the CPU. The tokenizer has encode, decode and vocab_size, whatever its kind."""
+    the CPU. The tokenizer has encode, decode and vocab_size, whatever its kind.
+
+    weights: None keeps the weights as saved; fp32, fp16, bf16, int8 or auto makes the
+    model an inference model with its matrices in that format (gptlab.quantize; auto: the
+    fastest on this machine), and `model.decode_choice` says what was picked and why."""
     device = torch.device("cpu" if device is None else device)
+    if weights is not None and weights not in quantize.WEIGHT_CHOICES:
+        raise UsageError(f"weights must be one of {', '.join(quantize.WEIGHT_CHOICES)}, "
+                         f"got {weights!r}")
     source = Path(path).expanduser()
     if (source / checkpoint.CONFIG_FILE).is_file() and not hf.is_hf_dir(source):
         model = checkpoint.load_model(source, device=device)
@@ -43,5 +51,8 @@ def load(path: str | Path, device: str | torch.device | None = None) -> tuple[GP
     if tokenizer.vocab_size > model.config.vocab_size:
         raise UsageError(f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model "
                          f"only {model.config.vocab_size}")
-    return model.eval(), tokenizer
+    model.eval()
+    if weights is not None:
+        model.decode_choice = quantize.quantize(model, weights)
+    return model, tokenizer
 

@@ -134,6 +134,7 @@ def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume:
             rundir.check_fresh(out_dir, overwrite)
         sharded = train_config.parallel != "ddp"
         with setup(train_config.device) as ctx, _process_group(sharded, ctx):
+            train_config = _resolve_dtype(train_config, model_config, ctx)
             shared_stream = train_config.batch_rng == "nanogpt"
             # The same initial weights on every rank (DDP also broadcasts rank 0's; FSDP and
             # TP keep each rank's slice of its own); nanoGPT seeds each rank with seed + rank
@@ -201,6 +202,26 @@ def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume:
                        trainer.last_eval.get("val_loss"),
                        trainer.best_val if math.isfinite(trainer.best_val) else None,
                        time.perf_counter() - t0, is_main=ctx.is_main, whole_val_loss=whole_val)
+
+
+def _resolve_dtype(cfg: TrainConfig, model_config: GPTConfig, ctx) -> TrainConfig:
+    """cfg with dtype 'auto' made concrete (gptlab.dtype_probe), decided by the first
+    process for all, so every rank trains alike and train.json records what was used."""
+    if cfg.dtype != "auto":
+        return cfg
+    from gptlab import dtype_probe
+
+    decided = [None, None]
+    if ctx.is_main:
+        decided = list(dtype_probe.resolve(model_config, cfg.batch_size, ctx.device))
+    if ctx.enabled:
+        import torch.distributed as dist
+
+        dist.broadcast_object_list(decided, src=0)
+    name, reason = decided
+    if ctx.is_main:
+        print(reason, file=sys.stderr)
+    return TrainConfig.from_dict({**cfg.to_dict(), "dtype": name})
 
 
 def _process_group(sharded: bool, ctx):

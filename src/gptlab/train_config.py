@@ -92,8 +92,9 @@ class TrainConfig:
     # retraces nanoGPT's run number for number (gptlab.data.NanoGPTBatches).
     batch_rng: str = setting("separate", "where batches are drawn from: separate or nanogpt",
                              one_of(BATCH_RNGS))
-    dtype: str = setting("auto", "auto (bf16 on CUDA that has it, else fp16 on CUDA; fp32 on "
-                                 "CPU), float32, bfloat16 (autocast), float16 (CUDA)",
+    dtype: str = setting("auto", "auto (bf16 on CUDA that has it, else fp16 on CUDA; on "
+                                 "a CPU bf16 only where a one-time probe finds it faster), "
+                                 "float32, bfloat16 (autocast), float16 (CUDA)",
                          one_of(DTYPES))
     compile: bool = setting(False, "torch.compile the model", BOOLEAN)
     device: str = setting("auto", "auto, cpu, cuda (under torchrun: one GPU per process)",

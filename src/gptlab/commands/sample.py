@@ -12,6 +12,7 @@ from gptlab.commands import argtypes
 from gptlab.distributed import pick_device
 from gptlab.errors import UsageError
 from gptlab.loading import load
+from gptlab.quantize import WEIGHT_CHOICES
 from gptlab.sampling import SamplingSettings, default_prompt, generate_text
 
 SEPARATOR = "-" * 40
@@ -50,6 +51,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="end a sample where STR appears (not printed); repeat for several")
     p.add_argument("--no-prompt", action="store_true",
                    help="print only the generated text, not the prompt before it")
+    p.add_argument("--weights", choices=WEIGHT_CHOICES, default="fp32",
+                   help="the matrices' format for decoding: fp32 (default, as trained), fp16, "
+                        "bf16, int8 (per-channel) or auto (the fastest of them on this "
+                        "machine). A short probe, cached per machine, picks each format's "
+                        "fastest kernel; for a format other than fp32, stderr says what it "
+                        "chose and why")
     p.add_argument("--device", default="auto",
                    help="auto (default: cuda if there is one, else cpu), cpu, cuda, cuda:N, mps")
     p.set_defaults(func=run)
@@ -65,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
     if args.prompt == "":
         raise UsageError("the prompt is empty: give at least one character")
     device = pick_device(args.device)
-    model, tokenizer = load(args.run_dir, device=device)
+    model, tokenizer = load(args.run_dir, device=device, weights=args.weights)
+    if args.weights != "fp32":
+        print(f"gptlab sample: {model.decode_choice.reason}", file=sys.stderr)
     prompt = args.prompt
     if prompt is None:
         prompt = default_prompt(tokenizer.encode, tokenizer.decode)

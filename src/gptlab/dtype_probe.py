@@ -1,0 +1,93 @@
+"""`--dtype auto` on a CPU: bf16 autocast only where this machine trains faster with it.
+
+A CPU's bf16 matmuls may run at 4x its fp32 rate (native bf16 dot products, AMX) or at
+0.01x (no bf16 instructions at all), so auto times a few forward + backward passes of the
+run's own model shape in each dtype, once per machine and shape (gptlab.probe caches it),
+and picks bf16 only when it is clearly faster: a dtype that is slower is never chosen.
+On CUDA auto keeps its rule (bf16 where the GPU has it, else fp16). The environment
+variable GPTLAB_AUTO_DTYPE (float32 or bfloat16) says what auto means without a probe, for
+runs that must not depend on a timing (the test suite sets it).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import torch.nn.functional as F
+
+from gptlab import probe
+from gptlab.config import GPTConfig
+from gptlab.errors import UsageError
+
+# bf16 must beat fp32 by this factor: it costs precision, so a tie goes to fp32.
+MARGIN = 0.9
+OVERRIDE = "GPTLAB_AUTO_DTYPE"
+PROBE_TOKENS = 1024  # per probe step, at most: the ratio, not the run's batch, is wanted
+
+
+def resolve(config: GPTConfig, batch_size: int, device: torch.device) -> tuple[str, str]:
+    """(the dtype `auto` means for this run, one line saying why)."""
+    forced = os.environ.get(OVERRIDE)
+    if forced:
+        if forced not in ("float32", "bfloat16"):
+            raise UsageError(f"{OVERRIDE} must be float32 or bfloat16, got {forced!r}")
+        return forced, f"dtype auto: {forced} ({OVERRIDE} says so)"
+    if device.type == "cuda":
+        bf16 = torch.cuda.is_bf16_supported()
+        return ("bfloat16" if bf16 else "float16"), (
+            f"dtype auto: {'bfloat16' if bf16 else 'float16'} (CUDA "
+            f"{'with' if bf16 else 'without'} bf16)")
+    if device.type != "cpu":
+        return "float32", f"dtype auto: float32 (no autocast probe for {device.type})"
+    T = config.block_size
+    B = max(1, min(batch_size, PROBE_TOKENS // T))
+    key = f"{probe.machine_key(device)}; {_shape(config)}; B={B} T={T}"
+    ms, cached = probe.cached("train_dtype", key, lambda: measure(config, B, T, device))
+    where = "cached probe" if cached else "probed now"
+    fp32, bf16 = ms["float32"], ms.get("bfloat16")
+    if bf16 is not None and bf16 < MARGIN * fp32:
+        return "bfloat16", (f"dtype auto: bfloat16 autocast, {fp32 / bf16:.2f}x float32 on "
+                            f"this machine (a forward + backward {bf16:.1f} vs {fp32:.1f} ms, "
+                            f"{where})")
+    ratio = "not available" if bf16 is None else f"{fp32 / bf16:.2f}x"
+    return "float32", (f"dtype auto: float32 (bfloat16 autocast {ratio} float32 on this "
+                       f"machine, {where}; bf16 needs {1 / MARGIN:.2f}x)")
+
+
+def measure(config: GPTConfig, batch_size: int, T: int, device: torch.device,
+            budget_s: float = 0.5) -> dict[str, float | None]:
+    """Median ms of a forward + backward (no optimizer step) of a throwaway model of this
+    config on random tokens, in float32 and under bf16 autocast. The caller's random
+    streams are left as they were."""
+    from gptlab.model import GPT
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        with torch.device(device):
+            model = GPT(GPTConfig.from_dict({**config.to_dict(), "dropout": 0.0}))
+        idx = torch.randint(config.vocab_size, (batch_size, T + 1), device=device)
+    x, y = idx[:, :-1], idx[:, 1:]
+    out: dict[str, float | None] = {}
+    for name, dtype in (("float32", None), ("bfloat16", torch.bfloat16)):
+        def step(dtype=dtype) -> None:
+            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                logits, _ = model(x)
+            F.cross_entropy(logits.float().flatten(0, 1), y.flatten()).backward()
+            model.zero_grad(set_to_none=True)
+
+        try:
+            first = probe.median_seconds(step, reps=1)
+            reps = max(3, min(20, math.ceil(budget_s / max(first, 1e-6))))
+            out[name] = probe.median_seconds(step, reps=reps, warmup=0) * 1e3
+        except RuntimeError:
+            if dtype is None:
+                raise
+            out[name] = None  # autocast in this dtype not supported here
+    return out
+
+
+def _shape(c: GPTConfig) -> str:
+    return (f"{c.n_layer}x{c.n_embd}, {c.n_head}/{c.n_kv_head} heads, ffn {c.ffn_hidden} "
+            f"{c.mlp}, vocab {c.vocab_size}, {c.pos_encoding}, {c.norm}")

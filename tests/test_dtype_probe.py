@@ -1,0 +1,106 @@
+"""`--dtype auto` on a CPU: the probe's rule, its cache, the override, and a run that records
+what auto meant."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from gptlab import dtype_probe, probe
+from gptlab.config import GPTConfig
+from gptlab.errors import UsageError
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
+CPU = torch.device("cpu")
+CONFIG = GPTConfig.from_preset("tiny-gpt2")
+
+
+@pytest.fixture
+def probed(monkeypatch, tmp_path):
+    """Sets the probe's timings (ms) and returns the list of measured configs; the cache
+    is fresh and GPTLAB_AUTO_DTYPE (which the suite sets) unset."""
+    monkeypatch.delenv(dtype_probe.OVERRIDE, raising=False)
+    monkeypatch.setenv("GPTLAB_CACHE", str(tmp_path))
+    calls, timings = [], {}
+
+    def fake(config, B, T, device):
+        calls.append((config, B, T))
+        return dict(timings)
+
+    monkeypatch.setattr(dtype_probe, "measure", fake)
+
+    def set_timings(fp32, bf16):
+        timings.update(float32=fp32, bfloat16=bf16)
+        return calls
+
+    return set_timings
+
+
+@pytest.mark.parametrize("fp32, bf16, expected", [
+    (10.0, 5.0, "bfloat16"),  # 2x: worth it
+    (10.0, 8.9, "bfloat16"),  # just past the margin
+    (10.0, 9.5, "float32"),  # within the margin: precision wins the tie
+    (10.0, 20.0, "float32"),  # slower: never
+    (10.0, None, "float32"),  # no bf16 autocast here
+])
+def test_bf16_only_where_clearly_faster(probed, fp32, bf16, expected):
+    probed(fp32, bf16)
+    name, reason = dtype_probe.resolve(CONFIG, 12, CPU)
+    assert name == expected
+    assert reason.startswith(f"dtype auto: {expected}") and "probed now" in reason
+
+
+def test_probed_once_per_machine_shape_and_batch(probed, tmp_path):
+    calls = probed(10.0, 4.0)
+    assert dtype_probe.resolve(CONFIG, 12, CPU)[0] == "bfloat16"
+    name, reason = dtype_probe.resolve(CONFIG, 12, CPU)
+    assert name == "bfloat16" and "cached probe" in reason and len(calls) == 1
+    (key,) = json.loads((tmp_path / probe.PROBES_FILE).read_text())["train_dtype"]
+    assert probe.cpu_name() in key and "B=12 T=32" in key
+    dtype_probe.resolve(CONFIG, 3, CPU)  # another batch is another probe
+    # tokens per probe step are capped: a long context is probed at batch 1
+    dtype_probe.resolve(GPTConfig.from_preset("tiny-gpt2", block_size=2048), 12, CPU)
+    assert [(B, T) for _, B, T in calls] == [(12, 32), (3, 32), (1, 2048)]
+
+
+def test_override_skips_the_probe(probed, monkeypatch):
+    calls = probed(10.0, 1.0)
+    monkeypatch.setenv(dtype_probe.OVERRIDE, "float32")
+    assert dtype_probe.resolve(CONFIG, 12, CPU) == (
+        "float32", "dtype auto: float32 (GPTLAB_AUTO_DTYPE says so)")
+    assert calls == []
+    monkeypatch.setenv(dtype_probe.OVERRIDE, "fp8")
+    with pytest.raises(UsageError, match="GPTLAB_AUTO_DTYPE must be float32 or bfloat16"):
+        dtype_probe.resolve(CONFIG, 12, CPU)
+
+
+def test_real_measure_times_both_and_keeps_the_random_streams():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    ms = dtype_probe.measure(CONFIG, 2, CONFIG.block_size, CPU, budget_s=0.01)
+    assert torch.equal(torch.rand(3), expected)
+    assert ms["float32"] > 0 and (ms["bfloat16"] is None or ms["bfloat16"] > 0)
+
+
+def test_a_run_records_what_auto_meant(probed, tmp_path, capsys):
+    """train.json holds the concrete dtype, so a resume trains exactly as the run began."""
+    from gptlab.data import prepare
+    from gptlab.tokenizers import CharTokenizer
+    from gptlab.train import train
+    from gptlab.train_config import TrainConfig
+
+    probed(10.0, 4.0)
+    data, text = tmp_path / "data", "abcdefgh " * 400
+    prepare(text, data, CharTokenizer.from_text(text))
+    run = tmp_path / "run"
+    cfg = TrainConfig(max_iters=4, eval_interval=2, eval_iters=1, batch_size=2,
+                      warmup_iters=0, lr_decay_iters=4)
+    train(GPTConfig.from_preset("tiny-gpt2", block_size=16), cfg, data, run, progress=False,
+          stop_after=2)
+    assert "dtype auto: bfloat16 autocast, 2.50x float32" in capsys.readouterr().err
+    assert json.loads((run / "train.json").read_text())["dtype"] == "bfloat16"
+    result = train(None, None, data, run, resume=True, progress=False)
+    assert result.step == 4 and "dtype auto" not in capsys.readouterr().err
