@@ -43,7 +43,7 @@ from gptlab.data import BATCH_STREAMS
 from gptlab.distributed import Dist
 from gptlab.evaluate import score_ids
 from gptlab.presets import PRESETS
-from gptlab.train_config import TrainConfig, recipe
+from gptlab.train_config import recipe
 from gptlab.trainer import Trainer, scheduled_lr
 
 RUNGS = (1.88, 1.70)  # 1.88: nanoGPT README's val loss for its CPU recipe
@@ -72,9 +72,8 @@ def train_to_rungs(
     Seeds and batch streams as gptlab.train does, so a recipe trains here as it would there."""
     cfg = recipe(settings.pop("recipe"), **{**settings, "device": "cpu"})
     config = GPTConfig.from_dict({**model_config.to_dict(), "vocab_size": vocab_size})
-    if cfg.dtype == "auto":  # as gptlab.train decides it (the probe is not timed)
-        dtype, _ = dtype_probe.resolve(config, cfg.batch_size, torch.device("cpu"))
-        cfg = TrainConfig.from_dict({**cfg.to_dict(), "dtype": dtype})
+    # 'auto' dtypes as gptlab.train decides them (the probes are not timed)
+    cfg, _ = dtype_probe.resolve_settings(cfg, config, torch.device("cpu"))
     ctx = Dist(device=torch.device("cpu"))
     torch.manual_seed(cfg.seed)
     model = GPT(config)

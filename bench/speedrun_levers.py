@@ -24,6 +24,11 @@ BASE = "shakespeare-char-cpu-speedrun"
 # name: (training settings, model shape changes)
 LEVERS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "base": ({}, {}),
+    # Muon against AdamW alone (1e-2: the best AdamW rate of issue 14's exploratory run)
+    "AdamW lr=1e-2": ({"optimizer": "adamw", "learning_rate": 1e-2, "min_lr": 1e-3}, {}),
+    "AdamW lr=4e-3": ({"optimizer": "adamw", "learning_rate": 4e-3, "min_lr": 4e-4}, {}),
+    "Muon NS fp32": ({"muon_dtype": "float32"}, {}),
+    "Muon NS bf16": ({"muon_dtype": "bfloat16"}, {}),
     "muon_lr=0.03": ({"muon_lr": 0.03}, {}),
     "muon_lr=0.015": ({"muon_lr": 0.015}, {}),
     "adam_lr=4e-3": ({"learning_rate": 4e-3, "min_lr": 4e-4}, {}),

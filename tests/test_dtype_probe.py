@@ -104,3 +104,40 @@ def test_a_run_records_what_auto_meant(probed, tmp_path, capsys):
     assert json.loads((run / "train.json").read_text())["dtype"] == "bfloat16"
     result = train(None, None, data, run, resume=True, progress=False)
     assert result.step == 4 and "dtype auto" not in capsys.readouterr().err
+
+
+def test_muon_dtype_is_probed_on_the_hidden_matrices(monkeypatch, tmp_path):
+    monkeypatch.delenv(dtype_probe.OVERRIDE, raising=False)
+    monkeypatch.setenv("GPTLAB_CACHE", str(tmp_path))
+    seen = []
+
+    def fake(shapes, device):
+        seen.append(shapes)
+        return {"float32": 30.0, "bfloat16": 10.0}
+
+    monkeypatch.setattr(dtype_probe, "measure_muon", fake)
+    name, reason = dtype_probe.resolve_muon(CONFIG, CPU)
+    C, F = CONFIG.n_embd, CONFIG.ffn_hidden
+    assert seen == [[(3 * C, C), (C, C), (F, C), (C, F)] * CONFIG.n_layer]
+    assert name == "bfloat16" and reason.startswith(
+        "muon_dtype auto: bfloat16, 3.00x float32 on this machine (Newton-Schulz for 8 ")
+
+
+def test_resolve_settings_leaves_concrete_choices_alone(probed, monkeypatch):
+    from gptlab.train_config import TrainConfig
+
+    calls = probed(10.0, 5.0)
+    monkeypatch.setattr(dtype_probe, "measure_muon",
+                        lambda shapes, device: {"float32": 1.0, "bfloat16": 2.0})
+    cfg = TrainConfig(dtype="float32", optimizer="muon")
+    resolved, reasons = dtype_probe.resolve_settings(cfg, CONFIG, CPU)
+    assert (resolved.dtype, resolved.muon_dtype) == ("float32", "float32") and calls == []
+    assert reasons == ["muon_dtype auto: float32 (bfloat16 0.50x float32 on this machine, "
+                       "probed now; bf16 needs 1.11x)"]
+    resolved, reasons = dtype_probe.resolve_settings(TrainConfig(), CONFIG, CPU)
+    assert resolved.dtype == "bfloat16" and resolved.muon_dtype == "auto" and len(reasons) == 1
+
+
+def test_real_muon_measure():
+    ms = dtype_probe.measure_muon(dtype_probe.hidden_shapes(CONFIG), CPU, budget_s=0.01)
+    assert ms["float32"] > 0

@@ -1,12 +1,15 @@
-"""`--dtype auto` on a CPU: bf16 autocast only where this machine trains faster with it.
+"""`--dtype auto` and `--muon-dtype auto` on a CPU: bf16 only where this machine is faster
+with it.
 
 A CPU's bf16 matmuls may run at 4x its fp32 rate (native bf16 dot products, AMX) or at
-0.01x (no bf16 instructions at all), so auto times a few forward + backward passes of the
-run's own model shape in each dtype, once per machine and shape (gptlab.probe caches it),
-and picks bf16 only when it is clearly faster: a dtype that is slower is never chosen.
-On CUDA auto keeps its rule (bf16 where the GPU has it, else fp16). The environment
-variable GPTLAB_AUTO_DTYPE (float32 or bfloat16) says what auto means without a probe, for
-runs that must not depend on a timing (the test suite sets it).
+0.01x (no bf16 instructions at all), so auto times the work itself in each dtype, once per
+machine and shape (gptlab.probe caches it), and picks bf16 only when it is clearly faster:
+a dtype that is slower is never chosen. For `dtype` the work is a few forward + backward
+passes of the run's model under autocast; for `muon_dtype` it is Muon's Newton-Schulz
+iteration on the model's hidden matrices (bf16 there is what torch.optim.Muon always uses).
+On CUDA auto keeps its rule (bf16 where the GPU has it, else fp16; Muon in bf16). The
+environment variable GPTLAB_AUTO_DTYPE (float32 or bfloat16) says what both autos mean
+without a probe, for runs that must not depend on a timing (the test suite sets it).
 """
 
 from __future__ import annotations
@@ -27,12 +30,39 @@ OVERRIDE = "GPTLAB_AUTO_DTYPE"
 PROBE_TOKENS = 1024  # per probe step, at most: the ratio, not the run's batch, is wanted
 
 
+def resolve_settings(cfg, config: GPTConfig, device: torch.device):
+    """(cfg, a TrainConfig, with its dtype and Muon's made concrete where they are 'auto';
+    the lines saying why)."""
+    changes, reasons = {}, []
+    if cfg.dtype == "auto":
+        changes["dtype"], why = resolve(config, cfg.batch_size, device)
+        reasons.append(why)
+    if cfg.optimizer == "muon" and cfg.muon_dtype == "auto":
+        changes["muon_dtype"], why = resolve_muon(config, device)
+        reasons.append(why)
+    if not changes:
+        return cfg, reasons
+    return type(cfg).from_dict({**cfg.to_dict(), **changes}), reasons
+
+
+def resolve_muon(config: GPTConfig, device: torch.device) -> tuple[str, str]:
+    """(the Newton-Schulz dtype `muon_dtype auto` means here, one line saying why)."""
+    forced = _forced()
+    if forced:
+        return forced, f"muon_dtype auto: {forced} ({OVERRIDE} says so)"
+    if device.type != "cpu":
+        return "bfloat16", f"muon_dtype auto: bfloat16 (on {device.type})"
+    shapes = hidden_shapes(config)
+    key = f"{probe.machine_key(device)}; Newton-Schulz on {_shape(config)}"
+    ms, cached = probe.cached("muon_dtype", key, lambda: measure_muon(shapes, device))
+    return _pick("muon_dtype auto", "bfloat16", ms, cached,
+                 f"Newton-Schulz for {len(shapes)} matrices")
+
+
 def resolve(config: GPTConfig, batch_size: int, device: torch.device) -> tuple[str, str]:
     """(the dtype `auto` means for this run, one line saying why)."""
-    forced = os.environ.get(OVERRIDE)
+    forced = _forced()
     if forced:
-        if forced not in ("float32", "bfloat16"):
-            raise UsageError(f"{OVERRIDE} must be float32 or bfloat16, got {forced!r}")
         return forced, f"dtype auto: {forced} ({OVERRIDE} says so)"
     if device.type == "cuda":
         bf16 = torch.cuda.is_bf16_supported()
@@ -45,15 +75,62 @@ def resolve(config: GPTConfig, batch_size: int, device: torch.device) -> tuple[s
     B = max(1, min(batch_size, PROBE_TOKENS // T))
     key = f"{probe.machine_key(device)}; {_shape(config)}; B={B} T={T}"
     ms, cached = probe.cached("train_dtype", key, lambda: measure(config, B, T, device))
+    return _pick("dtype auto", "bfloat16 autocast", ms, cached, "a forward + backward")
+
+
+def _forced() -> str | None:
+    forced = os.environ.get(OVERRIDE)
+    if forced and forced not in ("float32", "bfloat16"):
+        raise UsageError(f"{OVERRIDE} must be float32 or bfloat16, got {forced!r}")
+    return forced or None
+
+
+def _pick(what: str, bf16_name: str, ms: dict, cached: bool, work: str) -> tuple[str, str]:
+    """bfloat16 where the probe's ms say it is clearly faster, else float32; and why."""
     where = "cached probe" if cached else "probed now"
     fp32, bf16 = ms["float32"], ms.get("bfloat16")
     if bf16 is not None and bf16 < MARGIN * fp32:
-        return "bfloat16", (f"dtype auto: bfloat16 autocast, {fp32 / bf16:.2f}x float32 on "
-                            f"this machine (a forward + backward {bf16:.1f} vs {fp32:.1f} ms, "
-                            f"{where})")
+        return "bfloat16", (f"{what}: {bf16_name}, {fp32 / bf16:.2f}x float32 on this "
+                            f"machine ({work} {bf16:.1f} vs {fp32:.1f} ms, {where})")
     ratio = "not available" if bf16 is None else f"{fp32 / bf16:.2f}x"
-    return "float32", (f"dtype auto: float32 (bfloat16 autocast {ratio} float32 on this "
-                       f"machine, {where}; bf16 needs {1 / MARGIN:.2f}x)")
+    return "float32", (f"{what}: float32 ({bf16_name} {ratio} float32 on this machine, "
+                       f"{where}; bf16 needs {1 / MARGIN:.2f}x)")
+
+
+def hidden_shapes(config: GPTConfig) -> list[tuple[int, int]]:
+    """The shapes of the matrices Muon trains in this model (gptlab.muon.hidden_matrices)."""
+    from gptlab.model import GPT
+    from gptlab.muon import hidden_matrices
+
+    with torch.device("meta"):
+        model = GPT(config)
+    params = dict(model.named_parameters())
+    return [tuple(params[n].shape) for n in hidden_matrices(model)[0]]
+
+
+def measure_muon(shapes: list[tuple[int, int]], device: torch.device,
+                 budget_s: float = 0.3) -> dict[str, float | None]:
+    """Median ms of one Newton-Schulz orthogonalisation of every matrix, per dtype."""
+    from gptlab.muon import orthogonalize
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        grads = [torch.randn(s, device=device) for s in shapes]
+    out: dict[str, float | None] = {}
+    for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+        def step(dtype=dtype) -> None:
+            for g in grads:
+                orthogonalize(g, dtype)
+
+        try:
+            first = probe.median_seconds(step, reps=1)
+            reps = max(3, min(20, math.ceil(budget_s / max(first, 1e-6))))
+            out[name] = probe.median_seconds(step, reps=reps, warmup=0) * 1e3
+        except RuntimeError:
+            if dtype == torch.float32:
+                raise
+            out[name] = None
+    return out
 
 
 def measure(config: GPTConfig, batch_size: int, T: int, device: torch.device,

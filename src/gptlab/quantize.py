@@ -125,13 +125,13 @@ class Choice:
     def reason(self) -> str:
         """One line: the choice and the timings that made it."""
         times = {k: v for k, v in self.ms_per_token.items() if v is not None}
-        fp32 = min(times[k] for k in KERNELS["fp32"] if k in times)
+        fp32 = min((times[k] for k in KERNELS["fp32"] if k in times), default=math.nan)
         ours = times[self.kernel]
         others = ", ".join(f"{k} {v:.2f}" for k, v in sorted(times.items(), key=lambda kv: kv[1])
                            if k != self.kernel)
         where = "cached probe" if self.cached else "probed now"
         return (f"weights {self.kernel}: {ours:.2f} ms per token, {fp32 / ours:.2f}x the "
-                f"fastest fp32 ({where}, batch 1; others in ms: {others})")
+                f"fastest fp32 ({where}, batch 1; the others in ms: {others})")
 
 
 def quantize(model: nn.Module, weights: str = "auto") -> Choice:

@@ -205,23 +205,26 @@ def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume:
 
 
 def _resolve_dtype(cfg: TrainConfig, model_config: GPTConfig, ctx) -> TrainConfig:
-    """cfg with dtype 'auto' made concrete (gptlab.dtype_probe), decided by the first
-    process for all, so every rank trains alike and train.json records what was used."""
-    if cfg.dtype != "auto":
+    """cfg with dtype and muon_dtype 'auto' made concrete (gptlab.dtype_probe), decided by
+    the first process for all, so every rank trains alike and train.json records what was
+    used."""
+    if cfg.dtype != "auto" and not (cfg.optimizer == "muon" and cfg.muon_dtype == "auto"):
         return cfg
     from gptlab import dtype_probe
 
     decided = [None, None]
     if ctx.is_main:
-        decided = list(dtype_probe.resolve(model_config, cfg.batch_size, ctx.device))
+        resolved, reasons = dtype_probe.resolve_settings(cfg, model_config, ctx.device)
+        decided = [resolved.to_dict(), reasons]
     if ctx.enabled:
         import torch.distributed as dist
 
         dist.broadcast_object_list(decided, src=0)
-    name, reason = decided
+    settings, reasons = decided
     if ctx.is_main:
-        print(reason, file=sys.stderr)
-    return TrainConfig.from_dict({**cfg.to_dict(), "dtype": name})
+        for reason in reasons:
+            print(reason, file=sys.stderr)
+    return TrainConfig.from_dict(settings)
 
 
 def _process_group(sharded: bool, ctx):

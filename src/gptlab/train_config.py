@@ -75,7 +75,8 @@ class TrainConfig:
     muon_weight_decay: float = setting(0.0, "Muon's decoupled weight decay (times its lr)",
                                        within(0, None))
     muon_dtype: str = setting("auto", "dtype of Muon's Newton-Schulz iteration: auto (bf16 "
-                                      "on CUDA, fp32 on CPU), float32, bfloat16",
+                                      "on CUDA; on a CPU bf16 only where a one-time probe "
+                                      "finds it faster), float32, bfloat16",
                               one_of(MUON_DTYPES))
     grad_clip: float = setting(1.0, "clip the gradient norm to this (0: off)", within(0, None))
     eval_interval: int = setting(250, "evaluate (and checkpoint) every N steps", POSITIVE)
