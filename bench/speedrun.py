@@ -104,7 +104,8 @@ def train_to_rungs(
             near = bool(left) and loss <= max(left) + 0.1
             next_eval = min(trainer.step + (fine if near else coarse), cfg.max_iters)
     tokens_per_step = cfg.batch_size * cfg.gradient_accumulation_steps * config.block_size
-    return {"settings": cfg.to_dict(), "steps": trainer.step, "train_s": train_s,
+    return {"settings": cfg.to_dict(), "model": config.to_dict(), "steps": trainer.step,
+            "train_s": train_s,
             "eval_s": eval_s, "tokens_per_step": tokens_per_step,
             "final_val_loss": curve[-1]["val_loss"] if curve else math.inf,
             "rungs": reached, "curve": curve}

@@ -41,6 +41,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         _SHAKESPEARE_CHAR, block_size=64, n_layer=4, n_head=4, n_embd=128, bias=False,
         dropout=0.0,
     ),
+    # The CPU speedrun's model (bench/speedrun.py): nanoGPT's CPU shape with its output
+    # head untied from the embedding, which reached whole-val 1.88 in 275 steps instead of
+    # 300 (BENCHMARKS.md, speedrun levers). Its recipe has the same name.
+    "shakespeare-char-cpu-speedrun": dict(
+        _SHAKESPEARE_CHAR, block_size=64, n_layer=4, n_head=4, n_embd=128, bias=False,
+        dropout=0.0, tie_embeddings=False,
+    ),
     # nanoGPT config/train_shakespeare_char.py (its GPU recipe).
     "shakespeare-char": dict(
         _SHAKESPEARE_CHAR, block_size=256, n_layer=6, n_head=6, n_embd=384, bias=False,
@@ -86,18 +93,17 @@ RECIPES: dict[str, dict[str, Any]] = {
         learning_rate=2e-3, min_lr=2e-4, warmup_iters=100, weight_decay=0.1, beta1=0.9,
         beta2=0.99, grad_clip=1.0, eval_interval=250, eval_iters=20,
     ),
-    # PROVISIONAL, NOT YET MEASURED: the speedrun candidate (bench/speedrun.py), a first
-    # guess to be replaced by what the speedrun measures. nanoGPT's shape (no preset of this
-    # name, so --preset shakespeare-char-cpu); Muon at Keller Jordan's lr 0.02 for the hidden
-    # matrices, AdamW at the default recipe's 2e-3 for embeddings and norms; B=32 and 600
-    # steps after issue 14's exploratory run (val estimate 1.787 at step 400); warm-up-
-    # stable-decay, the last 40% cooling down (modded-nanogpt's shape of schedule). One
-    # seed on a loaded machine (steps only; its times mean nothing): whole-val 1.88 at
-    # step 350 and 1.70 at 550, where nanoGPT's recipe reaches 1.88 at step 2000.
+    # The CPU speedrun's recipe (bench/speedrun.py; levers in bench/speedrun_levers.py,
+    # BENCHMARKS.md), for the preset of the same name (nanoGPT's shape, head untied). Muon
+    # at Keller Jordan's lr 0.02 for the hidden matrices, AdamW at the default recipe's 2e-3
+    # for embeddings, head and norms; B=32, 600 steps, cosine after 50 warm-up steps. Lever
+    # by lever (seed 1337, steps to whole-val 1.88 / 1.70): warm-up-stable-decay 350 / 550,
+    # cosine 300 / 500, cosine with the untied head 275 / 475; AdamW alone at its best rate
+    # 550 / never. dtype and Muon's dtype stay auto: bf16 only where a probe finds it faster.
     "shakespeare-char-cpu-speedrun": dict(
         batch_size=32, gradient_accumulation_steps=1, max_iters=600, lr_decay_iters=600,
-        learning_rate=2e-3, min_lr=2e-4, warmup_iters=50, lr_schedule="wsd",
-        cooldown_frac=0.4, optimizer="muon", muon_lr=0.02, muon_momentum=0.95,
+        learning_rate=2e-3, min_lr=2e-4, warmup_iters=50, lr_schedule="cosine",
+        optimizer="muon", muon_lr=0.02, muon_momentum=0.95,
         weight_decay=0.1, beta1=0.9, beta2=0.99, grad_clip=1.0, eval_interval=100,
         eval_iters=20,
     ),

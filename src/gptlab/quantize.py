@@ -14,7 +14,9 @@ and the KV cache stay fp32, and every matmul returns fp32):
 - fp16, bf16: weights in half precision, each matmul's input cast down to match;
 - int8: per-output-channel symmetric, w[o, i] ~ scale[o] * q[o, i] with q in [-127, 127]
   and scale[o] = max_i |w[o, i]| / 127, through torch's `_weight_int8pack_mm` (its input
-  in bf16 or fp32, whichever the probe finds faster).
+  in bf16 or fp32), or through torch's dynamic quantization (`quantized.linear_dynamic`,
+  fbgemm/onednn: the input rounded to int8 per call as well, int8 dot products), whichever
+  the probe finds fastest.
 
 Quantized models are for inference: `quantize` swaps each nn.Linear (attention, MLP,
 lm_head) for a `DecodeLinear` in place, whose `weight` is the dequantized fp32 matrix it
@@ -24,6 +26,7 @@ computes with, so code that reads weights (the lens, attribution) sees the truth
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -41,7 +44,7 @@ KERNELS = {
     "fp32": ("fp32/linear", "fp32/matmul_t"),
     "fp16": ("fp16/linear", "fp16/matmul_t"),
     "bf16": ("bf16/linear", "bf16/matmul_t"),
-    "int8": ("int8/bf16_input", "int8/fp32_input"),
+    "int8": ("int8/bf16_input", "int8/fp32_input", "int8/dynamic"),
 }
 HALF = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # _weight_int8pack_mm reads its input dimension in blocks of 16 (other sizes crashed the
@@ -61,7 +64,21 @@ class DecodeLinear(nn.Module):
         w = linear.weight.detach().float()
         bias = None if linear.bias is None else linear.bias.detach().float().clone()
         self.register_buffer("bias", bias)
-        if fmt == "int8":
+        self.dynamic = variant == "dynamic"
+        if self.dynamic:
+            # torch's dynamic quantization (fbgemm / onednn): the input is quantized to int8
+            # per call too, and the product runs on int8 dot products.
+            self.input_dtype = torch.float32
+            q, scale = int8_per_channel(w)
+            with warnings.catch_warnings():  # quantized tensors are deprecated in torch 2.13;
+                warnings.simplefilter("ignore")  # where they are gone, the probe skips this
+                qweight = torch.quantize_per_channel(
+                    w, scale.double(), torch.zeros_like(scale, dtype=torch.long), 0, torch.qint8)
+                self.packed = torch.ops.quantized.linear_prepack(qweight, bias)
+            self.register_buffer("q", q)
+            self.register_buffer("scale", scale)
+            self.pad = 0
+        elif fmt == "int8":
             self.input_dtype = torch.bfloat16 if variant == "bf16_input" else torch.float32
             q, scale = int8_per_channel(w, self.input_dtype)
             self.pad = (-self.in_features) % INT8_BLOCK
@@ -73,6 +90,8 @@ class DecodeLinear(nn.Module):
             self.register_buffer("w", stored.t().contiguous() if self.transposed else stored)
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.dynamic:
+            return torch.ops.quantized.linear_dynamic(x.float(), self.packed, True).to(x.dtype)
         if self.fmt == "int8":
             flat = x.reshape(-1, self.in_features).to(self.input_dtype)
             if self.pad:
@@ -85,8 +104,15 @@ class DecodeLinear(nn.Module):
             return F.linear(x, self.w, self.bias)  # exactly nn.Linear
         else:
             y = F.linear(x.to(self.w.dtype), self.w)
-        y = y.to(x.dtype)
-        return y if self.bias is None else y + self.bias
+        if self.bias is not None and self.bias.dtype == x.dtype:
+            return self.bias + y  # type promotion casts y up in the same kernel
+        return y.to(x.dtype) if self.bias is None else y.to(x.dtype) + self.bias
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:
+        # Its buffers are not a model's weights: saving them would write a file that no
+        # loader reads back as the model. Save the model before it is quantized.
+        raise UsageError("a model quantized for decoding (gptlab.quantize) cannot be saved "
+                         "or copied by state_dict: save the model before quantizing it")
 
     @property
     def weight(self) -> Tensor:
