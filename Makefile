@@ -16,8 +16,10 @@ $(VENV)/.base: pyproject.toml
 
 # The test extra's llama-cpp-python (the GGUF oracle) compiles llama.cpp from source, once:
 # pip's wheel cache keeps the build for every later install, a fresh venv included. Only its
-# library is built (no multimodal, tests, examples or tools), which computes the same.
-LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+# library is built (no multimodal, tests, examples or tools), which computes the same. It is
+# built for generic x86-64 (AVX2), not -march=native: a native build on a VM that reports
+# AMX and AVX512-BF16 segfaulted inside llama_decode (2026-12-01).
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
 	-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
 
 $(VENV)/.test: $(VENV)/.base
