@@ -69,16 +69,10 @@ def median(xs: list[float]) -> float:
 
 def machine() -> dict[str, Any]:
     """Enough to tell two result files' machines apart."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from gptlab.probe import cpu_name
+
     info: dict[str, Any] = {
-        "cpu": cpu,
+        "cpu": cpu_name(),
         "logical_cpus": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,

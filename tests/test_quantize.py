@@ -19,7 +19,7 @@ from gptlab.loading import load
 from gptlab.quantize import KERNELS, DecodeLinear, int8_per_channel
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
-ALL_KERNELS = [k for f in quantize.FORMATS for k in KERNELS[f]]
+ALL_KERNELS = quantize.ALL_KERNELS
 # Largest |y - F.linear| / max|F.linear| allowed per format, on N(0, 1) inputs.
 TOLERANCE = {"fp32": 1e-6, "fp16": 2e-3, "bf16": 1.6e-2, "int8": 2e-2}
 

@@ -14,7 +14,6 @@ without a probe, for runs that must not depend on a timing (the test suite sets 
 
 from __future__ import annotations
 
-import math
 import os
 
 import torch
@@ -53,7 +52,7 @@ def resolve_muon(config: GPTConfig, device: torch.device) -> tuple[str, str]:
     if device.type != "cpu":
         return "bfloat16", f"muon_dtype auto: bfloat16 (on {device.type})"
     shapes = hidden_shapes(config)
-    key = f"{probe.machine_key(device)}; Newton-Schulz on {_shape(config)}"
+    key = f"{probe.machine_key(device)}; Newton-Schulz on {probe.config_key(config)}"
     ms, cached = probe.cached("muon_dtype", key, lambda: measure_muon(shapes, device))
     return _pick("muon_dtype auto", "bfloat16", ms, cached,
                  f"Newton-Schulz for {len(shapes)} matrices")
@@ -73,7 +72,7 @@ def resolve(config: GPTConfig, batch_size: int, device: torch.device) -> tuple[s
         return "float32", f"dtype auto: float32 (no autocast probe for {device.type})"
     T = config.block_size
     B = max(1, min(batch_size, PROBE_TOKENS // T))
-    key = f"{probe.machine_key(device)}; {_shape(config)}; B={B} T={T}"
+    key = f"{probe.machine_key(device)}; {probe.config_key(config)}; B={B} T={T}"
     ms, cached = probe.cached("train_dtype", key, lambda: measure(config, B, T, device))
     return _pick("dtype auto", "bfloat16 autocast", ms, cached, "a forward + backward")
 
@@ -123,9 +122,7 @@ def measure_muon(shapes: list[tuple[int, int]], device: torch.device,
                 orthogonalize(g, dtype)
 
         try:
-            first = probe.median_seconds(step, reps=1)
-            reps = max(3, min(20, math.ceil(budget_s / max(first, 1e-6))))
-            out[name] = probe.median_seconds(step, reps=reps, warmup=0) * 1e3
+            out[name] = probe.budgeted_ms(step, budget_s, max_reps=20)
         except RuntimeError:
             if dtype == torch.float32:
                 raise
@@ -155,16 +152,9 @@ def measure(config: GPTConfig, batch_size: int, T: int, device: torch.device,
             model.zero_grad(set_to_none=True)
 
         try:
-            first = probe.median_seconds(step, reps=1)
-            reps = max(3, min(20, math.ceil(budget_s / max(first, 1e-6))))
-            out[name] = probe.median_seconds(step, reps=reps, warmup=0) * 1e3
+            out[name] = probe.budgeted_ms(step, budget_s, max_reps=20)
         except RuntimeError:
             if dtype is None:
                 raise
             out[name] = None  # autocast in this dtype not supported here
     return out
-
-
-def _shape(c: GPTConfig) -> str:
-    return (f"{c.n_layer}x{c.n_embd}, {c.n_head}/{c.n_kv_head} heads, ffn {c.ffn_hidden} "
-            f"{c.mlp}, vocab {c.vocab_size}, {c.pos_encoding}, {c.norm}")

@@ -10,6 +10,8 @@ shape being probed, so the next run decides at once and the same way.
 
 from __future__ import annotations
 
+import math
+import os
 import platform
 import statistics
 import time
@@ -42,8 +44,6 @@ def machine_key(device: torch.device) -> str:
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
     else:
-        import os
-
         name = f"{cpu_name()} x{os.cpu_count()}, {torch.get_num_threads()} threads"
     return f"{device.type}: {name}; torch {torch.__version__}"
 
@@ -58,6 +58,20 @@ def median_seconds(fn: Callable[[], Any], reps: int, warmup: int = 1) -> float:
         fn()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
+
+
+def budgeted_ms(fn: Callable[[], Any], budget_s: float, max_reps: int) -> float:
+    """Median ms of fn() over as many calls as fit in about budget_s (3 to max_reps), the
+    first call, timed to size the rest, not among them."""
+    first = median_seconds(fn, reps=1)
+    reps = max(3, min(max_reps, math.ceil(budget_s / max(first, 1e-6))))
+    return median_seconds(fn, reps=reps, warmup=0) * 1e3
+
+
+def config_key(c: Any) -> str:
+    """What of a GPTConfig decides a timing: its shapes and the kinds of its parts."""
+    return (f"{c.n_layer}x{c.n_embd}, {c.n_head}/{c.n_kv_head} heads, ffn {c.ffn_hidden} "
+            f"{c.mlp}, vocab {c.vocab_size}, {c.pos_encoding}, {c.norm}, bias {c.bias}")
 
 
 def probes_path() -> Path:

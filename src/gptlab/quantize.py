@@ -46,6 +46,7 @@ KERNELS = {
     "bf16": ("bf16/linear", "bf16/matmul_t"),
     "int8": ("int8/bf16_input", "int8/fp32_input", "int8/dynamic"),
 }
+ALL_KERNELS = tuple(k for f in FORMATS for k in KERNELS[f])
 HALF = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # _weight_int8pack_mm reads its input dimension in blocks of 16 (other sizes crashed the
 # process in torch 2.13), so the int8 matrix and each input are zero-padded to a multiple.
@@ -68,16 +69,14 @@ class DecodeLinear(nn.Module):
         if self.dynamic:
             # torch's dynamic quantization (fbgemm / onednn): the input is quantized to int8
             # per call too, and the product runs on int8 dot products.
-            self.input_dtype = torch.float32
             q, scale = int8_per_channel(w)
             with warnings.catch_warnings():  # quantized tensors are deprecated in torch 2.13;
                 warnings.simplefilter("ignore")  # where they are gone, the probe skips this
                 qweight = torch.quantize_per_channel(
                     w, scale.double(), torch.zeros_like(scale, dtype=torch.long), 0, torch.qint8)
                 self.packed = torch.ops.quantized.linear_prepack(qweight, bias)
-            self.register_buffer("q", q)
+            self.register_buffer("q", q)  # what `weight` reads; the product uses packed
             self.register_buffer("scale", scale)
-            self.pad = 0
         elif fmt == "int8":
             self.input_dtype = torch.bfloat16 if variant == "bf16_input" else torch.float32
             q, scale = int8_per_channel(w, self.input_dtype)
@@ -178,8 +177,7 @@ def quantize(model: nn.Module, weights: str = "auto") -> Choice:
                          f"{_device_of(model)}")
     kernel = min(usable, key=usable.get)
     _swap(model, kernel)
-    return Choice(kernel, {k: timings.get(k) for k in (k for f in FORMATS for k in KERNELS[f])},
-                  was_cached)
+    return Choice(kernel, {k: timings.get(k) for k in ALL_KERNELS}, was_cached)
 
 
 def linear_layers(model: nn.Module) -> list[tuple[nn.Module, str, nn.Linear]]:
@@ -223,18 +221,15 @@ def probe_kernels(model: nn.Module, budget_s: float = 0.3) -> dict[str, float | 
 
     out: dict[str, float | None] = {}
     try:
-        for fmt in FORMATS:
-            for kernel in KERNELS[fmt]:
-                replaced = []
-                try:
-                    replaced = _swap(model, kernel)
-                    first = probe.median_seconds(step, reps=1)
-                    reps = max(3, min(30, math.ceil(budget_s / max(first, 1e-6))))
-                    out[kernel] = probe.median_seconds(step, reps=reps) * 1e3
-                except (RuntimeError, NotImplementedError, AttributeError):
-                    out[kernel] = None  # not in this torch, or not for this device
-                finally:
-                    _restore(replaced)
+        for kernel in ALL_KERNELS:
+            replaced = []
+            try:
+                replaced = _swap(model, kernel)
+                out[kernel] = probe.budgeted_ms(step, budget_s, max_reps=30)
+            except (RuntimeError, NotImplementedError, AttributeError):
+                out[kernel] = None  # not in this torch, or not for this device
+            finally:
+                _restore(replaced)
     finally:
         model.train(was_training)
     return out
@@ -260,10 +255,7 @@ def _probe_model(model: nn.Module) -> nn.Module:
 
 
 def _probe_key(model: nn.Module) -> str:
-    c = model.config
-    shape = (f"{c.n_layer}x{c.n_embd}, {c.n_head}/{c.n_kv_head} heads, ffn {c.ffn_hidden} "
-             f"{c.mlp}, vocab {c.vocab_size}, bias {c.bias}")
-    return f"{probe.machine_key(_device_of(model))}; {shape}"
+    return f"{probe.machine_key(_device_of(model))}; {probe.config_key(model.config)}"
 
 
 def _device_of(model: nn.Module) -> torch.device:
