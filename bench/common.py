@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from gptlab.atomic import atomic_write_text
+from gptlab.files.atomic import atomic_write_text
 
 THREADS = 2  # the machine class this project is measured on; set explicitly, never inherited
 

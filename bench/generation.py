@@ -2,7 +2,7 @@
 init), gptlab's cached loop against transformers' `generate` with its KV cache; per-token
 latency as the text grows, with the cache and without; the share of the memory-bandwidth
 floor reached (weight bytes read per token over the bandwidth measured in this run); and
-gptlab's decoding weight formats (gptlab.quantize: fp32 in the probed layout, fp16, bf16,
+gptlab's decoding weight formats (gptlab.inference.quantize: fp32 in the probed layout, fp16, bf16,
 int8, auto) against plain fp32 weights, at batch 1, in the same run."""
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from torch import nn
 
 from bench.common import Size, interleaved, median, new_figure, table, write_result
 from bench.steps import hf_gpt2
-from gptlab import GPT, GPTConfig, quantize
-from gptlab.plotting import save_figure
-from gptlab.sampling import SamplingSettings, generate_tokens
+from gptlab import GPT, GPTConfig
+from gptlab.inference import quantize
+from gptlab.model.decoding import SamplingSettings, generate_tokens
+from gptlab.plots import save_figure
 
 PEER = "transformers"
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -86,11 +87,11 @@ def weight_formats(config: GPTConfig, prompt_len: int, new: int, reps: int,
 
 def models(config: GPTConfig, dtype: torch.dtype) -> tuple[GPT, nn.Module, bool]:
     """(ours, theirs, same_weights): the transformers model at random init, and ours
-    holding the very same weights when gptlab.hf can convert them."""
+    holding the very same weights when gptlab.convert.hf can convert them."""
     torch.manual_seed(0)
     hf = hf_gpt2(config).eval()
     try:
-        from gptlab.hf import from_hf
+        from gptlab.convert.hf import from_hf
 
         ours, same = from_hf(hf), True
     except Exception:  # noqa: BLE001 (the converter is optional for this benchmark)

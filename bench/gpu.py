@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 
 from gptlab import GPT, GPTConfig
-from gptlab.atomic import atomic_write_text
-from gptlab.params import accounting
+from gptlab.files.atomic import atomic_write_text
+from gptlab.model.params import accounting
 
 
 def sync(device: torch.device) -> None:
@@ -128,11 +128,11 @@ def fsdp_smoke(device: torch.device, steps: int, work: Path) -> dict[str, Any]:
     """`--parallel fsdp` in one process (a 1-rank mesh; FSDP2's MixedPrecisionPolicy in bf16
     on a GPU), char-level on the repo's tiny Shakespeare: the loss must fall, and the
     gathered model.safetensors must load as an ordinary model."""
-    from gptlab.checkpoint import load_model
-    from gptlab.data import prepare
-    from gptlab.tokenizers import CharTokenizer
-    from gptlab.train import train
-    from gptlab.train_config import TrainConfig
+    from gptlab.data.prepared import prepare
+    from gptlab.data.tokenizer import CharTokenizer
+    from gptlab.files.model_dir import load_model
+    from gptlab.training.config import TrainConfig
+    from gptlab.training.run import train
 
     text = (Path(__file__).parents[1] / "tests/data/tinyshakespeare/input.txt").read_text()
     prepare(text, work / "data", CharTokenizer.from_text(text), source="tinyshakespeare")

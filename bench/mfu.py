@@ -12,7 +12,7 @@ import torch
 from bench.common import Size, interleaved, median, table, write_result
 from bench.steps import Levers, build_model, make_step, random_batches
 from gptlab import GPTConfig
-from gptlab.params import FLOPS_FORMULA, accounting
+from gptlab.model.params import FLOPS_FORMULA, accounting
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 

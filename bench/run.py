@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import SIZES, setup_threads
-from gptlab.commands.bench import NAMES as BENCHMARKS  # the one list, in run order
+from gptlab.cli.bench import NAMES as BENCHMARKS  # the one list, in run order
 
 # Left out of --quick unless asked for by name: they train models to a target loss.
 SLOW = ("time_to_quality", "speedrun")

@@ -12,8 +12,8 @@ from typing import Any
 from bench.common import Size, interleaved, median, new_figure, table, write_result
 from bench.steps import Levers, build_model, make_step, random_batches
 from gptlab import GPTConfig
-from gptlab.params import accounting
-from gptlab.plotting import save_figure
+from gptlab.model.params import accounting
+from gptlab.plots import save_figure
 
 
 def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:

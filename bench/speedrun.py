@@ -4,8 +4,8 @@ nanoGPT's recipe (`shakespeare-char-cpu`) timed in the same run.
 
 The rules, after modded-nanogpt's for GPUs:
 - tiny Shakespeare, char tokenizer, nanoGPT's 90/10 split (first 90% train, last 10% val);
-- quality = mean loss over the whole val split (gptlab.evaluate.score_ids, as the trainer's
-  whole_val: windows of block_size sliding by half of it), not a 20-batch estimate;
+- quality = mean loss over the whole val split (gptlab.inference.evaluate.score_ids, as the
+trainer's   whole_val: windows of block_size sliding by half of it), not a 20-batch estimate;
 - the clock counts training steps only (a compile included); the evaluations are timed
   apart, since how often we look is the benchmark's choice. A rung's time is the training
   time at the first evaluation at or below it, so its resolution is the evaluation interval
@@ -19,7 +19,7 @@ The rules, after modded-nanogpt's for GPUs:
   non-overlapping windows, which give each token less context), its whole training time
   stands in: the ratio is then an upper bound, printed "<= 0.45x".
 
-A candidate is a recipe in gptlab.presets.RECIPES; its model is the preset of the same name
+A candidate is a recipe in gptlab.training.recipes.RECIPES; its model is the preset of the same name
 if there is one, else nanoGPT's shape (`shakespeare-char-cpu`).
 """
 
@@ -37,14 +37,15 @@ import torch
 
 from bench.common import Size, table, write_result
 from bench.time_to_quality import encode, tiny_shakespeare
-from gptlab import GPT, GPTConfig, dtype_probe
-from gptlab.atomic import atomic_write_text
-from gptlab.data import BATCH_STREAMS
-from gptlab.distributed import Dist
-from gptlab.evaluate import score_ids
-from gptlab.presets import PRESETS
-from gptlab.train_config import recipe
-from gptlab.trainer import Trainer, scheduled_lr
+from gptlab import GPT, GPTConfig
+from gptlab.data.batches import BATCH_STREAMS
+from gptlab.distributed.process import Dist
+from gptlab.files.atomic import atomic_write_text
+from gptlab.inference.evaluate import score_ids
+from gptlab.model.presets import PRESETS
+from gptlab.training import precision
+from gptlab.training.config import recipe
+from gptlab.training.trainer import Trainer, scheduled_lr
 
 RUNGS = (1.88, 1.70)  # 1.88: nanoGPT README's val loss for its CPU recipe
 REFERENCE = "shakespeare-char-cpu"  # nanoGPT's CPU recipe, re-created (presets.RECIPES)
@@ -69,11 +70,12 @@ def train_to_rungs(
 ) -> dict[str, Any]:
     """Train with `settings` (TrainConfig fields) until the whole-val loss reaches the last
     rung or max_iters, evaluating every `coarse` steps (every `fine` near the next rung).
-    Seeds and batch streams as gptlab.train does, so a recipe trains here as it would there."""
+    Seeds and batch streams as gptlab.training.run does, so a recipe trains here as it would
+    there."""
     cfg = recipe(settings.pop("recipe"), **{**settings, "device": "cpu"})
     config = GPTConfig.from_dict({**model_config.to_dict(), "vocab_size": vocab_size})
-    # 'auto' dtypes as gptlab.train decides them (the probes are not timed)
-    cfg, _ = dtype_probe.resolve_settings(cfg, config, torch.device("cpu"))
+    # 'auto' dtypes as gptlab.training.run decides them (the probes are not timed)
+    cfg, _ = precision.resolve_settings(cfg, config, torch.device("cpu"))
     ctx = Dist(device=torch.device("cpu"))
     torch.manual_seed(cfg.seed)
     model = GPT(config)

@@ -1,6 +1,6 @@
 """Benchmark 2: time to quality. Training wall time until validation loss reaches 1.88 on
 tiny Shakespeare (char-level), for gptlab's default CPU recipe and for nanoGPT's CPU recipe
-re-created in gptlab's trainer. Both run in this process through `gptlab.trainer.Trainer`.
+re-created in gptlab's trainer. Both run in this process through `gptlab.training.trainer.Trainer`.
 
 The clock counts training steps only (compilation included, since a user waits for it);
 evaluations are timed apart, because how often we look is the benchmark's choice, not the
@@ -18,13 +18,15 @@ import torch
 
 from bench.common import Size, table, write_result
 from gptlab import GPT, GPTConfig
-from gptlab.data import TokenBatches, split_text
-from gptlab.distributed import Dist
+from gptlab.data.batches import TokenBatches
+from gptlab.data.text import split_text
+from gptlab.data.tokenizer import CharTokenizer
+from gptlab.distributed.process import Dist
 from gptlab.errors import UsageError
-from gptlab.presets import RECIPES
-from gptlab.tokenizers import CharTokenizer
-from gptlab.train_config import TrainConfig, recipe
-from gptlab.trainer import Trainer, autocast_dtype, scheduled_lr
+from gptlab.training.config import TrainConfig, recipe
+from gptlab.training.precision import autocast_dtype
+from gptlab.training.recipes import RECIPES
+from gptlab.training.trainer import Trainer, scheduled_lr
 
 TARGET = 1.88  # nanoGPT README's val loss for its CPU recipe
 # nanoGPT's CPU recipe exactly (README "I only have a macbook" on top of
@@ -42,7 +44,7 @@ RECIPE_FIELDS = tuple(NANOGPT)
 def tiny_shakespeare(path: str | Path | None) -> str:
     """The 1.1 MB tiny Shakespeare text: from `path`, else from gptlab's download cache
     (`gptlab prepare tinyshakespeare` puts it there), else downloaded."""
-    from gptlab import download
+    from gptlab.data import download
 
     if path is not None:
         p = Path(path)

@@ -1,5 +1,5 @@
 """What each decoding weight format costs in quality, on a trained run: the loss over the
-whole val split (gptlab.evaluate's sliding windows, as `gptlab eval`) and greedy-token
+whole val split (gptlab.inference.evaluate's sliding windows, as `gptlab eval`) and greedy-token
 agreement with plain fp32, for every format `gptlab sample --weights` can pick.
 
     gptlab demo                                   # trains runs/demo on runs/demo-data
@@ -17,9 +17,9 @@ import numpy as np
 import torch
 
 from bench.common import setup_threads, table, write_result
-from gptlab import quantize
-from gptlab.data import load_data
-from gptlab.evaluate import score_ids
+from gptlab.data.prepared import load_data
+from gptlab.inference import quantize
+from gptlab.inference.evaluate import score_ids
 from gptlab.loading import load
 
 # Each format's numerics (a layout changes none): what `--weights` can pick.

@@ -4,8 +4,8 @@ argv: ROOT (holding data/ and model.json from the test) then MODE:TP items. For 
 it trains 20 steps into ROOT/MODE-TP-full, 10 steps into ROOT/MODE-TP-half (the schedule
 of the 20-step run) and resumes a copy of that to 20 in ROOT/MODE-TP-resumed, all on these
 ranks. First it writes ROOT/bytes-RANK.json: for each sharded mode, the local shard bytes
-after one training step of a SwiGLU model with biases (gptlab.parallel.local_bytes), and
-how far its first loss is from the unsharded model's.
+after one training step of a SwiGLU model with biases (gptlab.distributed.parallelize.local_bytes),
+and how far its first loss is from the unsharded model's.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from gptlab.config import GPTConfig
-from gptlab.model import GPT
-from gptlab.rundir import RunFiles
-from gptlab.train import train
-from gptlab.train_config import TrainConfig
+from gptlab.model.config import GPTConfig
+from gptlab.model.gpt import GPT
+from gptlab.training.config import TrainConfig
+from gptlab.training.run import train
+from gptlab.training.rundir import RunFiles
 
 # One evaluation at the end (its loss curve costs seconds to draw), checkpoints at 10 and 20.
 COMMON = dict(warmup_iters=2, lr_decay_iters=20, eval_interval=20, checkpoint_interval=10,
@@ -31,9 +31,9 @@ COMMON = dict(warmup_iters=2, lr_decay_iters=20, eval_interval=20, checkpoint_in
 
 
 def measure_bytes(root: Path, config: GPTConfig, layouts: list[tuple[str, int]]) -> None:
-    from gptlab import parallel
-    from gptlab.distributed import Dist
-    from gptlab.trainer import make_optimizer
+    from gptlab.distributed import parallelize
+    from gptlab.distributed.process import Dist
+    from gptlab.training.optim import make_optimizer
 
     rank = int(os.environ["RANK"])
     out = {}
@@ -44,8 +44,8 @@ def measure_bytes(root: Path, config: GPTConfig, layouts: list[tuple[str, int]])
                           generator=torch.Generator().manual_seed(1))
         whole_loss = model(x, x)[1].item()
         ctx = Dist(rank, rank, dist.get_world_size(), torch.device("cpu"))
-        layout = parallel.plan_layout(mode, tp, ctx.world_size, config)
-        parallel.parallelize(model, layout, parallel.build_mesh(layout, ctx))
+        layout = parallelize.plan_layout(mode, tp, ctx.world_size, config)
+        parallelize.parallelize(model, layout, parallelize.build_mesh(layout, ctx))
         optimizer = make_optimizer(model, TrainConfig(), ctx.device)
         rows = x.chunk(layout.dp)[ctx.rank // layout.tp]  # this rank's rows of the batch
         loss = model(rows, rows)[1]
@@ -55,7 +55,7 @@ def measure_bytes(root: Path, config: GPTConfig, layouts: list[tuple[str, int]])
         dist.all_reduce(mean)
         out[f"{mode}:{tp}"] = {"dp": layout.dp, "tp": layout.tp,
                                "loss_diff": abs(mean.item() / ctx.world_size - whole_loss),
-                               **parallel.local_bytes(model, optimizer)}
+                               **parallelize.local_bytes(model, optimizer)}
     (root / f"bytes-{rank}.json").write_text(json.dumps(out))
 
 

@@ -10,9 +10,9 @@ import torch
 from safetensors.torch import save_file
 
 from gptlab import GPT, GPTConfig
-from gptlab.atomic import atomic_path, atomic_write_text, check_dir, ensure_dir
-from gptlab.checkpoint import save_model
 from gptlab.errors import UsageError
+from gptlab.files.atomic import atomic_path, atomic_write_text, check_dir, ensure_dir
+from gptlab.files.model_dir import save_model
 
 
 @pytest.fixture

@@ -8,14 +8,14 @@ import pytest
 import torch
 
 from gptlab import GPTConfig
-from gptlab.attention import (
+from gptlab.model.attention import (
     AttentionInputs,
     CausalSelfAttention,
-    KVCache,
     attention_steps,
     attention_weights,
     causal_mask,
 )
+from gptlab.model.kv_cache import KVCache
 
 
 def numpy_attention(x, w_q, w_k, w_v, causal):

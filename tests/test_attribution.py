@@ -5,8 +5,8 @@ test_interp_transformer_lens.py."""
 import pytest
 import torch
 
-from gptlab.attribution import logit_attribution
 from gptlab.errors import UsageError
+from gptlab.interp.attribution import logit_attribution
 from test_residuals import IDX, KINDS, widened
 
 
@@ -33,7 +33,7 @@ def test_parts_sum_to_the_logit(kind, position, one_thread):
 def test_the_mlp_part_is_its_output_through_the_frozen_norm(one_thread):
     """One part by hand, in float64: centre it, divide by the final norm's scale on the
     whole stream, multiply by its weight, dot with W_U[target]."""
-    from gptlab.residuals import capture_residuals
+    from gptlab.interp.residuals import capture_residuals
     model = widened("gpt2")
     got = logit_attribution(model, IDX, 9, position=5)
     parts = capture_residuals(model, IDX)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from gptlab import GPT, GPTConfig
-from gptlab.cli import main
+from gptlab.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -56,7 +56,7 @@ def test_generation_matches_transformers_tokens(smoke_results):
     assert {(r["who"], r["dtype"], r["batch_size"]) for r in data["rows"]} == {
         (w, d, b) for w in ("gptlab", "transformers") for d in ("fp32", "bf16") for b in (1, 2)}
     fp32 = [r for r in data["rows"] if r["dtype"] == "fp32"]
-    # Same weights (converted with gptlab.hf), greedy: the same tokens in fp32.
+    # Same weights (converted with gptlab.convert.hf), greedy: the same tokens in fp32.
     assert all(r["greedy_tokens_agree"] == 1.0 for r in fp32)
     assert data["bandwidth_bytes_per_s"] > 0
     lat = data["latency"]
@@ -121,7 +121,7 @@ def test_unknown_benchmark_is_one_line_usage_error(capsys):
 ])
 def test_bad_options_are_refused_before_any_benchmark(tmp_path, capsys, monkeypatch, argv,
                                                       message):
-    from gptlab.commands import bench
+    from gptlab.cli import bench
 
     def no_runner():
         raise AssertionError("the runner was loaded before the options were checked")
@@ -137,7 +137,7 @@ def test_bad_options_are_refused_before_any_benchmark(tmp_path, capsys, monkeypa
 def test_only_accepts_every_benchmark_the_runner_has():
     from bench.run import BENCHMARKS
 
-    from gptlab.commands.bench import NAMES, parse_only
+    from gptlab.cli.bench import NAMES, parse_only
 
     assert set(NAMES) == set(BENCHMARKS) and parse_only(["lab_latency"]) == ["lab_latency"]
 
@@ -184,7 +184,7 @@ def test_weight_bytes_per_token_gpt2():
 def test_weight_bytes_of_a_quantized_model():
     """int8 matrices: a byte each plus a bf16 scale per row; the fp32 embedding is then
     read a row per token, since the int8 head is its own copy."""
-    from gptlab import quantize
+    from gptlab.inference import quantize
 
     config = GPTConfig.from_preset("tiny-gpt2")
     model = GPT(config)

@@ -7,10 +7,11 @@ import json
 import pytest
 import torch
 
-from gptlab import checkpoint, rundir
-from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
-from gptlab.model import GPT
+from gptlab.files import model_dir
+from gptlab.model.config import GPTConfig
+from gptlab.model.gpt import GPT
+from gptlab.training import rundir
 
 
 def tiny(**kw) -> GPT:
@@ -22,14 +23,14 @@ def tiny(**kw) -> GPT:
 @pytest.mark.parametrize("tie", [True, False])
 def test_model_round_trip(tmp_path, tie):
     model = tiny(tie_embeddings=tie)
-    checkpoint.save_model(model, tmp_path, step=5)
-    loaded = checkpoint.load_model(tmp_path)
+    model_dir.save_model(model, tmp_path, step=5)
+    loaded = model_dir.load_model(tmp_path)
     assert loaded.config == model.config and not loaded.training
     a, b = model.state_dict(), loaded.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     if tie:
         assert loaded.lm_head.weight is loaded.wte.weight
-    assert checkpoint.weights_step(tmp_path / "model.safetensors") == 5
+    assert model_dir.weights_step(tmp_path / "model.safetensors") == 5
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
 
 
@@ -37,7 +38,7 @@ def test_unwrap_saves_the_bare_model(tmp_path):
     model = tiny()
     wrapped = torch.nn.Module()
     wrapped.module = model  # what DistributedDataParallel looks like
-    checkpoint.save_model(wrapped, tmp_path)
+    model_dir.save_model(wrapped, tmp_path)
     from safetensors import safe_open
 
     with safe_open(str(tmp_path / "model.safetensors"), framework="pt") as f:
@@ -57,7 +58,7 @@ def test_checkpoint_state_round_trip(tmp_path):
     loaded = rundir.load_checkpoint(tmp_path)  # weights_only=True inside
     assert loaded["step"] == 7 and loaded["best_val"] == 1.5
     restored = tiny()
-    checkpoint.load_state(restored, loaded["model"], "state.pt")
+    model_dir.load_state(restored, loaded["model"], "state.pt")
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
                                                   restored.state_dict().values(), strict=True))
     assert torch.equal(loaded["batch_rng"], gen.get_state())
@@ -71,7 +72,7 @@ def test_the_checkpoint_is_whole_whatever_the_weights_file_holds(tmp_path):
     model.safetensors leaves a checkpoint that resumes at its own step."""
     model = tiny()
     rundir.save_checkpoint(tmp_path, model, {"step": 3})
-    checkpoint.save_model(tiny(tie_embeddings=True), tmp_path, step=4)  # other weights
+    model_dir.save_model(tiny(tie_embeddings=True), tmp_path, step=4)  # other weights
     state = rundir.load_checkpoint(tmp_path)
     assert state["step"] == 3
     assert torch.equal(state["model"]["wte.weight"], model.wte.weight)
@@ -82,7 +83,7 @@ def test_pickled_objects_are_not_loaded(tmp_path):
         def __reduce__(self):
             return (print, ("this would run",))
 
-    checkpoint.save_model(tiny(), tmp_path, step=0)
+    model_dir.save_model(tiny(), tmp_path, step=0)
     torch.save({"step": 0, "x": Evil()}, tmp_path / "state.pt")
     with pytest.raises(UsageError, match="not a readable training state"):
         rundir.load_checkpoint(tmp_path)
@@ -90,24 +91,24 @@ def test_pickled_objects_are_not_loaded(tmp_path):
 
 def test_missing_and_broken_files(tmp_path):
     with pytest.raises(UsageError, match="model directory not found"):
-        checkpoint.load_model(tmp_path / "nope")
+        model_dir.load_model(tmp_path / "nope")
     with pytest.raises(UsageError, match="has no config.json"):
-        checkpoint.load_model(tmp_path)
-    checkpoint.save_model(tiny(), tmp_path)
+        model_dir.load_model(tmp_path)
+    model_dir.save_model(tiny(), tmp_path)
     weights = tmp_path / "model.safetensors"
     data = weights.read_bytes()
     weights.write_bytes(data[:-10])
     with pytest.raises(UsageError, match="not a readable safetensors file"):
-        checkpoint.load_model(tmp_path)
+        model_dir.load_model(tmp_path)
     weights.write_bytes(data)
     cfg = json.loads((tmp_path / "config.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps({**cfg, "n_layer": 2}))
     with pytest.raises(UsageError, match="does not match its config: missing blocks.1"):
-        checkpoint.load_model(tmp_path)
+        model_dir.load_model(tmp_path)
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(UsageError, match="is not valid JSON"):
-        checkpoint.load_model(tmp_path)
+        model_dir.load_model(tmp_path)
     with pytest.raises(UsageError, match="nothing to resume"):
         rundir.load_checkpoint(tmp_path)
     with pytest.raises(UsageError, match="has no tokenizer.json"):
-        checkpoint.load_tokenizer_of(tmp_path)
+        model_dir.load_tokenizer_of(tmp_path)

@@ -38,8 +38,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gptlab.cli import main
-from gptlab.presets import PRESETS
+from gptlab.cli.main import main
+from gptlab.model.presets import PRESETS
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "data" / "tinyshakespeare" / "input.txt"
@@ -102,7 +102,7 @@ def offline(monkeypatch, world):
     import huggingface_hub
     from huggingface_hub.errors import LocalEntryNotFoundError
 
-    from gptlab.commands import prepare
+    from gptlab.cli import prepare
 
     def no_urlopen(*args, **kwargs):
         raise urllib.error.URLError("offline (stubbed by the test)")
@@ -396,7 +396,7 @@ def test_patch(world, capsys, offline, run, texts, opts):
 @pytest.fixture
 def no_training(monkeypatch):
     """train() is stubbed: what is checked is everything before it."""
-    from gptlab.commands import train as train_command
+    from gptlab.cli import train as train_command
 
     calls = []
 
@@ -450,7 +450,7 @@ def test_train_arguments(world, capsys, offline, no_training, model, data, out, 
                          no_progress=SWITCH, max_iters=ints(1, 3000))))
 def test_demo_arguments(world, capsys, offline, monkeypatch, opts):
     """demo up to its training run (stubbed, as its data preparation)."""
-    from gptlab.commands import demo
+    from gptlab.cli import demo
 
     class Reached(Exception):
         pass
@@ -487,7 +487,7 @@ def test_lab_arguments(world, capsys, offline, monkeypatch, opts):
     hostile=dict(only=st.lists(st.one_of(TEXT, st.just(",")), min_size=1, max_size=3),
                  text=paths(), out=st.one_of(out_paths(), paths()))))
 def test_bench_arguments(world, capsys, offline, monkeypatch, opts):
-    from gptlab.commands import bench
+    from gptlab.cli import bench
 
     runner = SimpleNamespace(selected=lambda only, size: list(only or bench.NAMES),
                              run_all=lambda *args, **kwargs: {})
@@ -502,8 +502,8 @@ def test_bench_arguments(world, capsys, offline, monkeypatch, opts):
 def test_any_argument_vector(world, capsys, offline, monkeypatch, argv):
     """Whatever the words, main() answers in one line or does its job; what would start
     real work (a server, a benchmark, training) is stubbed."""
-    from gptlab.commands import bench, demo
-    from gptlab.commands import train as train_command
+    from gptlab.cli import bench, demo
+    from gptlab.cli import train as train_command
     from gptlab.lab import server
 
     stub = SimpleNamespace(is_main=False)
@@ -521,7 +521,7 @@ def test_any_argument_vector(world, capsys, offline, monkeypatch, argv):
 
 
 def test_an_oserror_that_escapes_a_command_is_one_line_exit_1(world, capsys, monkeypatch):
-    from gptlab.commands import params
+    from gptlab.cli import params
 
     def disk_gone(args):
         raise OSError(5, "Input/output error", "/some/file")

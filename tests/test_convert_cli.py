@@ -13,11 +13,11 @@ import torch
 import transformers  # the `gptlab[hf]` extra, part of the test extras
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from gptlab import cli
-from gptlab.checkpoint import load_model, save_model
-from gptlab.config import GPTConfig
-from gptlab.model import GPT
-from gptlab.tokenizers import load_tokenizer
+from gptlab.cli.main import main
+from gptlab.data.tokenizer import load_tokenizer
+from gptlab.files.model_dir import load_model, save_model
+from gptlab.model.config import GPTConfig
+from gptlab.model.gpt import GPT
 
 TEXT = ("To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer "
         "the slings and arrows of outrageous fortune, or to take arms against a sea of "
@@ -79,7 +79,7 @@ def test_from_hf_writes_a_model_directory_that_generates_like_transformers(hf_di
 
 def test_sample_runs_on_a_converted_directory(hf_dir, tmp_path):
     out = tmp_path / "model"
-    assert cli.main(["convert", "--from-hf", str(hf_dir), "--out", str(out)]) == 0
+    assert main(["convert", "--from-hf", str(hf_dir), "--out", str(out)]) == 0
     result = run_gptlab("sample", str(out), "--prompt", PROMPT, "--max-new-tokens", "5")
     assert result.returncode == 0, result.stderr
     assert PROMPT in result.stdout
@@ -95,7 +95,7 @@ def test_to_hf_writes_what_transformers_loads(hf_dir, tmp_path, capsys):
     save_model(model, model_dir)
     (model_dir / "tokenizer.json").write_bytes((hf_dir / "tokenizer.json").read_bytes())
     out = tmp_path / "hf"
-    assert cli.main(["convert", "--to-hf", str(model_dir), "--out", str(out)]) == 0
+    assert main(["convert", "--to-hf", str(model_dir), "--out", str(out)]) == 0
     assert "tokenizer.json" in capsys.readouterr().out
     assert (out / "tokenizer.json").read_bytes() == (hf_dir / "tokenizer.json").read_bytes()
     theirs = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
@@ -106,7 +106,7 @@ def test_to_hf_writes_what_transformers_loads(hf_dir, tmp_path, capsys):
 
 
 def _one_line_error(capsys, argv: list[str], expected_code: int = 2) -> str:
-    assert cli.main(argv) == expected_code
+    assert main(argv) == expected_code
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("gptlab convert: error: "), err
     return err
@@ -152,10 +152,10 @@ def test_errors_are_one_line(hf_dir, tmp_path, capsys):
 
 def test_refuses_to_overwrite_without_force(hf_dir, tmp_path, capsys):
     out = tmp_path / "model"
-    assert cli.main(["convert", "--from-hf", str(hf_dir), "--out", str(out)]) == 0
+    assert main(["convert", "--from-hf", str(hf_dir), "--out", str(out)]) == 0
     assert "--force" in _one_line_error(capsys, ["convert", "--from-hf", str(hf_dir),
                                                  "--out", str(out)])
-    assert cli.main(["convert", "--from-hf", str(hf_dir), "--out", str(out), "--force"]) == 0
+    assert main(["convert", "--from-hf", str(hf_dir), "--out", str(out), "--force"]) == 0
 
 
 def test_without_transformers_the_cli_says_what_to_install(hf_dir, tmp_path, capsys,
@@ -174,7 +174,7 @@ def test_an_out_that_cannot_be_created_is_one_line(hf_dir, tmp_path, capsys):
         for direction in ("--from-hf", "--to-hf"):
             source = hf_dir if direction == "--from-hf" else tmp_path / "ours"
             if direction == "--to-hf" and not source.exists():
-                assert cli.main(["convert", "--from-hf", str(hf_dir), "--out", str(source)]) == 0
+                assert main(["convert", "--from-hf", str(hf_dir), "--out", str(source)]) == 0
                 capsys.readouterr()
             err = _one_line_error(capsys, ["convert", direction, str(source), "--out", str(out)])
             assert message in err

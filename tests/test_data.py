@@ -5,16 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from gptlab.data import (
-    check_enough_tokens,
-    get_batch,
-    load_data,
-    prepare,
-    read_text,
-    split_text,
-)
+from gptlab.data.batches import get_batch
+from gptlab.data.prepared import check_enough_tokens, load_data, prepare
+from gptlab.data.text import read_text, split_text
+from gptlab.data.tokenizer import CharTokenizer, HFTokenizer
 from gptlab.errors import UsageError
-from gptlab.tokenizers import CharTokenizer, HFTokenizer
 
 TINY = Path(__file__).resolve().parent / "data/tinyshakespeare/input.txt"
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gptlab.cli import main
+from gptlab.cli.main import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
@@ -36,8 +36,8 @@ def test_demo_end_to_end_and_reuses_its_data(tmp_path, capsys):
 
 
 def test_demo_refuses_foreign_data(tmp_path, capsys):
-    from gptlab.data import prepare
-    from gptlab.tokenizers import CharTokenizer
+    from gptlab.data.prepared import prepare
+    from gptlab.data.tokenizer import CharTokenizer
 
     prepare("some other text " * 100, tmp_path / "d", CharTokenizer.from_text("some other text"),
             source="mine")

@@ -1,7 +1,7 @@
 """`gptlab train` under torchrun (2 CPU processes, gloo) against one process.
 
 The trainer draws each global micro-batch from one generator that every rank holds and
-gives rank r its rows r*B..(r+1)*B (gptlab.data.TokenBatches). So 2 ranks x batch B see
+gives rank r its rows r*B..(r+1)*B (gptlab.data.batches.TokenBatches). So 2 ranks x batch B see
 exactly the windows 1 rank x batch 2B sees, DDP averages the two half-batch gradients,
 and the evaluations split the same batches: the runs are the same computation with the
 sums done in a different order. float32 rounding (relative ~1e-7 per operation) is all
@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from gptlab.config import GPTConfig
-from gptlab.data import prepare
-from gptlab.tokenizers import CharTokenizer
-from gptlab.train import train
-from gptlab.train_config import TrainConfig
+from gptlab.data.prepared import prepare
+from gptlab.data.tokenizer import CharTokenizer
+from gptlab.model.config import GPTConfig
+from gptlab.training.config import TrainConfig
+from gptlab.training.run import train
 
 STEPS = 12
 WORDS = "the king and queen of a far land who will not go to sea said lord my good".split()

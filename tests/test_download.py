@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gptlab import download
-from gptlab.download import cache_path, fetch
+from gptlab.data import download
+from gptlab.data.download import cache_path, fetch
 from gptlab.errors import GptlabError, UsageError
 
 TINY = Path(__file__).resolve().parent / "data/tinyshakespeare/input.txt"

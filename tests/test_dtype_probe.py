@@ -8,9 +8,10 @@ import json
 import pytest
 import torch
 
-from gptlab import dtype_probe, probe
-from gptlab.config import GPTConfig
+from gptlab import probe
 from gptlab.errors import UsageError
+from gptlab.model.config import GPTConfig
+from gptlab.training import precision
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 CPU = torch.device("cpu")
@@ -21,7 +22,7 @@ CONFIG = GPTConfig.from_preset("tiny-gpt2")
 def probed(monkeypatch, tmp_path):
     """Sets the probe's timings (ms) and returns the list of measured configs; the cache
     is fresh and GPTLAB_AUTO_DTYPE (which the suite sets) unset."""
-    monkeypatch.delenv(dtype_probe.OVERRIDE, raising=False)
+    monkeypatch.delenv(precision.OVERRIDE, raising=False)
     monkeypatch.setenv("GPTLAB_CACHE", str(tmp_path))
     calls, timings = [], {}
 
@@ -29,7 +30,7 @@ def probed(monkeypatch, tmp_path):
         calls.append((config, B, T))
         return dict(timings)
 
-    monkeypatch.setattr(dtype_probe, "measure", fake)
+    monkeypatch.setattr(precision, "measure", fake)
 
     def set_timings(fp32, bf16):
         timings.update(float32=fp32, bfloat16=bf16)
@@ -47,50 +48,50 @@ def probed(monkeypatch, tmp_path):
 ])
 def test_bf16_only_where_clearly_faster(probed, fp32, bf16, expected):
     probed(fp32, bf16)
-    name, reason = dtype_probe.resolve(CONFIG, 12, CPU)
+    name, reason = precision.resolve(CONFIG, 12, CPU)
     assert name == expected
     assert reason.startswith(f"dtype auto: {expected}") and "probed now" in reason
 
 
 def test_probed_once_per_machine_shape_and_batch(probed, tmp_path):
     calls = probed(10.0, 4.0)
-    assert dtype_probe.resolve(CONFIG, 12, CPU)[0] == "bfloat16"
-    name, reason = dtype_probe.resolve(CONFIG, 12, CPU)
+    assert precision.resolve(CONFIG, 12, CPU)[0] == "bfloat16"
+    name, reason = precision.resolve(CONFIG, 12, CPU)
     assert name == "bfloat16" and "cached probe" in reason and len(calls) == 1
     (key,) = json.loads((tmp_path / probe.PROBES_FILE).read_text())["train_dtype"]
     assert probe.cpu_name() in key and "B=12 T=32" in key
-    dtype_probe.resolve(CONFIG, 3, CPU)  # another batch is another probe
+    precision.resolve(CONFIG, 3, CPU)  # another batch is another probe
     # tokens per probe step are capped: a long context is probed at batch 1
-    dtype_probe.resolve(GPTConfig.from_preset("tiny-gpt2", block_size=2048), 12, CPU)
+    precision.resolve(GPTConfig.from_preset("tiny-gpt2", block_size=2048), 12, CPU)
     assert [(B, T) for _, B, T in calls] == [(12, 32), (3, 32), (1, 2048)]
 
 
 def test_override_skips_the_probe(probed, monkeypatch):
     calls = probed(10.0, 1.0)
-    monkeypatch.setenv(dtype_probe.OVERRIDE, "float32")
-    assert dtype_probe.resolve(CONFIG, 12, CPU) == (
+    monkeypatch.setenv(precision.OVERRIDE, "float32")
+    assert precision.resolve(CONFIG, 12, CPU) == (
         "float32", "dtype auto: float32 (GPTLAB_AUTO_DTYPE says so)")
     assert calls == []
-    monkeypatch.setenv(dtype_probe.OVERRIDE, "fp8")
+    monkeypatch.setenv(precision.OVERRIDE, "fp8")
     with pytest.raises(UsageError, match="GPTLAB_AUTO_DTYPE must be float32 or bfloat16"):
-        dtype_probe.resolve(CONFIG, 12, CPU)
+        precision.resolve(CONFIG, 12, CPU)
 
 
 def test_real_measure_times_both_and_keeps_the_random_streams():
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    ms = dtype_probe.measure(CONFIG, 2, CONFIG.block_size, CPU, budget_s=0.01)
+    ms = precision.measure(CONFIG, 2, CONFIG.block_size, CPU, budget_s=0.01)
     assert torch.equal(torch.rand(3), expected)
     assert ms["float32"] > 0 and (ms["bfloat16"] is None or ms["bfloat16"] > 0)
 
 
 def test_a_run_records_what_auto_meant(probed, tmp_path, capsys):
     """train.json holds the concrete dtype, so a resume trains exactly as the run began."""
-    from gptlab.data import prepare
-    from gptlab.tokenizers import CharTokenizer
-    from gptlab.train import train
-    from gptlab.train_config import TrainConfig
+    from gptlab.data.prepared import prepare
+    from gptlab.data.tokenizer import CharTokenizer
+    from gptlab.training.config import TrainConfig
+    from gptlab.training.run import train
 
     probed(10.0, 4.0)
     data, text = tmp_path / "data", "abcdefgh " * 400
@@ -107,7 +108,7 @@ def test_a_run_records_what_auto_meant(probed, tmp_path, capsys):
 
 
 def test_muon_dtype_is_probed_on_the_hidden_matrices(monkeypatch, tmp_path):
-    monkeypatch.delenv(dtype_probe.OVERRIDE, raising=False)
+    monkeypatch.delenv(precision.OVERRIDE, raising=False)
     monkeypatch.setenv("GPTLAB_CACHE", str(tmp_path))
     seen = []
 
@@ -115,8 +116,8 @@ def test_muon_dtype_is_probed_on_the_hidden_matrices(monkeypatch, tmp_path):
         seen.append(shapes)
         return {"float32": 30.0, "bfloat16": 10.0}
 
-    monkeypatch.setattr(dtype_probe, "measure_muon", fake)
-    name, reason = dtype_probe.resolve_muon(CONFIG, CPU)
+    monkeypatch.setattr(precision, "measure_muon", fake)
+    name, reason = precision.resolve_muon(CONFIG, CPU)
     C, F = CONFIG.n_embd, CONFIG.ffn_hidden
     assert seen == [[(3 * C, C), (C, C), (F, C), (C, F)] * CONFIG.n_layer]
     assert name == "bfloat16" and reason.startswith(
@@ -124,20 +125,20 @@ def test_muon_dtype_is_probed_on_the_hidden_matrices(monkeypatch, tmp_path):
 
 
 def test_resolve_settings_leaves_concrete_choices_alone(probed, monkeypatch):
-    from gptlab.train_config import TrainConfig
+    from gptlab.training.config import TrainConfig
 
     calls = probed(10.0, 5.0)
-    monkeypatch.setattr(dtype_probe, "measure_muon",
+    monkeypatch.setattr(precision, "measure_muon",
                         lambda shapes, device: {"float32": 1.0, "bfloat16": 2.0})
     cfg = TrainConfig(dtype="float32", optimizer="muon")
-    resolved, reasons = dtype_probe.resolve_settings(cfg, CONFIG, CPU)
+    resolved, reasons = precision.resolve_settings(cfg, CONFIG, CPU)
     assert (resolved.dtype, resolved.muon_dtype) == ("float32", "float32") and calls == []
     assert reasons == ["muon_dtype auto: float32 (bfloat16 0.50x float32 on this machine, "
                        "probed now; bf16 needs 1.11x)"]
-    resolved, reasons = dtype_probe.resolve_settings(TrainConfig(), CONFIG, CPU)
+    resolved, reasons = precision.resolve_settings(TrainConfig(), CONFIG, CPU)
     assert resolved.dtype == "bfloat16" and resolved.muon_dtype == "auto" and len(reasons) == 1
 
 
 def test_real_muon_measure():
-    ms = dtype_probe.measure_muon(dtype_probe.hidden_shapes(CONFIG), CPU, budget_s=0.01)
+    ms = precision.measure_muon(precision.hidden_shapes(CONFIG), CPU, budget_s=0.01)
     assert ms["float32"] > 0

@@ -10,10 +10,10 @@ import math
 import pytest
 import torch
 
-from gptlab import hf
-from gptlab.cli import main
-from gptlab.evaluate import score_ids, score_text, windows
-from gptlab.tokenizers import CharTokenizer
+from gptlab.cli.main import main
+from gptlab.convert import hf
+from gptlab.data.tokenizer import CharTokenizer
+from gptlab.inference.evaluate import score_ids, score_text, windows
 from test_hf import random_hf_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -97,9 +97,9 @@ def test_score_text_figures():
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    from gptlab.data import prepare
-    from gptlab.train import train
-    from gptlab.train_config import TrainConfig
+    from gptlab.data.prepared import prepare
+    from gptlab.training.config import TrainConfig
+    from gptlab.training.run import train
     from test_train import make_data, tiny_model
 
     root = tmp_path_factory.mktemp("eval")

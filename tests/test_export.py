@@ -12,12 +12,12 @@ import pytest
 import torch
 import transformers  # the `gptlab[hf]` extra, part of the test extras
 
-from gptlab import cli
-from gptlab.checkpoint import load_model, save_model
-from gptlab.config import GPTConfig
-from gptlab.model import GPT
-from gptlab.tokenizers import CharTokenizer, HFTokenizer, load_tokenizer
-from gptlab.train import train
+from gptlab.cli.main import main
+from gptlab.data.tokenizer import CharTokenizer, HFTokenizer, load_tokenizer
+from gptlab.files.model_dir import load_model, save_model
+from gptlab.model.config import GPTConfig
+from gptlab.model.gpt import GPT
+from gptlab.training.run import train
 from test_hf import widen
 from test_train import make_data, tiny_model, tiny_train
 
@@ -60,7 +60,7 @@ def export(model: GPT, tokenizer, tmp_path) -> tuple:
     model_dir, out = tmp_path / "ours", tmp_path / "hf"
     save_model(model, model_dir)
     tokenizer.save(model_dir / "tokenizer.json")
-    assert cli.main(["convert", "--to-hf", str(model_dir), "--out", str(out)]) == 0
+    assert main(["convert", "--to-hf", str(model_dir), "--out", str(out)]) == 0
     theirs = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
     return model_dir, out, theirs, transformers.AutoTokenizer.from_pretrained(out)
 
@@ -84,7 +84,7 @@ def max_logit_diff(ours: GPT, theirs, ids: list[int]) -> float:
 
 def sample_greedy(capsys, model_dir) -> str:
     capsys.readouterr()
-    assert cli.main(["sample", str(model_dir), "--greedy", "--prompt", PROMPT, "--no-prompt",
+    assert main(["sample", str(model_dir), "--greedy", "--prompt", PROMPT, "--no-prompt",
                      "--max-new-tokens", str(NEW_TOKENS), "--device", "cpu"]) == 0
     return capsys.readouterr().out.removesuffix("\n")
 
@@ -149,7 +149,7 @@ def test_a_trained_bias_free_run_exports(tmp_path, capsys):
     ours = load_model(run)
     assert not ours.config.bias and ours.config.mlp == "gelu"
     out = tmp_path / "hf"
-    assert cli.main(["convert", "--to-hf", str(run), "--out", str(out)]) == 0
+    assert main(["convert", "--to-hf", str(run), "--out", str(out)]) == 0
     theirs = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
     their_tokenizer = transformers.AutoTokenizer.from_pretrained(out)
     text = "land.\nThe king a"  # block_size 16
@@ -165,7 +165,7 @@ def test_a_trained_bias_free_run_exports(tmp_path, capsys):
     expected = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
                                max_new_tokens=8, eos_token_id=None, pad_token_id=0)
     capsys.readouterr()
-    assert cli.main(["sample", str(run), "--greedy", "--prompt", "The king", "--no-prompt",
+    assert main(["sample", str(run), "--greedy", "--prompt", "The king", "--no-prompt",
                      "--max-new-tokens", "8", "--device", "cpu"]) == 0
     got = capsys.readouterr().out.removesuffix("\n")
     assert got == their_tokenizer.decode(expected[0, prompt.shape[1]:])
@@ -187,7 +187,7 @@ def test_what_no_architecture_holds_is_refused_in_one_line(tmp_path, capsys, fie
     save_model(GPT(small_config(**fields)), model_dir)
     CHARS.save(model_dir / "tokenizer.json")
     out = tmp_path / "hf"
-    assert cli.main(["convert", "--to-hf", str(model_dir), "--out", str(out)]) == 2
+    assert main(["convert", "--to-hf", str(model_dir), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("gptlab convert: error: "), err
     assert re.search(message, err), err

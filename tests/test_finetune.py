@@ -8,14 +8,14 @@ import json
 
 import pytest
 
-from gptlab import checkpoint
-from gptlab.cli import main
-from gptlab.config import GPTConfig
-from gptlab.corpus import play_files, play_to_text, shakespeare_text
-from gptlab.data import prepare
-from gptlab.tokenizers import CharTokenizer
-from gptlab.train import train
-from gptlab.train_config import recipe
+from gptlab.cli.main import main
+from gptlab.data.corpus import play_files, play_to_text, shakespeare_text
+from gptlab.data.prepared import prepare
+from gptlab.data.tokenizer import CharTokenizer
+from gptlab.files import model_dir
+from gptlab.model.config import GPTConfig
+from gptlab.training.config import recipe
+from gptlab.training.run import train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -70,7 +70,7 @@ def test_fine_tuning_beats_scratch_and_starts_where_eval_says(corpus, base_run, 
     assert main(["eval", str(base_run), "--data", str(play), "--json"]) == 0
     assert tuned[0] == pytest.approx(json.loads(capsys.readouterr().out)["loss"], rel=1e-9)
     assert tuned[STEPS] < tuned[0]
-    assert checkpoint.load_config(corpus / "tuned") == checkpoint.load_config(base_run)
+    assert model_dir.load_config(corpus / "tuned") == model_dir.load_config(base_run)
     settings = json.loads((corpus / "tuned/train.json").read_text())
     assert settings["init_from"] == str(base_run)
 

@@ -14,14 +14,14 @@ import torch
 from llama_cpp import Llama
 
 import gptlab
-from gptlab.cli import main
-from gptlab.config import GPTConfig
-from gptlab.data import prepare
-from gptlab.gguf_export import gguf_tensors, write_gguf
-from gptlab.model import GPT
-from gptlab.tokenizers import CharTokenizer, HFTokenizer
-from gptlab.train import train
-from gptlab.train_config import recipe
+from gptlab.cli.main import main
+from gptlab.convert.gguf_export import gguf_tensors, write_gguf
+from gptlab.data.prepared import prepare
+from gptlab.data.tokenizer import CharTokenizer, HFTokenizer
+from gptlab.model.config import GPTConfig
+from gptlab.model.gpt import GPT
+from gptlab.training.config import recipe
+from gptlab.training.run import train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -290,7 +290,7 @@ def test_cli_writes_a_gpt2_style_char_run_and_reports_it(tmp_path, capsys):
 
 
 def bad_model_dir(tmp_path, tokenizer, **fields):
-    from gptlab.checkpoint import save_model
+    from gptlab.files.model_dir import save_model
 
     model = random_model(0, vocab_size=tokenizer.vocab_size, **fields)
     out = tmp_path / "model"

@@ -5,9 +5,10 @@ import sys
 import pytest
 import torch
 
-from gptlab import GPT, GPTConfig, cli
-from gptlab.checkpoint import save_model
-from gptlab.tokenizers import CharTokenizer
+from gptlab import GPT, GPTConfig
+from gptlab.cli.main import main
+from gptlab.data.tokenizer import CharTokenizer
+from gptlab.files.model_dir import save_model
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ALPHABET = "abcdefghijklmnopqrstuvwxyz .,\n"
@@ -26,7 +27,7 @@ def run_dir(tmp_path):
 
 
 def heads(*argv):
-    return cli.main(["heads", *map(str, argv)])
+    return main(["heads", *map(str, argv)])
 
 
 def table_rows(stdout):

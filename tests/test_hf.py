@@ -12,11 +12,11 @@ import torch
 import transformers  # the `gptlab[hf]` extra, part of the test extras
 from safetensors.torch import save_file
 
-from gptlab import hf
-from gptlab.config import GPTConfig
+from gptlab.convert import hf
+from gptlab.convert.hf_config import config_from_hf, rope_from_hf
 from gptlab.errors import GptlabError, UsageError
-from gptlab.hf_config import config_from_hf, rope_from_hf
-from gptlab.model import GPT
+from gptlab.model.config import GPTConfig
+from gptlab.model.gpt import GPT
 
 VOCAB = 101
 LOGIT_TOL = 1e-5

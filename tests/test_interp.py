@@ -4,9 +4,30 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gptlab import GPT, GPTConfig, interp
-from gptlab.attention import attention_weights, causal_mask
+from gptlab import GPT, GPTConfig
 from gptlab.errors import UsageError
+from gptlab.interp.heads import (
+    ABLATION_MODES,
+    SCORE_NAMES,
+    ablate_heads,
+    ablation_deltas,
+    chance_scores,
+    detection_patterns,
+    head_scores,
+    induction_probe,
+    mean_head_outputs,
+    next_token_targets,
+    per_token_loss,
+    repeated_random_tokens,
+    scores_from_patterns,
+)
+from gptlab.interp.hooks import (
+    attention_modules,
+    capture_attention,
+    capture_with_logits,
+    recording_attention,
+)
+from gptlab.model.attention import attention_weights, causal_mask
 
 TOKENS = torch.tensor([1, 2, 3, 1, 2, 3])  # "abcabc": one repeat of a 3-token sequence
 
@@ -52,7 +73,7 @@ def tl_reference_scores(A, tokens, exclude_bos, exclude_current_token):
 # ----------------------------------------------------------------------------- patterns
 
 def test_detection_patterns_by_hand():
-    D = interp.detection_patterns(TOKENS)
+    D = detection_patterns(TOKENS)
     assert D["previous_token"].nonzero().tolist() == [[1, 0], [2, 1], [3, 2], [4, 3], [5, 4]]
     assert D["duplicate_token"].nonzero().tolist() == [[3, 0], [4, 1], [5, 2]]
     assert D["induction"].nonzero().tolist() == [[3, 1], [4, 2], [5, 3]]
@@ -60,22 +81,22 @@ def test_detection_patterns_by_hand():
 
 def test_induction_pattern_keeps_the_diagonal_when_a_token_repeats_itself():
     # "aa": at query 1 the earlier copy (key 0) was followed by key 1, the query itself.
-    D = interp.detection_patterns(torch.tensor([7, 7]))
+    D = detection_patterns(torch.tensor([7, 7]))
     assert D["duplicate_token"].tolist() == [[False, False], [True, False]]
     assert D["induction"].tolist() == [[False, False], [False, True]]
 
 
 def test_pure_previous_token_pattern():
     A = pattern({0: {0: 1}, 1: {0: 1}, 2: {1: 1}, 3: {2: 1}, 4: {3: 1}, 5: {4: 1}})
-    s = interp.scores_from_patterns(A, TOKENS)
+    s = scores_from_patterns(A, TOKENS)
     # Query 0 can only attend to itself: 5 of the 6 rows' attention is on the previous token.
     assert s["previous_token"].item() == pytest.approx(5 / 6)
     assert s["duplicate_token"].item() == 0 and s["induction"].item() == 0
     # Without the diagonal, row 0 drops out: all the remaining attention is previous-token.
-    s = interp.scores_from_patterns(A, TOKENS, exclude_current_token=True)
+    s = scores_from_patterns(A, TOKENS, exclude_current_token=True)
     assert s["previous_token"].item() == pytest.approx(1.0)
     # Without column 0, rows 0 and 1 drop out: 4 of 4 left.
-    s = interp.scores_from_patterns(A, TOKENS, exclude_bos=True)
+    s = scores_from_patterns(A, TOKENS, exclude_bos=True)
     assert s["previous_token"].item() == pytest.approx(1.0)
 
 
@@ -83,17 +104,17 @@ def test_pure_induction_pattern_and_exclusions():
     # Before the repeat the head rests on position 0; in the repeat it looks one past the
     # earlier copy of the current token.
     A = pattern({0: {0: 1}, 1: {0: 1}, 2: {0: 1}, 3: {1: 1}, 4: {2: 1}, 5: {3: 1}})
-    s = interp.scores_from_patterns(A, TOKENS)
+    s = scores_from_patterns(A, TOKENS)
     assert s["induction"].item() == pytest.approx(3 / 6)
     assert s["previous_token"].item() == pytest.approx(1 / 6)  # row 1 -> key 0
     assert s["duplicate_token"].item() == 0
-    s = interp.scores_from_patterns(A, TOKENS, exclude_bos=True)
+    s = scores_from_patterns(A, TOKENS, exclude_bos=True)
     assert s["induction"].item() == pytest.approx(1.0)
     assert s["previous_token"].item() == 0
-    s = interp.scores_from_patterns(A, TOKENS, exclude_current_token=True)
+    s = scores_from_patterns(A, TOKENS, exclude_current_token=True)
     assert s["induction"].item() == pytest.approx(3 / 5)
     assert s["previous_token"].item() == pytest.approx(1 / 5)
-    s = interp.scores_from_patterns(A, TOKENS, exclude_bos=True, exclude_current_token=True)
+    s = scores_from_patterns(A, TOKENS, exclude_bos=True, exclude_current_token=True)
     assert s["induction"].item() == pytest.approx(1.0)
 
 
@@ -102,10 +123,10 @@ def test_split_attention_pattern():
     # put half on the earlier copy instead: 0.5 * 3 duplicate hits out of 6.
     A = pattern({0: {0: 1}, 1: {1: .5, 0: .5}, 2: {2: .5, 1: .5}, 3: {3: .5, 0: .5},
                  4: {4: .5, 1: .5}, 5: {5: .5, 2: .5}})
-    s = interp.scores_from_patterns(A, TOKENS)
+    s = scores_from_patterns(A, TOKENS)
     assert s["previous_token"].item() == pytest.approx(1.0 / 6)
     assert s["duplicate_token"].item() == pytest.approx(1.5 / 6)
-    s = interp.scores_from_patterns(A, TOKENS, exclude_current_token=True)
+    s = scores_from_patterns(A, TOKENS, exclude_current_token=True)
     assert s["duplicate_token"].item() == pytest.approx(1.5 / 2.5)
     assert s["previous_token"].item() == pytest.approx(1.0 / 2.5)
 
@@ -113,7 +134,7 @@ def test_split_attention_pattern():
 def test_uniform_attention_is_the_chance_level():
     # A uniform causal head on "aaaa": row i spreads 1/(i+1) over keys 0..i.
     tokens = torch.tensor([4, 4, 4, 4])
-    chance = interp.chance_scores(tokens)
+    chance = chance_scores(tokens)
     # previous: rows 1..3 each give 1/(i+1) to key i-1.
     assert chance["previous_token"] == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 4)
     # duplicate: every earlier key matches, i/(i+1) per row.
@@ -132,16 +153,16 @@ def test_scores_match_the_transformerlens_algorithm_on_random_patterns(
         tokens = torch.randint(4, (T,), generator=g)  # small vocab: plenty of duplicates
         logits = torch.randn(T, T, generator=g)
         A = torch.softmax(logits.masked_fill(~causal_mask(T, T), float("-inf")), dim=-1)
-        got = interp.scores_from_patterns(A.double(), tokens, exclude_bos, exclude_current_token)
+        got = scores_from_patterns(A.double(), tokens, exclude_bos, exclude_current_token)
         want = tl_reference_scores(A, tokens, exclude_bos, exclude_current_token)
-        for name in interp.SCORE_NAMES:
+        for name in SCORE_NAMES:
             assert got[name].item() == pytest.approx(want[name], abs=1e-12), name
 
 
 def test_no_attention_left_scores_nan():
     A = pattern({0: {0: 1}, 1: {0: 0.3, 1: 0.7}})
-    s = interp.scores_from_patterns(A, torch.tensor([1, 1]), True, True)
-    assert all(math.isnan(s[name].item()) for name in interp.SCORE_NAMES)
+    s = scores_from_patterns(A, torch.tensor([1, 1]), True, True)
+    assert all(math.isnan(s[name].item()) for name in SCORE_NAMES)
 
 
 def test_scores_broadcast_over_leading_dims_and_leave_the_input_alone():
@@ -151,20 +172,20 @@ def test_scores_broadcast_over_leading_dims_and_leave_the_input_alone():
         ~causal_mask(T, T), float("-inf")), dim=-1)  # (layers, batch, heads, T, T)
     tokens = torch.randint(3, (2, T), generator=g)
     before = A.clone()
-    got = interp.scores_from_patterns(A, tokens[:, None, :], exclude_bos=True,
+    got = scores_from_patterns(A, tokens[:, None, :], exclude_bos=True,
                                       exclude_current_token=True)
     assert torch.equal(A, before)  # exclusions work on a copy
     assert got["induction"].shape == (3, 2, 4)
-    one = interp.scores_from_patterns(A[2, 1, 3], tokens[1], True, True)
-    for name in interp.SCORE_NAMES:
+    one = scores_from_patterns(A[2, 1, 3], tokens[1], True, True)
+    for name in SCORE_NAMES:
         assert got[name][2, 1, 3].item() == pytest.approx(one[name].item())
 
 
 def test_scores_reject_mismatched_shapes():
     with pytest.raises(UsageError):
-        interp.scores_from_patterns(torch.zeros(4, 5), torch.zeros(5, dtype=torch.long))
+        scores_from_patterns(torch.zeros(4, 5), torch.zeros(5, dtype=torch.long))
     with pytest.raises(UsageError):
-        interp.scores_from_patterns(torch.zeros(4, 4), torch.zeros(5, dtype=torch.long))
+        scores_from_patterns(torch.zeros(4, 4), torch.zeros(5, dtype=torch.long))
 
 
 # ----------------------------------------------------------------------------- capture
@@ -175,20 +196,20 @@ def test_capture_leaves_outputs_unchanged_and_restores_the_instruments(preset):
     idx = torch.randint(97, (2, 20), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         before, _ = model(idx)
-    weights, logits = interp.capture_with_logits(model, idx)
+    weights, logits = capture_with_logits(model, idx)
     assert weights.shape == (2, 2, 4, 20, 20)  # (n_layer, B, n_head, T, T); GQA expanded
     assert torch.allclose(logits, before, atol=1e-6, rtol=0)
     assert torch.allclose(weights.sum(-1), torch.ones(2, 2, 4, 20), atol=1e-6)
     assert torch.all(weights.triu(1) == 0)  # causal
-    for m in interp.attention_modules(model):
+    for m in attention_modules(model):
         assert m.record_weights is False and m.weights is None and not m.heads._forward_hooks
-    assert torch.equal(interp.capture_attention(model, idx), weights)
+    assert torch.equal(capture_attention(model, idx), weights)
 
 
 def test_captured_layer0_weights_are_the_softmax_of_its_queries_and_keys():
     model = tiny("tiny-gpt2")
     idx = torch.randint(97, (1, 12), generator=torch.Generator().manual_seed(3))
-    weights = interp.capture_attention(model, idx)
+    weights = capture_attention(model, idx)
     with torch.no_grad():
         x = model.wte(idx) + model.wpe(torch.arange(12))
         x = model.blocks[0].norm_1(x)
@@ -202,16 +223,16 @@ def test_captured_layer0_weights_are_the_softmax_of_its_queries_and_keys():
 
 def test_capture_restores_state_after_an_error_and_keeps_training_mode():
     model = tiny("tiny-gpt2").train()
-    with pytest.raises(RuntimeError), interp.recording_attention(model):
+    with pytest.raises(RuntimeError), recording_attention(model):
         raise RuntimeError("boom")
-    assert all(not m.record_weights for m in interp.attention_modules(model))
-    interp.capture_attention(model, torch.tensor([1, 2, 3]))
+    assert all(not m.record_weights for m in attention_modules(model))
+    capture_attention(model, torch.tensor([1, 2, 3]))
     assert model.training
 
 
 def test_capture_accepts_a_single_sequence():
     model = tiny()
-    assert interp.capture_attention(model, torch.tensor([5, 6, 7])).shape == (2, 1, 4, 3, 3)
+    assert capture_attention(model, torch.tensor([5, 6, 7])).shape == (2, 1, 4, 3, 3)
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -225,12 +246,12 @@ def test_capture_accepts_a_single_sequence():
 ])
 def test_bad_tokens_are_usage_errors(bad, message):
     with pytest.raises(UsageError, match=message):
-        interp.capture_attention(tiny(), bad)
+        capture_attention(tiny(), bad)
 
 
 def test_head_scores_need_two_tokens():
     with pytest.raises(UsageError, match="at least 2"):
-        interp.head_scores(tiny(), torch.tensor([3]))
+        head_scores(tiny(), torch.tensor([3]))
 
 
 # ----------------------------------------------------------------------------- head scores
@@ -238,15 +259,15 @@ def test_head_scores_need_two_tokens():
 def test_head_scores_average_the_batch_and_pass_the_exclusions():
     model = tiny("tiny-llama")
     idx = torch.randint(5, (3, 16), generator=torch.Generator().manual_seed(2))
-    batch = interp.head_scores(model, idx, exclude_bos=True, exclude_current_token=True)
-    singles = [interp.head_scores(model, row, exclude_bos=True, exclude_current_token=True)
+    batch = head_scores(model, idx, exclude_bos=True, exclude_current_token=True)
+    singles = [head_scores(model, row, exclude_bos=True, exclude_current_token=True)
                for row in idx]
-    for name in interp.SCORE_NAMES:
+    for name in SCORE_NAMES:
         assert batch[name].shape == (2, 4)
         mean = torch.stack([s[name] for s in singles]).mean(0)
         assert torch.allclose(batch[name], mean, atol=1e-6)
-    weights = interp.capture_attention(model, idx[0])
-    direct = interp.scores_from_patterns(weights[:, 0], idx[0], True, True)
+    weights = capture_attention(model, idx[0])
+    direct = scores_from_patterns(weights[:, 0], idx[0], True, True)
     assert torch.allclose(singles[0]["induction"], direct["induction"])
 
 
@@ -270,20 +291,20 @@ def _zeroed_proj_copy(model, layer, head, mean=None):
 def test_zero_ablation_equals_zeroing_the_heads_projection_columns():
     model = tiny("tiny-gpt2")
     idx = torch.randint(97, (2, 10), generator=torch.Generator().manual_seed(4))
-    with torch.no_grad(), interp.ablate_heads(model, [(1, 2)]):
+    with torch.no_grad(), ablate_heads(model, [(1, 2)]):
         got, _ = model(idx)
     with torch.no_grad():
         want, _ = _zeroed_proj_copy(model, 1, 2)(idx)
         clean, _ = model(idx)
     assert torch.allclose(got, want, atol=1e-5)
     assert not torch.allclose(got, clean, atol=1e-5)
-    assert not any(m.heads._forward_hooks for m in interp.attention_modules(model))
+    assert not any(m.heads._forward_hooks for m in attention_modules(model))
 
 
 @pytest.mark.parametrize("preset", ["tiny-gpt2", "tiny-llama"])
 def test_a_plain_forward_hook_on_the_heads_point_sees_and_ablates_heads(preset):
     """attn.heads is an ordinary hook point: a torch forward hook sees (B, nh, T, hs), and
-    returning a tensor with a head zeroed is what interp.ablate_heads does."""
+    returning a tensor with a head zeroed is what ablate_heads does."""
     model = tiny(preset)
     idx = torch.randint(97, (2, 10), generator=torch.Generator().manual_seed(8))
     shapes = []
@@ -301,7 +322,7 @@ def test_a_plain_forward_hook_on_the_heads_point_sees_and_ablates_heads(preset):
     finally:
         handle.remove()
     assert shapes == [(2, model.config.n_head, 10, model.config.head_dim)]
-    with torch.no_grad(), interp.ablate_heads(model, [(1, 2)]):
+    with torch.no_grad(), ablate_heads(model, [(1, 2)]):
         ablated, _ = model(idx)
     with torch.no_grad():
         clean, _ = model(idx)
@@ -319,8 +340,8 @@ def test_mean_ablation_uses_the_heads_mean_over_batch_and_positions():
         model(idx)
     handle.remove()
     mean = seen["y"][:, 3].mean(dim=(0, 1))  # (hs,)
-    assert torch.allclose(interp.mean_head_outputs(model, idx)[0][3], mean, atol=1e-6)
-    with torch.no_grad(), interp.ablate_heads(model, [(0, 3)], "mean", reference_idx=idx):
+    assert torch.allclose(mean_head_outputs(model, idx)[0][3], mean, atol=1e-6)
+    with torch.no_grad(), ablate_heads(model, [(0, 3)], "mean", reference_idx=idx):
         got, _ = model(idx)
     with torch.no_grad():
         want, _ = _zeroed_proj_copy(model, 0, 3, mean)(idx)
@@ -330,34 +351,34 @@ def test_mean_ablation_uses_the_heads_mean_over_batch_and_positions():
 def test_ablations_nest_and_unwind():
     model = tiny("tiny-gpt2")
     idx = torch.randint(97, (1, 8), generator=torch.Generator().manual_seed(6))
-    with torch.no_grad(), interp.ablate_heads(model, [(0, 0)]):
-        with interp.ablate_heads(model, [(0, 1)]):
+    with torch.no_grad(), ablate_heads(model, [(0, 0)]):
+        with ablate_heads(model, [(0, 1)]):
             both, _ = model(idx)
         outer, _ = model(idx)
-    with torch.no_grad(), interp.ablate_heads(model, [(0, 0), (0, 1)]):
+    with torch.no_grad(), ablate_heads(model, [(0, 0), (0, 1)]):
         together, _ = model(idx)
-    with torch.no_grad(), interp.ablate_heads(model, [(0, 0)]):
+    with torch.no_grad(), ablate_heads(model, [(0, 0)]):
         alone, _ = model(idx)
     assert torch.allclose(both, together, atol=1e-6)
     assert torch.allclose(outer, alone, atol=1e-6)
-    assert not any(m.heads._forward_hooks for m in interp.attention_modules(model))
+    assert not any(m.heads._forward_hooks for m in attention_modules(model))
 
 
 def test_ablation_deltas_are_loss_differences():
     model = tiny("tiny-gpt2")
     idx = torch.randint(97, (2, 12), generator=torch.Generator().manual_seed(7))
-    targets = interp.next_token_targets(idx)
+    targets = next_token_targets(idx)
     assert targets[:, -1].eq(-1).all() and torch.equal(targets[:, :-1], idx[:, 1:])
-    for mode in interp.ABLATION_MODES:
-        deltas = interp.ablation_deltas(model, idx, mode=mode)
+    for mode in ABLATION_MODES:
+        deltas = ablation_deltas(model, idx, mode=mode)
         assert deltas.shape == (2, 4)
         with torch.no_grad():
             _, clean = model(idx, targets)
-            with interp.ablate_heads(model, [(1, 1)], mode, reference_idx=idx):
+            with ablate_heads(model, [(1, 1)], mode, reference_idx=idx):
                 _, ablated = model(idx, targets)
         assert deltas[1, 1].item() == pytest.approx((ablated - clean).item(), abs=1e-6)
-    explicit = interp.ablation_deltas(model, idx, targets=targets)
-    assert torch.allclose(explicit, interp.ablation_deltas(model, idx))
+    explicit = ablation_deltas(model, idx, targets=targets)
+    assert torch.allclose(explicit, ablation_deltas(model, idx))
 
 
 @pytest.mark.parametrize("heads, message", [
@@ -367,29 +388,29 @@ def test_ablation_deltas_are_loss_differences():
     ([(0,)], "pair"),
 ])
 def test_bad_heads_are_usage_errors(heads, message):
-    with pytest.raises(UsageError, match=message), interp.ablate_heads(tiny(), heads):
+    with pytest.raises(UsageError, match=message), ablate_heads(tiny(), heads):
         pass
 
 
 def test_bad_ablation_settings_are_usage_errors():
     model = tiny()
     with pytest.raises(UsageError, match="reference_idx"), \
-            interp.ablate_heads(model, [(0, 0)], "mean"):
+            ablate_heads(model, [(0, 0)], "mean"):
         pass
     with pytest.raises(UsageError, match="unknown ablation mode"), \
-            interp.ablate_heads(model, [(0, 0)], "noise"):
+            ablate_heads(model, [(0, 0)], "noise"):
         pass
     with pytest.raises(UsageError, match="unknown ablation mode"):
-        interp.ablation_deltas(model, torch.tensor([1, 2, 3]), mode="noise")
+        ablation_deltas(model, torch.tensor([1, 2, 3]), mode="noise")
     with pytest.raises(UsageError, match="targets"):
-        interp.ablation_deltas(model, torch.tensor([[1, 2, 3]]), targets=torch.tensor([[1, 2]]))
+        ablation_deltas(model, torch.tensor([[1, 2, 3]]), targets=torch.tensor([[1, 2]]))
 
 
 # ----------------------------------------------------------------------------- probe
 
 def test_induction_probe_on_an_untrained_model():
     model = tiny("tiny-gpt2")
-    out = interp.induction_probe(model, 8, batch=3, generator=torch.Generator().manual_seed(0))
+    out = induction_probe(model, 8, batch=3, generator=torch.Generator().manual_seed(0))
     tokens = out["tokens"]
     assert tokens.shape == (3, 16) and torch.equal(tokens[:, :8], tokens[:, 8:])
     assert out["induction"].shape == (2, 4)
@@ -403,15 +424,15 @@ def test_induction_probe_on_an_untrained_model():
     # Untrained: no in-context learning, both halves near ln(vocab).
     assert abs(out["loss_first_half"] - math.log(97)) < 0.2
     assert abs(out["loss_second_half"] - math.log(97)) < 0.2
-    again = interp.induction_probe(model, 8, batch=3, generator=torch.Generator().manual_seed(0))
+    again = induction_probe(model, 8, batch=3, generator=torch.Generator().manual_seed(0))
     assert torch.equal(again["tokens"], tokens)
 
 
 def test_induction_probe_rejects_a_repeat_longer_than_the_context():
     with pytest.raises(UsageError, match="at most 16"):
-        interp.induction_probe(tiny(), 17)
+        induction_probe(tiny(), 17)
     with pytest.raises(UsageError, match="at least 2"):
-        interp.induction_probe(tiny(), 1)
+        induction_probe(tiny(), 1)
 
 
 # ----------------------------------------------------------------------------- training
@@ -469,7 +490,7 @@ def _train(s):
         generator = torch.Generator().manual_seed(s["seed"] + 1)
         for _ in range(s["steps"]):
             x = _training_batch(generator, s["vocab"], s["T"], s["batch"], s["segment"])
-            _, loss = model(x, interp.next_token_targets(x))
+            _, loss = model(x, next_token_targets(x))
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -486,10 +507,10 @@ def trained_model():
 
 def test_training_grows_a_two_layer_induction_circuit(trained_model):
     model, half = trained_model, INDUCTION_TRAINING["T"] // 2
-    probe = interp.induction_probe(model, half, batch=8, generator=torch.Generator().manual_seed(2))
+    probe = induction_probe(model, half, batch=8, generator=torch.Generator().manual_seed(2))
     tokens = probe["tokens"]
-    scores = interp.head_scores(model, tokens)
-    chance = interp.chance_scores(tokens)
+    scores = head_scores(model, tokens)
+    chance = chance_scores(tokens)
     # Chance (uniform attention) on this probe: induction 0.014, previous-token 0.058.
     assert chance["induction"] < 0.02 and chance["previous_token"] < 0.06
     # The induction head sits in layer 1 (so it can read layer 0's output), far above chance.
@@ -499,7 +520,7 @@ def test_training_grows_a_two_layer_induction_circuit(trained_model):
     # A fixed positional look-back would fail on a repeat of another length; this head does
     # not: it keys on content.
     for other in (12, 20):
-        again = interp.induction_probe(model, other, batch=8,
+        again = induction_probe(model, other, batch=8,
                                        generator=torch.Generator().manual_seed(3))
         assert float(again["induction"][1, head]) > 0.2, (other, again["induction"])
     # In-context learning: the repeat is far cheaper than the first pass (ln 256 = 5.5).
@@ -513,8 +534,8 @@ def test_training_grows_a_two_layer_induction_circuit(trained_model):
     best_prev = (0, int(previous.argmax()))
 
     def ablated(heads):
-        with interp.ablate_heads(model, heads):
-            out = interp.induction_probe(model, half, batch=8,
+        with ablate_heads(model, heads):
+            out = induction_probe(model, half, batch=8,
                                          generator=torch.Generator().manual_seed(2))
         return float(out["induction"][1, head]), out["loss_second_half"]
 
@@ -543,13 +564,13 @@ def test_the_new_instruments_see_the_induction_circuit(trained_model, one_thread
       into the clean run: induction score 0.40 / 0.37 / 0.35 -> 0.013 / 0.014 / 0.018
       (chance 0.014), the repeated half's loss 1.6 / 2.3 / 2.2 -> 6.9 / 6.8 / 6.4 nats;
       the strongest of them alone: 0.20 / 0.19 / 0.16."""
-    from gptlab.attribution import logit_attribution
-    from gptlab.patching import Site, patching
-    from gptlab.residuals import capture_residuals
+    from gptlab.interp.attribution import logit_attribution
+    from gptlab.interp.patching import Site, patching
+    from gptlab.interp.residuals import capture_residuals
 
     model, half = trained_model, INDUCTION_TRAINING["T"] // 2
-    clean = interp.repeated_random_tokens(256, half, 8, torch.Generator().manual_seed(2))
-    scores = interp.head_scores(model, clean)
+    clean = repeated_random_tokens(256, half, 8, torch.Generator().manual_seed(2))
+    scores = head_scores(model, clean)
     head = int(scores["induction"][1].argmax())
     induction_heads = {f"L1H{h}" for h in range(2) if scores["induction"][1, h] > 0.2}
 
@@ -572,15 +593,15 @@ def test_the_new_instruments_see_the_induction_circuit(trained_model, one_thread
     corrupt = torch.randint(256, clean.shape, generator=torch.Generator().manual_seed(5))
     source = capture_residuals(model, corrupt)
     prev = scores["previous_token"][0]
-    prev_heads = [h for h in range(len(prev)) if prev[h] > 4 * interp.chance_scores(clean)[
+    prev_heads = [h for h in range(len(prev)) if prev[h] > 4 * chance_scores(clean)[
         "previous_token"]]
     clean_score = float(scores["induction"][1, head])
-    clean_loss = float(interp.per_token_loss(model, clean).mean(0)[half:].mean())
+    clean_loss = float(per_token_loss(model, clean).mean(0)[half:].mean())
     with patching(model, source, [Site("head", 0, head=h) for h in prev_heads]):
-        score = float(interp.head_scores(model, clean)["induction"][1, head])
-        loss = float(interp.per_token_loss(model, clean).mean(0)[half:].mean())
+        score = float(head_scores(model, clean)["induction"][1, head])
+        loss = float(per_token_loss(model, clean).mean(0)[half:].mean())
     assert score < 0.05 and score < clean_score / 5, (prev_heads, score)  # <= 0.018
     assert loss > clean_loss + 3.0, (clean_loss, loss)  # measured: + 4.2 or more
     with patching(model, source, [Site("head", 0, head=int(prev.argmax()))]):
-        score = float(interp.head_scores(model, clean)["induction"][1, head])
+        score = float(head_scores(model, clean)["induction"][1, head])
     assert score < 0.65 * clean_score, score  # measured: 0.44-0.50 of the clean score

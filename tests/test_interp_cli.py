@@ -6,10 +6,11 @@ import json
 import pytest
 import torch
 
-from gptlab import GPT, GPTConfig, cli
-from gptlab.checkpoint import save_model
-from gptlab.lens import logit_lens
-from gptlab.tokenizers import CharTokenizer
+from gptlab import GPT, GPTConfig
+from gptlab.cli.main import main
+from gptlab.data.tokenizer import CharTokenizer
+from gptlab.files.model_dir import save_model
+from gptlab.interp.lens import logit_lens
 from test_hf import widen
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -31,7 +32,7 @@ def run_dir(tmp_path_factory):
 
 def gptlab(capsys, *argv):
     capsys.readouterr()
-    code = cli.main([str(a) for a in argv])
+    code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -25,13 +25,14 @@ import pytest
 import torch
 import transformers
 
-from gptlab import cli, hf
-from gptlab.attribution import logit_attribution
-from gptlab.lens import logit_lens
+from gptlab.cli.main import main
+from gptlab.convert import hf
+from gptlab.interp.attribution import logit_attribution
+from gptlab.interp.lens import logit_lens
+from gptlab.interp.patching import logit_difference, sweep
+from gptlab.interp.residuals import capture_residuals
 from gptlab.loading import load
-from gptlab.patching import logit_difference, sweep
-from gptlab.residuals import capture_residuals
-from gptlab.train import train
+from gptlab.training.run import train
 from test_hf import random_hf_model
 from test_train import make_data, tiny_model, tiny_train
 
@@ -68,7 +69,7 @@ def pair(request, tmp_path_factory):
         else:
             data = make_data(root / "data", n_chars=5000)
             train(tiny_model(), tiny_train(max_iters=8), data, root / "run", progress=False)
-            assert cli.main(["convert", "--to-hf", str(root / "run"), "--out",
+            assert main(["convert", "--to-hf", str(root / "run"), "--out",
                              str(root / "hf")]) == 0
             ours, _ = load(root / "hf")
             # GPT-2's format always has biases: the bias-free run's come back as zeros.

@@ -234,8 +234,8 @@ def test_presets_send_the_config_choices_the_server_takes(client):
 def test_params_models_list_every_gptconfig_field():
     import dataclasses
 
-    from gptlab.lab.models import ConfigFields
     from gptlab.lab.responses import ConfigOut
+    from gptlab.lab.schemas import ConfigFields
 
     fields = {f.name for f in dataclasses.fields(GPTConfig) if f.init}
     assert set(ConfigFields.model_fields) == fields == set(ConfigOut.model_fields)
@@ -287,7 +287,7 @@ def test_heads_match_a_float64_recomputation_of_layer0(client, runs_root):
     d = post(client, "/api/heads", {"run": "tiny", "prompt": "the cat sat on the mat",
                                     "layer": 0})
     model = GPT(GPTConfig.from_json(runs_root / "tiny/config.json"))
-    from gptlab.checkpoint import load_weights
+    from gptlab.files.model_dir import load_weights
 
     load_weights(model, runs_root / "tiny/model.safetensors")
     sd = {k: v.detach().double().numpy() for k, v in model.state_dict().items()}
@@ -594,8 +594,8 @@ def test_a_broken_run_is_a_400(tmp_path):
 
 
 def test_heads_of_a_rope_gqa_model_without_biases(tmp_path):
-    from gptlab.checkpoint import save_model
-    from gptlab.tokenizers import CharTokenizer
+    from gptlab.data.tokenizer import CharTokenizer
+    from gptlab.files.model_dir import save_model
 
     tok = CharTokenizer.from_text("abcdefgh ")
     torch.manual_seed(0)

@@ -13,8 +13,8 @@ import pytest
 import torch
 from playwright import sync_api
 
-from gptlab.lab.models import AttentionRequest
 from gptlab.lab.quiz import ROW0_CHOICES
+from gptlab.lab.schemas import AttentionRequest
 from gptlab.lab.server import BackgroundServer
 from gptlab.lab.tinyrun import make_tiny_run
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gptlab.cli import main
+from gptlab.cli.main import main
 
 
 @pytest.fixture

@@ -23,8 +23,8 @@ from schemathesis.checks import (  # the registry's names, stable across 4.x
     unsupported_method,
 )
 
-from gptlab.lab import models as m
-from gptlab.lab import models_play as mp
+from gptlab.lab import play_schemas as mp
+from gptlab.lab import schemas as m
 from gptlab.lab.server import create_app
 from gptlab.lab.tinyrun import TEXT
 

@@ -1,6 +1,6 @@
 """The logit-lens view's API (POST /api/lens): its grid against the model's own forward
 pass and a float64 recomputation of the embeddings' row, its attribution against the
-model's logit (the parts must sum to it) and gptlab.attribution, on a GPT-2-style and a
+model's logit (the parts must sum to it) and gptlab.interp.attribution, on a GPT-2-style and a
 Llama-style run; and bad input (a token outside the vocabulary, a text past the context, a
 post-norm model) as one-line 400s."""
 
@@ -10,15 +10,15 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from gptlab.attribution import logit_attribution
-from gptlab.checkpoint import TOKENIZER_FILE, save_model
-from gptlab.config import GPTConfig
+from gptlab.data.tokenizer import CharTokenizer
+from gptlab.files.model_dir import TOKENIZER_FILE, save_model
+from gptlab.interp.attribution import logit_attribution
 from gptlab.lab.runs import Runs
 from gptlab.lab.server import create_app
 from gptlab.lab.tinyrun import TEXT as TINY_TEXT
 from gptlab.lab.tinyrun import make_tiny_run
-from gptlab.model import GPT
-from gptlab.tokenizers import CharTokenizer
+from gptlab.model.config import GPTConfig
+from gptlab.model.gpt import GPT
 
 TEXT = "the cat sat on the m"
 

@@ -1,6 +1,6 @@
-"""The next-token and watch-it-learn views' API: the bars against gptlab.sampling and a
+"""The next-token and watch-it-learn views' API: the bars against gptlab.inference.sampling and a
 float64 recomputation of top-k / top-p, "append" against `gptlab sample`, the newest
-token's attention against gptlab.interp, and a live training that streams, stops on
+token's attention against gptlab.interp.heads, and a live training that streams, stops on
 request, refuses a second one and leaves a resumable run."""
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import negative_data_rejection, not_a_server_error
 from schemathesis.generation import GenerationMode
 
-from gptlab import interp, sampling
-from gptlab.cli import main
+from gptlab.cli.main import main
+from gptlab.interp.hooks import capture_attention
 from gptlab.lab.runs import Runs
 from gptlab.lab.server import create_app
-from gptlab.sampling import SamplingSettings
+from gptlab.model import decoding
+from gptlab.model.decoding import SamplingSettings
 
 TEXT = "the cat sat on the m"
 
@@ -78,7 +79,7 @@ def test_bars_are_gptlab_samplings_distribution(client, tiny, temperature, top_k
     d = post(client, "/api/next_token", {"run": "tiny", "text": TEXT, "temperature": temperature,
                                          "top_k": top_k, "top_p": top_p, "show": 100})
     logits = last_logits(tiny, TEXT)
-    lib = torch.softmax(sampling.filter_logits(
+    lib = torch.softmax(decoding.filter_logits(
         logits[None], SamplingSettings(temperature, top_k, top_p)).double(), -1)[0]
     ref, keep = np_filtered(logits.numpy(), temperature, top_k, top_p)
     got = np.zeros(d["vocab_size"])
@@ -105,7 +106,7 @@ def test_top_k_1_and_temperature_0_leave_one_bar(client, tiny):
 
 def test_newest_attention_is_the_last_row_of_each_pattern(client, tiny):
     d = post(client, "/api/next_token", {"run": "tiny", "text": TEXT})
-    weights = interp.capture_attention(tiny.model, torch.tensor([tiny.tokenizer.encode(TEXT)]))
+    weights = capture_attention(tiny.model, torch.tensor([tiny.tokenizer.encode(TEXT)]))
     want = weights[:, 0, :, -1, :].double()  # (n_layer, n_head, T)
     got = torch.tensor(d["newest_attention"], dtype=torch.float64)
     assert got.shape == (2, 4, len(TEXT)) and torch.allclose(got, want, atol=1e-7)
@@ -169,7 +170,7 @@ def events(client):
 
 
 def test_live_training_streams_stops_and_leaves_a_resumable_run(tmp_path, one_thread):
-    from gptlab.train import train
+    from gptlab.training.run import train
 
     client = TestClient(create_app(tmp_path))
     assert client.get("/api/live/events").status_code == 404

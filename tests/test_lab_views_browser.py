@@ -1,5 +1,5 @@
 """Views 8 (next token) and 9 (watch it learn) in real headless Chromium (Playwright, sync
-API, the same setup as tests/test_lab_browser.py): the bars against gptlab.sampling, the
+API, the same setup as tests/test_lab_browser.py): the bars against gptlab.inference.sampling, the
 sliders, append / undo against `gptlab sample --greedy`, a training started and stopped
 from the page, phone width and axe-core."""
 
@@ -13,11 +13,11 @@ import torch
 from axe_playwright_python.sync_playwright import Axe
 from playwright import sync_api
 
-from gptlab import sampling
 from gptlab.lab.runs import Runs
 from gptlab.lab.server import BackgroundServer
 from gptlab.lab.tinyrun import make_tiny_run
-from gptlab.sampling import SamplingSettings
+from gptlab.model import decoding
+from gptlab.model.decoding import SamplingSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -75,7 +75,7 @@ def library_distribution(runs, text, settings) -> torch.Tensor:
     run = Runs(runs).load("tiny")
     with torch.no_grad():
         logits, _ = run.model.eval()(torch.tensor([run.tokenizer.encode(text)]))
-    return torch.softmax(sampling.filter_logits(logits[:, -1], settings).double(), -1)[0]
+    return torch.softmax(decoding.filter_logits(logits[:, -1], settings).double(), -1)[0]
 
 
 def test_bars_sum_to_one_and_match_gptlab_sampling(page, runs):
@@ -98,7 +98,7 @@ def test_bars_sum_to_one_and_match_gptlab_sampling(page, runs):
 
 
 def test_append_greedy_equals_gptlab_sample_greedy_and_undo(page, runs, capsys):
-    from gptlab.cli import main
+    from gptlab.cli.main import main
 
     capsys.readouterr()
     assert main(["sample", str(runs / "tiny"), "--prompt", TEXT, "--greedy",

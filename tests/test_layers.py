@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from gptlab import GPTConfig
-from gptlab.layers import GeluMLP, PostNormBlock, PreNormBlock, RMSNorm, SwiGLU, build_norm
+from gptlab.model.block import PostNormBlock, PreNormBlock
+from gptlab.model.layers import GeluMLP, RMSNorm, SwiGLU, build_norm
 
 
 def config(**overrides) -> GPTConfig:

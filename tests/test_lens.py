@@ -6,8 +6,8 @@ import copy
 import pytest
 import torch
 
-from gptlab import lens
-from gptlab.residuals import capture_residuals
+from gptlab.interp import lens
+from gptlab.interp.residuals import capture_residuals
 from test_residuals import IDX, KINDS, widened
 
 

@@ -1,4 +1,4 @@
-"""Muon (gptlab.muon): its update against torch.optim.Muon's, where the Newton-Schulz
+"""Muon (gptlab.training.muon): its update against torch.optim.Muon's, where the Newton-Schulz
 iteration puts singular values, which parameters it takes, exact resume, bad values."""
 
 from __future__ import annotations
@@ -7,19 +7,25 @@ import numpy as np
 import pytest
 import torch
 
-from gptlab.cli import main
-from gptlab.config import GPTConfig
+from gptlab.cli.main import main
 from gptlab.errors import UsageError
-from gptlab.model import GPT
-from gptlab.muon import NS_COEFFICIENTS, Muon, MuonWithAdamW, hidden_matrices, orthogonalize
-from gptlab.train import train
-from gptlab.train_config import TrainConfig
-from gptlab.trainer import make_optimizer
+from gptlab.model.config import GPTConfig
+from gptlab.model.gpt import GPT
+from gptlab.training.config import TrainConfig
+from gptlab.training.muon import (
+    NS_COEFFICIENTS,
+    Muon,
+    MuonWithAdamW,
+    hidden_matrices,
+    orthogonalize,
+)
+from gptlab.training.optim import make_optimizer
+from gptlab.training.run import train
 from test_train import losses, make_data, tiny_model, tiny_train
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
-# p(x) = a x + b x^3 + c x^5 (gptlab.muon's docstring derives these): its local minimum on
+# p(x) = a x + b x^3 + c x^5 (gptlab.training.muon's docstring derives these): its local minimum on
 # (0, 1.2] and its local maximum, so 5 steps leave every s >= SMALLEST in [LOW, HIGH].
 LOW, HIGH, SMALLEST = 0.68183, 1.20237, 0.0016
 

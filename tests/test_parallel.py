@@ -1,4 +1,5 @@
-"""`--parallel fsdp|tp|fsdp+tp` (gptlab.parallel) against one process, under torchrun.
+"""`--parallel fsdp|tp|fsdp+tp` (gptlab.distributed.parallelize) against one process, under
+torchrun.
 
 One torchrun launch (tests/parallel_worker.py, 2 gloo processes) trains, for each mode,
 20 steps, and 10 steps that are then resumed to 20 on the same two ranks; the test then
@@ -12,7 +13,7 @@ smallest step-to-step change of the curve, far below a wrong row, shard or all-r
 The model has grouped-query attention (4 heads, 2 kv heads, so each of 2 TP ranks holds 2
 query heads and their kv head) and tied embeddings; the per-rank memory check uses SwiGLU
 with biases and RMSNorm (the other shapes tensor parallel cuts) and compares
-gptlab.shard_memory's prediction with the local shards, byte for byte.
+gptlab.distributed.memory's prediction with the local shards, byte for byte.
 """
 
 from __future__ import annotations
@@ -28,17 +29,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from gptlab import rundir, sharded_checkpoint
-from gptlab.cli import main
-from gptlab.config import GPTConfig
-from gptlab.data import prepare
+from gptlab.cli.main import main
+from gptlab.data.prepared import prepare
+from gptlab.data.tokenizer import CharTokenizer
+from gptlab.distributed import sharded_checkpoint
+from gptlab.distributed.memory import per_rank_memory
+from gptlab.distributed.parallelize import check_settings, plan_layout
 from gptlab.errors import GptlabError, UsageError
-from gptlab.model import GPT
-from gptlab.parallel import check_settings, plan_layout
-from gptlab.shard_memory import per_rank_memory
-from gptlab.tokenizers import CharTokenizer
-from gptlab.train import train
-from gptlab.train_config import TrainConfig
+from gptlab.model.config import GPTConfig
+from gptlab.model.gpt import GPT
+from gptlab.training import rundir
+from gptlab.training.config import TrainConfig
+from gptlab.training.run import train
 
 sys.path.insert(0, str(Path(__file__).parent))
 from parallel_worker import COMMON  # noqa: E402
@@ -126,7 +128,7 @@ def test_two_ranks_equal_one_process_and_resume_anywhere(runs, item):
         assert shards == [] and "model" in state
     else:
         assert shards == [state["sharded"]] and "model" not in state
-    from gptlab.checkpoint import load_model
+    from gptlab.files.model_dir import load_model
 
     for directory in (full, full / "best"):
         gathered = load_model(directory)

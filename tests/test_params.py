@@ -1,4 +1,4 @@
-"""Parameter, FLOP and memory accounting (gptlab.params) and the `gptlab params` command.
+"""Parameter, FLOP and memory accounting (gptlab.model.params) and the `gptlab params` command.
 
 The arithmetic is checked against the model itself: parameters against GPT(config) on the
 meta device, part by part; FLOPs against torch's FlopCounterMode running a real forward and
@@ -20,10 +20,10 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from gptlab import GPT, GPTConfig
-from gptlab.cli import main
-from gptlab.config import MLPS, NORM_POSITIONS, NORMS, POS_ENCODINGS
+from gptlab.cli.main import main
 from gptlab.errors import UsageError
-from gptlab.params import accounting, count_parameters, meta_parameter_count
+from gptlab.model.config import MLPS, NORM_POSITIONS, NORMS, POS_ENCODINGS
+from gptlab.model.params import accounting, count_parameters, meta_parameter_count
 
 
 def meta_model(config: GPTConfig) -> GPT:

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from gptlab.errors import UsageError
-from gptlab.patching import Site, logit_difference, patched_logits, sweep
-from gptlab.residuals import capture_residuals
+from gptlab.interp.patching import Site, logit_difference, patched_logits, sweep
+from gptlab.interp.residuals import capture_residuals
 from test_residuals import IDX, KINDS, widened
 
 CORRUPT = torch.tensor([[3, 14, 16, 92, 65, 35, 89, 70, 3, 14],

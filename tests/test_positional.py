@@ -7,12 +7,8 @@ import pytest
 import torch
 
 from gptlab import GPTConfig
-from gptlab.positional import (
-    RotaryEmbedding,
-    apply_rope,
-    rope_inverse_frequencies,
-    sinusoidal_table,
-)
+from gptlab.model.positional import RotaryEmbedding, apply_rope, sinusoidal_table
+from gptlab.model.rope_scaling import rope_inverse_frequencies
 
 
 @pytest.mark.parametrize("pos,i", [(0, 0), (1, 0), (7, 3), (50, 10), (1000, 63)])

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gptlab import download
-from gptlab.cli import main
-from gptlab.data import load_data
-from gptlab.tokenizers import load_tokenizer
+from gptlab.cli.main import main
+from gptlab.data import download
+from gptlab.data.prepared import load_data
+from gptlab.data.tokenizer import load_tokenizer
 
 TINY = Path(__file__).resolve().parent / "data/tinyshakespeare/input.txt"
 

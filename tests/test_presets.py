@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from gptlab import GPT, GPTConfig
-from gptlab.config import ConfigError
 from gptlab.errors import UsageError
-from gptlab.params import count_parameters, meta_parameter_count
-from gptlab.presets import PRESETS
+from gptlab.model.config import ConfigError
+from gptlab.model.params import count_parameters, meta_parameter_count
+from gptlab.model.presets import PRESETS
 
 # Exact parameter counts of the Hugging Face configs (each model card's config.json).
 REFERENCE_COUNTS = {

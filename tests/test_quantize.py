@@ -10,13 +10,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gptlab import GPT, GPTConfig, probe, quantize
-from gptlab.cli import main
+from gptlab import GPT, GPTConfig, probe
+from gptlab.cli.main import main
 from gptlab.errors import UsageError
-from gptlab.evaluate import score_ids
+from gptlab.inference import quantize
+from gptlab.inference.evaluate import score_ids
+from gptlab.inference.quantize import KERNELS, DecodeLinear, int8_per_channel
 from gptlab.lab.tinyrun import TEXT, make_tiny_run
 from gptlab.loading import load
-from gptlab.quantize import KERNELS, DecodeLinear, int8_per_channel
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 ALL_KERNELS = quantize.ALL_KERNELS
@@ -119,7 +120,7 @@ def test_probe_runs_once_per_machine_and_shape(monkeypatch, tmp_path):
 
 
 def test_unavailable_format_and_bad_input(monkeypatch, tmp_path):
-    from gptlab.checkpoint import save_model
+    from gptlab.files.model_dir import save_model
 
     fixed_timings(monkeypatch, {**TIMINGS, "int8/bf16_input": None, "int8/fp32_input": None,
                                 "int8/dynamic": None}, tmp_path)

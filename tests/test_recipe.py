@@ -23,11 +23,11 @@ import numpy as np
 import pytest
 import torch
 
-from gptlab import checkpoint
-from gptlab.cli import main
-from gptlab.config import GPTConfig
-from gptlab.train import train
-from gptlab.train_config import recipe
+from gptlab.cli.main import main
+from gptlab.files import model_dir
+from gptlab.model.config import GPTConfig
+from gptlab.training.config import recipe
+from gptlab.training.run import train
 
 TINY_SHAKESPEARE = Path(__file__).resolve().parent / "data/tinyshakespeare/input.txt"
 BAR = 1.89  # the bar for the 20-batch estimate
@@ -63,7 +63,7 @@ def test_shakespeare_char_cpu_recipe_matches_nanogpt(tmp_path, capsys):
         result = train(GPTConfig.from_preset("shakespeare-char-cpu"),
                        recipe("shakespeare-char-cpu"), data, tmp_path / "run", progress=False)
         wall = time.perf_counter() - start
-        model = checkpoint.load_model(tmp_path / "run")
+        model = model_dir.load_model(tmp_path / "run")
         val = np.fromfile(data / "val.bin", dtype=np.uint16)
         whole_val = whole_split_loss(model, val, model.config.block_size)
     finally:

@@ -5,7 +5,7 @@ import torch
 
 from gptlab import GPT, GPTConfig
 from gptlab.errors import UsageError
-from gptlab.residuals import capture_residuals
+from gptlab.interp.residuals import capture_residuals
 from test_hf import widen
 
 # Bias and not, learned / sinusoidal / rotary positions, LayerNorm and RMSNorm, GELU and

@@ -19,14 +19,17 @@ import numpy as np
 import pytest
 import torch
 
-from gptlab import checkpoint, data, rundir
-from gptlab.cli import main
-from gptlab.data import TokenBatches, prepare
+from gptlab.cli.main import main
+from gptlab.data import prepared
+from gptlab.data.batches import TokenBatches
+from gptlab.data.prepared import prepare
+from gptlab.data.tokenizer import CharTokenizer
 from gptlab.errors import UsageError
-from gptlab.model import GPT
-from gptlab.tokenizers import CharTokenizer
-from gptlab.train import train
-from gptlab.train_config import recipe
+from gptlab.files import model_dir
+from gptlab.model.gpt import GPT
+from gptlab.training import rundir
+from gptlab.training.config import recipe
+from gptlab.training.run import train
 from test_train import losses, make_data, tiny_model, tiny_train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -64,13 +67,13 @@ def resume_and_compare(data_dir: Path, run: Path, whole: Path) -> None:
 
 def test_interrupted_before_the_first_step(data_dir, whole, tmp_path, monkeypatch):
     run = tmp_path / "run"
-    load = data.load_data
+    load = prepared.load_data
 
     def load_then_ctrl_c(path):
         interrupt_self()  # arrives while the run is still being set up
         return load(path)
 
-    monkeypatch.setattr(data, "load_data", load_then_ctrl_c)
+    monkeypatch.setattr(prepared, "load_data", load_then_ctrl_c)
     result = train(tiny_model(dropout=0.1), tiny_train(), data_dir, run, progress=False)
     monkeypatch.undo()
     assert (result.status, result.step) == ("interrupted", 0)
@@ -102,14 +105,14 @@ def test_interrupted_mid_evaluation(data_dir, whole, tmp_path, monkeypatch, eval
 
 def test_interrupted_mid_checkpoint_write(data_dir, whole, tmp_path, monkeypatch):
     run = tmp_path / "run"
-    save_model = checkpoint.save_model
+    save_model = model_dir.save_model
 
     def ctrl_c_while_saving(model, out_dir, step=None):
         if step == 4 and Path(out_dir) == run:
             interrupt_self()
         save_model(model, out_dir, step=step)
 
-    monkeypatch.setattr(checkpoint, "save_model", ctrl_c_while_saving)
+    monkeypatch.setattr(model_dir, "save_model", ctrl_c_while_saving)
     result = train(tiny_model(dropout=0.1), tiny_train(), data_dir, run, progress=False)
     monkeypatch.undo()
     assert (result.status, result.step) == ("interrupted", 4)
@@ -119,18 +122,18 @@ def test_interrupted_mid_checkpoint_write(data_dir, whole, tmp_path, monkeypatch
 def test_killed_between_the_two_checkpoint_files(data_dir, whole, tmp_path, monkeypatch):
     """state.pt of step 8 written, the process dies before model.safetensors follows."""
     run = tmp_path / "run"
-    save_model = checkpoint.save_model
+    save_model = model_dir.save_model
 
     def dies_at_step_8(model, out_dir, step=None):
         if step == 8 and Path(out_dir) == run:
             raise SystemExit("killed")
         save_model(model, out_dir, step=step)
 
-    monkeypatch.setattr(checkpoint, "save_model", dies_at_step_8)
+    monkeypatch.setattr(model_dir, "save_model", dies_at_step_8)
     with pytest.raises(SystemExit):
         train(tiny_model(dropout=0.1), tiny_train(), data_dir, run, progress=False)
     monkeypatch.undo()
-    assert checkpoint.weights_step(run / "model.safetensors") == 4
+    assert model_dir.weights_step(run / "model.safetensors") == 4
     assert rundir.load_checkpoint(run)["step"] == 8
     resume_and_compare(data_dir, run, whole)
 
@@ -174,7 +177,7 @@ def test_a_run_that_never_checkpointed_can_start_afresh(data_dir, tmp_path, caps
 
 def test_a_model_directory_is_not_overwritten_by_a_run(data_dir, tmp_path, capsys):
     model_dir = tmp_path / "converted"
-    checkpoint.save_model(GPT(tiny_model()), model_dir)
+    model_dir.save_model(GPT(tiny_model()), model_dir)
     before = {p.name: p.read_bytes() for p in model_dir.iterdir()}
     code = main(["train", "--preset", "tiny-gpt2", "--data", str(data_dir), "--out",
                  str(model_dir), "--max-iters", "2", "--no-progress"])
@@ -187,7 +190,7 @@ def test_a_model_directory_is_not_overwritten_by_a_run(data_dir, tmp_path, capsy
 HOLD_LOCK = """
 import sys, time
 from pathlib import Path
-from gptlab.rundir import locked
+from gptlab.training.rundir import locked
 with locked(Path(sys.argv[1])):
     print("locked", flush=True)
     time.sleep(60)
@@ -249,7 +252,7 @@ def test_token_ids_past_the_vocabulary_are_refused_at_load(tmp_path, damage):
         (d / "meta.json").write_text(json.dumps({**meta, "vocab_size": 3}))
         message = "but meta.json says the vocabulary has 3 ids"
     with pytest.raises(UsageError, match=message):
-        data.load_data(d)
+        prepared.load_data(d)
     with pytest.raises(UsageError, match=message):
         train(tiny_model(), tiny_train(), d, tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()

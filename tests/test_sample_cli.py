@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from gptlab import checkpoint, sampling
-from gptlab.cli import main
-from gptlab.commands.sample import SEPARATOR
-from gptlab.config import GPTConfig
-from gptlab.model import GPT
-from gptlab.tokenizers import CharTokenizer
+from gptlab.cli.main import main
+from gptlab.cli.sample import SEPARATOR
+from gptlab.data.tokenizer import CharTokenizer
+from gptlab.files.model_dir import load_model, save_model
+from gptlab.inference import sampling
+from gptlab.model.config import GPTConfig
+from gptlab.model.gpt import GPT
 
 CHARS = sorted(set("abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ:.,\n"))
 
@@ -32,7 +33,7 @@ def model_dir(tmp_path_factory) -> Path:
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=len(CHARS), block_size=32, n_layer=1, n_head=2,
                           n_embd=16))
-    checkpoint.save_model(model, path)
+    save_model(model, path)
     CharTokenizer(CHARS).save(path / "tokenizer.json")
     return path
 
@@ -66,7 +67,7 @@ def test_num_samples_and_prompt(model_dir, capsys):
 def test_greedy_equals_model_generate(model_dir, capsys):
     code, out, _ = sample(capsys, model_dir, "--prompt", "ab", "--greedy",
                           "--max-new-tokens", 50, "--no-prompt")
-    model = checkpoint.load_model(model_dir)
+    model = load_model(model_dir)
     tok = CharTokenizer(CHARS)
     ids = model.generate(torch.tensor([tok.encode("ab")]), 50, temperature=0.0)
     assert code == 0 and out == tok.decode(ids[0, 2:].tolist()) + "\n"
@@ -199,7 +200,7 @@ def test_escapes_in_prompt_and_stop(model_dir, capsys):
 
 
 def test_argtypes_unescape_rule():
-    from gptlab.commands.argtypes import unescape
+    from gptlab.cli.argtypes import unescape
 
     assert unescape(r"a\nb\tc\rd\\e") == "a\nb\tc\rd\\e"
     assert unescape(r"\x41 \u00e9 \q é") == r"\x41 \u00e9 \q é"  # kept as typed
@@ -212,7 +213,7 @@ def test_default_prompt_comes_from_the_vocabulary(tmp_path, capsys):
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=len(chars), block_size=16, n_layer=1, n_head=2,
                           n_embd=16))
-    checkpoint.save_model(model, tmp_path)
+    save_model(model, tmp_path)
     CharTokenizer(chars).save(tmp_path / "tokenizer.json")
     code, out, err = sample(capsys, tmp_path, "--max-new-tokens", 10, "--seed", 0)
     assert code == 0 and err == "" and out.startswith(" ") and len(out) == 1 + 10 + 1
@@ -251,9 +252,9 @@ def test_bad_model_directories(model_dir, tmp_path, capsys):
 
 def test_samples_a_trained_run(tmp_path, capsys):
     """A run directory from `gptlab train` samples, and so does its best/."""
-    from gptlab.data import prepare
-    from gptlab.train import train
-    from gptlab.train_config import TrainConfig
+    from gptlab.data.prepared import prepare
+    from gptlab.training.config import TrainConfig
+    from gptlab.training.run import train
 
     text = "to be or not to be, that is the question.\n" * 200
     prepare(text, tmp_path / "data", CharTokenizer.from_text(text), source="t")

@@ -8,10 +8,11 @@ import math
 import pytest
 import torch
 
-from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
-from gptlab.model import GPT
-from gptlab.sampling import SamplingSettings, TextStream, filter_logits, generate_text, sample_next
+from gptlab.inference.sampling import TextStream, generate_text
+from gptlab.model.config import GPTConfig
+from gptlab.model.decoding import SamplingSettings, filter_logits, sample_next
+from gptlab.model.gpt import GPT
 
 # probabilities 0.4, 0.25, 0.15, 0.1, 0.06, 0.04 (sum 1), shuffled so order is not position
 PROBS = torch.tensor([0.1, 0.4, 0.04, 0.25, 0.06, 0.15])

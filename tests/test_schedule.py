@@ -1,11 +1,11 @@
-"""Warm-up-stable-decay (gptlab.schedule.lr_at with schedule="wsd"); cosine is nanoGPT's,
+"""Warm-up-stable-decay (gptlab.training.schedule.lr_at with schedule="wsd"); cosine is nanoGPT's,
 tested in test_train.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from gptlab.schedule import lr_at
+from gptlab.training.schedule import lr_at
 
 
 def wsd(step: int, cooldown_frac: float = 0.25) -> float:

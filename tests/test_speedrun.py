@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gptlab.cli import main
-from gptlab.train_config import recipe
+from gptlab.cli.main import main
+from gptlab.training.config import recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))

@@ -5,14 +5,14 @@ import pytest
 from tokenizers import Tokenizer as RawTokenizer
 from tokenizers import models, pre_tokenizers
 
-from gptlab.errors import UsageError
-from gptlab.tokenizers import (
+from gptlab.data.tokenizer import (
     MIN_BPE_VOCAB,
     CharTokenizer,
     HFTokenizer,
     Tokenizer,
     load_tokenizer,
 )
+from gptlab.errors import UsageError
 
 TINY = Path(__file__).resolve().parent / "data/tinyshakespeare/input.txt"
 UNICODE = "Grüße, 世界! — naïve café 🙂\n\ttabs  and   spaces\r\nend"

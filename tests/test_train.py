@@ -15,18 +15,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from gptlab import checkpoint, rundir
-from gptlab.cli import main
-from gptlab.config import GPTConfig
-from gptlab.data import prepare
+from gptlab.cli.main import main
+from gptlab.data.prepared import prepare
+from gptlab.data.tokenizer import CharTokenizer
 from gptlab.errors import GptlabError, UsageError
-from gptlab.model import GPT
-from gptlab.presets import RECIPES
-from gptlab.schedule import lr_at
-from gptlab.tokenizers import CharTokenizer
-from gptlab.train import train
-from gptlab.train_config import TrainConfig
-from gptlab.trainer import make_optimizer
+from gptlab.files import model_dir
+from gptlab.model.config import GPTConfig
+from gptlab.model.gpt import GPT
+from gptlab.training import rundir
+from gptlab.training.config import TrainConfig
+from gptlab.training.optim import make_optimizer
+from gptlab.training.recipes import RECIPES
+from gptlab.training.run import train
+from gptlab.training.schedule import lr_at
 
 WORDS = "the king and queen of a far land who will not go to sea said lord my good".split()
 
@@ -129,14 +130,14 @@ def test_run_directory_and_learning(data_dir, tmp_path):
     evals = [r for r in losses(run) if r[0] == "eval"]
     assert [r[1] for r in evals] == [0, 15, 30]
     assert evals[-1][5] < evals[0][5] - 0.5  # it learned (from ~ln(vocab))
-    assert evals[0][5] == pytest.approx(math.log(checkpoint.load_config(run).vocab_size),
+    assert evals[0][5] == pytest.approx(math.log(model_dir.load_config(run).vocab_size),
                                         abs=0.3)
     vocab = json.loads((data_dir / "meta.json").read_text())["vocab_size"]
     assert json.loads((run / "config.json").read_text())["vocab_size"] == vocab != 1
     assert (run / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    best = checkpoint.load_model(run / "best")
-    assert checkpoint.weights_step(run / "best/model.safetensors") == 30
-    assert best.config == checkpoint.load_config(run)
+    best = model_dir.load_model(run / "best")
+    assert model_dir.weights_step(run / "best/model.safetensors") == 30
+    assert best.config == model_dir.load_config(run)
     state = torch.load(run / "state.pt", weights_only=True)
     assert state["step"] == 30 and state["best_val"] == pytest.approx(result.best_val_loss)
 
@@ -155,8 +156,8 @@ def test_resume_reproduces_the_uninterrupted_run(data_dir, tmp_path, stop_at, ba
     resumed = train(None, None, data_dir, tmp_path / "part", resume=True, progress=False)
     assert resumed.step == whole.step == 12
     assert losses(tmp_path / "part") == losses(tmp_path / "whole")  # exactly, every value
-    a = checkpoint.load_model(tmp_path / "whole").state_dict()
-    b = checkpoint.load_model(tmp_path / "part").state_dict()
+    a = model_dir.load_model(tmp_path / "whole").state_dict()
+    b = model_dir.load_model(tmp_path / "part").state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
@@ -192,7 +193,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(data_dir, tmp_path, m
         train(tiny_model(), tiny_train(), data_dir, run, progress=False)
     state = rundir.load_checkpoint(run)
     assert state["step"] == 4  # the checkpoint of step 4 (eval_interval 4), untouched
-    model = checkpoint.load_model(run)
+    model = model_dir.load_model(run)
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 

@@ -1,3 +1,3 @@
-from gptlab.cli import main
+from gptlab.cli.main import main
 
 raise SystemExit(main())

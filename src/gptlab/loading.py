@@ -15,10 +15,12 @@ from pathlib import Path
 
 import torch
 
-from gptlab import checkpoint, hf, quantize
+from gptlab.convert import hf
+from gptlab.data.tokenizer import Tokenizer, load_tokenizer
 from gptlab.errors import UsageError
-from gptlab.model import GPT
-from gptlab.tokenizers import Tokenizer, load_tokenizer
+from gptlab.files import model_dir
+from gptlab.inference import quantize
+from gptlab.model.gpt import GPT
 
 
 def load(path: str | Path, device: str | torch.device | None = None,
@@ -28,16 +30,16 @@ def load(path: str | Path, device: str | torch.device | None = None,
     the CPU. The tokenizer has encode, decode and vocab_size, whatever its kind.
 
     weights: None keeps the weights as saved; fp32, fp16, bf16, int8 or auto makes the
-    model an inference model with its matrices in that format (gptlab.quantize; auto: the
+    model an inference model with its matrices in that format (gptlab.inference.quantize; auto: the
     fastest on this machine), and `model.decode_choice` says what was picked and why."""
     device = torch.device("cpu" if device is None else device)
     if weights is not None and weights not in quantize.WEIGHT_CHOICES:
         raise UsageError(f"weights must be one of {', '.join(quantize.WEIGHT_CHOICES)}, "
                          f"got {weights!r}")
     source = Path(path).expanduser()
-    if (source / checkpoint.CONFIG_FILE).is_file() and not hf.is_hf_dir(source):
-        model = checkpoint.load_model(source, device=device)
-        tokenizer = checkpoint.load_tokenizer_of(source)
+    if (source / model_dir.CONFIG_FILE).is_file() and not hf.is_hf_dir(source):
+        model = model_dir.load_model(source, device=device)
+        tokenizer = model_dir.load_tokenizer_of(source)
     elif not source.exists() and (source.is_absolute() or str(path).startswith((".", "~"))
                                   or str(path).count("/") > 1):
         raise UsageError(f"model directory not found: {path}")  # a path, not a hub name

@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 
-from gptlab.atomic import read_json_object, write_json
-from gptlab.download import default_cache_dir
+from gptlab.data.download import default_cache_dir
 from gptlab.errors import GptlabError
+from gptlab.files.atomic import read_json_object, write_json
 
 PROBES_FILE = "probes.json"
 

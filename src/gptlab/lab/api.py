@@ -2,7 +2,7 @@
 
 Each takes the request body as a model already checked against its limits
 (gptlab.lab.models), hands the numbers to gptlab.lab.compute (the views that need no run)
-or to a run's model (gptlab.lab.runs, gptlab.interp), and returns JSON-ready data. What
+or to a run's model (gptlab.lab.runs, gptlab.interp.heads), and returns JSON-ready data. What
 depends on a run (a layer below its n_layer, a prompt in its vocabulary) is checked here,
 as a UsageError. Masked scores (-inf) are sent as null, since JSON has no infinities; the
 page draws them as -inf.
@@ -15,12 +15,19 @@ from typing import Any
 
 import torch
 
-from gptlab import interp, presets
-from gptlab.config import MLPS, NORM_POSITIONS, NORMS, POS_ENCODINGS, GPTConfig
 from gptlab.errors import UsageError
+from gptlab.interp.heads import (
+    ablate_heads,
+    ablation_deltas,
+    chance_scores,
+    head_scores,
+)
+from gptlab.interp.hooks import eval_mode, forward_hooks, recording_attention
 from gptlab.lab import compute
-from gptlab.lab import models as m
+from gptlab.lab import schemas as m
 from gptlab.lab.runs import Runs
+from gptlab.model import presets
+from gptlab.model.config import MLPS, NORM_POSITIONS, NORMS, POS_ENCODINGS, GPTConfig
 
 
 def to_json(t: torch.Tensor) -> Any:
@@ -106,7 +113,7 @@ def presets_view() -> dict[str, Any]:
 
 
 def params_view(body: m.ParamsRequest) -> dict[str, Any]:
-    from gptlab.params import accounting
+    from gptlab.model.params import accounting
 
     name = body.preset
     # Only the fields sent override the preset's (a null n_kv_head or ffn_hidden: default).
@@ -149,7 +156,7 @@ def runs_view(runs: Runs) -> dict[str, Any]:
 def _capture(model, idx: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """Attention weights of every layer (n_layer, nh, T, T) and, for `layer`, each head's
     output (nh, T, hs) before concatenation, and the attention sublayer's output (T, C),
-    all from one forward pass through gptlab.interp's instruments. The caller holds the
+    all from one forward pass through gptlab.interp.heads's instruments. The caller holds the
     runs' model lock."""
     seen: dict[str, torch.Tensor] = {}
 
@@ -160,8 +167,8 @@ def _capture(model, idx: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.
         seen["out"] = output.detach().clone()  # (B, T, C)
 
     attn = model.blocks[layer].attn
-    with (interp.eval_mode(model), interp.recording_attention(model) as mods,
-          interp.forward_hooks((attn, keep_output), (attn.heads, keep_heads))):
+    with (eval_mode(model), recording_attention(model) as mods,
+          forward_hooks((attn, keep_output), (attn.heads, keep_heads))):
         model(idx)
         weights = torch.stack([m.weights[0] for m in mods])  # (L, nh, T, T)
     return weights, seen["heads"][0], {"out": seen["out"][0]}
@@ -236,13 +243,13 @@ def head_scores_view(runs: Runs, body: m.HeadScoresRequest) -> dict[str, Any]:
     if idx.shape[1] < 2:
         raise UsageError("head scores need a prompt of at least 2 tokens")
     with runs.model_lock, torch.no_grad():
-        scores = interp.head_scores(run.model, idx)
-        deltas = interp.ablation_deltas(run.model, idx)
+        scores = head_scores(run.model, idx)
+        deltas = ablation_deltas(run.model, idx)
         _, loss = run.model(idx[:, :-1], idx[:, 1:])
     return {
         **model_on_tokens(run, idx),
         "scores": {k: t.tolist() for k, t in scores.items()},
-        "chance": interp.chance_scores(idx),
+        "chance": chance_scores(idx),
         "ablation_deltas": deltas.tolist(), "loss": loss.item(),
     }
 
@@ -257,7 +264,7 @@ def ablate_view(runs: Runs, body: m.AblateRequest) -> dict[str, Any]:
         raise UsageError("ablation needs a prompt of at least 2 tokens")
     with runs.model_lock, torch.no_grad():
         _, loss = run.model(idx[:, :-1], idx[:, 1:])
-        with interp.ablate_heads(run.model, [(layer, head)]):
+        with ablate_heads(run.model, [(layer, head)]):
             _, ablated = run.model(idx[:, :-1], idx[:, 1:])
     return {"run": run.name, "layer": layer, "head": head, "loss": loss.item(),
             "ablated_loss": ablated.item(), "delta": ablated.item() - loss.item()}

@@ -3,7 +3,7 @@
 Nothing here knows of requests, JSON or runs. gptlab.lab.api unpacks a request into these
 arguments and turns the results into an answer; gptlab.lab.quiz makes its questions from
 the same functions, so a quiz's answer is what the matching view shows. Each function
-calls gptlab's own code (gptlab.attention, gptlab.positional) for the step it teaches.
+calls gptlab's own code (gptlab.model.attention, gptlab.model.positional) for the step it teaches.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from gptlab.attention import attention_steps, attention_weights
-from gptlab.config import GPTConfig
-from gptlab.positional import RotaryEmbedding, apply_rope, sinusoidal_table
+from gptlab.model.attention import attention_steps, attention_weights
+from gptlab.model.config import GPTConfig
+from gptlab.model.positional import RotaryEmbedding, apply_rope, sinusoidal_table
 
 N_QUERIES = 256  # queries per d_k in the scaling statistics
 HIST_BINS = 40

@@ -1,6 +1,6 @@
 """The logit-lens view: what a run would predict after each block, at each position of a
-text (gptlab.lens), and how each part of the residual stream pushes one next token's logit
-(gptlab.attribution's direct logit attribution).
+text (gptlab.interp.lens), and how each part of the residual stream pushes one next token's logit
+(gptlab.interp.attribution's direct logit attribution).
 
 Both come from the library as `gptlab lens` and `gptlab attribute` call it, so the grid's
 last row is the model's own next-token distribution and the parts sum to its logit.
@@ -12,13 +12,14 @@ from typing import Any
 
 import torch
 
-from gptlab import interp, lens
-from gptlab.attribution import logit_attribution
-from gptlab.commands.lens import depth_names
-from gptlab.lab import models_play as mp
+from gptlab.cli.lens import depth_names
+from gptlab.interp import lens
+from gptlab.interp.attribution import logit_attribution
+from gptlab.interp.hooks import eval_mode
+from gptlab.interp.residuals import check_pre_norm
+from gptlab.lab import play_schemas as mp
 from gptlab.lab.nexttoken import encode_text
 from gptlab.lab.runs import Runs
-from gptlab.residuals import check_pre_norm
 
 CHOICES = 20  # the model's likeliest next tokens offered as the attribution's target
 
@@ -28,7 +29,7 @@ def lens_view(runs: Runs, body: mp.LensRequest) -> dict[str, Any]:
     check_pre_norm(run.model)  # a post-norm model's stream does not decompose: one line
     idx = encode_text(run, body.text)
     decode = run.tokenizer.decode
-    with runs.model_lock, torch.no_grad(), interp.eval_mode(run.model):
+    with runs.model_lock, torch.no_grad(), eval_mode(run.model):
         logits = lens.logit_lens(run.model, idx)[:, 0]  # (rows, T, vocab)
         probs, ids = lens.top_tokens(logits, body.top)  # (rows, T, k)
         own = torch.softmax(logits[-1, -1].double(), dim=-1)  # the model's own distribution

@@ -1,6 +1,6 @@
 """Watch it learn: one training at a time, started from the page, streamed as it runs.
 
-The training is gptlab.train.train itself, in a background thread, into an ordinary run
+The training is gptlab.training.run.train itself, in a background thread, into an ordinary run
 folder (runs/live-<task>): resumable with `gptlab train --resume`, openable in every view.
 Two seams of the trainer carry it: its stop Event (the Stop button sets it; the trainer
 checkpoints and ends at the next step) and its Reporter (LiveReporter, below, does what the
@@ -8,7 +8,7 @@ CLI's reporter does and also turns each logged step and each evaluation into an 
 
 At every evaluation the reporter also measures the model: every head's previous-token,
 duplicate-token and induction score on a fixed probe (random tokens repeated twice,
-gptlab.interp.induction_probe) and a short seeded sample, so the page can draw the phase
+gptlab.interp.heads.induction_probe) and a short seeded sample, so the page can draw the phase
 change as it happens.
 
 Events are kept in a list for the whole training, so a page that subscribes late (or
@@ -27,11 +27,12 @@ from typing import Any
 
 import torch
 
-from gptlab import interp
 from gptlab.errors import GptlabError
+from gptlab.inference.sampling import generate_text
+from gptlab.interp.heads import chance_scores, induction_probe, repeated_random_tokens
 from gptlab.lab import live_tasks
-from gptlab.reporting import Reporter
-from gptlab.sampling import SamplingSettings, generate_text
+from gptlab.model.decoding import SamplingSettings
+from gptlab.training.reporting import Reporter
 
 PROBE_SEED = 0  # the same probe at every evaluation, so the curves compare like with like
 PROBE_BATCH = 4
@@ -66,7 +67,7 @@ class LiveReporter(Reporter):
 def measure(model, prompt: str, tokenizer) -> dict[str, Any]:
     """Every head's scores on the probe, the loss on its two halves, and a seeded sample."""
     half = model.config.block_size // 2
-    probe = interp.induction_probe(model, half, PROBE_BATCH,
+    probe = induction_probe(model, half, PROBE_BATCH,
                                    torch.Generator().manual_seed(PROBE_SEED))
     sample = generate_text(model, tokenizer.encode, tokenizer.decode, prompt, SAMPLE_TOKENS,
                            SAMPLE_SETTINGS, generator=torch.Generator().manual_seed(0))
@@ -151,8 +152,8 @@ class LiveTrainer:
                 "steps": s.steps}
 
     def _train(self, s: Session, seed: int) -> None:
-        from gptlab.tokenizers import load_tokenizer
-        from gptlab.train import train
+        from gptlab.data.tokenizer import load_tokenizer
+        from gptlab.training.run import train
 
         task = live_tasks.TASKS[s.task]
         end: dict[str, Any] = {"kind": "end", "run": s.run}
@@ -182,10 +183,10 @@ class LiveTrainer:
 
 def chance(vocab_size: int, block_size: int) -> dict[str, float]:
     """The chance level of each score on measure()'s probe (a head attending uniformly);
-    the probe is drawn as gptlab.interp.induction_probe draws it."""
-    tokens = interp.repeated_random_tokens(vocab_size, block_size // 2, PROBE_BATCH,
+    the probe is drawn as gptlab.interp.heads.induction_probe draws it."""
+    tokens = repeated_random_tokens(vocab_size, block_size // 2, PROBE_BATCH,
                                            torch.Generator().manual_seed(PROBE_SEED))
-    return interp.chance_scores(tokens)
+    return chance_scores(tokens)
 
 
 def sse(events: Iterator[dict | None]) -> Iterator[str]:

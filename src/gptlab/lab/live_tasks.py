@@ -7,9 +7,9 @@ model learns it with a previous-token head in layer 0 and an induction head in l
 and the induction score jumps in a phase change. The tokens are 64 printable characters,
 so a sample reads as text ("k3Qz...k3Qz..." continued).
 
-shakespeare: the corpus the product embeds (gptlab.corpus), char-level, on a small model.
+shakespeare: the corpus the product embeds (gptlab.data.corpus), char-level, on a small model.
 
-Each task writes an ordinary data directory (gptlab.data.prepare) once, under the runs
+Each task writes an ordinary data directory (gptlab.data.prepared.prepare) once, under the runs
 folder's `live-data/`, so the run it trains resumes with `gptlab train --data ... --resume`.
 """
 
@@ -21,11 +21,11 @@ from pathlib import Path
 
 import torch
 
-from gptlab.config import GPTConfig
-from gptlab.data import load_data, prepare
+from gptlab.data.prepared import load_data, prepare
+from gptlab.data.tokenizer import CharTokenizer
 from gptlab.errors import UsageError
-from gptlab.tokenizers import CharTokenizer
-from gptlab.train_config import TrainConfig
+from gptlab.model.config import GPTConfig
+from gptlab.training.config import TrainConfig
 
 DATA_FOLDER = "live-data"
 INDUCTION_ALPHABET = (string.ascii_letters + string.digits + "#$")  # 64 symbols
@@ -98,7 +98,7 @@ TASKS = {
 def _text(task: str) -> str:
     if task == "induction":
         return induction_text()
-    from gptlab.corpus import shakespeare_text
+    from gptlab.data.corpus import shakespeare_text
 
     return shakespeare_text()
 

@@ -1,7 +1,7 @@
 """The next-token view: what a run predicts after some text, filter by filter, and where
 its newest token looks.
 
-The filters are gptlab.sampling's own (filter_logits with a SamplingSettings), the code
+The filters are gptlab.inference.sampling's own (filter_logits with a SamplingSettings), the code
 `gptlab sample` runs, so the bars on the page are the distribution `gptlab sample` draws
 from with the same settings. "Append" draws one token with gptlab.sampling.generate_tokens,
 the loop behind `gptlab sample`, with a generator seeded as `gptlab sample --seed` seeds it.
@@ -13,12 +13,12 @@ from typing import Any
 
 import torch
 
-from gptlab import interp
 from gptlab.errors import UsageError
-from gptlab.lab import models_play as mp
+from gptlab.interp.hooks import capture_attention, eval_mode
+from gptlab.lab import play_schemas as mp
 from gptlab.lab.api import encode_prompt
 from gptlab.lab.runs import Runs
-from gptlab.sampling import SamplingSettings, filter_logits, generate_tokens
+from gptlab.model.decoding import SamplingSettings, filter_logits, generate_tokens
 
 
 def settings_of(body: mp.NextTokenRequest) -> SamplingSettings:
@@ -56,9 +56,9 @@ def next_token_view(runs: Runs, body: mp.NextTokenRequest) -> dict[str, Any]:
     run = runs.load(body.run)
     settings = settings_of(body)
     idx = encode_text(run, body.text)
-    with runs.model_lock, torch.no_grad(), interp.eval_mode(run.model):
+    with runs.model_lock, torch.no_grad(), eval_mode(run.model):
         logits, _ = run.model(idx)  # the plain forward `gptlab sample` runs
-        weights = interp.capture_attention(run.model, idx)  # (n_layer, 1, nh, T, T)
+        weights = capture_attention(run.model, idx)  # (n_layer, 1, nh, T, T)
     dist = distribution(logits[0, -1], settings, body.show)
     for c in dist["candidates"]:
         c["token"] = run.tokenizer.decode([c["id"]])

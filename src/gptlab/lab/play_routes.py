@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from gptlab.lab import lensview, live, nexttoken
-from gptlab.lab import models_play as mp
+from gptlab.lab import play_schemas as mp
 from gptlab.lab import responses as res
 from gptlab.lab.runs import Runs
 

@@ -1,7 +1,7 @@
 """The chapter quiz: questions made from the library, answers it computes and checks.
 
 The numbers come from gptlab.lab.compute, the arithmetic the views show, and from
-gptlab.params, so a question about a stage has the answer its view would give.
+gptlab.model.params, so a question about a stage has the answer its view would give.
 
 A question is fully determined by (kind, seed), so the server keeps no state: the page
 sends back kind, seed and the learner's answer, and the server recomputes the answer.
@@ -13,11 +13,11 @@ import math
 import random
 from typing import Any
 
-from gptlab.config import GPTConfig
 from gptlab.errors import UsageError
 from gptlab.lab import compute
-from gptlab.lab.models import QUIZ_KINDS as KINDS
-from gptlab.lab.models import QuizCheckRequest, QuizRequest
+from gptlab.lab.schemas import QUIZ_KINDS as KINDS
+from gptlab.lab.schemas import QuizCheckRequest, QuizRequest
+from gptlab.model.config import GPTConfig
 
 ROW0_CHOICES = {
     "mask": "The mask leaves row 0 only one key, itself; a softmax over one finite score "
@@ -50,7 +50,7 @@ def make(kind: str, seed: int) -> dict[str, Any]:
     """The question (without its answer) and, separately, what check() compares with."""
     rng = random.Random(f"{kind}:{seed}")
     if kind == "params":
-        from gptlab.params import accounting
+        from gptlab.model.params import accounting
 
         config = random_config(rng)
         acc = accounting(config)

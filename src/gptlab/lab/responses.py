@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from gptlab.lab.models import QUIZ_KINDS
+from gptlab.lab.schemas import QUIZ_KINDS
 
 Matrix = list[list[float]]
 MaskedMatrix = list[list[float | None]]  # null: a masked score, -inf

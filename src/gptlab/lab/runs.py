@@ -1,7 +1,7 @@
 """The runs folder: which runs the lab may open, a cache of loaded models, and the lock that
 lets one request at a time use them.
 
-A run is a model directory with its tokenizer (gptlab.checkpoint.MODEL_FILES: config.json,
+A run is a model directory with its tokenizer (gptlab.files.model_dir.MODEL_FILES: config.json,
 model.safetensors, tokenizer.json). The page names a run by its path relative to the runs
 folder; anything that resolves outside it (`..`, an absolute path, a symlink pointing out)
 is refused before a file is opened.
@@ -13,9 +13,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from gptlab.checkpoint import MODEL_FILES, load_model, load_tokenizer_of
 from gptlab.errors import UsageError
-from gptlab.model import GPT
+from gptlab.files.model_dir import MODEL_FILES, load_model, load_tokenizer_of
+from gptlab.model.gpt import GPT
 
 MAX_DEPTH = 3  # runs nested up to runs/<a>/<b>/<c>
 MAX_CACHED = 4
@@ -25,7 +25,7 @@ MAX_CACHED = 4
 class LoadedRun:
     name: str
     model: GPT
-    tokenizer: object  # gptlab.tokenizers.Tokenizer
+    tokenizer: object  # gptlab.data.tokenizer.Tokenizer
 
 
 def is_run(path: Path) -> bool:
@@ -38,7 +38,7 @@ class Runs:
         self._cache: dict[tuple, LoadedRun] = {}
         self._lock = threading.Lock()  # guards the cache
         # Held while a request runs a model: every request shares the loaded models, and
-        # gptlab.interp's instruments (hooks, capture switches, eval mode) change them.
+        # gptlab.interp.heads's instruments (hooks, capture switches, eval mode) change them.
         self.model_lock = threading.Lock()
 
     def list(self) -> list[str]:

@@ -24,8 +24,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gptlab.errors import GptlabError, UsageError
 from gptlab.lab import api, live, play_routes, quiz
-from gptlab.lab import models as m
 from gptlab.lab import responses as res
+from gptlab.lab import schemas as m
 from gptlab.lab.runs import Runs
 
 STATIC = Path(__file__).parent / "static"

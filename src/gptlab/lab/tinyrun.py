@@ -7,10 +7,10 @@ from pathlib import Path
 
 import torch
 
-from gptlab.checkpoint import TOKENIZER_FILE, save_model
-from gptlab.config import GPTConfig
-from gptlab.model import GPT
-from gptlab.tokenizers import CharTokenizer
+from gptlab.data.tokenizer import CharTokenizer
+from gptlab.files.model_dir import TOKENIZER_FILE, save_model
+from gptlab.model.config import GPTConfig
+from gptlab.model.gpt import GPT
 
 TEXT = "the cat sat on the mat. the dog sat on the log. " * 40
 

@@ -1,6 +1,6 @@
 // Logit lens: the likeliest next token after each block (rows) at each position (columns),
-// read through the model's final norm and unembedding on the server (gptlab.lens); and the
-// direct logit attribution of one next token (gptlab.attribution): what the embeddings,
+// read through the model's final norm and unembedding on the server (gptlab.interp.lens); and the
+// direct logit attribution of one next token (gptlab.interp.attribution): what the embeddings,
 // each head, each MLP and the biases write toward its logit.
 
 import {api, fillRuns, guarded, showError} from "./api.js";

@@ -1,0 +1,125 @@
+"""`gptlab convert`: Hugging Face GPT-2 / Llama / GPT-NeoX / OPT <-> a gptlab model directory,
+with its tokenizer (see gptlab.convert.hf)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gptlab.cli.outdir import check_out_dir, check_out_file
+from gptlab.convert import hf
+from gptlab.convert.gguf_export import (
+    DTYPES,
+    GGUF_HINT,
+    LLAMA_CPP_EOS,
+    gguf_architecture,
+    model_name,
+    write_gguf,
+)
+from gptlab.convert.hf_config import keymap_for
+from gptlab.data.tokenizer import CharTokenizer, load_tokenizer
+from gptlab.errors import UsageError
+from gptlab.files.atomic import atomic_write_text, copy_file, ensure_dir
+from gptlab.files.model_dir import CONFIG_FILE, TOKENIZER_FILE, load_model, save_model
+from gptlab.loading import load
+from gptlab.model.config import GPTConfig
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "convert",
+        help="convert Hugging Face GPT-2 / Llama / GPT-NeoX / OPT weights to and from gptlab",
+        description=(
+            "--from-hf: a Hugging Face GPT-2, Llama, GPT-NeoX or OPT (a directory with "
+            "config.json and safetensors or pytorch_model.bin, or a hub name already in the "
+            "Hugging Face cache) "
+            "-> a gptlab model directory (config.json, model.safetensors, tokenizer.json if "
+            "there is one). --to-hf: a gptlab model directory -> a directory that "
+            "transformers' AutoModelForCausalLM and AutoTokenizer load: GPT-2 for LayerNorm + "
+            "GELU with learned, sinusoidal or no positions, OPT for the same post-norm, GPT-NeoX "
+            "for the same with RoPE (all with biases or without); Llama for RoPE + RMSNorm + "
+            "SwiGLU; anything else is refused, saying why. Needs "
+            f"`{hf.INSTALL_HINT}`. --to-gguf: a model (run directory, RUN/best, model or "
+            "converted directory) and its tokenizer -> one GGUF file llama.cpp runs (Llama or "
+            f"GPT-2 architecture, byte-level BPE or char tokenizer). Needs `{GGUF_HINT}`."
+        ),
+    )
+    direction = p.add_mutually_exclusive_group(required=True)
+    direction.add_argument("--from-hf", metavar="HF_DIR_OR_NAME",
+                           help="a Hugging Face model directory or hub name to read")
+    direction.add_argument("--to-hf", metavar="MODEL_DIR", help="a gptlab model directory to read")
+    direction.add_argument("--to-gguf", metavar="PATH",
+                           help="a model (whatever gptlab.load takes) to write as one GGUF file "
+                                "for llama.cpp (--out FILE.gguf)")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="directory to write (with --to-gguf: the .gguf file)")
+    p.add_argument("--dtype", choices=DTYPES, default="f32",
+                   help="--to-gguf weight type (default f32; f16, q8_0 keep vectors f32)")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite a model already in --out")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    if args.to_gguf is not None:
+        return convert_to_gguf(args.to_gguf, out, args.dtype, args.force)
+    check_out_dir(out, model_ok=True)  # a model already there: replaced only with --force
+    if (out / CONFIG_FILE).exists() and not args.force:
+        raise UsageError(f"{out} already holds a model ({CONFIG_FILE}); pass --force to overwrite")
+    if args.from_hf is not None:
+        return convert_from_hf(args.from_hf, out)
+    return convert_to_hf(Path(args.to_hf), out)
+
+
+def convert_from_hf(source: str, out: Path) -> int:
+    hf_dir = hf.resolve_hf_dir(source)
+    model = hf.from_hf(hf_dir)
+    save_model(model, ensure_dir(out))
+    written = ["config.json", "model.safetensors"]
+    if (hf_dir / hf.HF_TOKENIZER).is_file():
+        copy_file(hf_dir / hf.HF_TOKENIZER, out / TOKENIZER_FILE)
+        written.append(TOKENIZER_FILE)
+    config = model.config
+    print(f"{source}: {_architecture(config)}, {model.num_parameters():,} parameters, "
+          f"{config.n_layer} layers, vocab {config.vocab_size:,}")
+    print(f"wrote {out}/: {' '.join(written)}")
+    return 0
+
+
+def convert_to_hf(model_dir: Path, out: Path) -> int:
+    if hf.is_hf_dir(model_dir):
+        raise UsageError(f"{model_dir} is a Hugging Face model directory, not a gptlab one "
+                         "(--from-hf converts it)")
+    model = load_model(model_dir)
+    source = model_dir / TOKENIZER_FILE
+    tokenizer = load_tokenizer(source) if source.is_file() else None  # bad: before any write
+    hf.to_hf(model, out)  # makes out only once the config is known to convert
+    written = [hf.HF_CONFIG, hf.SAFETENSORS]
+    if isinstance(tokenizer, CharTokenizer):  # our format, in the `tokenizers` library's terms
+        atomic_write_text(out / hf.HF_TOKENIZER, tokenizer.to_hf_tokenizer().to_str())
+    elif tokenizer is not None:  # already the `tokenizers` library's
+        copy_file(source, out / hf.HF_TOKENIZER)
+    if tokenizer is not None:
+        hf.write_tokenizer_config(out, model.config.block_size)
+        written += [hf.HF_TOKENIZER, hf.HF_TOKENIZER_CONFIG]
+    print(f"{model_dir}: {_architecture(model.config)}, {model.num_parameters():,} parameters")
+    print(f"wrote {out}/: {' '.join(written)}")
+    return 0
+
+
+def convert_to_gguf(source: str, out: Path, dtype: str, force: bool) -> int:
+    check_out_file(out, force)
+    model, tokenizer = load(source)
+    vocab = write_gguf(model, tokenizer, out, dtype=dtype, name=model_name(source))
+    print(f"{source}: {gguf_architecture(model.config)}, {model.num_parameters():,} parameters, "
+          f"vocab {model.config.vocab_size:,}, {dtype}")
+    print(f"wrote {out} ({out.stat().st_size:,} bytes)")
+    if vocab.eos_id is None and LLAMA_CPP_EOS < tokenizer.vocab_size:
+        print(f"note: no end-of-text token, so llama.cpp stops at id {LLAMA_CPP_EOS} "
+              f"({tokenizer.decode([LLAMA_CPP_EOS])!r}); run llama-cli with --ignore-eos")
+    return 0
+
+
+def _architecture(config: GPTConfig) -> str:
+    return keymap_for(config).architecture

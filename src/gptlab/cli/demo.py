@@ -1,0 +1,104 @@
+"""`gptlab demo` (what `make demo` runs): prepare the embedded Shakespeare, train a small
+model for a couple of minutes, print a sample and say where everything is."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+from gptlab.cli import argtypes
+from gptlab.errors import UsageError
+from gptlab.files import model_dir
+from gptlab.inference.sampling import generate_text
+from gptlab.model.config import GPTConfig
+from gptlab.model.decoding import SamplingSettings
+from gptlab.training.config import recipe
+from gptlab.training.run import train
+
+PRESET = "shakespeare-char-cpu"
+# gptlab's default CPU recipe (gptlab.training.recipes.RECIPES), 1.5x longer: the embedded corpus is
+# 4x tiny Shakespeare, so the extra steps still find new text. ~2 minutes on 2 CPU cores.
+RECIPE = "shakespeare-char-cpu-fast"
+DEMO_ITERS = 3000
+EVAL_INTERVAL = 500
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "demo",
+        help="prepare Shakespeare, train a small model, sample from it (a few minutes)",
+        description=(
+            "The whole loop in one command: prepare the embedded Shakespeare corpus "
+            "(char-level) into --data (reused when already there), train a 4-layer model "
+            f"({PRESET}) into --out with a progress bar, write its loss curve, and print a "
+            "sample."
+        ),
+    )
+    p.add_argument("--data", default="runs/demo-data", metavar="DATA_DIR",
+                   help="where the prepared corpus goes (default runs/demo-data)")
+    p.add_argument("--out", default="runs/demo", metavar="RUN_DIR",
+                   help="the run directory, replaced on each demo (default runs/demo)")
+    p.add_argument("--max-iters", type=argtypes.int_in(1), default=DEMO_ITERS, metavar="N",
+                   help=f"training steps (default {DEMO_ITERS})")
+    p.add_argument("--seed", type=int, default=1337, metavar="S")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    data_dir, run_dir = Path(args.data), Path(args.out)
+    ensure_data(data_dir)
+    settings = recipe(RECIPE, max_iters=args.max_iters, eval_interval=EVAL_INTERVAL,
+                      seed=args.seed)
+    result = train(GPTConfig.from_preset(PRESET), settings, data_dir, run_dir,
+                   overwrite=True, progress=not args.no_progress)
+    whole = (f"; over the whole val split {result.whole_val_loss:.3f}"
+             if result.whole_val_loss is not None else "")
+    print(f"\ntrained {result.step} steps in {result.elapsed_s:.0f} s: train loss "
+          f"{result.train_loss:.3f}, val loss {result.val_loss:.3f} (estimates){whole}\n")
+    print("A sample (temperature 0.8, 400 characters):\n")
+    model = model_dir.load_model(run_dir)
+    tokenizer = model_dir.load_tokenizer_of(run_dir)
+    generator = torch.Generator().manual_seed(args.seed)
+
+    def write(piece: str) -> None:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+
+    write("\n")
+    generate_text(model, tokenizer.encode, tokenizer.decode, "\n", 400,
+                  SamplingSettings(temperature=0.8), generator=generator, on_text=write)
+    print(f"\n\nThe run lives in {run_dir}/ (loss curve: {run_dir}/loss.png, "
+          f"best weights: {run_dir}/best/).")
+    print(f"Sample again:     gptlab sample {run_dir} --prompt 'ROMEO:' --seed 1")
+    print(f"Train on:         gptlab train --data {data_dir} --out {run_dir} --resume "
+          f"--max-iters {2 * result.step}   (the extra steps run at the final learning rate)")
+    return 0
+
+
+def ensure_data(data_dir: Path) -> None:
+    """Prepare the embedded corpus into data_dir unless a complete copy is already there."""
+    from gptlab.data.prepared import load_data, prepare
+
+    if (data_dir / "meta.json").is_file():
+        try:
+            data = load_data(data_dir)
+        except UsageError:
+            pass  # damaged: prepare it again below
+        else:
+            if data.meta.get("source") == "shakespeare" and data.meta.get("tokenizer") == "char":
+                print(f"reusing the prepared corpus in {data_dir}/")
+                return
+            raise UsageError(f"{data_dir} holds other data ({data.meta.get('source')!r}); "
+                             f"give the demo another --data")
+    from gptlab.data.corpus import shakespeare_text
+    from gptlab.data.tokenizer import CharTokenizer
+
+    text = shakespeare_text()
+    meta = prepare(text, data_dir, CharTokenizer.from_text(text), val_fraction=0.1,
+                   source="shakespeare")
+    print(f"prepared the embedded Shakespeare ({len(text):,} characters, "
+          f"{meta['vocab_size']} symbols) in {data_dir}/")

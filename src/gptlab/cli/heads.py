@@ -1,0 +1,199 @@
+"""`gptlab heads`: score every attention head of a model, ablate each one, and draw the
+strongest heads' attention patterns."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import torch
+
+from gptlab import plots
+from gptlab.cli import argtypes
+from gptlab.cli.outdir import check_out_dir
+from gptlab.cli.tokeninput import token_labels
+from gptlab.data.text import read_text
+from gptlab.errors import UsageError
+from gptlab.files import model_dir
+from gptlab.files.atomic import atomic_write_text
+from gptlab.interp.heads import (
+    ABLATION_MODES,
+    SCORE_NAMES,
+    ablation_deltas,
+    chance_scores,
+    head_scores,
+    induction_probe,
+    per_token_loss,
+)
+from gptlab.interp.hooks import capture_attention
+
+SHORT = {"previous_token": "prev-token", "duplicate_token": "duplicate", "induction": "induction"}
+DEFAULT_SEQ_LEN = 50  # TransformerLens's induction demos use 50 random tokens, repeated
+RANDOM_BATCH = 4
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "heads",
+        help="find previous-token, duplicate-token and induction heads",
+        description=(
+            "Score every attention head of the model in RUN_DIR as TransformerLens's head "
+            "detector does (the share of its attention on the previous token, on earlier "
+            "copies of the current token, and on the token after such a copy), measure how "
+            "much the loss rises when the head is ablated, and write heatmaps of the "
+            "strongest heads' attention patterns. Without --text the input is random tokens "
+            "repeated twice, where induction heads show clearly."
+        ),
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR",
+                   help="a model directory (config.json, model.safetensors, tokenizer.json)")
+    p.add_argument("--text", metavar="FILE",
+                   help="a UTF-8 text file to analyse (at most the model's context in tokens)")
+    p.add_argument("--out", metavar="DIR", help="where to write the PNGs and scores.json "
+                   "(default: RUN_DIR/heads)")
+    p.add_argument("--top", type=argtypes.int_in(0), default=3, metavar="N",
+                   help="draw the N strongest heads' patterns (default 3; 0 for none)")
+    p.add_argument("--ablate", choices=ABLATION_MODES, default="zero",
+                   help="zero (default): the head's output is zeroed; mean: replaced by its "
+                        "mean over the input")
+    p.add_argument("--seq-len", type=int, metavar="N", help="random tokens per half without "
+                   f"--text (default: {DEFAULT_SEQ_LEN} or half the context, the smaller)")
+    p.add_argument("--seed", type=argtypes.seed, default=0, metavar="S",
+                   help="seed for the random tokens without --text (default 0)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run_dir)
+    model = model_dir.load_model(run_dir)
+    config = model.config
+    out = Path(args.out) if args.out is not None else run_dir / "heads"
+    check_out_dir(out)  # before the scoring and ablations, not after
+    tokenizer = _tokenizer(run_dir, required=args.text is not None)
+
+    if args.text is not None:
+        idx, described = _text_tokens(args.text, tokenizer, config.block_size)
+        losses = per_token_loss(model, idx).mean(dim=0)  # (T-1,)
+        scores = head_scores(model, idx)
+        halves = ""
+    else:
+        half = _seq_len(args.seq_len, config.block_size)
+        generator = torch.Generator().manual_seed(args.seed)
+        probe = induction_probe(model, half, RANDOM_BATCH, generator)
+        idx, losses, scores = probe["tokens"], probe["per_token_loss"], probe["scores"]
+        described = (f"no --text given: {RANDOM_BATCH} sequences of {half} random tokens, "
+                     f"each repeated once ({2 * half} tokens; seed {args.seed})")
+        halves = (f"; first half {probe['loss_first_half']:.4f}, repeated half "
+                  f"{probe['loss_second_half']:.4f}")
+
+    chance = chance_scores(idx)
+    deltas = ablation_deltas(model, idx, mode=args.ablate)
+
+    print(f"input: {described}")
+    print(f"clean loss {float(losses.mean()):.4f} nats/token{halves}")
+    print("chance (uniform causal attention): " + "  ".join(
+        f"{SHORT[name]} {chance[name]:.3f}" for name in SCORE_NAMES))
+    print()
+    print(format_table(scores, deltas, args.ablate))
+
+    strongest = rank_heads(scores, chance)[: args.top]
+    written = _write_outputs(out, model, idx, tokenizer, scores, chance, deltas, strongest,
+                             described, args.ablate)
+    print()
+    for (layer, head, name, ratio) in strongest:
+        print(f"strongest: layer {layer} head {head}: {SHORT[name]} "
+              f"{float(scores[name][layer, head]):.3f} ({ratio:.1f}x chance)")
+    print(f"wrote {out}/: {', '.join(written)}")
+    return 0
+
+
+def format_table(scores: dict[str, torch.Tensor], deltas: torch.Tensor, mode: str) -> str:
+    """One row per head: the three scores and the loss change when it is ablated."""
+    header = (f"{'layer':>5} {'head':>4} {'prev-token':>10} {'duplicate':>10} "
+              f"{'induction':>10} {'dloss(' + mode + ')':>12}")
+    rows = [header]
+    n_layer, n_head = deltas.shape
+    for layer in range(n_layer):
+        for head in range(n_head):
+            values = [float(scores[name][layer, head]) for name in SCORE_NAMES]
+            rows.append(f"{layer:>5} {head:>4} " + " ".join(f"{v:>10.3f}" for v in values)
+                        + f" {float(deltas[layer, head]):>+12.4f}")
+    return "\n".join(rows)
+
+
+def rank_heads(
+    scores: dict[str, torch.Tensor], chance: dict[str, float]
+) -> list[tuple[int, int, str, float]]:
+    """(layer, head, kind, score / chance) for every head, by its best multiple of the
+    chance score, highest first. A kind the input gives no chance to (no repeated token
+    means no duplicate or induction target) is left out."""
+    ranked = []
+    n_layer, n_head = next(iter(scores.values())).shape
+    for layer in range(n_layer):
+        for head in range(n_head):
+            best = max(((float(scores[name][layer, head]) / chance[name], name)
+                        for name in SCORE_NAMES if chance[name] > 0), default=None)
+            if best is not None and math.isfinite(best[0]):
+                ranked.append((layer, head, best[1], best[0]))
+    return sorted(ranked, key=lambda r: -r[3])
+
+
+def _write_outputs(out, model, idx, tokenizer, scores, chance, deltas, strongest, described,
+                   mode) -> list[str]:
+    written = []
+    if strongest:
+        patterns = capture_attention(model, idx[:1])[:, 0]  # (n_layer, nh, T, T)
+        labels = token_labels(tokenizer, idx[0].tolist())
+        for layer, head, name, ratio in strongest:
+            filename = f"layer{layer}_head{head}.png"
+            title = (f"layer {layer} head {head}: {SHORT[name]} "
+                     f"{float(scores[name][layer, head]):.3f} ({ratio:.1f}x chance)")
+            plots.save_pattern(patterns[layer, head], out / filename, title, labels)
+            written.append(filename)
+    plots.save_score_grid(scores, out / "scores.png", title=described)
+    written.append("scores.png")
+    report = {
+        "input": described,
+        "tokens": idx.tolist(),
+        "chance": chance,
+        "scores": {name: s.tolist() for name, s in scores.items()},
+        "ablation": {"mode": mode, "loss_delta": deltas.tolist()},
+        "strongest": [{"layer": la, "head": h, "kind": k, "times_chance": r}
+                      for la, h, k, r in strongest],
+    }
+    atomic_write_text(out / "scores.json", json.dumps(report, indent=1) + "\n")
+    written.append("scores.json")
+    return written
+
+
+def _tokenizer(run_dir: Path, required: bool):
+    if required or (run_dir / model_dir.TOKENIZER_FILE).is_file():
+        return model_dir.load_tokenizer_of(run_dir)
+    return None  # random tokens need none; heatmap labels fall back to ids
+
+
+def _text_tokens(path: str, tokenizer, block_size: int) -> tuple[torch.Tensor, str]:
+    text = read_text(path)
+    if not text:
+        raise UsageError(f"{path} is empty: give some text to analyse")
+    ids = tokenizer.encode(text)
+    if len(ids) < 2:
+        raise UsageError(f"{path} gives {len(ids)} token(s); the scores need at least 2")
+    if len(ids) > block_size:
+        raise UsageError(f"{path} is {len(ids)} tokens, longer than the model's context of "
+                         f"{block_size}; shorten it")
+    return torch.tensor([ids]), f"{path}, {len(ids)} tokens"
+
+
+def _seq_len(requested: int | None, block_size: int) -> int:
+    if requested is None:
+        requested = min(DEFAULT_SEQ_LEN, block_size // 2)
+    if requested < 2:
+        raise UsageError(f"--seq-len must be at least 2 (the context is {block_size}), "
+                         f"got {requested}")
+    if 2 * requested > block_size:
+        raise UsageError(f"--seq-len {requested} repeated twice is longer than the model's "
+                         f"context of {block_size}; use at most {block_size // 2}")
+    return requested

@@ -1,0 +1,109 @@
+"""`gptlab prepare`: text -> a data directory of token files (see gptlab.data.prepared)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gptlab.cli.outdir import check_out_dir
+from gptlab.data import corpus, download
+from gptlab.data.prepared import check_replaceable, prepare
+from gptlab.data.text import read_text
+from gptlab.data.tokenizer import CharTokenizer, HFTokenizer, Tokenizer, load_tokenizer
+from gptlab.errors import UsageError
+from gptlab.files.atomic import ensure_dir
+
+DEFAULT_BPE_VOCAB = 1024
+
+
+def _tinyshakespeare() -> str:
+    path = download.fetch(download.TINYSHAKESPEARE_URL, sha256=download.TINYSHAKESPEARE_SHA256)
+    return read_text(path)
+
+
+# Named corpora: `shakespeare` ships with the package (offline), `tinyshakespeare` is fetched.
+SOURCES = {
+    "shakespeare": corpus.shakespeare_text,
+    "tinyshakespeare": _tinyshakespeare,
+}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "prepare",
+        help="turn text into token files for training",
+        description=(
+            "Turn a corpus into a data directory: train.bin and val.bin (token ids), "
+            "tokenizer.json and meta.json. Give exactly one source: a NAME "
+            f"({', '.join(SOURCES)}), --input PATH or --url URL."
+        ),
+    )
+    p.add_argument("name", nargs="?", metavar="NAME",
+                   help="shakespeare (embedded, offline) or tinyshakespeare (downloaded)")
+    p.add_argument("--input", metavar="PATH", help="a UTF-8 text file or a folder of .txt files")
+    p.add_argument("--url", metavar="URL", help="download a text file (cached, checksummed "
+                   "only for named sources; cache: $GPTLAB_CACHE or ~/.cache/gptlab)")
+    p.add_argument("--tokenizer", default="char", metavar="char|bpe|PATH.json",
+                   help="char (default), bpe (byte-level BPE trained on the corpus) "
+                        "or an existing tokenizer.json")
+    p.add_argument("--vocab-size", type=int, metavar="N",
+                   help=f"vocabulary size for --tokenizer bpe (default {DEFAULT_BPE_VOCAB})")
+    p.add_argument("--val-fraction", type=float, default=0.1, metavar="F",
+                   help="last fraction of the text kept for validation (default 0.1)")
+    p.add_argument("--out", required=True, metavar="DATA_DIR", help="directory to write")
+    p.add_argument("--force", action="store_true",
+                   help="replace a data directory made with another tokenizer")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 0.0 < args.val_fraction < 1.0:  # checked before any download or training
+        raise UsageError(
+            f"--val-fraction must be between 0 and 1 (exclusive), got {args.val_fraction}"
+        )
+    check_out_dir(args.out, data_ok=True)  # before a download or BPE training, not after
+    text, source = load_source(args.name, args.input, args.url)
+    tokenizer = make_tokenizer(args.tokenizer, args.vocab_size, text)
+    if not args.force:
+        try:
+            check_replaceable(Path(args.out), tokenizer)
+        except UsageError as exc:
+            raise UsageError(f"{exc} (--force replaces it)") from None
+    ensure_dir(args.out)
+    meta = prepare(text, args.out, tokenizer, val_fraction=args.val_fraction, source=source,
+                   force=True)
+    print(
+        f"{source}: {len(text):,} characters -> {meta['train_tokens']:,} train + "
+        f"{meta['val_tokens']:,} val tokens ({meta['tokenizer']} tokenizer, "
+        f"vocab {meta['vocab_size']:,}, {meta['dtype']})"
+    )
+    print(f"wrote {Path(args.out)}/: train.bin val.bin tokenizer.json meta.json")
+    return 0
+
+
+def load_source(name: str | None, input_path: str | None, url: str | None) -> tuple[str, str]:
+    """The corpus text and a short description of where it came from."""
+    given = [s for s in (name, input_path, url) if s is not None]
+    if len(given) != 1:
+        raise UsageError("give exactly one source: NAME, --input PATH or --url URL")
+    if name is not None:
+        if name not in SOURCES:
+            raise UsageError(f"unknown corpus {name!r}; known: {', '.join(SOURCES)}")
+        return SOURCES[name](), name
+    if input_path is not None:
+        return read_text(input_path), str(input_path)
+    return read_text(download.fetch(url)), url
+
+
+def make_tokenizer(spec: str, vocab_size: int | None, text: str) -> Tokenizer:
+    if spec != "bpe" and vocab_size is not None:
+        raise UsageError("--vocab-size applies only to --tokenizer bpe")
+    if spec == "char":
+        if not text.strip():
+            raise UsageError("the corpus is empty (or only whitespace)")
+        return CharTokenizer.from_text(text)
+    if spec == "bpe":
+        if not text.strip():
+            raise UsageError("the corpus is empty (or only whitespace)")
+        return HFTokenizer.train_bpe(text, DEFAULT_BPE_VOCAB if vocab_size is None else vocab_size)
+    return load_tokenizer(spec)

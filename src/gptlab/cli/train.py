@@ -1,0 +1,143 @@
+"""`gptlab train`: a thin call into gptlab.training.run.train."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import typing
+
+from gptlab.errors import UsageError
+from gptlab.model.config import GPTConfig
+from gptlab.model.presets import PRESETS
+from gptlab.training.config import TrainConfig, with_settings
+from gptlab.training.recipes import RECIPES
+from gptlab.training.run import train
+
+# Model fields a flag may override (the rest belong in a --config file).
+MODEL_FLAGS = {"n_layer": int, "n_head": int, "n_kv_head": int, "n_embd": int,
+               "block_size": int, "ffn_hidden": int, "dropout": float}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _train_fields() -> list[tuple[str, type, str]]:
+    """(name, type, help) of every TrainConfig field: the help lives in its metadata."""
+    hints = typing.get_type_hints(TrainConfig)
+    out = []
+    for f in dataclasses.fields(TrainConfig):
+        kind = hints[f.name]
+        base = next((t for t in (bool, int, float, str) if t == kind or t in
+                     typing.get_args(kind)), str)
+        out.append((f.name, base, f.metadata["help"]))
+    return out
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "train",
+        help="train a model on a data directory",
+        description=(
+            "Train a GPT from a preset or a config file on a data directory made by "
+            "`gptlab prepare`, writing a run directory (config.json, train.json, "
+            "model.safetensors, state.pt, tokenizer.json, metrics.jsonl, loss.png, best/). "
+            "Training settings come from --recipe (by default the recipe named like the "
+            "preset, if there is one; else TrainConfig's defaults, nanoGPT's CPU recipe), "
+            "then from the flags. --init-from fine-tunes another model instead of training "
+            "from random weights. Runs under torchrun too (DistributedDataParallel, or FSDP2 / "
+            "tensor parallel with --parallel)."
+        ),
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--preset", metavar="NAME", help=f"one of: {', '.join(PRESETS)}")
+    src.add_argument("--config", metavar="JSON", help="a model config file (GPTConfig fields)")
+    p.add_argument("--recipe", metavar="NAME",
+                   help=f"named training settings: {', '.join(RECIPES)}")
+    p.add_argument("--train-config", metavar="JSON", help="training settings file (train.json)")
+    p.add_argument("--data", required=True, metavar="DATA_DIR")
+    p.add_argument("--out", required=True, metavar="RUN_DIR")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in RUN_DIR from its last checkpoint "
+                        "(only --max-iters, --device, --compile and, keeping the global "
+                        "batch, --parallel, --tp, --reshard-after-forward and --batch-size "
+                        "may change)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    model = p.add_argument_group("model overrides")
+    for name, kind in MODEL_FLAGS.items():
+        model.add_argument(_flag(name), type=kind, dest=f"model_{name}", metavar="N")
+    model.add_argument("--bias", action=argparse.BooleanOptionalAction, dest="model_bias",
+                       help="biases in linear layers and norms")
+    settings = p.add_argument_group("training settings (see train.json)")
+    for name, kind, help in _train_fields():
+        if kind is bool:
+            settings.add_argument(_flag(name), action=argparse.BooleanOptionalAction,
+                                  dest=f"train_{name}", help=help)
+        else:
+            settings.add_argument(_flag(name), type=kind, dest=f"train_{name}",
+                                  metavar=name.split("_")[-1].upper(), help=help)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    model_over = {k[6:]: v for k, v in vars(args).items()
+                  if k.startswith("model_") and v is not None}
+    train_over = {k[6:]: v for k, v in vars(args).items()
+                  if k.startswith("train_") and k != "train_config" and v is not None}
+    if args.resume:
+        given = [f for f, v in (("--preset", args.preset), ("--config", args.config),
+                                ("--recipe", args.recipe), ("--train-config", args.train_config))
+                 if v is not None]
+        if given or model_over:
+            raise UsageError(f"--resume reads the model and training settings from "
+                             f"{args.out}; drop {', '.join(given + list(map(_flag, model_over)))}")
+        result = train(None, None, args.data, args.out, resume=True, overrides=train_over,
+                       progress=not args.no_progress)
+    else:
+        if "init_from" in train_over:
+            given = [f for f, v in (("--preset", args.preset), ("--config", args.config))
+                     if v is not None] + list(map(_flag, model_over))
+            if given:
+                raise UsageError(f"--init-from keeps the starting model's architecture; drop "
+                                 f"{', '.join(given)}")
+            model_config = None
+        elif args.preset is None and args.config is None:
+            raise UsageError("give --preset NAME, --config JSON or --init-from MODEL "
+                             "(or --resume)")
+        elif args.preset is not None:
+            model_config = GPTConfig.from_preset(args.preset, **model_over)
+        else:
+            model_config = GPTConfig.from_dict({**GPTConfig.from_json(args.config).to_dict(),
+                                                **model_over})
+        train_config = _train_config(args, train_over)
+        result = train(model_config, train_config, args.data, args.out,
+                       progress=not args.no_progress)
+    if not result.is_main:
+        return 0
+    if result.status == "interrupted":
+        print(f"stopped at step {result.step}; checkpoint saved. Continue with:\n"
+              f"  gptlab train --data {args.data} --out {args.out} --resume")
+    else:
+        val = (f", val loss {result.val_loss:.4f} (estimate, best {result.best_val_loss:.4f})"
+               if result.val_loss is not None else "")
+        whole = (f", whole val split {result.whole_val_loss:.4f}"
+                 if result.whole_val_loss is not None else "")
+        print(f"done: {result.step} steps in {result.elapsed_s:.1f} s{val}{whole}; "
+              f"run in {result.run_dir}/")
+        print(f"sample from it: gptlab sample {result.run_dir}")
+    return 0
+
+
+def _train_config(args: argparse.Namespace, flags: dict) -> TrainConfig:
+    if args.train_config is not None:
+        from gptlab.files.atomic import read_json
+
+        base = TrainConfig.from_dict(read_json(args.train_config, "training settings file"))
+        base = base.to_dict()
+        return with_settings(base, flags)
+    name = args.recipe or (args.preset if args.preset in RECIPES else None)
+    if name is None:
+        return with_settings({}, flags)  # TrainConfig's defaults, by the same rule
+    if name not in RECIPES:
+        raise UsageError(f"unknown recipe {name!r}; known recipes: {', '.join(RECIPES)}")
+    return with_settings(RECIPES[name], flags)

@@ -1,0 +1,84 @@
+"""Per-rank training memory under FSDP and tensor parallel, from a config alone.
+
+The arithmetic follows what gptlab.distributed.parallelize does to each parameter, so a test can
+compare it with the local shards of a real sharded model:
+- tensor parallel over `tp` ranks divides q, k, v, the MLP's input projections (rows, and
+  their biases) and the two output projections (columns) by tp; embeddings, norms,
+  lm_head and the output projections' biases are whole on every rank;
+- FSDP over `fsdp` ranks then cuts every (TP-local) tensor along its first dimension into
+  fsdp chunks of ceil(rows / fsdp) rows, as torch.chunk does; rank 0 holds a full chunk,
+  so it is the rank with the most (the figure given: per-rank memory is what must fit).
+Bytes of fp32 weights, fp32 gradients and AdamW's two fp32 moments; activations, the
+gathered (unsharded) copies FSDP makes for one block at a time, and the step counters are
+left out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gptlab.errors import UsageError
+from gptlab.model.config import GPTConfig
+
+BYTES_FP32 = 4
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    fsdp: int
+    tp: int
+    weights: int  # bytes on the rank holding the most
+    grads: int
+    optimizer: int  # AdamW exp_avg + exp_avg_sq
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.grads + self.optimizer
+
+    def to_dict(self) -> dict[str, int]:
+        return {"fsdp": self.fsdp, "tp": self.tp, "weights": self.weights,
+                "grads": self.grads, "optimizer": self.optimizer, "total": self.total}
+
+
+def check_tp_divides(config: GPTConfig, tp: int) -> None:
+    """Tensor parallel gives each rank an equal share of the heads, the kv heads (each
+    with its group of query heads) and the FFN's hidden units."""
+    for name, count in (("n_head", config.n_head), ("n_kv_head", config.n_kv_head),
+                        ("ffn_hidden", config.ffn_hidden)):
+        if count % tp:
+            raise UsageError(f"--tp {tp} does not divide {name} {count}: tensor parallel "
+                             f"splits them across ranks")
+
+
+def local_shapes(config: GPTConfig, tp: int) -> list[tuple[int, ...]]:
+    """The shape of every parameter on one rank of a tp-wide tensor-parallel group."""
+    check_tp_divides(config, tp)
+    c, d = config, config.n_embd
+    q_dim, kv_dim, hidden = c.n_head * c.head_dim // tp, c.kv_dim // tp, c.ffn_hidden // tp
+    norm = [(d,), (d,)] if c.norm == "layernorm" and c.bias else [(d,)]
+    block = 2 * norm
+    n_in = 2 if c.mlp == "swiglu" else 1
+    for rows in (q_dim, kv_dim, kv_dim, *[hidden] * n_in):  # split by output
+        block += [(rows, d)] + ([(rows,)] if c.bias else [])
+    for cols in (q_dim, hidden):  # split by input; the bias is added once, whole
+        block += [(d, cols)] + ([(d,)] if c.bias else [])
+    shapes = [(c.vocab_size, d)] + block * c.n_layer
+    if c.pos_encoding == "learned":
+        shapes.append((c.block_size, d))
+    if c.norm_position == "pre":
+        shapes += norm
+    if not c.tie_embeddings:
+        shapes.append((c.vocab_size, d))
+    return shapes
+
+
+def per_rank_memory(config: GPTConfig, fsdp: int = 1, tp: int = 1) -> RankMemory:
+    if fsdp < 1 or tp < 1:
+        raise UsageError("--fsdp and --tp must be positive")
+    elements = 0
+    for shape in local_shapes(config, tp):
+        rows = min(math.ceil(shape[0] / fsdp), shape[0])
+        elements += rows * math.prod(shape[1:])
+    weights = elements * BYTES_FP32
+    return RankMemory(fsdp, tp, weights, weights, 2 * weights)

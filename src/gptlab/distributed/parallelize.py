@@ -1,0 +1,323 @@
+"""Sharded training: FSDP2, tensor parallel and both, on a DeviceMesh (torchtitan's route).
+
+`--parallel ddp` (the default) keeps a whole model per process (gptlab.distributed.process). The
+other modes shard it:
+
+- fsdp: `fully_shard` on each block, then on the root; every parameter, gradient and AdamW
+  moment lives as a 1/N slice per rank, gathered for each block's forward and backward.
+- tp: Megatron-style tensor parallel over `tp` ranks: in each block, q, k, v and the MLP's
+  input projections split by output (heads and hidden units go to ranks), the attention
+  out-projection and the MLP's output projection split by input, one all-reduce after each
+  pair. Embeddings, norms and lm_head are replicated DTensors, so every parameter is a
+  DTensor on one mesh (one optimizer, one gradient clip, one checkpoint format).
+- fsdp+tp: a 2-D mesh (dp, tp): TP inside each row, FSDP across rows.
+
+The attention's fused qkv matrix cannot be split by output as one tensor (rank 0 would get
+all of q), so the sharded modes first replace it by three Linears, `qkv.q/k/v`
+(`SplitQKV`), whatever the mode: one parameter layout for every mode and world size, which
+is what lets a sharded checkpoint (gptlab.distributed.sharded_checkpoint) resume in another mode or
+on another number of ranks. `fused_weights` turns that layout back into the ordinary one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+from torch.distributed.tensor import DTensor, Replicate, distribute_module
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    ParallelStyle,
+    RowwiseParallel,
+    parallelize_module,
+)
+
+from gptlab.distributed.memory import check_tp_divides
+from gptlab.distributed.process import Dist
+from gptlab.errors import UsageError
+from gptlab.model.config import GPTConfig
+from gptlab.training.config import TrainConfig
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the ranks are arranged: dp rows (data parallel, FSDP) x tp columns."""
+
+    mode: str
+    dp: int
+    tp: int
+
+    @property
+    def uses_tp(self) -> bool:
+        return self.mode in ("tp", "fsdp+tp")
+
+    @property
+    def uses_fsdp(self) -> bool:
+        return self.mode in ("fsdp", "fsdp+tp")
+
+
+def check_settings(cfg: TrainConfig, config: GPTConfig, world_size: int) -> Layout:
+    """The layout a run's settings ask for, or a one-line UsageError naming the setting a
+    sharded mode does not support."""
+    layout = plan_layout(cfg.parallel, cfg.tp, world_size, config)
+    if layout.mode == "ddp":
+        return layout
+    refused = (("compile", cfg.compile, "not tried on sharded modules yet"),
+               ("dtype float16", cfg.dtype == "float16", "it needs a GradScaler; use bfloat16"),
+               ("batch_rng nanogpt", cfg.batch_rng == "nanogpt",
+                "each rank would initialise different weights"),
+               ("optimizer muon", cfg.optimizer == "muon",
+                "Muon orthogonalises each whole matrix, and a rank holds only a shard; "
+                "use --parallel ddp"))
+    for name, used, why in refused:
+        if used:
+            raise UsageError(f"--parallel {layout.mode} does not support {name} ({why})")
+    if layout.tp > 1 and config.dropout:
+        raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} needs dropout 0: the "
+                         f"ranks of a tensor-parallel group would drop different units of "
+                         f"the same activations")
+    return layout
+
+
+def plan_layout(mode: str, tp: int | None, world_size: int, config: GPTConfig) -> Layout:
+    """The layout of `world_size` ranks for a mode, or a one-line UsageError naming what
+    does not fit."""
+    if mode in ("ddp", "fsdp"):
+        if tp not in (None, 1):
+            raise UsageError(f"--tp {tp} needs --parallel tp or fsdp+tp, not {mode}")
+        return Layout(mode, world_size, 1)
+    if mode == "tp":
+        tp = world_size if tp is None else tp
+        if tp != world_size:
+            raise UsageError(f"--parallel tp uses every rank for tensor parallel: --tp {tp} "
+                             f"with {world_size} ranks; use --parallel fsdp+tp to add data "
+                             f"parallel rows")
+    else:
+        tp = tp or 1
+        if tp < 1 or world_size % tp:
+            raise UsageError(f"--tp {tp} does not divide the {world_size} ranks into "
+                             f"fsdp+tp rows")
+    check_tp_divides(config, tp)
+    return Layout(mode, world_size // tp, tp)
+
+
+@contextlib.contextmanager
+def process_group(ctx: Dist) -> Iterator[None]:
+    """A process group even for one process (a sharded mode on its own, say resuming a
+    sharded run on one machine): DeviceMesh and DTensor need one."""
+    if dist.is_initialized():
+        yield
+        return
+    backend = "nccl" if ctx.device.type == "cuda" else "gloo"
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def build_mesh(layout: Layout, ctx: Dist):
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh(ctx.device.type, (layout.dp, layout.tp),
+                            mesh_dim_names=("dp", "tp"))
+
+
+def data_ranks(ctx: Dist, mesh) -> Dist:
+    """ctx as the batches see it: the ranks of one tensor-parallel group train on the same
+    rows, so a rank's place in the batch is its mesh row."""
+    return replace(ctx, rank=mesh.get_local_rank("dp"), world_size=mesh.size(0))
+
+
+# --- one parameter layout for every sharded mode --------------------------------------------
+
+
+class SplitQKV(nn.Module):
+    """The fused qkv projection as three Linears, so tensor parallel can split each by
+    heads; the output is the same [q | k | v] the fused one gives."""
+
+    def __init__(self, fused: nn.Linear, q_dim: int, kv_dim: int) -> None:
+        super().__init__()
+        bias = fused.bias is not None
+        device, dtype = fused.weight.device, fused.weight.dtype
+        sizes = (q_dim, kv_dim, kv_dim)
+        self.q, self.k, self.v = (nn.Linear(fused.in_features, n, bias=bias, device=device,
+                                            dtype=dtype) for n in sizes)
+        with torch.no_grad():
+            for part, w in zip((self.q, self.k, self.v), fused.weight.split(sizes), strict=True):
+                part.weight.copy_(w)
+            if bias:
+                for part, b in zip((self.q, self.k, self.v), fused.bias.split(sizes),
+                                   strict=True):
+                    part.bias.copy_(b)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.cat([self.q(x), self.k(x), self.v(x)], dim=-1)
+
+
+def split_qkv(model: nn.Module) -> None:
+    for block in model.blocks:
+        attn = block.attn
+        attn.qkv = SplitQKV(attn.qkv, attn.n_head * attn.head_dim,
+                            attn.n_kv_head * attn.head_dim)
+
+
+def fused_weights(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """A split-layout state dict (names with qkv.q/k/v) in the ordinary layout (qkv)."""
+    out = {}
+    for name, tensor in state.items():
+        for part in ("q", "k", "v"):
+            marker = f".qkv.{part}."
+            if marker in name:
+                if part == "q":
+                    prefix, kind = name.split(marker)
+                    pieces = [state[f"{prefix}.qkv.{p}.{kind}"] for p in ("q", "k", "v")]
+                    out[f"{prefix}.qkv.{kind}"] = torch.cat(pieces, dim=0)
+                break
+        else:
+            out[name] = tensor
+    return out
+
+
+# --- applying a layout ----------------------------------------------------------------------
+
+
+def parallelize(model: nn.Module, layout: Layout, mesh, *, reshard_after_forward: bool = True,
+                param_dtype: torch.dtype | None = None) -> nn.Module:
+    """Shard `model` (a GPT whose weights are the same on every rank) in place."""
+    split_qkv(model)
+    if layout.uses_tp:
+        _tensor_parallel(model, mesh["tp"], layout.tp)
+    if layout.uses_fsdp:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
+        kwargs = dict(mesh=mesh["dp"], reshard_after_forward=reshard_after_forward,
+                      mp_policy=policy)
+        for block in model.blocks:
+            fully_shard(block, **kwargs)
+        fully_shard(model, **kwargs)
+    return model
+
+
+def _tensor_parallel(model: nn.Module, tp_mesh, tp: int) -> None:
+    for block in model.blocks:
+        plan = {"attn.qkv.q": ColwiseParallel(), "attn.qkv.k": ColwiseParallel(),
+                "attn.qkv.v": ColwiseParallel(), "attn.proj": RowwiseParallel(),
+                "mlp.proj": RowwiseParallel(), "norm_1": Replicated(), "norm_2": Replicated()}
+        inputs = ("gate", "up") if hasattr(block.mlp, "gate") else ("fc",)
+        plan.update({f"mlp.{name}": ColwiseParallel() for name in inputs})
+        parallelize_module(block, tp_mesh, plan)
+        block.attn.n_head //= tp  # attention reshapes into the heads this rank holds
+        block.attn.n_kv_head //= tp
+    tied = model.lm_head.weight is model.wte.weight
+    parallelize_module(model.wte, tp_mesh, Replicated())
+    if tied:
+        model.lm_head.weight = model.wte.weight
+    for name in ("wpe", "ln_f", "lm_head"):
+        module = getattr(model, name)
+        if module is not None and any(True for _ in module.parameters()):
+            parallelize_module(module, tp_mesh, Replicated())
+    plain = [n for n, p in model.named_parameters() if not isinstance(p, DTensor)]
+    if plain:  # a new kind of layer the plan does not know yet
+        raise UsageError(f"tensor parallel has no plan for {', '.join(plain[:3])}")
+
+
+class Replicated(ParallelStyle):
+    """A ParallelStyle for layers every rank of a TP group computes whole (embeddings,
+    norms, lm_head): their parameters become Replicate DTensors, inputs and outputs stay
+    plain tensors. Only so that every parameter lives on one mesh."""
+
+    def _apply(self, module: nn.Module, mesh) -> nn.Module:
+        def partition(_name, mod, mesh):
+            for key, p in list(mod.named_parameters(recurse=False)):
+                if not isinstance(p, DTensor):
+                    mod.register_parameter(key, nn.Parameter(
+                        DTensor.from_local(p.data, mesh, [Replicate()], run_check=False),
+                        requires_grad=p.requires_grad))
+
+        def to_dtensor(_mod, inputs, mesh):
+            return tuple(DTensor.from_local(t, mesh, [Replicate()], run_check=False)
+                         if isinstance(t, Tensor) and not isinstance(t, DTensor) else t
+                         for t in inputs)
+
+        def to_local(_mod, output, _mesh):
+            return output.to_local() if isinstance(output, DTensor) else output
+
+        return distribute_module(module, mesh, partition, to_dtensor, to_local)
+
+
+# --- gathering ------------------------------------------------------------------------------
+
+
+def full_weights(model: nn.Module) -> dict[str, Tensor] | None:
+    """Every rank takes part; rank 0 gets the whole weights on the CPU in the ordinary
+    layout (tied lm_head dropped, as gptlab.files.model_dir saves them), the others None."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True,
+                                                                 cpu_offload=True))
+    if dist.get_rank() != 0:
+        return None
+    state = fused_weights(state)
+    if model.config.tie_embeddings:
+        state.pop("lm_head.weight", None)
+    return {k: v.detach().contiguous() for k, v in state.items()}
+
+
+def gathered_model(model: nn.Module) -> nn.Module | None:
+    """An ordinary GPT on rank 0's CPU with the sharded model's weights (None elsewhere):
+    what model.safetensors, best/ and the whole-val score are made from."""
+    from gptlab.files import model_dir
+    from gptlab.model.gpt import GPT
+
+    weights = full_weights(model)
+    if weights is None:
+        return None
+    with torch.random.fork_rng(devices=[]):  # initialising must not move training's RNG
+        plain = GPT(model.config)
+    model_dir.load_state(plain, weights, "the sharded model")
+    return plain
+
+
+def local_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
+    """What this rank holds of the weights, gradients and optimizer moments (bytes of the
+    local shards; a tied matrix once)."""
+
+    def size(t: Tensor) -> int:
+        local = t.to_local() if hasattr(t, "to_local") else t
+        return local.numel() * local.element_size()
+
+    params = list(model.parameters())  # unique: a tied matrix appears once
+    return {
+        "weights": sum(size(p) for p in params),
+        "grads": sum(size(p.grad) for p in params if p.grad is not None),
+        "optimizer": sum(size(v) for p in params for v in optimizer.state.get(p, {}).values()
+                         if isinstance(v, Tensor) and v.dim() > 0),
+    }
+
+
+
+class ShardedRun:
+    """What the trainer needs of a sharded model besides its forward: the data-parallel
+    width, sharded checkpoints in the run directory, and whole copies for files."""
+
+    def __init__(self, model: nn.Module, layout: Layout, run_dir) -> None:
+        self.model, self.layout, self.run_dir = model, layout, run_dir
+
+    def save(self, optimizer: torch.optim.Optimizer, step: int) -> str:
+        from gptlab.distributed import sharded_checkpoint
+
+        return sharded_checkpoint.save(self.run_dir, step, self.model, optimizer)
+
+    def load(self, optimizer: torch.optim.Optimizer, name: str) -> None:
+        from gptlab.distributed import sharded_checkpoint
+
+        sharded_checkpoint.load(self.run_dir, name, self.model, optimizer)
+
+    def gathered(self) -> nn.Module | None:
+        return gathered_model(self.model)

@@ -1,0 +1,18 @@
+"""What a folder holds, told from its files alone (nothing is imported or loaded)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+CONFIG_FILE = "config.json"  # a gptlab model directory's and a Hugging Face export's
+
+
+def is_hf_dir(path: str | Path) -> bool:
+    """Whether path holds a Hugging Face config.json (one with a model_type, and none of
+    gptlab's own config fields)."""
+    try:
+        raw = json.loads((Path(path) / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(raw, dict) and "model_type" in raw and "pos_encoding" not in raw

@@ -1,0 +1,4 @@
+"""Looking inside a model: hooks (attention patterns and forward hooks), heads (head
+scores and ablation), residuals (the residual stream, split by its writers), lens (the
+logit lens), attribution (direct logit attribution) and patching (activation patching).
+"""

@@ -1,0 +1,390 @@
+"""The lab's request bodies as pydantic models, and the one line a failed check becomes.
+
+FastAPI checks every request body against its model before a view runs, so bad input
+never reaches torch, and the same models are the requests' half of the OpenAPI schema
+(/openapi.json) that tests/test_lab_fuzz.py fuzzes; the answers' half is
+gptlab.lab.responses. Every limit lives here, in the schema: a request can ask for at most
+64 tokens, a 4096-wide d_k, a 256 x 256 table.
+
+Scalars are strict (an integer field takes a JSON integer, not "4", 4.5 or true; 4.0 counts,
+as in JSON Schema), so what the schema promises is exactly what the server accepts. A
+failed check becomes one line naming the field (`one_line`), which the server answers as
+400 {"error": line}.
+"""
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from gptlab.model import presets
+from gptlab.model.config import MLPS, NORM_POSITIONS, NORMS, POS_ENCODINGS, ROPE_SCALINGS
+
+MAX_TOKENS = 64  # tokens in the attention calculator, and prompt tokens shown for a model
+MAX_DIM = 64  # d_model / d_k of the calculator
+MAX_TOKEN_CHARS = 32
+MAX_ABS_VALUE = 1e6  # an edited cell; keeps exp() and the display finite
+MAX_SEED = 2**31 - 1
+MAX_PROMPT_CHARS = 4000
+MAX_RUN_CHARS = 500
+MAX_ANSWER_CHARS = 500
+MAX_CONFIG_INT = 10**7  # any GPTConfig size (llama2-70b's largest is 32000 x 8192)
+QUIZ_KINDS = ("params", "masked_row", "row0", "rope_offset", "sqrt_dk")
+
+
+# ----------------------------------------------------------------------------- field types
+
+
+def fmt_num(x: float) -> str:
+    """A number for a message: floats as %g, long integers cut."""
+    if isinstance(x, float):
+        return f"{x:g}"
+    text = str(x)
+    return text if len(text) <= 20 else f"{text[:12]}... ({len(text)} digits)"
+
+
+def _number(value: object) -> bool:
+    """A JSON number we can compare: an int (any size) or a finite float, not a bool."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+
+
+def _range(lo: float, hi: float, *, even: bool = False) -> BeforeValidator:
+    """'must be between lo and hi' naming both ends (pydantic's own message names one)."""
+    def check(value: object) -> object:
+        if _number(value) and not lo <= value <= hi:
+            raise PydanticCustomError(
+                "range", "must be between {lo} and {hi}, got {value}",
+                {"lo": fmt_num(lo), "hi": fmt_num(hi), "value": fmt_num(value)})
+        if even and isinstance(value, int) and not isinstance(value, bool) and value % 2:
+            raise PydanticCustomError("even", "must be even (RoPE rotates pairs), got {value}",
+                                      {"value": value})
+        return value
+    return BeforeValidator(check)
+
+
+def _integral(value: object) -> object:
+    """JSON Schema counts 4.0 as an integer, so the server does too (but not 4.5 or "4")."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Integer = Annotated[int, BeforeValidator(_integral)]
+
+
+def _int(lo: int, hi: int, description: str | None = None, *, even: bool = False) -> Any:
+    return Annotated[int, Field(ge=lo, le=hi, multiple_of=2 if even else None,
+                                description=description),
+                     _range(lo, hi, even=even), BeforeValidator(_integral)]
+
+
+def _float(lo: float, hi: float, description: str | None = None) -> Any:
+    return Annotated[float, Field(ge=lo, le=hi, allow_inf_nan=False, description=description),
+                     _range(lo, hi)]
+
+
+def _unicode(name: str, value: str) -> str:
+    """JSON can carry a lone surrogate (\\ud800) that no UTF-8 text holds. pydantic refuses
+    it in a str field; a value checked before pydantic sees it is checked here."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{name} must be valid Unicode text (it holds a lone surrogate)"
+                         ) from None
+    return value
+
+
+def _text(max_length: int, description: str, min_length: int | None = None) -> Any:
+    return Annotated[str, Field(min_length=min_length, max_length=max_length,
+                                description=description)]
+
+
+def _cell(value: object) -> object:
+    if _number(value) and abs(value) > MAX_ABS_VALUE:
+        raise PydanticCustomError("beyond", "= {value} is beyond +-{limit}",
+                                  {"value": fmt_num(value), "limit": fmt_num(MAX_ABS_VALUE)})
+    return value
+
+
+Seed = _int(0, MAX_SEED, "seeds the random draws")
+Cell = Annotated[float, Field(ge=-MAX_ABS_VALUE, le=MAX_ABS_VALUE, allow_inf_nan=False),
+                 BeforeValidator(_cell)]
+Row = Annotated[list[Cell], Field(min_length=1, max_length=MAX_TOKENS)]
+InMatrix = Annotated[list[Row], Field(min_length=1, max_length=MAX_TOKENS)]
+Token = Annotated[str, Field(min_length=1, max_length=MAX_TOKEN_CHARS)]
+TokenId = Annotated[Integer, Field(ge=0)]
+Ids = Annotated[list[TokenId], Field(min_length=1, max_length=MAX_TOKENS,
+                                     description="token ids, e.g. a probe sent back")]
+RunName = _text(MAX_RUN_CHARS, "a run's path inside the runs folder, e.g. 'tiny'", min_length=1)
+Prompt = _text(MAX_PROMPT_CHARS, "text the run's tokenizer encodes")
+
+
+class Body(BaseModel):
+    """A request body: strict scalars; fields it does not know are ignored."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class Closed(BaseModel):
+    """A nested object whose fields are all known: an unknown one is an error."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+# ----------------------------------------------------------------------------- requests
+
+
+def _tokens(value: object) -> object:
+    """A whitespace-separated string or a list of strings -> 1..MAX_TOKENS tokens."""
+    if isinstance(value, str):
+        if len(value) > MAX_TOKENS * (MAX_TOKEN_CHARS + 1):
+            raise ValueError(f"tokens: at most {MAX_TOKENS} tokens are allowed")
+        value = value.split()
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise ValueError("tokens must be a string or a list of strings")
+    too_long = [t for t in value if len(t) > MAX_TOKEN_CHARS]
+    if too_long:
+        raise ValueError(f"token {too_long[0][:40]!r} is longer than {MAX_TOKEN_CHARS} characters")
+    value = [_unicode("tokens", t).strip() for t in value]
+    if not value or any(not t for t in value):
+        raise ValueError("tokens: give at least one token, none of them empty")
+    if len(value) > MAX_TOKENS:
+        raise ValueError(f"tokens: {len(value)} given; at most {MAX_TOKENS} are allowed")
+    return value
+
+
+class AttentionRequest(Body):
+    tokens: Annotated[
+        Annotated[str, Field(max_length=MAX_TOKENS * (MAX_TOKEN_CHARS + 1))]
+        | Annotated[list[Token], Field(min_length=1, max_length=MAX_TOKENS)],
+        BeforeValidator(_tokens),
+        Field(description="whitespace-separated, or a list; 1 to 64 tokens",
+              validate_default=True),
+    ] = "cat sat on the mat"
+    d: _int(1, MAX_DIM, "d_model = d_k of the head") = 4
+    seed: Seed = 0
+    causal: bool = True
+    x: InMatrix | None = Field(None, description="edited embeddings, tokens x d")
+    w_q: InMatrix | None = Field(None, description="edited W_Q, d x d")
+    w_k: InMatrix | None = Field(None, description="edited W_K, d x d")
+    w_v: InMatrix | None = Field(None, description="edited W_V, d x d")
+
+    @model_validator(mode="after")
+    def _shapes(self) -> "AttentionRequest":
+        for name in ("x", "w_q", "w_k", "w_v"):
+            m = getattr(self, name)
+            rows = len(self.tokens) if name == "x" else self.d
+            if m is not None and (len(m) != rows or any(len(r) != self.d for r in m)):
+                raise ValueError(f"{name} must be a {rows} x {self.d} matrix "
+                                 f"(a list of {rows} rows)")
+        return self
+
+
+class ScalingRequest(Body):
+    d_k: _int(1, 4096) = 64
+    n_keys: _int(2, MAX_TOKENS) = 16
+    seed: Seed = 0
+
+
+class SinusoidalRequest(Body):
+    positions: _int(1, 256) = 64
+    d_model: _int(2, 256) = 64
+
+
+class RopeRequest(Body):
+    head_dim: _int(2, 128, "even: RoPE rotates pairs", even=True) = 8
+    base: _float(2.0, 1e7) = 10000.0
+    positions: _int(2, MAX_TOKENS) = 16
+    offset: _int(0, MAX_TOKENS - 1, "n - m; below positions (default min(3, positions - 1))"
+                 ) | None = None
+    seed: Seed = 0
+
+    @model_validator(mode="after")
+    def _offset(self) -> "RopeRequest":
+        if self.offset is None:
+            self.offset = min(3, self.positions - 1)
+        elif self.offset >= self.positions:
+            raise ValueError(f"offset must be between 0 and {self.positions - 1}, "
+                             f"got {self.offset}")
+        return self
+
+
+class RopeScaling(Closed):
+    type: Literal[ROPE_SCALINGS]
+    factor: _float(1.0, 1e6)
+    original_max_position_embeddings: _int(1, MAX_CONFIG_INT) | None = None
+    beta_fast: _float(-1e6, 1e6) | None = None
+    beta_slow: _float(-1e6, 1e6) | None = None
+    attention_factor: _float(-1e6, 1e6) | None = None
+    mscale: _float(-1e6, 1e6) | None = None
+    mscale_all_dim: _float(-1e6, 1e6) | None = None
+    low_freq_factor: _float(-1e6, 1e6) | None = None
+    high_freq_factor: _float(-1e6, 1e6) | None = None
+    truncate: bool | None = None
+
+
+ConfigInt = _int(1, MAX_CONFIG_INT)
+
+
+def _no_null_default(schema: dict[str, Any]) -> None:
+    """An omitted field keeps the preset's value: drop pydantic's `default: null`."""
+    for prop in schema.get("properties", {}).values():
+        if prop.get("default", 0) is None:
+            del prop["default"]
+
+
+class ConfigFields(Closed):
+    """GPTConfig fields to override (gptlab.model.config checks how they fit together)."""
+
+    model_config = ConfigDict(json_schema_extra=_no_null_default)
+    vocab_size: ConfigInt = None
+    block_size: ConfigInt = None
+    n_layer: ConfigInt = None
+    n_head: ConfigInt = None
+    n_kv_head: ConfigInt | None = Field(None, description="null: n_head")
+    n_embd: ConfigInt = None
+    ffn_hidden: ConfigInt | None = Field(None, description="null: 4 * n_embd")
+    pos_encoding: Literal[POS_ENCODINGS] = None
+    rope_base: Annotated[float, Field(gt=1, le=1e12, allow_inf_nan=False)] = None
+    rope_scaling: RopeScaling | None = None
+    norm: Literal[NORMS] = None
+    norm_eps: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = None
+    norm_position: Literal[NORM_POSITIONS] = None
+    mlp: Literal[MLPS] = None
+    bias: bool = None
+    tie_embeddings: bool = None
+    dropout: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = None
+
+
+class ParamsRequest(Body):
+    preset: Literal[tuple(presets.PRESETS)] | None = None
+    config: ConfigFields | None = Field(None, description="overrides the preset's fields")
+    seq_len: _int(1, MAX_CONFIG_INT, "context for FLOPs and KV cache; default block_size"
+                  ) | None = None
+
+
+class HeadsRequest(Body):
+    run: RunName
+    prompt: Prompt | None = Field(None, description="required unless ids are given")
+    ids: Ids | None = None
+    layer: Annotated[Integer, Field(ge=0, description="below the run's n_layer")] = 0
+
+
+class HeadScoresRequest(Body):
+    run: RunName
+    prompt: Prompt | None = Field(None, description="empty: a random sequence, repeated")
+    ids: Ids | None = None
+    seed: Seed = 0
+
+
+class AblateRequest(HeadScoresRequest):
+    layer: Annotated[Integer, Field(ge=0, description="below the run's n_layer")]
+    head: Annotated[Integer, Field(ge=0, description="below the run's n_head")]
+
+
+class QuizRequest(Body):
+    kind: Literal[QUIZ_KINDS] | None = Field(None, description="null: chosen by the seed")
+    seed: Seed = 0
+
+
+def _answer(value: object) -> object:
+    if isinstance(value, str):
+        if len(value) > MAX_ANSWER_CHARS:
+            raise ValueError(f"answer is {len(value)} characters long; "
+                             f"the limit is {MAX_ANSWER_CHARS}")
+        return _unicode("answer", value)
+    if not _number(value):
+        raise ValueError("answer must be a string or a finite number")
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond any float
+        raise ValueError(f"answer {fmt_num(value)} is too large a number") from None
+
+
+class QuizCheckRequest(QuizRequest):
+    answer: Annotated[Annotated[str, Field(max_length=MAX_ANSWER_CHARS)] | float,
+                      BeforeValidator(_answer)]
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    """('body', 'x', 1, 2) -> 'x[1][2]'; ('body', 'config', 'n_head') -> 'config.n_head'."""
+    out = ""
+    for part in loc[1:] if loc and loc[0] == "body" else loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+PHRASES = {
+    "missing": "is required",
+    "int_type": "must be an integer, got {input}",
+    "float_type": "must be a finite number, got {input}",
+    "finite_number": "must be a finite number, got {input}",
+    "bool_type": "must be true or false, got {input}",
+    "string_type": "must be a string, got {input}",
+    "list_type": "must be a list, got {input}",
+    "model_type": "must be a JSON object, got {input}",
+    "model_attributes_type": "must be a JSON object, got {input}",
+    "dict_type": "must be a JSON object, got {input}",
+    "string_too_long": "is {length} characters long; the limit is {max_length}",
+    "string_too_short": "must not be empty",
+    "string_unicode": "must be valid Unicode text (it holds a lone surrogate)",
+    "too_long": "has {length} items; at most {max_length} are allowed",
+    "too_short": "needs at least {min_length} item(s)",
+    "greater_than_equal": "must be at least {ge}, got {input}",
+    "less_than_equal": "must be at most {le}, got {input}",
+    "greater_than": "must be greater than {gt}, got {input}",
+    "less_than": "must be less than {lt}, got {input}",
+    "multiple_of": "must be a multiple of {multiple_of}, got {input}",
+}
+
+
+def one_line(errors: list[dict[str, Any]]) -> str:
+    """The first of pydantic's (or FastAPI's) request errors as one readable line that
+    names the field: 'd must be between 1 and 64, got 65'."""
+    return " ".join(_describe(errors[0]).splitlines()) if errors else "invalid request"
+
+
+def _describe(e: dict[str, Any]) -> str:
+    kind, loc, ctx = e.get("type"), tuple(e.get("loc", ())), e.get("ctx") or {}
+    value = e.get("input")
+    where = _where(loc)
+    if kind == "json_invalid":
+        at = f" (char {loc[1]})" if len(loc) > 1 else ""
+        return f"request body is not valid JSON: {ctx.get('error', 'cannot parse it')}{at}"
+    if not where:  # the body as a whole
+        if kind == "value_error":
+            return str(ctx.get("error", e.get("msg")))
+        if kind == "missing":
+            return "request body must be a JSON object; none was sent"
+        return f"request body must be a JSON object, got {_show(value)}"
+    if kind == "value_error":  # our validators' messages name the field themselves
+        return str(ctx.get("error", e.get("msg")))
+    if kind == "extra_forbidden":
+        parent, _, key = where.rpartition(".")
+        return f"unknown {parent + ' ' if parent else ''}field {key!r}"
+    if kind == "literal_error":
+        return f"unknown {where} {_show(value)}; expected one of: {ctx.get('expected')}"
+    if kind in PHRASES:
+        length = len(value) if isinstance(value, (str, list)) else "?"
+        fields = {k: fmt_num(v) if isinstance(v, (int, float)) else v for k, v in ctx.items()}
+        return f"{where} " + PHRASES[kind].format(input=_show(value), length=length, **fields)
+    if kind in ("range", "even", "beyond"):
+        return f"{where} {e['msg']}"
+    return f"{where}: {e.get('msg', 'is not valid')}"

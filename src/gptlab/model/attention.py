@@ -1,0 +1,141 @@
+"""Scaled dot-product attention, softmax(QK^T / sqrt(d_k)) V, along two paths with one meaning:
+
+- `attention_steps`: one head, every stage returned by name, for teaching and the lab;
+- `CausalSelfAttention`: multi-head / grouped-query / multi-query attention through the fused
+  `scaled_dot_product_attention`, with a KV cache for incremental decoding.
+
+`attention_weights` is the explicit softmax both share when the weights themselves are wanted.
+
+What a layer needs besides x (rope tables, the mask, the cache) comes in one frozen
+`AttentionInputs`, built once per forward by `GPT.forward` and handed to every block as is.
+Each head's output passes through `CausalSelfAttention.heads`, an `nn.Identity` that is there
+as a named hook point: an ordinary torch forward hook on it sees (B, nh, T, hs) before the
+heads are concatenated, and may return a replacement (gptlab.interp.heads ablates heads this way).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from gptlab.model.config import GPTConfig
+from gptlab.model.kv_cache import KVCache
+from gptlab.model.positional import apply_rope
+
+
+def causal_mask(t_query: int, t_key: int, device: torch.device | str | None = None) -> Tensor:
+    """(t_query, t_key) bool, True where query i may attend key j. Queries are the last
+    t_query of the t_key positions, so with a cache query i sits at t_key - t_query + i."""
+    offset = t_key - t_query
+    q_pos = torch.arange(t_query, device=device)[:, None] + offset
+    return torch.arange(t_key, device=device)[None, :] <= q_pos
+
+
+def attention_weights(q: Tensor, k: Tensor, allowed: Tensor | None = None) -> Tensor:
+    """softmax(q k^T / sqrt(d_k)) with disallowed positions set to -inf first.
+
+    q (..., Tq, d_k), k (..., Tk, d_k), allowed broadcastable to (..., Tq, Tk) or None.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    return torch.softmax(scores, dim=-1)
+
+
+def attention_steps(
+    x: Tensor, w_q: Tensor, w_k: Tensor, w_v: Tensor, causal: bool = True
+) -> dict[str, Tensor]:
+    """One head, step by step. x (T, d_model); each w (d_model, d_k).
+
+    Returns the named stages: q, k, v (T, d_k); scores = qk^T / sqrt(d_k) (T, T); masked
+    (scores with the upper triangle -inf when causal, else scores unchanged); weights (the
+    row-wise softmax, T x T); out = weights @ v (T, d_k).
+    """
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    scores = q @ k.T / math.sqrt(q.shape[-1])
+    masked = scores
+    if causal:
+        masked = scores.masked_fill(~causal_mask(len(x), len(x), x.device), float("-inf"))
+    weights = torch.softmax(masked, dim=-1)
+    return {"q": q, "k": k, "v": v, "scores": scores, "masked": masked,
+            "weights": weights, "out": weights @ v}
+
+
+@dataclass(frozen=True)
+class AttentionInputs:
+    """Everything attention needs besides x, the same for every layer of one forward pass."""
+
+    rope: tuple[Tensor, Tensor] | None = None  # (cos, sin), each (T, hs); None: no rotation
+    # bool, broadcastable to (B, nh, T, T_keys), True where a query may attend a key; or None
+    # for the fused kernel to build the mask itself, as is_causal says.
+    allowed: Tensor | None = None
+    # With allowed None: the plain causal mask (False for one new token that may see every
+    # cached one).
+    is_causal: bool = True
+    cache: KVCache | None = None
+
+
+CAUSAL = AttentionInputs()  # plain causal attention: no positions, no mask, no cache
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head attention with n_kv_head key/value heads shared by groups of query heads.
+
+    One fused projection makes q, k and v (its rows in that order: n_head*hs, then
+    n_kv_head*hs twice), which maps onto GPT-2's c_attn and Llama's q/k/v_proj.
+    """
+
+    def __init__(self, config: GPTConfig, layer: int = 0) -> None:
+        super().__init__()
+        self.layer = layer  # this module's slot in a KV cache
+        self.n_head, self.n_kv_head = config.n_head, config.n_kv_head
+        self.head_dim = config.head_dim
+        q_dim = config.n_head * config.head_dim
+        self.qkv = nn.Linear(config.n_embd, q_dim + 2 * config.kv_dim, bias=config.bias)
+        self.proj = nn.Linear(q_dim, config.n_embd, bias=config.bias)
+        self.dropout = config.dropout
+        self.resid_dropout = nn.Dropout(config.dropout)
+        # The hook point for per-head outputs (B, nh, T, hs): no computation, only a name
+        # that torch forward hooks can be registered on.
+        self.heads = nn.Identity()
+        # Off by default so it costs nothing: record_weights takes the explicit softmax path
+        # (the fused kernel returns no weights) and keeps the (B, nh, Tq, Tk) softmax weights
+        # of the last call in `weights`.
+        self.record_weights = False
+        self.weights: Tensor | None = None
+
+    def forward(self, x: Tensor, inputs: AttentionInputs = CAUSAL) -> Tensor:
+        """x (B, T, C) -> (B, T, C); inputs: see AttentionInputs."""
+        rope, allowed, cache = inputs.rope, inputs.allowed, inputs.cache
+        B, T, _ = x.shape
+        q, k, v = self.qkv(x).split(
+            [self.n_head * self.head_dim, self.n_kv_head * self.head_dim,
+             self.n_kv_head * self.head_dim], dim=-1)
+        q = q.view(B, T, self.n_head, self.head_dim).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
+        v = v.view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
+        if rope is not None:
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        if cache is not None:
+            k, v = cache.update(self.layer, k, v)  # (B, nkv, T_keys, hs)
+        if self.n_kv_head != self.n_head:
+            k = k.repeat_interleave(self.n_head // self.n_kv_head, dim=1)  # (B, nh, T_keys, hs)
+            v = v.repeat_interleave(self.n_head // self.n_kv_head, dim=1)
+        if self.record_weights:
+            mask = allowed
+            if mask is None and inputs.is_causal:
+                mask = causal_mask(T, k.shape[2], x.device)
+            self.weights = attention_weights(q, k, mask)
+            y = self.weights @ v
+        else:
+            y = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=allowed, is_causal=allowed is None and inputs.is_causal,
+                dropout_p=self.dropout if self.training else 0.0,
+            )  # (B, nh, T, hs)
+        y = self.heads(y)
+        y = y.transpose(1, 2).reshape(B, T, self.n_head * self.head_dim)  # concatenate heads
+        return self.resid_dropout(self.proj(y))

@@ -1,0 +1,172 @@
+"""TrainConfig: the settings of a training run (saved as train.json), and recipes.
+
+Each field carries its help text and its check in its metadata, so `gptlab train --help`,
+validation and the saved file all read from one place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from gptlab.errors import UsageError
+from gptlab.fields import Check, at_least, from_dict, is_int, is_number, one_of, require, within
+from gptlab.training.recipes import RECIPES
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+BATCH_RNGS = ("separate", "nanogpt")
+PARALLEL_MODES = ("ddp", "fsdp", "tp", "fsdp+tp")  # gptlab.distributed.parallelize
+OPTIMIZERS = ("adamw", "muon")
+LR_SCHEDULES = ("cosine", "wsd")
+MUON_DTYPES = ("auto", "float32", "bfloat16")
+
+
+def setting(default: Any, help: str, check: Check | None = None) -> Any:
+    return field(default=default, metadata={"help": help, "check": check})
+
+
+POSITIVE = at_least(1)
+BOOLEAN = Check(lambda v: isinstance(v, bool), "true or false")
+
+
+@dataclass
+class TrainConfig:
+    """Training settings. The defaults are nanoGPT's CPU recipe for char-level Shakespeare
+    (its README, "I only have a macbook")."""
+
+    batch_size: int = setting(12, "sequences per micro-batch, per process", POSITIVE)
+    gradient_accumulation_steps: int = setting(
+        1, "micro-batches per optimizer step, per process", POSITIVE)
+    max_iters: int = setting(
+        2000, "optimizer steps; with a recipe, the warm-up is cut to fit and the decay "
+              "follows, unless --warmup-iters / --lr-decay-iters are given too", POSITIVE)
+    learning_rate: float = setting(1e-3, "peak learning rate (after warm-up)",
+                                   within(0, None, low_open=True))
+    min_lr: float = setting(1e-4, "where the decay ends (<= learning_rate)", within(0, None))
+    warmup_iters: int = setting(100, "linear warm-up steps", at_least(0))
+    lr_schedule: str = setting("cosine", "after the warm-up: cosine (decay to min_lr at "
+                                         "lr_decay_iters) or wsd (warm-up-stable-decay: hold, "
+                                         "then a linear cool-down to min_lr)",
+                               one_of(LR_SCHEDULES))
+    cooldown_frac: float = setting(0.2, "wsd: the share of the steps from warm-up to "
+                                        "lr_decay_iters spent cooling down",
+                                   within(0, 1))
+    lr_decay_iters: int | None = setting(
+        None, "step where the decay (cosine or wsd) reaches min_lr (default max_iters; kept on "
+              "resume)")
+    # 0.1 on 2-D weights only: norms and biases stay undecayed.
+    weight_decay: float = setting(0.1, "AdamW weight decay, on 2-D weights only",
+                                  within(0, None))
+    beta1: float = setting(0.9, "AdamW beta1", within(0, 1, high_open=True))
+    # 0.99 rather than 0.999: small batches, few tokens per step.
+    beta2: float = setting(0.99, "AdamW beta2", within(0, 1, high_open=True))
+    # Muon (gptlab.training.muon) for the hidden weight matrices; embeddings, the head, norms and
+    # biases stay on AdamW. Its learning rate follows the same schedule, scaled by
+    # muon_lr / learning_rate.
+    optimizer: str = setting("adamw", "adamw, or muon (Muon for the hidden weight matrices, "
+                                      "AdamW for the rest)", one_of(OPTIMIZERS))
+    # 0.02 and 0.95: Keller Jordan's and torch.optim.Muon's defaults.
+    muon_lr: float = setting(0.02, "Muon's peak learning rate (with --optimizer muon)",
+                             within(0, None, low_open=True))
+    muon_momentum: float = setting(0.95, "Muon's (Nesterov) momentum",
+                                   within(0, 1, high_open=True))
+    # 0 as Keller Jordan's Muon; torch.optim.Muon's 0.1 would be lr * 0.1 per step.
+    muon_weight_decay: float = setting(0.0, "Muon's decoupled weight decay (times its lr)",
+                                       within(0, None))
+    muon_dtype: str = setting("auto", "dtype of Muon's Newton-Schulz iteration: auto (bf16 "
+                                      "on CUDA; on a CPU bf16 only where a one-time probe "
+                                      "finds it faster), float32, bfloat16",
+                              one_of(MUON_DTYPES))
+    grad_clip: float = setting(1.0, "clip the gradient norm to this (0: off)", within(0, None))
+    eval_interval: int = setting(250, "evaluate (and checkpoint) every N steps", POSITIVE)
+    eval_iters: int = setting(20, "batches per split per evaluation", POSITIVE)
+    log_interval: int = setting(10, "log the training loss every N steps", POSITIVE)
+    checkpoint_interval: int | None = setting(
+        None, "save state for --resume every N steps (default eval_interval)")
+    # torch.manual_seed takes 64 bits; ranks add their index to the seed.
+    seed: int = setting(1337, "seed of the weights, batches and dropout",
+                        Check(lambda v: is_int(v) and 0 <= v < 2**63, "an integer in [0, 2**63)"))
+    # "separate": batches from their own generator, seeded apart from the weights, and a
+    # fixed evaluation set. "nanogpt": torch's global generator, continuing the stream that
+    # initialised the weights, in nanoGPT's order, so a nanoGPT recipe with the same seed
+    # retraces nanoGPT's run number for number (gptlab.data.batches.NanoGPTBatches).
+    batch_rng: str = setting("separate", "where batches are drawn from: separate or nanogpt",
+                             one_of(BATCH_RNGS))
+    dtype: str = setting("auto", "auto (bf16 on CUDA that has it, else fp16 on CUDA; on "
+                                 "a CPU bf16 only where a one-time probe finds it faster), "
+                                 "float32, bfloat16 (autocast), float16 (CUDA)",
+                         one_of(DTYPES))
+    compile: bool = setting(False, "torch.compile the model", BOOLEAN)
+    device: str = setting("auto", "auto, cpu, cuda (under torchrun: one GPU per process)",
+                          Check(lambda v: isinstance(v, str), "a string"))
+    # A fine-tune: the weights, architecture and tokenizer of another model; the optimizer
+    # and the schedule start fresh.
+    init_from: str | None = setting(
+        None, "start from the weights of this model (a run, RUN/best, a model or Hugging Face "
+              "directory, or a hub name), keeping its architecture and tokenizer; the "
+              "optimizer and schedule start fresh",
+        Check(lambda v: v is None or (isinstance(v, str) and v != ""), "a path or name"))
+    # Under torchrun; a sharded mode also runs in one process (say, to resume a sharded run).
+    parallel: str = setting(
+        "ddp", "under torchrun: ddp (a whole copy per process), fsdp (FSDP2: weights, grads "
+               "and AdamW state sharded), tp (tensor parallel over --tp ranks) or fsdp+tp "
+               "(a 2-D mesh: tp within rows, fsdp across)", one_of(PARALLEL_MODES))
+    tp: int | None = setting(
+        None, "tensor-parallel width for tp (default: all ranks) and fsdp+tp (default 1)",
+        Check(lambda v: v is None or (is_int(v) and v >= 1), "a positive integer"))
+    reshard_after_forward: bool = setting(
+        True, "fsdp: free gathered weights after each block's forward and gather again for "
+              "backward (ZeRO-3; false keeps them, ZeRO-2-like: more memory, less traffic)",
+        BOOLEAN)
+    whole_val: bool = setting(
+        True, "score the whole val split at the end (and a fine-tune's start), beside the "
+              "eval_iters-batch estimates", BOOLEAN)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            if f.metadata.get("check") is not None:
+                f.metadata["check"].apply(f.name, getattr(self, f.name))
+        require("min_lr", is_number(self.min_lr) and self.min_lr <= self.learning_rate,
+                f"must be in [0, learning_rate = {self.learning_rate}]")
+        if self.warmup_iters > self.max_iters:
+            raise UsageError(
+                f"warmup_iters ({self.warmup_iters}) must not exceed max_iters ({self.max_iters})"
+            )
+        if self.lr_decay_iters is None:
+            self.lr_decay_iters = self.max_iters
+        require("lr_decay_iters",
+                is_int(self.lr_decay_iters) and self.lr_decay_iters >= self.warmup_iters,
+                f"must be an integer >= warmup_iters ({self.warmup_iters})")
+        if self.checkpoint_interval is None:
+            self.checkpoint_interval = self.eval_interval
+        POSITIVE.apply("checkpoint_interval", self.checkpoint_interval)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        return from_dict(cls, d, "training settings", "training setting")
+
+
+def recipe(name: str, **overrides: Any) -> TrainConfig:
+    """A named recipe with some settings changed (see with_settings for the rule)."""
+    if name not in RECIPES:
+        raise UsageError(f"unknown recipe {name!r}; known recipes: {', '.join(RECIPES)}")
+    return with_settings(RECIPES[name], overrides)
+
+
+def with_settings(base: dict[str, Any], changes: dict[str, Any]) -> TrainConfig:
+    """base's settings with `changes` applied, and one rule for a new length: when
+    max_iters changes and lr_decay_iters / warmup_iters are not given with it, the decay
+    follows the new length and the warm-up is cut to fit in it."""
+    settings = {**base, **changes}
+    if "max_iters" in changes:
+        if "lr_decay_iters" not in changes:
+            settings["lr_decay_iters"] = None  # None: max_iters
+        if "warmup_iters" not in changes:
+            warmup = settings.get("warmup_iters", TrainConfig.warmup_iters)
+            if is_int(warmup) and is_int(changes["max_iters"]):
+                settings["warmup_iters"] = min(warmup, max(changes["max_iters"], 0))
+    return TrainConfig.from_dict(settings)

@@ -1,0 +1,172 @@
+"""`--dtype auto` and `--muon-dtype auto` on a CPU: bf16 only where this machine is faster
+with it.
+
+A CPU's bf16 matmuls may run at 4x its fp32 rate (native bf16 dot products, AMX) or at
+0.01x (no bf16 instructions at all), so auto times the work itself in each dtype, once per
+machine and shape (gptlab.probe caches it), and picks bf16 only when it is clearly faster:
+a dtype that is slower is never chosen. For `dtype` the work is a few forward + backward
+passes of the run's model under autocast; for `muon_dtype` it is Muon's Newton-Schulz
+iteration on the model's hidden matrices (bf16 there is what torch.optim.Muon always uses).
+On CUDA auto keeps its rule (bf16 where the GPU has it, else fp16; Muon in bf16). The
+environment variable GPTLAB_AUTO_DTYPE (float32 or bfloat16) says what both autos mean
+without a probe, for runs that must not depend on a timing (the test suite sets it).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn.functional as F
+
+from gptlab import probe
+from gptlab.errors import UsageError
+from gptlab.model.config import GPTConfig
+
+# bf16 must beat fp32 by this factor: it costs precision, so a tie goes to fp32.
+MARGIN = 0.9
+OVERRIDE = "GPTLAB_AUTO_DTYPE"
+PROBE_TOKENS = 1024  # per probe step, at most: the ratio, not the run's batch, is wanted
+
+
+def resolve_settings(cfg, config: GPTConfig, device: torch.device):
+    """(cfg, a TrainConfig, with its dtype and Muon's made concrete where they are 'auto';
+    the lines saying why)."""
+    changes, reasons = {}, []
+    if cfg.dtype == "auto":
+        changes["dtype"], why = resolve(config, cfg.batch_size, device)
+        reasons.append(why)
+    if cfg.optimizer == "muon" and cfg.muon_dtype == "auto":
+        changes["muon_dtype"], why = resolve_muon(config, device)
+        reasons.append(why)
+    if not changes:
+        return cfg, reasons
+    return type(cfg).from_dict({**cfg.to_dict(), **changes}), reasons
+
+
+def resolve_muon(config: GPTConfig, device: torch.device) -> tuple[str, str]:
+    """(the Newton-Schulz dtype `muon_dtype auto` means here, one line saying why)."""
+    forced = _forced()
+    if forced:
+        return forced, f"muon_dtype auto: {forced} ({OVERRIDE} says so)"
+    if device.type != "cpu":
+        return "bfloat16", f"muon_dtype auto: bfloat16 (on {device.type})"
+    shapes = hidden_shapes(config)
+    key = f"{probe.machine_key(device)}; Newton-Schulz on {probe.config_key(config)}"
+    ms, cached = probe.cached("muon_dtype", key, lambda: measure_muon(shapes, device))
+    return _pick("muon_dtype auto", "bfloat16", ms, cached,
+                 f"Newton-Schulz for {len(shapes)} matrices")
+
+
+def resolve(config: GPTConfig, batch_size: int, device: torch.device) -> tuple[str, str]:
+    """(the dtype `auto` means for this run, one line saying why)."""
+    forced = _forced()
+    if forced:
+        return forced, f"dtype auto: {forced} ({OVERRIDE} says so)"
+    if device.type == "cuda":
+        bf16 = torch.cuda.is_bf16_supported()
+        return ("bfloat16" if bf16 else "float16"), (
+            f"dtype auto: {'bfloat16' if bf16 else 'float16'} (CUDA "
+            f"{'with' if bf16 else 'without'} bf16)")
+    if device.type != "cpu":
+        return "float32", f"dtype auto: float32 (no autocast probe for {device.type})"
+    T = config.block_size
+    B = max(1, min(batch_size, PROBE_TOKENS // T))
+    key = f"{probe.machine_key(device)}; {probe.config_key(config)}; B={B} T={T}"
+    ms, cached = probe.cached("train_dtype", key, lambda: measure(config, B, T, device))
+    return _pick("dtype auto", "bfloat16 autocast", ms, cached, "a forward + backward")
+
+
+def _forced() -> str | None:
+    forced = os.environ.get(OVERRIDE)
+    if forced and forced not in ("float32", "bfloat16"):
+        raise UsageError(f"{OVERRIDE} must be float32 or bfloat16, got {forced!r}")
+    return forced or None
+
+
+def _pick(what: str, bf16_name: str, ms: dict, cached: bool, work: str) -> tuple[str, str]:
+    """bfloat16 where the probe's ms say it is clearly faster, else float32; and why."""
+    where = "cached probe" if cached else "probed now"
+    fp32, bf16 = ms["float32"], ms.get("bfloat16")
+    if bf16 is not None and bf16 < MARGIN * fp32:
+        return "bfloat16", (f"{what}: {bf16_name}, {fp32 / bf16:.2f}x float32 on this "
+                            f"machine ({work} {bf16:.1f} vs {fp32:.1f} ms, {where})")
+    ratio = "not available" if bf16 is None else f"{fp32 / bf16:.2f}x"
+    return "float32", (f"{what}: float32 ({bf16_name} {ratio} float32 on this machine, "
+                       f"{where}; bf16 needs {1 / MARGIN:.2f}x)")
+
+
+def hidden_shapes(config: GPTConfig) -> list[tuple[int, int]]:
+    """The shapes of the matrices Muon trains in this model
+    (gptlab.training.muon.hidden_matrices)."""
+    from gptlab.model.gpt import GPT
+    from gptlab.training.muon import hidden_matrices
+
+    with torch.device("meta"):
+        model = GPT(config)
+    params = dict(model.named_parameters())
+    return [tuple(params[n].shape) for n in hidden_matrices(model)[0]]
+
+
+def measure_muon(shapes: list[tuple[int, int]], device: torch.device,
+                 budget_s: float = 0.3) -> dict[str, float | None]:
+    """Median ms of one Newton-Schulz orthogonalisation of every matrix, per dtype."""
+    from gptlab.training.muon import orthogonalize
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        grads = [torch.randn(s, device=device) for s in shapes]
+    out: dict[str, float | None] = {}
+    for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+        def step(dtype=dtype) -> None:
+            for g in grads:
+                orthogonalize(g, dtype)
+
+        try:
+            out[name] = probe.budgeted_ms(step, budget_s, max_reps=20)
+        except RuntimeError:
+            if dtype == torch.float32:
+                raise
+            out[name] = None
+    return out
+
+
+def measure(config: GPTConfig, batch_size: int, T: int, device: torch.device,
+            budget_s: float = 0.5) -> dict[str, float | None]:
+    """Median ms of a forward + backward (no optimizer step) of a throwaway model of this
+    config on random tokens, in float32 and under bf16 autocast. The caller's random
+    streams are left as they were."""
+    from gptlab.model.gpt import GPT
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        with torch.device(device):
+            model = GPT(GPTConfig.from_dict({**config.to_dict(), "dropout": 0.0}))
+        idx = torch.randint(config.vocab_size, (batch_size, T + 1), device=device)
+    x, y = idx[:, :-1], idx[:, 1:]
+    out: dict[str, float | None] = {}
+    for name, dtype in (("float32", None), ("bfloat16", torch.bfloat16)):
+        def step(dtype=dtype) -> None:
+            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                logits, _ = model(x)
+            F.cross_entropy(logits.float().flatten(0, 1), y.flatten()).backward()
+            model.zero_grad(set_to_none=True)
+
+        try:
+            out[name] = probe.budgeted_ms(step, budget_s, max_reps=20)
+        except RuntimeError:
+            if dtype is None:
+                raise
+            out[name] = None  # autocast in this dtype not supported here
+    return out
+
+
+def autocast_dtype(name: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for a TrainConfig.dtype on a device (None: plain float32)."""
+    if name == "auto":
+        if device.type != "cuda":
+            return None
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if name == "float16" and device.type != "cuda":
+        raise UsageError("dtype float16 needs CUDA (a GradScaler); use bfloat16 on CPU")
+    return {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]

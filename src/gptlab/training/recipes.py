@@ -1,0 +1,50 @@
+"""Training recipes as data (TrainConfig fields), each citing where its numbers come from.
+A model preset of the same name picks its recipe up by default (`gptlab train --preset`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Training recipes (TrainConfig fields). A preset of the same name picks its recipe up by
+# default (`gptlab train --preset NAME`).
+RECIPES: dict[str, dict[str, Any]] = {
+    # nanoGPT README, CPU: --block_size=64 --batch_size=12 --n_layer=4 --n_head=4
+    # --n_embd=128 --max_iters=2000 --lr_decay_iters=2000 --dropout=0.0 --eval_iters=20
+    # on top of config/train_shakespeare_char.py (lr 1e-3, min_lr 1e-4, beta2 0.99,
+    # warmup 100, eval every 250); weight decay 0.1 and grad clip 1.0 are train.py's.
+    "shakespeare-char-cpu": dict(
+        batch_size=12, gradient_accumulation_steps=1, max_iters=2000, lr_decay_iters=2000,
+        learning_rate=1e-3, min_lr=1e-4, warmup_iters=100, weight_decay=0.1, beta1=0.9,
+        beta2=0.99, grad_clip=1.0, eval_interval=250, eval_iters=20, batch_rng="nanogpt",
+        dtype="float32",  # nanoGPT on a CPU: no autocast
+    ),
+    # gptlab's default CPU recipe: nanoGPT's with twice the peak learning rate (and floor).
+    # It reaches val 1.88 on tiny Shakespeare by step ~1400 of 2000, where nanoGPT's ends
+    # at 1.89-1.93 across seeds (BENCHMARKS.md, time_to_quality). fp32, eager: on a CPU
+    # without fast bf16 autocast loses, and a cold compile costs more than a minute saves.
+    "shakespeare-char-cpu-fast": dict(
+        batch_size=12, gradient_accumulation_steps=1, max_iters=2000, lr_decay_iters=2000,
+        learning_rate=2e-3, min_lr=2e-4, warmup_iters=100, weight_decay=0.1, beta1=0.9,
+        beta2=0.99, grad_clip=1.0, eval_interval=250, eval_iters=20,
+    ),
+    # The CPU speedrun's recipe (bench/speedrun.py; levers in bench/speedrun_levers.py,
+    # BENCHMARKS.md), for the preset of the same name (nanoGPT's shape, head untied). Muon
+    # at Keller Jordan's lr 0.02 for the hidden matrices, AdamW at the default recipe's 2e-3
+    # for embeddings, head and norms; B=32, 600 steps, cosine after 50 warm-up steps. Lever
+    # by lever (seed 1337, steps to whole-val 1.88 / 1.70): warm-up-stable-decay 350 / 550,
+    # cosine 300 / 500, cosine with the untied head 275 / 475; AdamW alone at its best rate
+    # 550 / never. dtype and Muon's dtype stay auto: bf16 only where a probe finds it faster.
+    "shakespeare-char-cpu-speedrun": dict(
+        batch_size=32, gradient_accumulation_steps=1, max_iters=600, lr_decay_iters=600,
+        learning_rate=2e-3, min_lr=2e-4, warmup_iters=50, lr_schedule="cosine",
+        optimizer="muon", muon_lr=0.02, muon_momentum=0.95,
+        weight_decay=0.1, beta1=0.9, beta2=0.99, grad_clip=1.0, eval_interval=100,
+        eval_iters=20,
+    ),
+    # nanoGPT config/train_shakespeare_char.py (its GPU recipe).
+    "shakespeare-char": dict(
+        batch_size=64, gradient_accumulation_steps=1, max_iters=5000, lr_decay_iters=5000,
+        learning_rate=1e-3, min_lr=1e-4, warmup_iters=100, weight_decay=0.1, beta1=0.9,
+        beta2=0.99, grad_clip=1.0, eval_interval=250, eval_iters=200,
+    ),
+}

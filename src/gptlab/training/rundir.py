@@ -1,0 +1,252 @@
+"""A run directory: the layout `gptlab train` writes, and the only code that writes it.
+
+A run directory is a model directory (gptlab.files.model_dir) holding the latest weights, plus:
+  train.json     the TrainConfig (gptlab.training.run)
+  state.pt       the training checkpoint: step, weights, optimizer, RNG states, best val
+                 loss; plain tensors and numbers, loaded with torch.load(weights_only=True)
+  metrics.jsonl  one JSON object per logged step; loss.png, the curve drawn from it
+  best/          a model directory with the weights of the best validation loss so far
+  shards-STEP-ID/  a sharded run's (--parallel fsdp, tp, fsdp+tp) weights and optimizer
+                 moments, one file per rank (gptlab.distributed.sharded_checkpoint); state.pt names
+                 it
+  .lock          held (flock) by the one trainer writing the directory; it holds its PID
+
+state.pt is the commit point of a checkpoint. It carries the weights itself and is written
+before model.safetensors, so whenever a process dies, state.pt is whole and self-consistent:
+--resume continues from it, whatever state the other files were left in. A directory without
+state.pt never trained a step worth keeping (a run is checkpointed at step 0 before its
+first step), so a fresh start may replace what such a directory holds. A sharded run's
+state.pt carries no weights but names its shards directory, whole before state.pt is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import math
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from gptlab.errors import UsageError
+from gptlab.files import model_dir
+from gptlab.files.atomic import (
+    atomic_path,
+    atomic_write_text,
+    copy_file,
+    ensure_dir,
+    read_json_object,
+    write_json,
+)
+from gptlab.files.model_dir import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE
+
+TRAIN_CONFIG_FILE = "train.json"
+STATE_FILE = "state.pt"
+METRICS_FILE = "metrics.jsonl"
+PLOT_FILE = "loss.png"
+BEST_DIR = "best"
+LOCK_FILE = ".lock"
+SHARDS_PREFIX = "shards-"  # + step and a random id: a sharded checkpoint's directory
+# Every file a run writes at its top level (best/ and .lock aside).
+RUN_FILES = (CONFIG_FILE, TRAIN_CONFIG_FILE, WEIGHTS_FILE, STATE_FILE, TOKENIZER_FILE,
+             METRICS_FILE, PLOT_FILE)
+
+
+# --- one writer -----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def locked(run_dir: Path) -> Iterator[None]:
+    """Hold run_dir's lock for the block: a second trainer fails at once, naming our PID.
+
+    An OS lock (flock), so it goes when the process dies, however it dies; no stale lock
+    file to clean up. The `filelock` package would do the locking, but it keeps no holder's
+    PID for a real (non-soft) lock, and the message a user needs is "held by PID n".
+    """
+    ensure_dir(run_dir)
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock; one writer is then up to the user
+        yield
+        return
+    path = run_dir / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise UsageError(f"{run_dir} is in use by another trainer (PID {holder}); wait "
+                             f"for it to finish or stop it, or choose another --out") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+# --- fresh starts and resumes ---------------------------------------------------------------
+
+
+def has_checkpoint(run_dir: Path) -> bool:
+    return (run_dir / STATE_FILE).is_file()
+
+
+def check_fresh(run_dir: Path, overwrite: bool) -> None:
+    """Refuse to start a new run in run_dir over anything worth keeping.
+
+    Worth keeping: a run with a checkpoint (unless overwrite), and a model directory that
+    is not a run (config.json or weights without train.json: say, a converted model).
+    The files of a run that stopped before its first checkpoint may be replaced.
+    """
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UsageError(f"{run_dir} exists and is not a directory")
+    present = [n for n in RUN_FILES if (run_dir / n).exists()]
+    if has_checkpoint(run_dir) and not overwrite:
+        raise UsageError(f"{run_dir} already holds a run ({', '.join(present)}): continue it "
+                         f"with --resume, or choose another --out")
+    is_model_dir = (run_dir / CONFIG_FILE).exists() or (run_dir / WEIGHTS_FILE).exists()
+    if is_model_dir and not (run_dir / TRAIN_CONFIG_FILE).exists() and not overwrite:
+        raise UsageError(f"{run_dir} holds a model directory, not a run "
+                         f"({', '.join(present)}): choose another --out")
+
+
+def clear(run_dir: Path) -> None:
+    """Remove a run's files (after check_fresh said they may go)."""
+    for name in RUN_FILES:
+        (run_dir / name).unlink(missing_ok=True)
+    shutil.rmtree(run_dir / BEST_DIR, ignore_errors=True)
+    remove_stale_shards(run_dir, keep=None)
+
+
+def check_resumable(run_dir: Path) -> None:
+    if not run_dir.is_dir():
+        raise UsageError(f"nothing to resume: run directory {run_dir} does not exist")
+    if not has_checkpoint(run_dir):
+        raise UsageError(f"nothing to resume: {run_dir} has no {STATE_FILE} (the run stopped "
+                         f"before its first checkpoint); start it afresh without --resume")
+
+
+def check_same_tokenizer(data_tokenizer: Path, run_dir: Path) -> None:
+    run_tokenizer = run_dir / TOKENIZER_FILE
+    if not run_tokenizer.is_file():
+        raise UsageError(f"cannot resume: {run_tokenizer} does not exist")
+    if data_tokenizer.read_bytes() != run_tokenizer.read_bytes():
+        raise UsageError(f"the data's {data_tokenizer} differs from the run's {run_tokenizer}: "
+                         f"resume with the data the run was trained on")
+
+
+def read_train_config(run_dir: Path) -> dict[str, Any]:
+    return read_json_object(run_dir / TRAIN_CONFIG_FILE, "training settings")
+
+
+def start(run_dir: Path, data_tokenizer: Path, settings: dict[str, Any],
+          model_config: dict[str, Any]) -> None:
+    """The files a fresh run begins with; the checkpoint of step 0 follows at once."""
+    copy_file(data_tokenizer, run_dir / TOKENIZER_FILE)
+    write_train_config(run_dir, settings)
+    write_json(run_dir / CONFIG_FILE, model_config)
+
+
+def write_train_config(run_dir: Path, settings: dict[str, Any]) -> None:
+    write_json(run_dir / TRAIN_CONFIG_FILE, settings)
+
+
+# --- checkpoints ----------------------------------------------------------------------------
+
+
+def save_checkpoint(run_dir: Path, model: nn.Module, state: dict[str, Any]) -> None:
+    """state.pt (with the weights), then the model directory's files for sample and co.
+
+    state: plain data (tensors, numbers, strings, lists, dicts) with an int "step"; a
+    sharded run's names its shards directory as "sharded" instead of carrying weights."""
+    if "sharded" not in state:
+        state = {**state, "model": model_dir.weights_state(model)}
+    with atomic_path(run_dir / STATE_FILE) as tmp:
+        torch.save(state, tmp)
+    remove_stale_shards(run_dir, keep=state.get("sharded"))
+    model_dir.save_model(model, run_dir, step=state["step"])
+
+
+def remove_stale_shards(run_dir: Path, keep: str | None) -> None:
+    """Once state.pt names `keep`, every other shards directory goes (older checkpoints,
+    and partial ones a crash left)."""
+    for path in run_dir.glob(SHARDS_PREFIX + "*"):
+        if path.name != keep and path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def load_checkpoint(run_dir: Path) -> dict[str, Any]:
+    """state.pt of a run: its "model" entry holds the weights of its step."""
+    path = run_dir / STATE_FILE
+    if not path.is_file():
+        raise UsageError(f"nothing to resume: {path} does not exist")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a truncated or foreign file; torch raises many kinds
+        raise UsageError(f"{path} is not a readable training state ({type(exc).__name__})") \
+            from None
+    if (not isinstance(state, dict) or not isinstance(state.get("step"), int)
+            or not isinstance(state.get("model", state.get("sharded")), (dict, str))):
+        raise UsageError(f"{path} is not a gptlab training state")
+    return state
+
+
+def save_best(run_dir: Path, model: nn.Module, step: int) -> None:
+    """RUN_DIR/best/: a plain model directory (config, weights, tokenizer)."""
+    best = run_dir / BEST_DIR
+    model_dir.save_model(model, best, step=step)
+    tokenizer = run_dir / TOKENIZER_FILE
+    if tokenizer.is_file():
+        copy_file(tokenizer, best / TOKENIZER_FILE)
+
+
+# --- metrics --------------------------------------------------------------------------------
+
+
+class RunFiles:
+    """What a run logs as it goes: metrics.jsonl and the loss curve drawn from it."""
+
+    def __init__(self, run_dir: Path, title: str = "") -> None:
+        self.run_dir, self.title = run_dir, title
+        self.metrics_path = run_dir / METRICS_FILE
+        self.records: list[dict] = []
+
+    def reset_metrics(self, keep_until_step: int | None) -> None:
+        """Start metrics.jsonl afresh, or keep the records up to a resumed step (a run
+        killed after its checkpoint may have logged steps that will now run again)."""
+        records = []
+        if keep_until_step is not None and self.metrics_path.is_file():
+            for line in self.metrics_path.read_text(encoding="utf-8").splitlines():
+                with contextlib.suppress(json.JSONDecodeError):
+                    r = json.loads(line)
+                    if isinstance(r, dict) and r.get("step", math.inf) <= keep_until_step:
+                        records.append(r)
+        self.records = records
+        atomic_write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in records))
+
+    def log(self, record: dict) -> None:
+        record = {**record, "time": round(time.time(), 3)}
+        self.records.append(record)
+        with open(self.metrics_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def plot(self) -> None:
+        from gptlab.plots import plot_losses
+
+        plot_losses(self.records, self.run_dir / PLOT_FILE, title=self.title)
+
+    def save_checkpoint(self, model: nn.Module, state: dict) -> None:
+        save_checkpoint(self.run_dir, model, state)
+
+    def save_best(self, model: nn.Module, step: int) -> None:
+        save_best(self.run_dir, model, step)

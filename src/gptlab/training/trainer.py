@@ -1,0 +1,284 @@
+"""The trainer, which knows nothing of GPT: it takes a model whose `model(x, y)` returns
+`(logits, loss)`, a source of batches (gptlab.data.batches.TokenBatches) and a `TrainConfig`, and
+runs AdamW (or Muon + AdamW) with warm-up and decay, gradient clipping and accumulation,
+mixed precision, evaluation, checkpoints, signals and DistributedDataParallel (or a model that
+gptlab.distributed.parallelize sharded, whose checkpoints go through its ShardedRun); what it has to
+say goes to one reporter (gptlab.training.reporting). gptlab.training.run builds a GPT and hands it
+over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from gptlab.distributed.process import Dist, sum_across
+from gptlab.errors import GptlabError
+from gptlab.training.config import TrainConfig
+from gptlab.training.optim import make_optimizer
+from gptlab.training.precision import autocast_dtype
+from gptlab.training.reporting import NullReporter
+from gptlab.training.schedule import lr_at
+
+
+class TrainingDiverged(GptlabError):
+    """The loss became NaN or infinite."""
+
+
+def scheduled_lr(cfg: TrainConfig, step: int) -> float:
+    """AdamW's learning rate at optimizer step `step` (Muon's is muon_lr / learning_rate
+    times it: its param groups carry that lr_scale)."""
+    return lr_at(step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, cfg.lr_decay_iters,
+                 cfg.lr_schedule, cfg.cooldown_frac)
+
+
+class Trainer:
+    """Runs the optimization loop; everything it reports or saves goes to `reporter`.
+
+    model: `model(x, y) -> (logits, loss)`; batches: `train_batch()`, `eval_batch(split, i)`,
+    `state()`, `load_state(s)`; stop: set (by a signal handler) to end at the next step.
+    """
+
+    def __init__(self, model: nn.Module, batches: Any, cfg: TrainConfig, ctx: Dist,
+                 reporter: NullReporter | None = None,
+                 stop: threading.Event | None = None, sharding: Any = None) -> None:
+        # sharding: a gptlab.distributed.parallelize.ShardedRun when the model is already sharded
+        # (FSDP, tensor parallel); its checkpoints then go through it.
+        self.cfg, self.ctx, self.batches, self.sharding = cfg, ctx, batches, sharding
+        self.reporter = reporter or NullReporter()
+        self.raw_model = model
+        self.optimizer = make_optimizer(model, cfg, ctx.device)
+        self.amp_dtype = autocast_dtype(cfg.dtype, ctx.device)
+        self.scaler = torch.amp.GradScaler(
+            "cuda", enabled=self.amp_dtype == torch.float16 and ctx.device.type == "cuda")
+        if cfg.compile:
+            model = torch.compile(model)
+        if ctx.enabled and sharding is None:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            model = DDP(model, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None)
+        self.model = model
+        self.step = 0
+        self.best_val = math.inf
+        self.last_eval: dict[str, float] = {}
+        self.stop = stop or threading.Event()
+        # True from the start of an evaluation until it is recorded: a checkpoint saved in
+        # between (a stop mid-evaluation) makes --resume run that evaluation first.
+        self.eval_pending = True
+        self._unsaved = True  # state has moved on since the last checkpoint
+
+    # state for --resume: plain tensors and numbers only, so weights_only loading works
+    def state(self) -> dict[str, Any]:
+        state = {
+            "step": self.step,
+            "best_val": self.best_val,
+            "batch_rng": self.batches.state(),
+            "torch_rng": torch.get_rng_state(),
+            "eval_pending": self.eval_pending,
+            "data_ranks": self.data_ranks,
+        }
+        if self.sharding is None:  # sharded: the moments go to the sharded checkpoint
+            state["optimizer"] = self.optimizer.state_dict()
+        if self.scaler.is_enabled():
+            state["scaler"] = self.scaler.state_dict()
+        if self.ctx.device.type == "cuda":
+            state["cuda_rng"] = torch.cuda.get_rng_state(self.ctx.device)
+        return state
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.step = state["step"]
+        self.best_val = float(state["best_val"])
+        self.eval_pending = bool(state.get("eval_pending", False))
+        self._unsaved = False
+        if self.sharding is not None:
+            self.sharding.load(self.optimizer, state["sharded"])
+        else:
+            self.optimizer.load_state_dict(state["optimizer"])
+        self.batches.load_state(state["batch_rng"])
+        if self.ctx.rank == 0:
+            torch.set_rng_state(state["torch_rng"])
+            if "cuda_rng" in state and self.ctx.device.type == "cuda":
+                torch.cuda.set_rng_state(state["cuda_rng"], self.ctx.device)
+        else:  # only rank 0's dropout stream is saved; the others start a fresh one
+            torch.manual_seed(self.cfg.seed + self.ctx.rank + 7919 * self.step)
+        if "scaler" in state and self.scaler.is_enabled():
+            self.scaler.load_state_dict(state["scaler"])
+
+    def _autocast(self):
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.ctx.device.type, dtype=self.amp_dtype)
+
+    def _any_rank(self, value: torch.Tensor) -> tuple[torch.Tensor, bool]:
+        """value summed over ranks, and whether any rank was asked to stop: one all-reduce
+        carries both, so every rank stops at the same point and none waits for another."""
+        stop = torch.tensor([float(self.stop.is_set())], dtype=torch.float64,
+                            device=value.device)
+        packed = sum_across(self.ctx, torch.cat([value, stop]))
+        if packed[-1].item() > 0:
+            self.stop.set()
+        return packed[:-1], self.stop.is_set()
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float] | None:
+        """Mean loss over eval_iters batches per split; the batches are split over ranks
+        and averaged, matching one process with the global batch. None if a stop was
+        requested meanwhile (a long evaluation should not keep Ctrl-C waiting)."""
+        model = self.raw_model
+        was_training = model.training
+        model.eval()
+        out = {}
+        try:
+            for split in ("train", "val"):
+                total = torch.zeros(1, device=self.ctx.device, dtype=torch.float64)
+                for i in range(self.cfg.eval_iters):
+                    x, y = self.batches.eval_batch(split, i)
+                    with self._autocast():
+                        _, loss = model(x, y)
+                    total += loss.double()
+                total, stopping = self._any_rank(total)
+                if stopping:
+                    return None
+                out[f"{split}_loss"] = total.item() / (self.cfg.eval_iters * self.ctx.world_size)
+        finally:
+            model.train(was_training)
+        return out
+
+    def train_step(self, lr: float) -> float:
+        """One optimizer step over gradient_accumulation_steps micro-batches; returns the
+        mean loss over every process's micro-batches."""
+        cfg, model = self.cfg, self.model
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr * group.get("lr_scale", 1.0)
+        accum = cfg.gradient_accumulation_steps
+        loss_sum = torch.zeros(1, device=self.ctx.device, dtype=torch.float64)
+        for micro in range(accum):
+            x, y = self.batches.train_batch()
+            # DDP all-reduces gradients on every backward; only the last micro-step needs it.
+            last = micro == accum - 1
+            ddp = self.ctx.enabled and hasattr(model, "no_sync")
+            sync = model.no_sync() if ddp and not last else contextlib.nullcontext()
+            with sync:
+                with self._autocast():
+                    _, loss = model(x, y)
+                self.scaler.scale(loss / accum).backward()
+            loss_sum += loss.detach().double()
+        loss_sum, _ = self._any_rank(loss_sum)
+        mean_loss = loss_sum.item() / (accum * self.ctx.world_size)
+        if not math.isfinite(mean_loss):
+            self.optimizer.zero_grad(set_to_none=True)
+            raise TrainingDiverged(self._diverged_message(mean_loss))
+        if cfg.grad_clip > 0:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        self._unsaved = True
+        return mean_loss
+
+    def _diverged_message(self, loss: float) -> str:
+        where = self.reporter.where
+        where = f"; the last good checkpoint is in {where}" if where else ""
+        return (f"the loss became {loss} at step {self.step + 1}: training stopped{where} "
+                f"(try a lower learning rate, more warm-up or gradient clipping)")
+
+    def fit(self, resumed: bool = False, stop_after: int | None = None) -> str:
+        """Train until max_iters (or a stop request, or stop_after steps): "finished" or
+        "interrupted". A checkpoint is saved before returning either way, and on a fresh
+        run before anything else, so --resume works from the first moment on."""
+        cfg = self.cfg
+        tokens_per_step = (cfg.batch_size * cfg.gradient_accumulation_steps
+                           * self.data_ranks * self.batches.block_size)
+        self.reporter.open(cfg.max_iters, self.step)
+        t_log, step_log = time.perf_counter(), self.step
+        try:
+            if not resumed:
+                self._save_checkpoint()  # step 0, its evaluation pending
+            if self.eval_pending:
+                self._evaluate_and_record()
+            while True:
+                if self.step >= cfg.max_iters:
+                    return "finished"
+                if self.stop.is_set() or (stop_after is not None and self.step >= stop_after):
+                    return "interrupted"
+                lr = scheduled_lr(cfg, self.step)
+                loss = self.train_step(lr)
+                record = None
+                if self.step % cfg.log_interval == 0 or self.step == cfg.max_iters:
+                    now = time.perf_counter()
+                    tok_s = tokens_per_step * (self.step - step_log) / max(now - t_log, 1e-9)
+                    t_log, step_log = now, self.step
+                    record = {"kind": "train", "step": self.step, "loss": loss, "lr": lr,
+                              "tokens_per_s": round(tok_s, 1)}
+                self.reporter.step(record)
+                if self.step % cfg.eval_interval == 0 or self.step == cfg.max_iters:
+                    self.eval_pending = True
+                    self._evaluate_and_record()
+                if self.step % cfg.checkpoint_interval == 0:
+                    self._save_checkpoint()
+        finally:
+            self.reporter.close()
+            if self._unsaved and sys.exc_info()[0] is None:
+                self._save_checkpoint()
+
+    def _evaluate_and_record(self) -> None:
+        losses = self.evaluate()
+        if losses is None:  # stopped mid-way: eval_pending stays, for --resume
+            return
+        self.eval_pending = False
+        self._unsaved = True
+        self.last_eval = losses
+        improved = losses["val_loss"] < self.best_val
+        if improved:
+            self.best_val = losses["val_loss"]
+        record = {"kind": "eval", "step": self.step, **losses, "best_val_loss": self.best_val}
+        model = self.raw_model
+        if self.sharding is not None and improved:
+            model = self.sharding.gathered()  # every rank gathers; rank 0 writes best/
+        self.reporter.evaluation(record, model, improved)
+
+    @property
+    def data_ranks(self) -> int:
+        """Ranks that train on different rows of the global batch."""
+        return self.sharding.layout.dp if self.sharding is not None else self.ctx.world_size
+
+    def _save_checkpoint(self) -> None:
+        state, model = self.state(), self.raw_model
+        if self.sharding is not None:
+            state["sharded"] = self.sharding.save(self.optimizer, self.step)
+            model = self.sharding.gathered()  # model.safetensors stays an ordinary file
+        self.reporter.checkpoint(model, state)
+        self._unsaved = False
+
+
+@contextlib.contextmanager
+def stop_on_signals(on_signal: Callable[[], None]) -> Iterator[None]:
+    """SIGINT and SIGTERM call on_signal (the trainer checkpoints and stops at the next
+    step); a second one acts as it would have without us."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+
+    def handler(signum, frame):
+        on_signal()
+        signal.signal(signum, previous[signum])
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
