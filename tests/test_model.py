@@ -214,7 +214,7 @@ def test_a_config_changed_into_a_valid_one_derives_head_dim_again():
 
 
 def test_usage_errors_are_value_errors():
-    from gptlab.model.config import ConfigError
+    from gptlab.errors import ConfigError
 
     assert issubclass(UsageError, ValueError) and issubclass(ConfigError, UsageError)
     with pytest.raises(ValueError):

@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from gptlab import GPT, GPTConfig
-from gptlab.errors import UsageError
-from gptlab.model.config import ConfigError
+from gptlab.errors import ConfigError, UsageError
 from gptlab.model.params import count_parameters, meta_parameter_count
 from gptlab.model.presets import PRESETS
 

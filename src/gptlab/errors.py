@@ -13,3 +13,8 @@ class UsageError(GptlabError, ValueError):
     A ValueError too, so library callers can catch it as the bad argument it is."""
 
     exit_code = 2
+
+
+class ConfigError(UsageError):
+    """An invalid GPTConfig (a ValueError, as every UsageError). The message names the
+    offending field."""

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     logits = lens.logit_lens(model, idx)  # (rows, 1, T, vocab)
     probs, ids = lens.top_tokens(logits[:, 0], args.top)  # (rows, T, k)
     following = lens.next_token_probs(logits, idx)[:, 0]  # (rows, T - 1)
-    rows = depth_names(logits.shape[0] - 1)
+    rows = lens.depth_names(logits.shape[0] - 1)
     inputs = token_labels(tokenizer, idx[0].tolist())
     tops = [token_labels(tokenizer, ids[r, :, 0].tolist()) for r in range(len(rows))]
 
@@ -70,11 +70,6 @@ def run(args: argparse.Namespace) -> int:
         atomic_write_text(out / "lens.json", json.dumps(report) + "\n")
         print(f"wrote {out}/: lens.png, lens.json")
     return 0
-
-
-def depth_names(n_layer: int) -> list[str]:
-    """Row l of the lens: the embeddings, then the stream after each block."""
-    return ["embed"] + [f"block {layer}" for layer in range(n_layer)]
 
 
 def _cell(text: str, width: int = CELL) -> str:

@@ -25,8 +25,8 @@ import torch.distributed.checkpoint as dcp
 from torch import Tensor, nn
 
 from gptlab.errors import UsageError
-from gptlab.training.rundir import SHARDS_PREFIX as PREFIX
 
+PREFIX = "shards-"  # + step and a random id: a sharded checkpoint's directory
 PARTIAL = ".partial"
 
 

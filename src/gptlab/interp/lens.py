@@ -51,3 +51,8 @@ def next_token_probs(lens: Tensor, idx: Tensor) -> Tensor:
     following = idx[:, 1:].to(probs.device)  # (B, T - 1)
     index = following[None, :, :, None].expand(probs.shape[0], -1, -1, 1)
     return probs.gather(-1, index)[..., 0]
+
+
+def depth_names(n_layer: int) -> list[str]:
+    """Row l of the lens: the embeddings, then the stream after each block."""
+    return ["embed"] + [f"block {layer}" for layer in range(n_layer)]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gptlab.errors import UsageError
+from gptlab.errors import ConfigError
 from gptlab.fields import from_dict
 
 POS_ENCODINGS = ("learned", "sinusoidal", "rope", "none")
@@ -17,11 +17,6 @@ NORM_POSITIONS = ("pre", "post")
 # 'gelu' is the exact erf GELU; 'gelu_tanh' is GPT-2's tanh approximation ("gelu_new").
 MLPS = ("gelu", "gelu_tanh", "swiglu")
 ROPE_SCALINGS = ("linear", "ntk", "yarn", "llama3")
-
-
-class ConfigError(UsageError):
-    """An invalid GPTConfig (a ValueError, as every UsageError). The message names the
-    offending field."""
 
 
 @dataclass

@@ -35,6 +35,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from gptlab.distributed import sharded_checkpoint
 from gptlab.errors import UsageError
 from gptlab.files import model_dir
 from gptlab.files.atomic import (
@@ -53,7 +54,6 @@ METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "loss.png"
 BEST_DIR = "best"
 LOCK_FILE = ".lock"
-SHARDS_PREFIX = "shards-"  # + step and a random id: a sharded checkpoint's directory
 # Every file a run writes at its top level (best/ and .lock aside).
 RUN_FILES = (CONFIG_FILE, TRAIN_CONFIG_FILE, WEIGHTS_FILE, STATE_FILE, TOKENIZER_FILE,
              METRICS_FILE, PLOT_FILE)
@@ -180,7 +180,7 @@ def save_checkpoint(run_dir: Path, model: nn.Module, state: dict[str, Any]) -> N
 def remove_stale_shards(run_dir: Path, keep: str | None) -> None:
     """Once state.pt names `keep`, every other shards directory goes (older checkpoints,
     and partial ones a crash left)."""
-    for path in run_dir.glob(SHARDS_PREFIX + "*"):
+    for path in run_dir.glob(sharded_checkpoint.PREFIX + "*"):
         if path.name != keep and path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
 
