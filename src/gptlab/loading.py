@@ -19,6 +19,7 @@ from gptlab.convert import hf
 from gptlab.data.tokenizer import Tokenizer, load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.files import model_dir
+from gptlab.files.kinds import is_hf_dir
 from gptlab.inference import quantize
 from gptlab.model.gpt import GPT
 
@@ -37,7 +38,7 @@ def load(path: str | Path, device: str | torch.device | None = None,
         raise UsageError(f"weights must be one of {', '.join(quantize.WEIGHT_CHOICES)}, "
                          f"got {weights!r}")
     source = Path(path).expanduser()
-    if (source / model_dir.CONFIG_FILE).is_file() and not hf.is_hf_dir(source):
+    if (source / model_dir.CONFIG_FILE).is_file() and not is_hf_dir(source):
         model = model_dir.load_model(source, device=device)
         tokenizer = model_dir.load_tokenizer_of(source)
     elif not source.exists() and (source.is_absolute() or str(path).startswith((".", "~"))

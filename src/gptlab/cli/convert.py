@@ -20,6 +20,7 @@ from gptlab.convert.hf_config import keymap_for
 from gptlab.data.tokenizer import CharTokenizer, load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.files.atomic import atomic_write_text, copy_file, ensure_dir
+from gptlab.files.kinds import is_hf_dir
 from gptlab.files.model_dir import CONFIG_FILE, TOKENIZER_FILE, load_model, save_model
 from gptlab.loading import load
 from gptlab.model.config import GPTConfig
@@ -88,7 +89,7 @@ def convert_from_hf(source: str, out: Path) -> int:
 
 
 def convert_to_hf(model_dir: Path, out: Path) -> int:
-    if hf.is_hf_dir(model_dir):
+    if is_hf_dir(model_dir):
         raise UsageError(f"{model_dir} is a Hugging Face model directory, not a gptlab one "
                          "(--from-hf converts it)")
     model = load_model(model_dir)

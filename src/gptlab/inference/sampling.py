@@ -1,13 +1,7 @@
-"""Choosing the next token: temperature, top-k, top-p (nucleus), greedy; and the cached
-decoding loop that `GPT.generate` and `gptlab sample` share.
-
-The three knobs travel together as one frozen `SamplingSettings`, checked once when it is
-made, so nothing downstream checks them again per token.
-
-Past the context: once the KV cache holds block_size positions, the oldest half of the
-text is dropped and the newest block_size // 2 tokens are encoded again in one pass, so
-decoding goes on with a cache that is half full. Each new token then sees at least half a
-context of history, and the re-encoding costs one prefill per block_size // 2 tokens.
+"""Text in, text out: `generate_text` encodes a prompt, draws tokens with
+gptlab.model.decoding (temperature, top-k, top-p, the KV-cached loop) and streams the text
+back through a `TextStream`, which holds back half-decoded UTF-8 and stops at stop strings.
+`gptlab sample` and the demo print what it yields.
 """
 
 from __future__ import annotations
