@@ -11,6 +11,7 @@ from safetensors.torch import save_file
 
 from gptlab import GPT, GPTConfig
 from gptlab.errors import UsageError
+from gptlab.files import atomic
 from gptlab.files.atomic import atomic_path, atomic_write_text, check_dir, ensure_dir
 from gptlab.files.model_dir import save_model
 
@@ -32,6 +33,15 @@ def test_a_writer_that_replaces_the_temp_file_still_gets_the_umask_mode(tmp_path
         save_file({"w": torch.zeros(2)}, str(tmp))
     atomic_write_text(tmp_path / "a.txt", "x")
     assert mode(tmp_path / "w.safetensors") == mode(tmp_path / "a.txt") == umask_027
+
+
+def test_the_umask_is_read_without_being_changed(umask_027, monkeypatch):
+    """Setting the umask to read it would race with other threads creating files."""
+    def no_umask(mask):
+        raise AssertionError("os.umask called")
+
+    monkeypatch.setattr(os, "umask", no_umask)
+    assert atomic._umask() == 0o027
 
 
 def test_every_file_of_a_saved_model_has_the_same_mode(tmp_path):

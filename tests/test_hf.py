@@ -14,6 +14,7 @@ from safetensors.torch import save_file
 
 from gptlab.convert import hf
 from gptlab.convert.hf_config import config_from_hf, rope_from_hf
+from gptlab.data.tokenizer import CharTokenizer
 from gptlab.errors import GptlabError, UsageError
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
@@ -178,6 +179,20 @@ def test_to_hf_writes_transformers_format(tmp_path):
     assert rope_from_hf(loaded) == (10000.0, {
         "type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
         "original_max_position_embeddings": 8})
+
+
+def test_to_hf_writes_a_tokenizer_that_autotokenizer_reads_as_ours(tmp_path):
+    text = "to be, or not to be:\nthat is the question"
+    tokenizer = CharTokenizer.from_text(text)
+    model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=16, n_layer=1,
+                          n_head=2, n_embd=8))
+    written = hf.to_hf(model, tmp_path, tokenizer)
+    assert written == ["config.json", "model.safetensors", "tokenizer.json",
+                       "tokenizer_config.json"]
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    assert theirs(text)["input_ids"] == tokenizer.encode(text)
+    assert theirs.decode(tokenizer.encode(text)) == text
+    assert hf.to_hf(model, tmp_path / "no-tokenizer") == ["config.json", "model.safetensors"]
 
 
 def test_bfloat16_round_trip_keeps_dtype_and_bits(tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import random
 import statistics
 import subprocess
@@ -24,7 +25,12 @@ from gptlab.cli.main import main
 from gptlab.errors import UsageError
 from gptlab.model.config import MLPS, NORM_POSITIONS, NORMS, POS_ENCODINGS
 from gptlab.model.kv_cache import new_kv_cache
-from gptlab.model.params import accounting, count_parameters, meta_parameter_count
+from gptlab.model.params import (
+    accounting,
+    count_parameters,
+    meta_parameter_count,
+    parameter_shapes,
+)
 
 
 def meta_model(config: GPTConfig) -> GPT:
@@ -85,6 +91,8 @@ def test_analytic_count_equals_meta_model_over_a_grid(pos_encoding, norm, mlp, n
         linear_weights = sum(m.weight.numel() for m in model.modules()
                              if isinstance(m, nn.Linear))
         assert acc.n_matmul == linear_weights
+        # The shapes the per-rank memory is computed from hold every parameter once.
+        assert sum(math.prod(s) for s in parameter_shapes(config)) == acc.total
 
 
 def test_gpt2_block_is_7_1m_and_12Ld2_is_85m():

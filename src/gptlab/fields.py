@@ -22,8 +22,9 @@ def is_int(v: object) -> bool:
 
 
 def is_number(v: object) -> bool:
-    """An int or a finite float (no bool, NaN or infinity)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    """An int (of any size) or a finite float; not a bool (JSON's true is no number), NaN
+    or an infinity."""
+    return is_int(v) or (isinstance(v, float) and math.isfinite(v))
 
 
 def require(name: str, ok: bool, what: str, error: type[Exception] = UsageError) -> None:

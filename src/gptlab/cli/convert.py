@@ -17,9 +17,9 @@ from gptlab.convert.gguf_export import (
     write_gguf,
 )
 from gptlab.convert.hf_config import keymap_for
-from gptlab.data.tokenizer import CharTokenizer, load_tokenizer
+from gptlab.data.tokenizer import load_tokenizer
 from gptlab.errors import UsageError
-from gptlab.files.atomic import atomic_write_text, copy_file, ensure_dir
+from gptlab.files.atomic import copy_file, ensure_dir
 from gptlab.files.kinds import is_hf_dir
 from gptlab.files.model_dir import CONFIG_FILE, TOKENIZER_FILE, load_model, save_model
 from gptlab.loading import load
@@ -95,15 +95,7 @@ def convert_to_hf(model_dir: Path, out: Path) -> int:
     model = load_model(model_dir)
     source = model_dir / TOKENIZER_FILE
     tokenizer = load_tokenizer(source) if source.is_file() else None  # bad: before any write
-    hf.to_hf(model, out)  # makes out only once the config is known to convert
-    written = [hf.HF_CONFIG, hf.SAFETENSORS]
-    if isinstance(tokenizer, CharTokenizer):  # our format, in the `tokenizers` library's terms
-        atomic_write_text(out / hf.HF_TOKENIZER, tokenizer.to_hf_tokenizer().to_str())
-    elif tokenizer is not None:  # already the `tokenizers` library's
-        copy_file(source, out / hf.HF_TOKENIZER)
-    if tokenizer is not None:
-        hf.write_tokenizer_config(out, model.config.block_size)
-        written += [hf.HF_TOKENIZER, hf.HF_TOKENIZER_CONFIG]
+    written = hf.to_hf(model, out, tokenizer)  # makes out only once the config converts
     print(f"{model_dir}: {_architecture(model.config)}, {model.num_parameters():,} parameters")
     print(f"wrote {out}/: {' '.join(written)}")
     return 0

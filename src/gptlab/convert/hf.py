@@ -5,9 +5,9 @@ LlamaForCausalLM, GPTNeoXForCausalLM or OPTForCausalLM: an instance, a local dir
 (config.json plus model.safetensors, sharded safetensors with an index, or
 pytorch_model.bin read with weights_only loading), or a hub name already in the Hugging
 Face cache (or downloadable, when online).
-`to_hf(model, out_dir)` writes config.json + model.safetensors that
-`transformers.AutoModelForCausalLM.from_pretrained(out_dir)` loads, for every model one of
-them computes exactly (gptlab.convert.hf_config.keymap_for says which, or why none).
+`to_hf(model, out_dir, tokenizer=None)` writes config.json + model.safetensors that
+`transformers.AutoModelForCausalLM.from_pretrained(out_dir)` loads (and the tokenizer's files
+for AutoTokenizer), for every model one of them computes exactly (gptlab.convert.hf_config.keymap_for says which, or why none).
 
 Where each weight goes is data, in gptlab.convert.hf_keymap; configs translate in
 gptlab.convert.hf_config; this module moves tensors, reads and writes the files, and checks every
@@ -34,6 +34,7 @@ from gptlab.convert.hf_config import (
     config_to_hf,
 )
 from gptlab.convert.hf_keymap import KEYMAPS, KeyMap
+from gptlab.data.tokenizer import Tokenizer
 from gptlab.errors import GptlabError, UsageError
 from gptlab.files.atomic import atomic_path, atomic_write_text, ensure_dir, read_json
 from gptlab.files.model_dir import weights_state
@@ -359,9 +360,12 @@ def from_hf(
     return model.to(dtype).eval()
 
 
-def to_hf(model: torch.nn.Module, out_dir: str | Path) -> Path:
+def to_hf(model: torch.nn.Module, out_dir: str | Path, tokenizer: Tokenizer | None = None
+          ) -> list[str]:
     """Write out_dir/config.json (Hugging Face format) and out_dir/model.safetensors, which
-    `transformers.AutoModelForCausalLM.from_pretrained(out_dir)` loads. Returns out_dir."""
+    `transformers.AutoModelForCausalLM.from_pretrained(out_dir)` loads, and with a tokenizer
+    its tokenizer.json and tokenizer_config.json, which AutoTokenizer loads. Returns the
+    names of the files written."""
     gpt = unwrap(model)
     fields, keymap = config_to_hf(gpt.config)
     transformers = _transformers()
@@ -375,4 +379,9 @@ def to_hf(model: torch.nn.Module, out_dir: str | Path) -> Path:
     with atomic_path(out_dir / SAFETENSORS) as tmp:  # weights first: config points at them
         save_file(state_to_hf(gpt, keymap), str(tmp), metadata={"format": "pt"})
     atomic_write_text(out_dir / HF_CONFIG, json.dumps(config_json, indent=2, sort_keys=True) + "\n")
-    return out_dir
+    written = [HF_CONFIG, SAFETENSORS]
+    if tokenizer is not None:
+        atomic_write_text(out_dir / HF_TOKENIZER, tokenizer.hf_json())
+        write_tokenizer_config(out_dir, gpt.config.block_size)
+        written += [HF_TOKENIZER, HF_TOKENIZER_CONFIG]
+    return written

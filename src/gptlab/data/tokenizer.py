@@ -38,6 +38,8 @@ class Tokenizer(Protocol):
 
     def save(self, path: str | Path) -> None: ...
 
+    def hf_json(self) -> str: ...
+
 
 class CharTokenizer:
     """One id per character; the vocabulary is the corpus's characters sorted by code point
@@ -104,15 +106,20 @@ class CharTokenizer:
     def save(self, path: str | Path) -> None:
         atomic_write_text(path, json.dumps(self.to_dict(), ensure_ascii=False) + "\n")
 
+    def hf_json(self) -> str:
+        """tokenizer.json in the `tokenizers` library's format (see to_hf_tokenizer)."""
+        return self.to_hf_tokenizer().to_str(pretty=True)
+
 
 class HFTokenizer:
     """A `tokenizers.Tokenizer`: byte-level BPE trained here (kind "bpe") or any
     tokenizer.json loaded from a file (kind "file"), e.g. GPT-2's."""
 
-    def __init__(self, tokenizer: hf.Tokenizer, kind: str = "file"):
+    def __init__(self, tokenizer: hf.Tokenizer, kind: str = "file", text: str | None = None):
         self.tokenizer = tokenizer
         self.kind = kind
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+        self._text = text  # the file it was read from, kept so copies stay byte for byte
 
     @classmethod
     def train_bpe(cls, text: str, vocab_size: int) -> HFTokenizer:
@@ -144,7 +151,8 @@ class HFTokenizer:
     def from_file(cls, path: str | Path) -> HFTokenizer:
         path = Path(path)
         try:
-            return cls(hf.Tokenizer.from_file(str(path)), kind="file")
+            text = path.read_text(encoding="utf-8")
+            return cls(hf.Tokenizer.from_str(text), kind="file", text=text)
         except Exception as exc:  # the library raises plain Exception on bad JSON
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise UsageError(f"{path} is not a valid tokenizer.json: {reason}") from None
@@ -158,7 +166,12 @@ class HFTokenizer:
         return self.tokenizer.decode(ids, skip_special_tokens=False)
 
     def save(self, path: str | Path) -> None:
-        atomic_write_text(path, self.tokenizer.to_str())
+        atomic_write_text(path, self.hf_json())
+
+    def hf_json(self) -> str:
+        """tokenizer.json: the text of the file this was read from, unchanged, or else the
+        library's own serialisation."""
+        return self._text if self._text is not None else self.tokenizer.to_str()
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:

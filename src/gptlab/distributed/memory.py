@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from gptlab.errors import UsageError
 from gptlab.model.config import GPTConfig
+from gptlab.model.params import parameter_shapes
 
 BYTES_FP32 = 4
 
@@ -41,43 +42,11 @@ class RankMemory:
                 "grads": self.grads, "optimizer": self.optimizer, "total": self.total}
 
 
-def check_tp_divides(config: GPTConfig, tp: int) -> None:
-    """Tensor parallel gives each rank an equal share of the heads, the kv heads (each
-    with its group of query heads) and the FFN's hidden units."""
-    for name, count in (("n_head", config.n_head), ("n_kv_head", config.n_kv_head),
-                        ("ffn_hidden", config.ffn_hidden)):
-        if count % tp:
-            raise UsageError(f"--tp {tp} does not divide {name} {count}: tensor parallel "
-                             f"splits them across ranks")
-
-
-def local_shapes(config: GPTConfig, tp: int) -> list[tuple[int, ...]]:
-    """The shape of every parameter on one rank of a tp-wide tensor-parallel group."""
-    check_tp_divides(config, tp)
-    c, d = config, config.n_embd
-    q_dim, kv_dim, hidden = c.n_head * c.head_dim // tp, c.kv_dim // tp, c.ffn_hidden // tp
-    norm = [(d,), (d,)] if c.norm == "layernorm" and c.bias else [(d,)]
-    block = 2 * norm
-    n_in = 2 if c.mlp == "swiglu" else 1
-    for rows in (q_dim, kv_dim, kv_dim, *[hidden] * n_in):  # split by output
-        block += [(rows, d)] + ([(rows,)] if c.bias else [])
-    for cols in (q_dim, hidden):  # split by input; the bias is added once, whole
-        block += [(d, cols)] + ([(d,)] if c.bias else [])
-    shapes = [(c.vocab_size, d)] + block * c.n_layer
-    if c.pos_encoding == "learned":
-        shapes.append((c.block_size, d))
-    if c.norm_position == "pre":
-        shapes += norm
-    if not c.tie_embeddings:
-        shapes.append((c.vocab_size, d))
-    return shapes
-
-
 def per_rank_memory(config: GPTConfig, fsdp: int = 1, tp: int = 1) -> RankMemory:
     if fsdp < 1 or tp < 1:
         raise UsageError("--fsdp and --tp must be positive")
     elements = 0
-    for shape in local_shapes(config, tp):
+    for shape in parameter_shapes(config, tp):
         rows = min(math.ceil(shape[0] / fsdp), shape[0])
         elements += rows * math.prod(shape[1:])
     weights = elements * BYTES_FP32

@@ -36,10 +36,10 @@ from torch.distributed.tensor.parallel import (
     parallelize_module,
 )
 
-from gptlab.distributed.memory import check_tp_divides
 from gptlab.distributed.process import Dist
 from gptlab.errors import UsageError
 from gptlab.model.config import GPTConfig
+from gptlab.model.params import check_tp_divides
 from gptlab.training.config import TrainConfig
 
 

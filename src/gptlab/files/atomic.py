@@ -139,9 +139,24 @@ def _error(exc: Exception, what: str) -> GptlabError:
 
 
 def _umask() -> int:
+    """The process's umask, read without changing it where the system allows (Linux:
+    /proc/self/status). os.umask can only be read by setting it, which would race with
+    other threads creating files (the lab trains in one); so that way is used only once, at
+    import, where /proc is missing."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    return _UMASK_AT_IMPORT
+
+
+def _set_and_restore_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+_UMASK_AT_IMPORT = _set_and_restore_umask()
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -32,7 +32,7 @@ class Attribution:
     position: int
 
 
-def check_token_ids(model: nn.Module, tokens: int | Tensor, what: str = "target") -> Tensor:
+def check_target_ids(model: nn.Module, tokens: int | Tensor, what: str = "target") -> Tensor:
     """One token id, or one per sequence (B,), as a long tensor; a UsageError if any lies
     outside the vocabulary."""
     vocab = check_pre_norm(model).config.vocab_size
@@ -93,8 +93,8 @@ def logit_attribution(
     at `position` of idx (T,) or (B, T). target and versus: one token id, or one per
     sequence (B,)."""
     gpt = check_pre_norm(model)
-    targets = check_token_ids(model, target)
-    others = None if versus is None else check_token_ids(model, versus, "versus")
+    targets = check_target_ids(model, target)
+    others = None if versus is None else check_target_ids(model, versus, "versus")
     parts = capture_residuals(model, idx)
     B, T = parts.tokens.shape
     if isinstance(position, bool) or not isinstance(position, int) or not -T <= position < T:

@@ -12,7 +12,6 @@ failed check becomes one line naming the field (`one_line`), which the server an
 400 {"error": line}.
 """
 
-import math
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -24,6 +23,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from gptlab.fields import is_number
 from gptlab.model import presets
 from gptlab.model.config import MLPS, NORM_POSITIONS, NORMS, POS_ENCODINGS, ROPE_SCALINGS
 
@@ -50,17 +50,10 @@ def fmt_num(x: float) -> str:
     return text if len(text) <= 20 else f"{text[:12]}... ({len(text)} digits)"
 
 
-def _number(value: object) -> bool:
-    """A JSON number we can compare: an int (any size) or a finite float, not a bool."""
-    if isinstance(value, bool):
-        return False
-    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
-
-
 def _range(lo: float, hi: float, *, even: bool = False) -> BeforeValidator:
     """'must be between lo and hi' naming both ends (pydantic's own message names one)."""
     def check(value: object) -> object:
-        if _number(value) and not lo <= value <= hi:
+        if is_number(value) and not lo <= value <= hi:
             raise PydanticCustomError(
                 "range", "must be between {lo} and {hi}, got {value}",
                 {"lo": fmt_num(lo), "hi": fmt_num(hi), "value": fmt_num(value)})
@@ -109,7 +102,7 @@ def _text(max_length: int, description: str, min_length: int | None = None) -> A
 
 
 def _cell(value: object) -> object:
-    if _number(value) and abs(value) > MAX_ABS_VALUE:
+    if is_number(value) and abs(value) > MAX_ABS_VALUE:
         raise PydanticCustomError("beyond", "= {value} is beyond +-{limit}",
                                   {"value": fmt_num(value), "limit": fmt_num(MAX_ABS_VALUE)})
     return value
@@ -302,7 +295,7 @@ def _answer(value: object) -> object:
             raise ValueError(f"answer is {len(value)} characters long; "
                              f"the limit is {MAX_ANSWER_CHARS}")
         return _unicode("answer", value)
-    if not _number(value):
+    if not is_number(value):
         raise ValueError("answer must be a string or a finite number")
     try:
         return float(value)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gptlab.errors import ConfigError
-from gptlab.fields import from_dict
+from gptlab.fields import from_dict, is_number
 
 POS_ENCODINGS = ("learned", "sinusoidal", "rope", "none")
 NORMS = ("layernorm", "rmsnorm")
@@ -111,11 +110,11 @@ class GPTConfig:
                 f"pos_encoding 'rope' rotates pairs of dimensions, so the head size "
                 f"n_embd / n_head = {self.head_dim} must be even"
             )
-        if not (_is_number(self.rope_base) and self.rope_base > 1):
+        if not (is_number(self.rope_base) and self.rope_base > 1):
             raise ConfigError(f"rope_base must be a finite number > 1, got {self.rope_base!r}")
-        if not (_is_number(self.norm_eps) and self.norm_eps > 0):
+        if not (is_number(self.norm_eps) and self.norm_eps > 0):
             raise ConfigError(f"norm_eps must be a finite number > 0, got {self.norm_eps!r}")
-        if not (_is_number(self.dropout) and 0 <= self.dropout < 1):
+        if not (is_number(self.dropout) and 0 <= self.dropout < 1):
             raise ConfigError(f"dropout must be in [0, 1), got {self.dropout!r}")
         for name in ("bias", "tie_embeddings"):
             if not isinstance(getattr(self, name), bool):
@@ -131,7 +130,7 @@ class GPTConfig:
             raise ConfigError("rope_scaling is set but pos_encoding is not 'rope'")
         _require_choice("rope_scaling.type", scaling.get("type"), ROPE_SCALINGS)
         factor = scaling.get("factor")
-        if not (_is_number(factor) and factor >= 1):
+        if not (is_number(factor) and factor >= 1):
             raise ConfigError(f"rope_scaling.factor must be a finite number >= 1, got {factor!r}")
         if scaling["type"] in ("yarn", "llama3"):
             original = scaling.get("original_max_position_embeddings")
@@ -172,12 +171,6 @@ class GPTConfig:
         from gptlab.files.atomic import read_json
 
         return cls.from_dict(read_json(path, "config file"))
-
-
-def _is_number(value: object) -> bool:
-    """A finite int or float (not a bool: JSON's true is no number)."""
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value))
 
 
 def _require_positive_int(name: str, value: object) -> None:

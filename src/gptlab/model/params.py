@@ -160,6 +160,41 @@ def _matmul_weights_per_block(config: GPTConfig) -> int:
     return d * (q_dim + 2 * config.kv_dim) + q_dim * d + n_in * d * hidden + hidden * d
 
 
+def check_tp_divides(config: GPTConfig, tp: int) -> None:
+    """Tensor parallel gives each rank an equal share of the heads, the kv heads (each
+    with its group of query heads) and the FFN's hidden units."""
+    for name, count in (("n_head", config.n_head), ("n_kv_head", config.n_kv_head),
+                        ("ffn_hidden", config.ffn_hidden)):
+        if count % tp:
+            raise UsageError(f"--tp {tp} does not divide {name} {count}: tensor parallel "
+                             f"splits them across ranks")
+
+
+def parameter_shapes(config: GPTConfig, tp: int = 1) -> list[tuple[int, ...]]:
+    """The shape of every parameter of GPT(config) (a tied lm_head once), or with tp > 1
+    of its share on one rank of a tp-wide tensor-parallel group. q, k and v are listed as
+    three matrices, as the sharded modes hold them (gptlab.distributed.parallelize splits
+    the fused qkv projection)."""
+    check_tp_divides(config, tp)
+    c, d = config, config.n_embd
+    q_dim, kv_dim, hidden = c.n_head * c.head_dim // tp, c.kv_dim // tp, c.ffn_hidden // tp
+    norm = [(d,), (d,)] if c.norm == "layernorm" and c.bias else [(d,)]
+    block = 2 * norm
+    n_in = 2 if c.mlp == "swiglu" else 1
+    for rows in (q_dim, kv_dim, kv_dim, *[hidden] * n_in):  # split by output
+        block += [(rows, d)] + ([(rows,)] if c.bias else [])
+    for cols in (q_dim, hidden):  # split by input; the bias is added once, whole
+        block += [(d, cols)] + ([(d,)] if c.bias else [])
+    shapes = [(c.vocab_size, d)] + block * c.n_layer
+    if c.pos_encoding == "learned":
+        shapes.append((c.block_size, d))
+    if c.norm_position == "pre":
+        shapes += norm
+    if not c.tie_embeddings:
+        shapes.append((c.vocab_size, d))
+    return shapes
+
+
 def count_parameters(config: GPTConfig) -> int:
     """Parameters of GPT(config), by arithmetic alone (a tied lm_head counts once)."""
     return accounting(config).total
