@@ -7,11 +7,12 @@ pytorch_model.bin read with weights_only loading), or a hub name already in the 
 Face cache (or downloadable, when online).
 `to_hf(model, out_dir, tokenizer=None)` writes config.json + model.safetensors that
 `transformers.AutoModelForCausalLM.from_pretrained(out_dir)` loads (and the tokenizer's files
-for AutoTokenizer), for every model one of them computes exactly (gptlab.convert.hf_config.keymap_for says which, or why none).
+for AutoTokenizer), for every model one of them computes exactly
+(gptlab.convert.hf_config.keymap_for says which, or why none).
 
 Where each weight goes is data, in gptlab.convert.hf_keymap; configs translate in
-gptlab.convert.hf_config; this module moves tensors, reads and writes the files, and checks every
-shape. `transformers` is optional (`pip install 'gptlab[hf]'`) and imported only when a
+gptlab.convert.hf_config; this module moves tensors, reads and writes the files, and checks
+every shape. `transformers` is optional (`pip install 'gptlab[hf]'`) and imported only when a
 conversion runs.
 """
 
