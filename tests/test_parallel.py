@@ -122,7 +122,7 @@ def test_two_ranks_equal_one_process_and_resume_anywhere(runs, item):
     assert records(one)[("eval", 20)] < records(one)[("eval", 0)] - 0.3
     # a sharded run's files: the gathered model for sample/eval, and one shards directory
     full = runs / f"{name}-full"
-    shards = sorted(p.name for p in full.glob(rundir.SHARDS_PREFIX + "*"))
+    shards = sorted(p.name for p in full.glob(sharded_checkpoint.PREFIX + "*"))
     state = rundir.load_checkpoint(full)
     if item == "ddp:1":
         assert shards == [] and "model" in state
@@ -155,6 +155,7 @@ def test_memory_prediction_matches_the_local_shards(runs):
             predicted = per_rank_memory(config, fsdp=m["dp"], tp=m["tp"])
             print(f"rank {rank} {item}: predicted {predicted.to_dict()}, measured {m}")
             assert m["loss_diff"] < TOLERANCE
+            assert m["config_kept"], (rank, item)  # no config or n_head changed by sharding
             # each dimension this model has is even, so both ranks hold the same bytes
             assert (m["weights"], m["grads"], m["optimizer"]) == (
                 predicted.weights, predicted.grads, predicted.optimizer), (rank, item)
