@@ -60,6 +60,8 @@ class ResumePoint:
 
 @dataclass(frozen=True)
 class TrainPlan:
+    """Everything a train() call will do, as plain data; gptlab.training.run executes it."""
+
     mode: str  # FRESH, RESUME or FINE_TUNE
     model_config: GPTConfig
     train_config: TrainConfig
