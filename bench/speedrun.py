@@ -45,7 +45,7 @@ from gptlab.inference.evaluate import score_ids
 from gptlab.model.presets import PRESETS
 from gptlab.training import precision
 from gptlab.training.config import recipe
-from gptlab.training.trainer import Trainer, scheduled_lr
+from gptlab.training.trainer import NoCheckpoints, Trainer, scheduled_lr
 
 RUNGS = (1.88, 1.70)  # 1.88: nanoGPT README's val loss for its CPU recipe
 REFERENCE = "shakespeare-char-cpu"  # nanoGPT's CPU recipe, re-created (presets.RECIPES)
@@ -83,7 +83,7 @@ def train_to_rungs(
         torch.manual_seed(cfg.seed)  # nanoGPT's stream continues from the init instead
     batches = BATCH_STREAMS[cfg.batch_rng](train, val, cfg.batch_size, config.block_size,
                                            cfg.seed, ctx)
-    trainer = Trainer(model, batches, cfg, ctx)
+    trainer = Trainer(model, batches, cfg, ctx, NoCheckpoints())
     val_ids = torch.from_numpy(val.astype("int64"))
     train_s = eval_s = 0.0
     curve: list[dict[str, Any]] = []

@@ -26,7 +26,7 @@ from gptlab.errors import UsageError
 from gptlab.training.config import TrainConfig, recipe
 from gptlab.training.precision import autocast_dtype
 from gptlab.training.recipes import RECIPES
-from gptlab.training.trainer import Trainer, scheduled_lr
+from gptlab.training.trainer import NoCheckpoints, Trainer, scheduled_lr
 
 TARGET = 1.88  # nanoGPT README's val loss for its CPU recipe
 # nanoGPT's CPU recipe exactly (README "I only have a macbook" on top of
@@ -74,7 +74,7 @@ def train_to_target(
     torch.manual_seed(cfg.seed)
     model = GPT(config)
     batches = TokenBatches(train, val, cfg.batch_size, config.block_size, cfg.seed, ctx)
-    trainer = Trainer(model, batches, cfg, ctx)
+    trainer = Trainer(model, batches, cfg, ctx, NoCheckpoints())
     train_s = eval_s = 0.0
     first_step_s = None
     curve, reached_at, val_loss = [], None, float("inf")

@@ -5,7 +5,9 @@ it trains 20 steps into ROOT/MODE-TP-full, 10 steps into ROOT/MODE-TP-half (the 
 of the 20-step run) and resumes a copy of that to 20 in ROOT/MODE-TP-resumed, all on these
 ranks. First it writes ROOT/bytes-RANK.json: for each sharded mode, the local shard bytes
 after one training step of a SwiGLU model with biases (gptlab.distributed.parallelize.local_bytes),
-and how far its first loss is from the unsharded model's.
+how far its first loss is from the unsharded model's, and whether the sharded model's config
+and attention modules still say what the config said before (tensor parallel cuts weights,
+not settings).
 """
 
 from __future__ import annotations
@@ -45,7 +47,11 @@ def measure_bytes(root: Path, config: GPTConfig, layouts: list[tuple[str, int]])
         whole_loss = model(x, x)[1].item()
         ctx = Dist(rank, rank, dist.get_world_size(), torch.device("cpu"))
         layout = parallelize.plan_layout(mode, tp, ctx.world_size, config)
+        before = config.to_dict()
         parallelize.parallelize(model, layout, parallelize.build_mesh(layout, ctx))
+        heads = {(b.attn.n_head, b.attn.n_kv_head) for b in model.blocks}
+        config_kept = (model.config.to_dict() == before
+                       and heads == {(before["n_head"], before["n_kv_head"])})
         optimizer = make_optimizer(model, TrainConfig(), ctx.device)
         rows = x.chunk(layout.dp)[ctx.rank // layout.tp]  # this rank's rows of the batch
         loss = model(rows, rows)[1]
@@ -53,7 +59,7 @@ def measure_bytes(root: Path, config: GPTConfig, layouts: list[tuple[str, int]])
         optimizer.step()
         mean = loss.detach().clone()
         dist.all_reduce(mean)
-        out[f"{mode}:{tp}"] = {"dp": layout.dp, "tp": layout.tp,
+        out[f"{mode}:{tp}"] = {"dp": layout.dp, "tp": layout.tp, "config_kept": config_kept,
                                "loss_diff": abs(mean.item() / ctx.world_size - whole_loss),
                                **parallelize.local_bytes(model, optimizer)}
     (root / f"bytes-{rank}.json").write_text(json.dumps(out))

@@ -155,6 +155,7 @@ def test_memory_prediction_matches_the_local_shards(runs):
             predicted = per_rank_memory(config, fsdp=m["dp"], tp=m["tp"])
             print(f"rank {rank} {item}: predicted {predicted.to_dict()}, measured {m}")
             assert m["loss_diff"] < TOLERANCE
+            assert m["config_kept"], (rank, item)  # no config or n_head changed by sharding
             # each dimension this model has is even, so both ranks hold the same bytes
             assert (m["weights"], m["grads"], m["optimizer"]) == (
                 predicted.weights, predicted.grads, predicted.optimizer), (rank, item)

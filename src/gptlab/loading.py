@@ -16,11 +16,12 @@ from pathlib import Path
 import torch
 
 from gptlab.convert import hf
+from gptlab.convert.hf_config import config_from_hf
 from gptlab.data.tokenizer import Tokenizer, load_tokenizer
 from gptlab.errors import UsageError
-from gptlab.files import model_dir
-from gptlab.files.kinds import is_hf_dir
+from gptlab.files import kinds, model_dir
 from gptlab.inference import quantize
+from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 
 
@@ -37,25 +38,50 @@ def load(path: str | Path, device: str | torch.device | None = None,
     if weights is not None and weights not in quantize.WEIGHT_CHOICES:
         raise UsageError(f"weights must be one of {', '.join(quantize.WEIGHT_CHOICES)}, "
                          f"got {weights!r}")
-    source = Path(path).expanduser()
-    if (source / model_dir.CONFIG_FILE).is_file() and not is_hf_dir(source):
-        model = model_dir.load_model(source, device=device)
-        tokenizer = model_dir.load_tokenizer_of(source)
-    elif not source.exists() and (source.is_absolute() or str(path).startswith((".", "~"))
-                                  or str(path).count("/") > 1):
-        raise UsageError(f"model directory not found: {path}")  # a path, not a hub name
+    found, is_hf = _locate(path)
+    if is_hf:
+        model = hf.from_hf(found).to(device)
     else:
-        hf_dir = hf.resolve_hf_dir(path)
-        model = hf.from_hf(hf_dir).to(device)
-        if not (hf_dir / hf.HF_TOKENIZER).is_file():
-            raise UsageError(f"{hf_dir} has no {hf.HF_TOKENIZER}: gptlab reads tokenizers in the "
-                             f"`tokenizers` library's format only")
-        tokenizer = load_tokenizer(hf_dir / hf.HF_TOKENIZER)
-    if tokenizer.vocab_size > model.config.vocab_size:
-        raise UsageError(f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model "
-                         f"only {model.config.vocab_size}")
+        model = model_dir.load_model(found, device=device)
+    tokenizer = _tokenizer(found, is_hf, path, model.config)
     model.eval()
     if weights is not None:
         model.decode_choice = quantize.quantize(model, weights)
     return model, tokenizer
 
+
+def describe(path: str | Path) -> tuple[GPTConfig, Tokenizer]:
+    """(config, tokenizer) of the model `load(path)` gives, checked as load checks them,
+    without reading its weights (a fine-tune's plan needs only these)."""
+    found, is_hf = _locate(path)
+    if is_hf:
+        config, _ = config_from_hf(hf.read_hf_config(found))
+    else:
+        config = model_dir.load_config(found)
+    return config, _tokenizer(found, is_hf, path, config)
+
+
+def _locate(path: str | Path) -> tuple[Path, bool]:
+    """(the directory to read, whether it is a Hugging Face one): a gptlab model directory
+    as it is, else a Hugging Face directory or hub name (downloaded if need be)."""
+    source = Path(path).expanduser()
+    if (source / model_dir.CONFIG_FILE).is_file() and not kinds.is_hf_dir(source):
+        return source, False
+    if not source.exists() and (source.is_absolute() or str(path).startswith((".", "~"))
+                                or str(path).count("/") > 1):
+        raise UsageError(f"model directory not found: {path}")  # a path, not a hub name
+    return hf.resolve_hf_dir(path), True
+
+
+def _tokenizer(found: Path, is_hf: bool, path: str | Path, config: GPTConfig) -> Tokenizer:
+    if not is_hf:
+        tokenizer = model_dir.load_tokenizer_of(found)
+    elif not (found / hf.HF_TOKENIZER).is_file():
+        raise UsageError(f"{found} has no {hf.HF_TOKENIZER}: gptlab reads tokenizers in the "
+                         f"`tokenizers` library's format only")
+    else:
+        tokenizer = load_tokenizer(found / hf.HF_TOKENIZER)
+    if tokenizer.vocab_size > config.vocab_size:
+        raise UsageError(f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model "
+                         f"only {config.vocab_size}")
+    return tokenizer

@@ -28,6 +28,9 @@ from dataclasses import dataclass, replace
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor, Replicate, distribute_module
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
@@ -120,14 +123,12 @@ def process_group(ctx: Dist) -> Iterator[None]:
         dist.destroy_process_group()
 
 
-def build_mesh(layout: Layout, ctx: Dist):
-    from torch.distributed.device_mesh import init_device_mesh
-
+def build_mesh(layout: Layout, ctx: Dist) -> DeviceMesh:
     return init_device_mesh(ctx.device.type, (layout.dp, layout.tp),
                             mesh_dim_names=("dp", "tp"))
 
 
-def data_ranks(ctx: Dist, mesh) -> Dist:
+def data_ranks(ctx: Dist, mesh: DeviceMesh) -> Dist:
     """ctx as the batches see it: the ranks of one tensor-parallel group train on the same
     rows, so a rank's place in the batch is its mesh row."""
     return replace(ctx, rank=mesh.get_local_rank("dp"), world_size=mesh.size(0))
@@ -191,10 +192,8 @@ def parallelize(model: nn.Module, layout: Layout, mesh, *, reshard_after_forward
     """Shard `model` (a GPT whose weights are the same on every rank) in place."""
     split_qkv(model)
     if layout.uses_tp:
-        _tensor_parallel(model, mesh["tp"], layout.tp)
+        _tensor_parallel(model, mesh["tp"])
     if layout.uses_fsdp:
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
         policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
         kwargs = dict(mesh=mesh["dp"], reshard_after_forward=reshard_after_forward,
                       mp_policy=policy)
@@ -204,7 +203,10 @@ def parallelize(model: nn.Module, layout: Layout, mesh, *, reshard_after_forward
     return model
 
 
-def _tensor_parallel(model: nn.Module, tp_mesh, tp: int) -> None:
+def _tensor_parallel(model: nn.Module, tp_mesh: DeviceMesh) -> None:
+    """Only the weights are cut: attention finds the heads a rank holds from the width of
+    its q, k and v (gptlab.model.attention), so no module's n_head changes and the model
+    still agrees with model.config."""
     for block in model.blocks:
         plan = {"attn.qkv.q": ColwiseParallel(), "attn.qkv.k": ColwiseParallel(),
                 "attn.qkv.v": ColwiseParallel(), "attn.proj": RowwiseParallel(),
@@ -212,8 +214,6 @@ def _tensor_parallel(model: nn.Module, tp_mesh, tp: int) -> None:
         inputs = ("gate", "up") if hasattr(block.mlp, "gate") else ("fc",)
         plan.update({f"mlp.{name}": ColwiseParallel() for name in inputs})
         parallelize_module(block, tp_mesh, plan)
-        block.attn.n_head //= tp  # attention reshapes into the heads this rank holds
-        block.attn.n_kv_head //= tp
     tied = model.lm_head.weight is model.wte.weight
     parallelize_module(model.wte, tp_mesh, Replicated())
     if tied:
@@ -257,8 +257,6 @@ class Replicated(ParallelStyle):
 def full_weights(model: nn.Module) -> dict[str, Tensor] | None:
     """Every rank takes part; rank 0 gets the whole weights on the CPU in the ordinary
     layout (tied lm_head dropped, as gptlab.files.model_dir saves them), the others None."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
     state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True,
                                                                  cpu_offload=True))
     if dist.get_rank() != 0:
@@ -267,21 +265,6 @@ def full_weights(model: nn.Module) -> dict[str, Tensor] | None:
     if model.config.tie_embeddings:
         state.pop("lm_head.weight", None)
     return {k: v.detach().contiguous() for k, v in state.items()}
-
-
-def gathered_model(model: nn.Module) -> nn.Module | None:
-    """An ordinary GPT on rank 0's CPU with the sharded model's weights (None elsewhere):
-    what model.safetensors, best/ and the whole-val score are made from."""
-    from gptlab.files import model_dir
-    from gptlab.model.gpt import GPT
-
-    weights = full_weights(model)
-    if weights is None:
-        return None
-    with torch.random.fork_rng(devices=[]):  # initialising must not move training's RNG
-        plain = GPT(model.config)
-    model_dir.load_state(plain, weights, "the sharded model")
-    return plain
 
 
 def local_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
@@ -299,25 +282,3 @@ def local_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str,
         "optimizer": sum(size(v) for p in params for v in optimizer.state.get(p, {}).values()
                          if isinstance(v, Tensor) and v.dim() > 0),
     }
-
-
-
-class ShardedRun:
-    """What the trainer needs of a sharded model besides its forward: the data-parallel
-    width, sharded checkpoints in the run directory, and whole copies for files."""
-
-    def __init__(self, model: nn.Module, layout: Layout, run_dir) -> None:
-        self.model, self.layout, self.run_dir = model, layout, run_dir
-
-    def save(self, optimizer: torch.optim.Optimizer, step: int) -> str:
-        from gptlab.distributed import sharded_checkpoint
-
-        return sharded_checkpoint.save(self.run_dir, step, self.model, optimizer)
-
-    def load(self, optimizer: torch.optim.Optimizer, name: str) -> None:
-        from gptlab.distributed import sharded_checkpoint
-
-        sharded_checkpoint.load(self.run_dir, name, self.model, optimizer)
-
-    def gathered(self) -> nn.Module | None:
-        return gathered_model(self.model)

@@ -46,7 +46,7 @@ class Busy(GptlabError):
 
 
 class LiveReporter(Reporter):
-    """The CLI's Reporter (metrics.jsonl, loss.png, best/, checkpoints), plus an event per
+    """The CLI's Reporter (metrics.jsonl, loss.png), plus an event per
     logged step and per evaluation, handed to `emit`."""
 
     def __init__(self, files, emit, prompt: str, tokenizer) -> None:

@@ -112,19 +112,24 @@ class CausalSelfAttention(nn.Module):
         """x (B, T, C) -> (B, T, C); inputs: see AttentionInputs."""
         rope, allowed, cache = inputs.rope, inputs.allowed, inputs.cache
         B, T, _ = x.shape
-        q, k, v = self.qkv(x).split(
-            [self.n_head * self.head_dim, self.n_kv_head * self.head_dim,
-             self.n_kv_head * self.head_dim], dim=-1)
-        q = q.view(B, T, self.n_head, self.head_dim).transpose(1, 2)  # (B, nh, T, hs)
-        k = k.view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
-        v = v.view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
+        qkv = self.qkv(x)  # (B, T, (nh + 2 nkv) hs)
+        # The heads in qkv: all of them, or under tensor parallel the share this rank holds
+        # (gptlab.distributed.parallelize cuts the weights by heads, a kv head with its group).
+        group = self.n_head // self.n_kv_head  # query heads per kv head
+        nkv = qkv.shape[-1] // ((group + 2) * self.head_dim)
+        nh = nkv * group
+        q, k, v = qkv.split([nh * self.head_dim, nkv * self.head_dim, nkv * self.head_dim],
+                            dim=-1)
+        q = q.view(B, T, nh, self.head_dim).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, nkv, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
+        v = v.view(B, T, nkv, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if cache is not None:
             k, v = cache.update(self.layer, k, v)  # (B, nkv, T_keys, hs)
-        if self.n_kv_head != self.n_head:
-            k = k.repeat_interleave(self.n_head // self.n_kv_head, dim=1)  # (B, nh, T_keys, hs)
-            v = v.repeat_interleave(self.n_head // self.n_kv_head, dim=1)
+        if group > 1:
+            k = k.repeat_interleave(group, dim=1)  # (B, nh, T_keys, hs)
+            v = v.repeat_interleave(group, dim=1)
         if self.record_weights:
             mask = allowed
             if mask is None and inputs.is_causal:
@@ -137,5 +142,5 @@ class CausalSelfAttention(nn.Module):
                 dropout_p=self.dropout if self.training else 0.0,
             )  # (B, nh, T, hs)
         y = self.heads(y)
-        y = y.transpose(1, 2).reshape(B, T, self.n_head * self.head_dim)  # concatenate heads
+        y = y.transpose(1, 2).reshape(B, T, nh * self.head_dim)  # concatenate heads
         return self.resid_dropout(self.proj(y))

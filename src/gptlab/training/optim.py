@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from gptlab.training.config import TrainConfig
+from gptlab.training.muon import Muon, MuonWithAdamW, hidden_matrices
 
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device):
@@ -16,8 +17,6 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device):
     kernels where this torch has them for the device. optimizer "muon": Muon for the hidden
     weight matrices (gptlab.muon.hidden_matrices), this AdamW for the rest."""
     if cfg.optimizer == "muon":
-        from gptlab.training.muon import Muon, MuonWithAdamW, hidden_matrices
-
         matrices, rest = hidden_matrices(model)
         named = dict(model.named_parameters())
         muon = Muon([{"params": [named[n] for n in matrices],

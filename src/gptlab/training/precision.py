@@ -22,6 +22,8 @@ import torch.nn.functional as F
 from gptlab import probe
 from gptlab.errors import UsageError
 from gptlab.model.config import GPTConfig
+from gptlab.model.gpt import GPT
+from gptlab.training.muon import hidden_matrices, orthogonalize
 
 # bf16 must beat fp32 by this factor: it costs precision, so a tie goes to fp32.
 MARGIN = 0.9
@@ -99,9 +101,6 @@ def _pick(what: str, bf16_name: str, ms: dict, cached: bool, work: str) -> tuple
 def hidden_shapes(config: GPTConfig) -> list[tuple[int, int]]:
     """The shapes of the matrices Muon trains in this model
     (gptlab.training.muon.hidden_matrices)."""
-    from gptlab.model.gpt import GPT
-    from gptlab.training.muon import hidden_matrices
-
     with torch.device("meta"):
         model = GPT(config)
     params = dict(model.named_parameters())
@@ -111,8 +110,6 @@ def hidden_shapes(config: GPTConfig) -> list[tuple[int, int]]:
 def measure_muon(shapes: list[tuple[int, int]], device: torch.device,
                  budget_s: float = 0.3) -> dict[str, float | None]:
     """Median ms of one Newton-Schulz orthogonalisation of every matrix, per dtype."""
-    from gptlab.training.muon import orthogonalize
-
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         grads = [torch.randn(s, device=device) for s in shapes]
@@ -136,8 +133,6 @@ def measure(config: GPTConfig, batch_size: int, T: int, device: torch.device,
     """Median ms of a forward + backward (no optimizer step) of a throwaway model of this
     config on random tokens, in float32 and under bf16 autocast. The caller's random
     streams are left as they were."""
-    from gptlab.model.gpt import GPT
-
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         with torch.device(device):

@@ -1,8 +1,9 @@
 """Where a run's progress goes: the one object the trainer reports to.
 
-Rank 0 keeps the run's record (metrics.jsonl, the loss curve, best/, checkpoints) and shows a
-progress bar and one line per evaluation on stderr; every other rank gets a NullReporter, so
-the trainer never asks which rank it is on.
+Rank 0 keeps the run's record (metrics.jsonl and the loss curve) and shows a progress bar and
+one line per evaluation on stderr; every other rank gets a NullReporter, so the trainer never
+asks which rank it is on. A reporter only reports: checkpoints and best/ are the run
+directory's (gptlab.training.rundir.Checkpoints), kept whatever reporter a run has.
 """
 
 from __future__ import annotations
@@ -11,14 +12,13 @@ import sys
 from typing import Any
 
 from torch import nn
+from tqdm.auto import tqdm
 
 from gptlab.training.rundir import RunFiles
 
 
 class NullReporter:
-    """Reports nothing and writes nothing (torchrun ranks > 0, benchmarks)."""
-
-    where = ""  # the run directory, for messages
+    """Reports nothing (torchrun ranks > 0, benchmarks)."""
 
     def open(self, total: int, initial: int) -> None: ...
 
@@ -28,14 +28,12 @@ class NullReporter:
 
     def evaluation(self, record: dict[str, Any], model: nn.Module, improved: bool) -> None: ...
 
-    def checkpoint(self, model: nn.Module, state: dict[str, Any]) -> None: ...
-
     def whole_val(self, record: dict[str, Any]) -> None: ...
 
 
 class Reporter(NullReporter):
-    """metrics.jsonl, loss.png, best/ and checkpoints through `files`; a tqdm progress bar
-    (if `progress`) and evaluation lines on stderr."""
+    """metrics.jsonl and loss.png through `files`; a tqdm progress bar (if `progress`) and
+    evaluation lines on stderr."""
 
     def __init__(self, files: RunFiles, progress: bool = True, plot_each_eval: bool = True
                  ) -> None:
@@ -43,12 +41,9 @@ class Reporter(NullReporter):
         # False: loss.png is drawn once, at the end (a frequent evaluator, such as the lab's
         # live view, would otherwise spend more time plotting than training)
         self.plot_each_eval = plot_each_eval
-        self.where = str(files.run_dir)
 
     def open(self, total: int, initial: int) -> None:
         if self.progress:
-            from tqdm.auto import tqdm
-
             self.bar = tqdm(total=total, initial=initial, unit="it", dynamic_ncols=True,
                             file=sys.stderr, smoothing=0.1)
 
@@ -72,8 +67,6 @@ class Reporter(NullReporter):
 
     def evaluation(self, record: dict[str, Any], model: nn.Module, improved: bool) -> None:
         self.files.log(record)
-        if improved:
-            self.files.save_best(model, record["step"])
         if self.plot_each_eval:
             self.files.plot()
         line = (f"step {record['step']}: train loss {record['train_loss']:.4f}, "
@@ -82,9 +75,6 @@ class Reporter(NullReporter):
             self.bar.write(line, file=sys.stderr)
         else:
             print(line, file=sys.stderr)
-
-    def checkpoint(self, model: nn.Module, state: dict[str, Any]) -> None:
-        self.files.save_checkpoint(model, state)
 
     def whole_val(self, record: dict[str, Any]) -> None:
         self.files.log(record)

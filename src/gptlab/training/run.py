@@ -1,9 +1,11 @@
 """`train()`: the GPT glue the CLI calls, one process or many under torchrun.
 
-It reads a data directory, builds (or, for a fine-tune, loads) the model, takes the run
-directory (gptlab.training.rundir: its lock, checks and files) and hands everything to a
-gptlab.training.trainer.Trainer. Files a run writes (rank 0 only) are listed in
-gptlab.training.rundir.
+It opens the data directory and plans the call (gptlab.training.plan: everything decided and
+checked before the run directory is touched), then carries the plan out, step by step below:
+take the run directory's lock (gptlab.training.rundir), join the processes, build (or load)
+the model and shard it as planned, and hand it to a gptlab.training.trainer.Trainer, whose
+checkpoints go to the run directory and whose progress goes to a reporter. Files a run
+writes (rank 0 only) are listed in gptlab.training.rundir.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,16 +24,31 @@ from typing import Any
 import torch
 from torch import nn
 
-from gptlab.distributed.process import pick_device, setup
+from gptlab.data import prepared
+from gptlab.data.batches import BATCH_STREAMS
+from gptlab.data.prepared import TokenData
+from gptlab.distributed import parallelize
+from gptlab.distributed.parallelize import Layout
+from gptlab.distributed.process import Dist, setup
 from gptlab.errors import UsageError
 from gptlab.files import model_dir
+from gptlab.inference.evaluate import score_ids
+from gptlab.loading import load
 from gptlab.model.config import GPTConfig
+from gptlab.model.gpt import GPT
 from gptlab.model.params import count_parameters
 from gptlab.training import rundir
 from gptlab.training.config import TrainConfig
+from gptlab.training.plan import FINE_TUNE, TrainPlan, plan_run, resume_point, with_precision
 from gptlab.training.precision import autocast_dtype
 from gptlab.training.reporting import NullReporter, Reporter
 from gptlab.training.trainer import Trainer, stop_on_signals
+
+# torch.cuda's before torch 2.5, which made it torch's own (raised by every accelerator).
+OUT_OF_MEMORY = (getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError), MemoryError)
+# torch's CPU allocator has no type of its own for a failed allocation (a plain RuntimeError,
+# as of torch 2.13): it is known by the allocator's name in it, not by any mention of memory.
+CPU_ALLOCATOR = "DefaultCPUAllocator: "
 
 
 @dataclass
@@ -47,12 +64,15 @@ class TrainResult:
     whole_val_loss: float | None = None  # over the whole val split, at the end
 
 
-# --- the GPT glue -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Watch:
+    """How the caller follows the run: none of it changes what is trained."""
 
-# parallel, tp and batch_size: a run may move between sharded modes and numbers of ranks
-# (gptlab.distributed.parallelize), keeping its global batch.
-RESUME_OVERRIDES = ("max_iters", "device", "compile", "parallel", "tp",
-                    "reshard_after_forward", "batch_size")
+    progress: bool
+    stop_after: int | None
+    stop: threading.Event
+    make_reporter: Callable[[rundir.RunFiles], Reporter] | None
+    t0: float  # when train() was called, for elapsed_s
 
 
 def train(
@@ -73,8 +93,8 @@ def train(
 
     Fresh run: model_config and train_config given; vocab_size comes from the data.
     resume=True: both None; they are read from out_dir, and `overrides` may change
-    RESUME_OVERRIDES (e.g. a larger max_iters). stop_after: stop (with a checkpoint) once
-    this many steps are done, as an interruption would.
+    RESUME_OVERRIDES (gptlab.training.plan; e.g. a larger max_iters). stop_after: stop (with
+    a checkpoint) once this many steps are done, as an interruption would.
 
     SIGINT and SIGTERM, from the moment this is called, end the run with a checkpoint
     (exit status "interrupted"); everything that can be checked is checked before the run
@@ -82,264 +102,211 @@ def train(
 
     stop: set from another thread to end the run the same way (the lab's Stop button);
     make_reporter(files): the Reporter to use instead of gptlab.training.reporting.Reporter (the
-    lab's live view subclasses it to stream each step).
+    lab's live view subclasses it to stream each step). Checkpoints are the run directory's
+    whatever the reporter.
     """
-    stop = stop or threading.Event()
-    with stop_on_signals(stop.set):
-        try:
-            return _train(model_config, train_config, Path(data_dir), Path(out_dir),
-                          resume=resume, overrides=overrides or {}, overwrite=overwrite,
-                          progress=progress, stop_after=stop_after, stop=stop,
-                          make_reporter=make_reporter)
-        except (MemoryError, RuntimeError) as exc:  # torch's OutOfMemoryError included
-            if not isinstance(exc, MemoryError) and "memory" not in str(exc):
-                raise
-            raise UsageError("out of memory: use a smaller batch_size (with more "
-                             "gradient_accumulation_steps for the same batch) or a smaller "
-                             "model") from None
+    watch = _Watch(progress, stop_after, stop or threading.Event(), make_reporter,
+                   time.perf_counter())
+    with stop_on_signals(watch.stop.set), _out_of_memory_as_usage_error():
+        data = prepared.load_data(Path(data_dir))
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        plan = plan_run(model_config, train_config, data, Path(out_dir), resume=resume,
+                        overrides=overrides, overwrite=overwrite,
+                        rank=int(os.environ.get("RANK", "0")) if world > 1 else 0,
+                        world_size=world)
+        return _carry_out(plan, data, watch)
 
 
-def _train(model_config, train_config, data_dir: Path, out_dir: Path, *, resume: bool,
-           overrides: dict[str, Any], overwrite: bool, progress: bool, stop_after: int | None,
-           stop: threading.Event, make_reporter=None) -> TrainResult:
-    from gptlab.data.batches import BATCH_STREAMS
-    from gptlab.data.prepared import load_data
-    from gptlab.model.gpt import GPT
+def is_out_of_memory(exc: BaseException) -> bool:
+    return isinstance(exc, OUT_OF_MEMORY) or (type(exc) is RuntimeError
+                                              and CPU_ALLOCATOR in str(exc))
 
-    t0 = time.perf_counter()
-    data = load_data(data_dir)
-    start = None  # the model a fine-tune starts from
+
+@contextlib.contextmanager
+def _out_of_memory_as_usage_error() -> Iterator[None]:
+    try:
+        yield
+    except (*OUT_OF_MEMORY, RuntimeError) as exc:
+        if not is_out_of_memory(exc):
+            raise
+        raise UsageError("out of memory: use a smaller batch_size (with more "
+                         "gradient_accumulation_steps for the same batch) or a smaller "
+                         "model") from None
+
+
+# --- carrying the plan out ------------------------------------------------------------------
+
+
+def _carry_out(plan: TrainPlan, data: TokenData, watch: _Watch) -> TrainResult:
     # Only the first process writes files, so only it takes the run directory's lock.
-    is_main = int(os.environ.get("RANK", "0")) == 0
-    if resume:
-        if model_config is not None or train_config is not None:
-            raise UsageError("resume reads the model and training settings from the run "
-                             "directory; give no model_config or train_config")
-        rundir.check_resumable(out_dir)
-    else:
-        if train_config is None:
-            raise UsageError("a fresh run needs a training config")
-        train_config = TrainConfig.from_dict({**train_config.to_dict(), **overrides})
-        if train_config.init_from is not None:
-            start, model_config = _starting_model(train_config.init_from, model_config, data)
-        elif model_config is None:
-            raise UsageError("a fresh run needs a model config (or init_from)")
-        else:
-            model_config = GPTConfig.from_dict({**model_config.to_dict(),
-                                                "vocab_size": data.vocab_size})
-        _check_run(model_config, train_config, data)
-        rundir.check_fresh(out_dir, overwrite)  # again under the lock, before writing
-    with rundir.locked(out_dir) if is_main else contextlib.nullcontext():
-        state = None
-        if resume:
-            state, model_config, train_config = _read_run(out_dir, data, overrides)
-            _check_run(model_config, train_config, data)
-        elif is_main:
-            rundir.check_fresh(out_dir, overwrite)
-        sharded = train_config.parallel != "ddp"
-        with setup(train_config.device) as ctx, _process_group(sharded, ctx):
-            train_config = _resolve_dtype(train_config, model_config, ctx)
-            shared_stream = train_config.batch_rng == "nanogpt"
-            # The same initial weights on every rank (DDP also broadcasts rank 0's; FSDP and
-            # TP keep each rank's slice of its own); nanoGPT seeds each rank with seed + rank
-            # before building the model.
-            torch.manual_seed(train_config.seed + (ctx.rank if shared_stream else 0))
-            with torch.device(ctx.device):
-                model = GPT(model_config)
-            if state is not None and not sharded:
-                model_dir.load_state(model, state.pop("model"),
-                                      str(out_dir / rundir.STATE_FILE))
-            elif start is not None:
-                model_dir.load_state(model, model_dir.weights_state(start),
-                                      train_config.init_from)
-            if not shared_stream:
-                torch.manual_seed(train_config.seed + ctx.rank)  # dropout differs across ranks
-            sharding, data_ctx = None, ctx
-            if sharded:
-                sharding, data_ctx = _shard(model, train_config, ctx, out_dir)
-            batches = BATCH_STREAMS[train_config.batch_rng](
-                data.train, data.val, train_config.batch_size, model_config.block_size,
-                train_config.seed, data_ctx)
-            reporter = NullReporter()
-            if ctx.is_main:
-                if state is None:
-                    rundir.clear(out_dir)
-                    rundir.start(out_dir, data.tokenizer_path, train_config.to_dict(),
-                                 model_config.to_dict())
-                else:
-                    rundir.write_train_config(out_dir, train_config.to_dict())
-                files = rundir.RunFiles(out_dir,
-                                        title=f"{out_dir.name}: {_describe(model_config)}")
-                files.reset_metrics(keep_until_step=state["step"] if state else None)
-                reporter = (make_reporter(files) if make_reporter is not None
-                            else Reporter(files, progress=progress))
-            trainer = Trainer(model, batches, train_config, ctx, reporter, stop=stop,
-                              sharding=sharding)
-            if state is not None:
-                trainer.load_state(state)
-            whole_val = None
-            # A sharded model is scored as an ordinary one that every rank helps gather.
-            scored = sharding.gathered if sharding is not None else lambda: model
-            start_model = scored() if start is not None and train_config.whole_val else None
-            if ctx.is_main:
-                print(f"training {_describe(model_config)}, {count_parameters(model_config):,} "
-                      f"parameters, on {ctx.device} x {ctx.world_size}"
-                      + (f" ({train_config.parallel})" if sharded else "")
-                      + (f", resuming at step {trainer.step}" if state is not None else ""),
-                      file=sys.stderr)
-                if start is not None:
-                    print(f"fine-tuning from {train_config.init_from}: its weights, "
-                          f"architecture and tokenizer; the optimizer and the learning-rate "
-                          f"schedule start fresh", file=sys.stderr)
-                    if start_model is not None:
-                        _whole_val(start_model, data, reporter, 0)
-            try:
-                status = trainer.fit(resumed=state is not None, stop_after=stop_after)
-            except BaseException:
-                if ctx.is_main and state is None and trainer.step == 0:
-                    rundir.clear(out_dir)  # nothing trained: leave no run behind
-                raise
-            final = scored() if status == "finished" and train_config.whole_val else None
-            if ctx.is_main and final is not None:
-                whole_val = _whole_val(final, data, reporter, trainer.step)
-    return TrainResult(out_dir, trainer.step, status, trainer.last_eval.get("train_loss"),
-                       trainer.last_eval.get("val_loss"),
-                       trainer.best_val if math.isfinite(trainer.best_val) else None,
-                       time.perf_counter() - t0, is_main=ctx.is_main, whole_val_loss=whole_val)
+    with rundir.locked(plan.run_dir) if plan.is_main else contextlib.nullcontext():
+        state = _checkpoint_under_lock(plan)
+        with setup(plan.train_config.device) as ctx, _process_group(plan, ctx):
+            plan, reasons = with_precision(plan, ctx)
+            _tell(ctx, *reasons)
+            return _train_on(plan, data, state, ctx, watch)
 
 
-def _resolve_dtype(cfg: TrainConfig, model_config: GPTConfig, ctx) -> TrainConfig:
-    """cfg with dtype and muon_dtype 'auto' made concrete (gptlab.training.precision), decided by
-    the first process for all, so every rank trains alike and train.json records what was
-    used."""
-    if cfg.dtype != "auto" and not (cfg.optimizer == "muon" and cfg.muon_dtype == "auto"):
-        return cfg
-    from gptlab.training import precision
-
-    decided = [None, None]
-    if ctx.is_main:
-        resolved, reasons = precision.resolve_settings(cfg, model_config, ctx.device)
-        decided = [resolved.to_dict(), reasons]
-    if ctx.enabled:
-        import torch.distributed as dist
-
-        dist.broadcast_object_list(decided, src=0)
-    settings, reasons = decided
-    if ctx.is_main:
-        for reason in reasons:
-            print(reason, file=sys.stderr)
-    return TrainConfig.from_dict(settings)
+def _checkpoint_under_lock(plan: TrainPlan) -> dict[str, Any] | None:
+    """The checkpoint a resume continues from, read now that no one else may write it, and
+    still the one planned; for a fresh start, the checks of the plan made again."""
+    if plan.resume_from is None:
+        if plan.is_main:
+            rundir.check_fresh(plan.run_dir, plan.overwrite)
+        return None
+    state = rundir.load_checkpoint(plan.run_dir)
+    if resume_point(state) != plan.resume_from:
+        raise UsageError(f"{plan.run_dir} changed while this run was starting (another "
+                         f"trainer?): start it again")
+    return state
 
 
-def _process_group(sharded: bool, ctx):
+def _process_group(plan: TrainPlan, ctx: Dist):
     """A sharded mode needs a process group even in one process."""
-    if not sharded:
-        return contextlib.nullcontext()
-    from gptlab.distributed.parallelize import process_group
-
-    return process_group(ctx)
+    return parallelize.process_group(ctx) if plan.sharded else contextlib.nullcontext()
 
 
-def _shard(model: nn.Module, cfg: TrainConfig, ctx, out_dir: Path):
-    """Shard the model as cfg.parallel says: the trainer's ShardedRun, and ctx as the
-    batches see it (the ranks of a tensor-parallel group share rows)."""
-    from gptlab.distributed import parallelize
+def _train_on(plan: TrainPlan, data: TokenData, state: dict[str, Any] | None, ctx: Dist,
+              watch: _Watch) -> TrainResult:
+    cfg = plan.train_config
+    model, sharding, data_ctx = _model(plan, state, ctx)
+    batches = BATCH_STREAMS[cfg.batch_rng](data.train, data.val, cfg.batch_size,
+                                           plan.model_config.block_size, cfg.seed, data_ctx)
+    reporter = _open_run_dir(plan, state, watch) if ctx.is_main else NullReporter()
+    checkpoints = rundir.Checkpoints(plan.run_dir, writer=ctx.is_main, sharding=sharding)
+    trainer = Trainer(model, batches, cfg, ctx, checkpoints, reporter, stop=watch.stop,
+                      sharding=sharding)
+    if state is not None:
+        trainer.load_state(state)
+    whole = sharding.gathered if sharding is not None else lambda: model
+    _announce(plan, trainer, ctx)
+    if plan.mode == FINE_TUNE and cfg.whole_val:
+        _whole_val(whole, data, reporter, 0, ctx)  # where the starting model stands
+    status = _fit(plan, trainer, ctx, watch.stop_after)
+    whole_val = None
+    if status == "finished" and cfg.whole_val:
+        whole_val = _whole_val(whole, data, reporter, trainer.step, ctx)
+    best = trainer.best_val if math.isfinite(trainer.best_val) else None
+    return TrainResult(plan.run_dir, trainer.step, status, trainer.last_eval.get("train_loss"),
+                       trainer.last_eval.get("val_loss"), best,
+                       time.perf_counter() - watch.t0, is_main=ctx.is_main,
+                       whole_val_loss=whole_val)
 
-    layout = parallelize.check_settings(cfg, model.config, ctx.world_size)
-    mesh = parallelize.build_mesh(layout, ctx)
+
+def _model(plan: TrainPlan, state: dict[str, Any] | None, ctx: Dist):
+    """(the model, seeded and loaded as planned and sharded if planned; its ShardedGPT or
+    None; ctx as the batches see it)."""
+    start = _starting_weights(plan)  # read first: loading a model must not move the seeds
+    torch.manual_seed(plan.init_seed)
+    with torch.device(ctx.device):
+        model = GPT(plan.model_config)
+    if state is not None and not plan.sharded:  # a sharded run's weights come with its shards
+        model_dir.load_state(model, state.pop("model"), str(plan.run_dir / rundir.STATE_FILE))
+    elif start is not None:
+        model_dir.load_state(model, start, plan.starting_model)
+    if plan.dropout_seed is not None:
+        torch.manual_seed(plan.dropout_seed)
+    if not plan.sharded:
+        return model, None, ctx
+    return _shard(model, plan, ctx)
+
+
+def _starting_weights(plan: TrainPlan) -> dict[str, torch.Tensor] | None:
+    if plan.starting_model is None:
+        return None
+    start, _ = load(plan.starting_model)
+    return model_dir.weights_state(start)
+
+
+def _shard(model: nn.Module, plan: TrainPlan, ctx: Dist):
+    """Shard the model as planned: (it, its ShardedGPT, ctx as the batches see it: the
+    ranks of a tensor-parallel group share rows)."""
+    cfg = plan.train_config
+    mesh = parallelize.build_mesh(plan.layout, ctx)
     # bf16 weights for the compute under FSDP's mixed precision; reductions stay fp32.
-    param_dtype = autocast_dtype(cfg.dtype, ctx.device) if layout.uses_fsdp else None
-    parallelize.parallelize(model, layout, mesh, reshard_after_forward=cfg.reshard_after_forward,
-                         param_dtype=param_dtype)
-    return parallelize.ShardedRun(model, layout, out_dir), parallelize.data_ranks(ctx, mesh)
+    param_dtype = autocast_dtype(cfg.dtype, ctx.device) if plan.layout.uses_fsdp else None
+    parallelize.parallelize(model, plan.layout, mesh,
+                            reshard_after_forward=cfg.reshard_after_forward,
+                            param_dtype=param_dtype)
+    return model, ShardedGPT(model, plan.layout), parallelize.data_ranks(ctx, mesh)
 
 
-def _starting_model(init_from: str, model_config: GPTConfig | None, data):
-    """The model a fine-tune starts from, and its config, checked against the data."""
-    from gptlab.data.tokenizer import load_tokenizer, same_tokenizer
-    from gptlab.loading import load
+@dataclass(frozen=True)
+class ShardedGPT:
+    """What the trainer and the run directory need of a sharded GPT besides its forward:
+    its layout (the data-parallel width) and a whole copy, for model.safetensors, best/ and
+    the whole-val score."""
 
-    if model_config is not None:
-        raise UsageError("init_from keeps the starting model's architecture; give no model "
-                         "config with it")
-    start, tokenizer = load(init_from)
-    if not same_tokenizer(load_tokenizer(data.tokenizer_path), tokenizer):
-        raise UsageError(f"the data in {data.tokenizer_path.parent} was prepared with another "
-                         f"tokenizer than {init_from}'s: prepare it with `gptlab prepare "
-                         f"--tokenizer MODEL/tokenizer.json`")
-    if data.vocab_size > start.config.vocab_size:
-        raise UsageError(f"the data's vocabulary ({data.vocab_size}) is larger than "
-                         f"{init_from}'s ({start.config.vocab_size})")
-    return start, start.config
+    model: nn.Module
+    layout: Layout
+
+    def gathered(self) -> GPT | None:
+        """An ordinary GPT on rank 0's CPU with the sharded weights (None on the other
+        ranks, which take part all the same)."""
+        weights = parallelize.full_weights(self.model)
+        if weights is None:
+            return None
+        with torch.random.fork_rng(devices=[]):  # initialising must not move training's RNG
+            plain = GPT(self.model.config)
+        model_dir.load_state(plain, weights, "the sharded model")
+        return plain
 
 
-def _whole_val(model: nn.Module, data, reporter, step: int) -> float:
-    """Mean loss over the whole val split (gptlab.inference.evaluate's sliding windows), logged as a
-    "whole_val" record: the figure to quote, where eval_iters batches are an estimate."""
-    from gptlab.inference.evaluate import score_ids
+def _open_run_dir(plan: TrainPlan, state: dict[str, Any] | None, watch: _Watch) -> Reporter:
+    """Rank 0: a fresh run's first files, or a resumed run's settings; its reporter."""
+    run_dir, cfg = plan.run_dir, plan.train_config
+    if state is None:
+        rundir.clear(run_dir)
+        rundir.start(run_dir, plan.data.tokenizer_path, cfg.to_dict(),
+                     plan.model_config.to_dict())
+    else:
+        rundir.write_train_config(run_dir, cfg.to_dict())
+    files = rundir.RunFiles(run_dir, title=f"{run_dir.name}: {_describe(plan.model_config)}")
+    files.reset_metrics(keep_until_step=state["step"] if state else None)
+    if watch.make_reporter is not None:
+        return watch.make_reporter(files)
+    return Reporter(files, progress=watch.progress)
 
+
+def _announce(plan: TrainPlan, trainer: Trainer, ctx: Dist) -> None:
+    _tell(ctx, f"training {_describe(plan.model_config)}, "
+               f"{count_parameters(plan.model_config):,} parameters, on {ctx.device} x "
+               f"{ctx.world_size}" + (f" ({plan.train_config.parallel})" if plan.sharded else "")
+               + (f", resuming at step {trainer.step}" if plan.resume_from is not None else ""))
+    if plan.mode == FINE_TUNE:
+        _tell(ctx, f"fine-tuning from {plan.starting_model}: its weights, architecture and "
+                   f"tokenizer; the optimizer and the learning-rate schedule start fresh")
+
+
+def _tell(ctx: Dist, *lines: str) -> None:
+    """Lines on stderr, from rank 0 only."""
+    if ctx.is_main:
+        for line in lines:
+            print(line, file=sys.stderr)
+
+
+def _fit(plan: TrainPlan, trainer: Trainer, ctx: Dist, stop_after: int | None) -> str:
+    try:
+        return trainer.fit(resumed=plan.resume_from is not None, stop_after=stop_after)
+    except BaseException:
+        if ctx.is_main and plan.resume_from is None and trainer.step == 0:
+            rundir.clear(plan.run_dir)  # nothing trained: leave no run behind
+        raise
+
+
+def _whole_val(whole: Callable[[], nn.Module | None], data: TokenData,
+               reporter: NullReporter, step: int, ctx: Dist) -> float | None:
+    """Mean loss over the whole val split (gptlab.inference.evaluate's sliding windows),
+    logged as a "whole_val" record: the figure to quote, where eval_iters batches are an
+    estimate. Every rank calls it (every rank helps gather a sharded model); rank 0 scores."""
+    model = whole()
+    if not ctx.is_main:
+        return None
     ids = torch.from_numpy(data.val.astype("int64"))
     nll, scored = score_ids(model, ids)
     loss = nll / scored
     reporter.whole_val({"kind": "whole_val", "step": step, "loss": loss, "tokens": scored})
     return loss
-
-
-def _check_run(model_config: GPTConfig, train_config: TrainConfig, data) -> None:
-    """What would otherwise fail only once the run directory is written."""
-    from gptlab.data.prepared import check_enough_tokens
-
-    check_enough_tokens(data, model_config.block_size)
-    autocast_dtype(train_config.dtype, pick_device(train_config.device))
-    if train_config.parallel != "ddp" or train_config.tp not in (None, 1):
-        from gptlab.distributed.parallelize import check_settings
-
-        check_settings(train_config, model_config, int(os.environ.get("WORLD_SIZE", "1")))
-
-
-def _read_run(out_dir: Path, data, overrides: dict[str, Any]):
-    """The checkpoint, model config and training settings of a run to resume, checked
-    against the data and the overrides."""
-    state = rundir.load_checkpoint(out_dir)
-    model_config = model_dir.load_config(out_dir)
-    bad = sorted(set(overrides) - set(RESUME_OVERRIDES))
-    if bad:
-        raise UsageError(f"a resumed run keeps its settings; cannot change "
-                         f"{', '.join(bad)} (only {', '.join(RESUME_OVERRIDES)})")
-    train_config = TrainConfig.from_dict({**rundir.read_train_config(out_dir), **overrides})
-    if train_config.max_iters < state["step"]:
-        raise UsageError(f"{out_dir} is at step {state['step']} already: max_iters "
-                         f"{train_config.max_iters} would end it before that; give at least "
-                         f"{state['step']}")
-    _check_same_batch(state, train_config, rundir.read_train_config(out_dir))
-    rundir.check_same_tokenizer(data.tokenizer_path, out_dir)
-    if model_config.vocab_size != data.vocab_size:
-        raise UsageError(f"the run's vocab_size {model_config.vocab_size} differs from the "
-                         f"data's {data.vocab_size}")
-    return state, model_config, train_config
-
-
-def _check_same_batch(state: dict, new: TrainConfig, saved: dict[str, Any]) -> None:
-    """A resumed run keeps its global batch and its kind of checkpoint: the data-parallel
-    ranks x batch_size it trained with, sharded or whole."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    was_sharded, sharded = "sharded" in state, new.parallel != "ddp"
-    if was_sharded != sharded:
-        kinds = "fsdp, tp or fsdp+tp" if was_sharded else "ddp"
-        raise UsageError(f"this run's checkpoint was saved by --parallel "
-                         f"{saved.get('parallel', 'ddp')}: resume it with --parallel {kinds}")
-    if "data_ranks" not in state:
-        return
-    tp = 1  # (a layout that does not fit is refused by name later, in _check_run)
-    if new.parallel in ("tp", "fsdp+tp"):
-        tp = new.tp or (world if new.parallel == "tp" else 1)
-    dp = max(world // tp, 1)
-    old = state["data_ranks"] * saved["batch_size"]
-    if dp * new.batch_size != old:
-        raise UsageError(f"the run trained with a global batch of {old} sequences "
-                         f"({state['data_ranks']} data-parallel ranks x batch_size "
-                         f"{saved['batch_size']}): with {dp} give --batch-size "
-                         f"{old // dp if old % dp == 0 else 'that divides it'}")
 
 
 def _describe(c: GPTConfig) -> str:

@@ -17,6 +17,7 @@ before model.safetensors, so whenever a process dies, state.pt is whole and self
 state.pt never trained a step worth keeping (a run is checkpointed at step 0 before its
 first step), so a fresh start may replace what such a directory holds. A sharded run's
 state.pt carries no weights but names its shards directory, whole before state.pt is written.
+`Checkpoints` is the one way a trainer commits them, in every mode, whatever it reports.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from gptlab.files.atomic import (
     write_json,
 )
 from gptlab.files.model_dir import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE
+from gptlab.plots import plot_losses
 
 TRAIN_CONFIG_FILE = "train.json"
 STATE_FILE = "state.pt"
@@ -185,13 +187,14 @@ def remove_stale_shards(run_dir: Path, keep: str | None) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def load_checkpoint(run_dir: Path) -> dict[str, Any]:
-    """state.pt of a run: its "model" entry holds the weights of its step."""
+def load_checkpoint(run_dir: Path, mmap: bool = False) -> dict[str, Any]:
+    """state.pt of a run: its "model" entry holds the weights of its step. mmap: its tensors
+    are read only when touched (a look at its step and kind costs no more than that)."""
     path = run_dir / STATE_FILE
     if not path.is_file():
         raise UsageError(f"nothing to resume: {path} does not exist")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as exc:  # a truncated or foreign file; torch raises many kinds
         raise UsageError(f"{path} is not a readable training state ({type(exc).__name__})") \
             from None
@@ -208,6 +211,51 @@ def save_best(run_dir: Path, model: nn.Module, step: int) -> None:
     tokenizer = run_dir / TOKENIZER_FILE
     if tokenizer.is_file():
         copy_file(tokenizer, best / TOKENIZER_FILE)
+
+
+class Checkpoints:
+    """A run directory's checkpoints, for a trainer (gptlab.training.trainer.Checkpointer):
+    the one place they are committed, whole or sharded, whatever the run reports.
+
+    Every rank calls each method; only `writer` (rank 0) writes files. A whole model's
+    weights and optimizer moments go into state.pt itself; a sharded model's (`sharding`,
+    gptlab.training.run's ShardedGPT) into a shards directory that every rank
+    writes first (gptlab.distributed.sharded_checkpoint), which state.pt then names, with the
+    gathered weights in model.safetensors for sample and co.
+
+    best/ lives here too, not with the reporter: it is weights, like model.safetensors (for
+    a sharded model every rank must take part in gathering them, whichever reporter it
+    has), and a resumed run trusts state.pt's best_val to describe what best/ holds.
+    """
+
+    def __init__(self, run_dir: Path, writer: bool, sharding: Any = None) -> None:
+        self.run_dir, self.writer, self.sharding = run_dir, writer, sharding
+        self.where = str(run_dir)
+
+    def save(self, progress: dict[str, Any], model: nn.Module,
+             optimizer: torch.optim.Optimizer) -> None:
+        if self.sharding is None:
+            if self.writer:
+                save_checkpoint(self.run_dir, model,
+                                {**progress, "optimizer": optimizer.state_dict()})
+            return
+        shards = sharded_checkpoint.save(self.run_dir, progress["step"], model, optimizer)
+        whole = self.sharding.gathered()  # model.safetensors stays an ordinary file
+        if self.writer:
+            save_checkpoint(self.run_dir, whole, {**progress, "sharded": shards})
+
+    def restore(self, state: dict[str, Any], model: nn.Module,
+                optimizer: torch.optim.Optimizer) -> None:
+        """The optimizer's moments; a sharded model's weights too (a whole model's come
+        from state["model"] before it is wrapped or sharded: gptlab.training.run)."""
+        if self.sharding is None:
+            optimizer.load_state_dict(state["optimizer"])
+        else:
+            sharded_checkpoint.load(self.run_dir, state["sharded"], model, optimizer)
+
+    def save_best(self, model: nn.Module, step: int) -> None:
+        if self.writer:
+            save_best(self.run_dir, model, step)
 
 
 # --- metrics --------------------------------------------------------------------------------
@@ -241,12 +289,4 @@ class RunFiles:
             f.write(json.dumps(record) + "\n")
 
     def plot(self) -> None:
-        from gptlab.plots import plot_losses
-
         plot_losses(self.records, self.run_dir / PLOT_FILE, title=self.title)
-
-    def save_checkpoint(self, model: nn.Module, state: dict) -> None:
-        save_checkpoint(self.run_dir, model, state)
-
-    def save_best(self, model: nn.Module, step: int) -> None:
-        save_best(self.run_dir, model, step)

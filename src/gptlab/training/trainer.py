@@ -1,10 +1,11 @@
 """The trainer, which knows nothing of GPT: it takes a model whose `model(x, y)` returns
 `(logits, loss)`, a source of batches (gptlab.data.batches.TokenBatches) and a `TrainConfig`, and
 runs AdamW (or Muon + AdamW) with warm-up and decay, gradient clipping and accumulation,
-mixed precision, evaluation, checkpoints, signals and DistributedDataParallel (or a model that
-gptlab.distributed.parallelize sharded, whose checkpoints go through its ShardedRun); what it has to
-say goes to one reporter (gptlab.training.reporting). gptlab.training.run builds a GPT and hands it
-over.
+mixed precision, evaluation, signals and DistributedDataParallel (or a model that
+gptlab.distributed.parallelize sharded). Its checkpoints go to one Checkpointer (a run directory's,
+gptlab.training.rundir.Checkpoints, for every mode; NoCheckpoints where nothing is kept); what it
+has to say goes to one reporter (gptlab.training.reporting), which only reports.
+gptlab.training.run builds a GPT and hands it over.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from gptlab.distributed.process import Dist, sum_across
 from gptlab.errors import GptlabError
@@ -41,19 +43,57 @@ def scheduled_lr(cfg: TrainConfig, step: int) -> float:
                  cfg.lr_schedule, cfg.cooldown_frac)
 
 
+class Checkpointer(Protocol):
+    """Where the trainer's checkpoints go. Every rank calls each method (a sharded model's
+    save is collective); `where` names the place for messages ("" when nowhere)."""
+
+    where: str
+
+    def save(self, progress: dict[str, Any], model: nn.Module,
+             optimizer: torch.optim.Optimizer) -> None:
+        """Commit a checkpoint: the trainer's `progress` (Trainer.state()), the model's
+        weights and the optimizer's moments."""
+
+    def restore(self, state: dict[str, Any], model: nn.Module,
+                optimizer: torch.optim.Optimizer) -> None:
+        """Put back what save kept beside `progress`: the optimizer's moments (and a
+        sharded model's weights)."""
+
+    def save_best(self, model: nn.Module, step: int) -> None:
+        """Keep `model` (whole: gathered if it was sharded) as the best one so far."""
+
+
+class NoCheckpoints:
+    """Keeps nothing: a trainer driven step by step without a run directory (benchmarks)."""
+
+    where = ""
+
+    def save(self, progress: dict[str, Any], model: nn.Module,
+             optimizer: torch.optim.Optimizer) -> None: ...
+
+    def restore(self, state: dict[str, Any], model: nn.Module,
+                optimizer: torch.optim.Optimizer) -> None:
+        raise ValueError("NoCheckpoints kept nothing to restore")
+
+    def save_best(self, model: nn.Module, step: int) -> None: ...
+
+
 class Trainer:
-    """Runs the optimization loop; everything it reports or saves goes to `reporter`.
+    """Runs the optimization loop; its checkpoints go to `checkpoints`, everything it has to
+    say to `reporter`.
 
     model: `model(x, y) -> (logits, loss)`; batches: `train_batch()`, `eval_batch(split, i)`,
     `state()`, `load_state(s)`; stop: set (by a signal handler) to end at the next step.
     """
 
     def __init__(self, model: nn.Module, batches: Any, cfg: TrainConfig, ctx: Dist,
-                 reporter: NullReporter | None = None,
+                 checkpoints: Checkpointer, reporter: NullReporter | None = None,
                  stop: threading.Event | None = None, sharding: Any = None) -> None:
-        # sharding: a gptlab.distributed.parallelize.ShardedRun when the model is already sharded
-        # (FSDP, tensor parallel); its checkpoints then go through it.
+        # sharding: when the model is already sharded (FSDP, tensor parallel), its `layout`
+        # (the data-parallel width) and `gathered()`, a whole copy (gptlab.training.run's
+        # ShardedGPT).
         self.cfg, self.ctx, self.batches, self.sharding = cfg, ctx, batches, sharding
+        self.checkpoints = checkpoints
         self.reporter = reporter or NullReporter()
         self.raw_model = model
         self.optimizer = make_optimizer(model, cfg, ctx.device)
@@ -63,9 +103,8 @@ class Trainer:
         if cfg.compile:
             model = torch.compile(model)
         if ctx.enabled and sharding is None:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-
-            model = DDP(model, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None)
+            model = DistributedDataParallel(
+                model, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None)
         self.model = model
         self.step = 0
         self.best_val = math.inf
@@ -76,7 +115,8 @@ class Trainer:
         self.eval_pending = True
         self._unsaved = True  # state has moved on since the last checkpoint
 
-    # state for --resume: plain tensors and numbers only, so weights_only loading works
+    # state for --resume: plain tensors and numbers only, so weights_only loading works. The
+    # weights and the optimizer's moments go beside it, as the Checkpointer keeps them.
     def state(self) -> dict[str, Any]:
         state = {
             "step": self.step,
@@ -86,8 +126,6 @@ class Trainer:
             "eval_pending": self.eval_pending,
             "data_ranks": self.data_ranks,
         }
-        if self.sharding is None:  # sharded: the moments go to the sharded checkpoint
-            state["optimizer"] = self.optimizer.state_dict()
         if self.scaler.is_enabled():
             state["scaler"] = self.scaler.state_dict()
         if self.ctx.device.type == "cuda":
@@ -99,10 +137,7 @@ class Trainer:
         self.best_val = float(state["best_val"])
         self.eval_pending = bool(state.get("eval_pending", False))
         self._unsaved = False
-        if self.sharding is not None:
-            self.sharding.load(self.optimizer, state["sharded"])
-        else:
-            self.optimizer.load_state_dict(state["optimizer"])
+        self.checkpoints.restore(state, self.raw_model, self.optimizer)
         self.batches.load_state(state["batch_rng"])
         if self.ctx.rank == 0:
             torch.set_rng_state(state["torch_rng"])
@@ -188,7 +223,7 @@ class Trainer:
         return mean_loss
 
     def _diverged_message(self, loss: float) -> str:
-        where = self.reporter.where
+        where = self.checkpoints.where
         where = f"; the last good checkpoint is in {where}" if where else ""
         return (f"the loss became {loss} at step {self.step + 1}: training stopped{where} "
                 f"(try a lower learning rate, more warm-up or gradient clipping)")
@@ -244,8 +279,10 @@ class Trainer:
             self.best_val = losses["val_loss"]
         record = {"kind": "eval", "step": self.step, **losses, "best_val_loss": self.best_val}
         model = self.raw_model
-        if self.sharding is not None and improved:
-            model = self.sharding.gathered()  # every rank gathers; rank 0 writes best/
+        if improved:
+            if self.sharding is not None:
+                model = self.sharding.gathered()  # every rank gathers; rank 0 gets it
+            self.checkpoints.save_best(model, self.step)
         self.reporter.evaluation(record, model, improved)
 
     @property
@@ -254,11 +291,7 @@ class Trainer:
         return self.sharding.layout.dp if self.sharding is not None else self.ctx.world_size
 
     def _save_checkpoint(self) -> None:
-        state, model = self.state(), self.raw_model
-        if self.sharding is not None:
-            state["sharded"] = self.sharding.save(self.optimizer, self.step)
-            model = self.sharding.gathered()  # model.safetensors stays an ordinary file
-        self.reporter.checkpoint(model, state)
+        self.checkpoints.save(self.state(), self.raw_model, self.optimizer)
         self._unsaved = False
 
 

@@ -1,0 +1,249 @@
+"""What a `train(...)` call will do, decided before anything is touched: one frozen TrainPlan.
+
+`plan_run` takes the call's arguments and the opened data directory and resolves them: the
+mode (a fresh run, a resume, a fine-tune), the final model config and training settings
+(overrides applied and checked), the data's facts, the run directory, the model a fine-tune
+starts from, the seeds and the layout of the ranks (sharded or not). It checks everything
+that can be checked without the run directory's lock: it only reads that directory (a
+resumed run's settings and its checkpoint's step and kind), and gptlab.training.run then
+carries the plan out, checking under the lock that the directory is still what was planned.
+
+One decision needs the processes to be up: what dtype 'auto' means, which rank 0 measures
+and tells the others (`with_precision`, returning a new plan).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+
+from gptlab.data.prepared import TokenData, check_enough_tokens
+from gptlab.data.tokenizer import load_tokenizer, same_tokenizer
+from gptlab.distributed.parallelize import Layout, check_settings
+from gptlab.distributed.process import Dist, pick_device
+from gptlab.errors import UsageError
+from gptlab.files import model_dir
+from gptlab.loading import describe
+from gptlab.model.config import GPTConfig
+from gptlab.training import precision, rundir
+from gptlab.training.config import TrainConfig
+
+FRESH, RESUME, FINE_TUNE = "fresh", "resume", "fine-tune"
+# What a resume may change. parallel, tp and batch_size: a run may move between sharded
+# modes and numbers of ranks (gptlab.distributed.parallelize), keeping its global batch.
+RESUME_OVERRIDES = ("max_iters", "device", "compile", "parallel", "tp",
+                    "reshard_after_forward", "batch_size")
+
+
+@dataclass(frozen=True)
+class DataFacts:
+    """What a run needs to know of its data directory (gptlab.data.prepared)."""
+
+    directory: Path
+    tokenizer_path: Path
+    vocab_size: int
+    train_tokens: int
+    val_tokens: int
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """The checkpoint a resume continues from, as its state.pt describes it."""
+
+    step: int
+    shards: str | None  # the shards directory a sharded run's state.pt names; None: whole
+    data_ranks: int | None  # the data-parallel ranks it trained with (older runs: None)
+
+
+@dataclass(frozen=True)
+class TrainPlan:
+    """Everything a train() call will do, as plain data; gptlab.training.run executes it."""
+
+    mode: str  # FRESH, RESUME or FINE_TUNE
+    model_config: GPTConfig
+    train_config: TrainConfig
+    data: DataFacts
+    run_dir: Path
+    overwrite: bool  # a fresh start may replace a finished run in run_dir
+    resume_from: ResumePoint | None  # RESUME only
+    rank: int  # this process, of world_size (torchrun's RANK and WORLD_SIZE)
+    world_size: int
+    layout: Layout  # how the ranks are arranged; mode "ddp": a whole model on each
+    init_seed: int  # torch's seed before the model is built
+    # Torch's seed once the weights are in place (dropout), or None where the batches
+    # continue the stream that initialised the weights (batch_rng "nanogpt").
+    dropout_seed: int | None
+
+    @property
+    def sharded(self) -> bool:
+        return self.layout.mode != "ddp"
+
+    @property
+    def is_main(self) -> bool:
+        """The process that takes the run directory's lock and writes its files."""
+        return self.rank == 0
+
+    @property
+    def starting_model(self) -> str | None:
+        """The model a fine-tune starts from (a resumed fine-tune continues its own)."""
+        return self.train_config.init_from if self.mode == FINE_TUNE else None
+
+
+def plan_run(model_config: GPTConfig | None, train_config: TrainConfig | None,
+             data: TokenData, run_dir: Path, *, resume: bool = False,
+             overrides: dict[str, Any] | None = None, overwrite: bool = False,
+             rank: int = 0, world_size: int = 1) -> TrainPlan:
+    """The plan of gptlab.training.run.train's call with these arguments, or the one-line
+    UsageError that call would end with, before anything is written."""
+    overrides = overrides or {}
+    point = None
+    if resume:
+        model_config, train_config, point, layout = _resumed(
+            model_config, train_config, data, run_dir, overrides, world_size)
+        mode = RESUME
+    else:
+        model_config, train_config = _started(model_config, train_config, data, overrides)
+        layout = check_settings(train_config, model_config, world_size)
+        mode = FINE_TUNE if train_config.init_from is not None else FRESH
+    _check_run(model_config, train_config, data)
+    if not resume:
+        rundir.check_fresh(run_dir, overwrite)  # again under the lock, before writing
+    init_seed, dropout_seed = _seeds(train_config, rank)
+    facts = DataFacts(data.tokenizer_path.parent, data.tokenizer_path, data.vocab_size,
+                      len(data.train), len(data.val))
+    return TrainPlan(mode=mode, model_config=model_config, train_config=train_config,
+                     data=facts, run_dir=run_dir, overwrite=overwrite and not resume,
+                     resume_from=point, rank=rank, world_size=world_size, layout=layout,
+                     init_seed=init_seed, dropout_seed=dropout_seed)
+
+
+def _started(model_config: GPTConfig | None, train_config: TrainConfig | None,
+             data: TokenData, overrides: dict[str, Any]) -> tuple[GPTConfig, TrainConfig]:
+    """The configs of a fresh run or a fine-tune, overrides applied."""
+    if train_config is None:
+        raise UsageError("a fresh run needs a training config")
+    train_config = TrainConfig.from_dict({**train_config.to_dict(), **overrides})
+    if train_config.init_from is not None:
+        return _starting_config(train_config.init_from, model_config, data), train_config
+    if model_config is None:
+        raise UsageError("a fresh run needs a model config (or init_from)")
+    return GPTConfig.from_dict({**model_config.to_dict(), "vocab_size": data.vocab_size}), \
+        train_config
+
+
+def _resumed(model_config: GPTConfig | None, train_config: TrainConfig | None,
+             data: TokenData, run_dir: Path, overrides: dict[str, Any], world_size: int
+             ) -> tuple[GPTConfig, TrainConfig, ResumePoint, Layout]:
+    """The configs a run directory holds, overrides applied, where it stopped and the
+    layout of the ranks, checked against the data."""
+    if model_config is not None or train_config is not None:
+        raise UsageError("resume reads the model and training settings from the run "
+                         "directory; give no model_config or train_config")
+    rundir.check_resumable(run_dir)
+    point = resume_point(rundir.load_checkpoint(run_dir, mmap=True))
+    model_config = model_dir.load_config(run_dir)
+    saved = rundir.read_train_config(run_dir)
+    train_config = _resumed_settings(saved, overrides, point, run_dir)
+    _check_same_kind(point, train_config, saved)
+    layout = check_settings(train_config, model_config, world_size)
+    _check_same_batch(point, train_config, saved, layout)
+    rundir.check_same_tokenizer(data.tokenizer_path, run_dir)
+    if model_config.vocab_size != data.vocab_size:
+        raise UsageError(f"the run's vocab_size {model_config.vocab_size} differs from the "
+                         f"data's {data.vocab_size}")
+    return model_config, train_config, point, layout
+
+
+def _seeds(cfg: TrainConfig, rank: int) -> tuple[int, int | None]:
+    """(init_seed, dropout_seed). The same initial weights on every rank (DDP also
+    broadcasts rank 0's; FSDP and TP keep each rank's slice of its own), and dropout that
+    differs across ranks; nanoGPT instead seeds each rank with seed + rank before building
+    the model, and its batches continue that stream."""
+    if cfg.batch_rng == "nanogpt":
+        return cfg.seed + rank, None
+    return cfg.seed, cfg.seed + rank
+
+
+def resume_point(state: dict[str, Any]) -> ResumePoint:
+    """What a checkpoint (rundir.load_checkpoint) says of where a resume starts."""
+    return ResumePoint(state["step"], state.get("sharded"), state.get("data_ranks"))
+
+
+def with_precision(plan: TrainPlan, ctx: Dist) -> tuple[TrainPlan, list[str]]:
+    """(plan with dtype and muon_dtype 'auto' made concrete, the lines saying why):
+    gptlab.training.precision decides on the first process for all, so every rank trains
+    alike and train.json records what was used. Every rank calls it."""
+    cfg = plan.train_config
+    if cfg.dtype != "auto" and not (cfg.optimizer == "muon" and cfg.muon_dtype == "auto"):
+        return plan, []
+    decided = [None, None]
+    if ctx.is_main:
+        resolved, reasons = precision.resolve_settings(cfg, plan.model_config, ctx.device)
+        decided = [resolved.to_dict(), reasons]
+    if ctx.enabled:
+        dist.broadcast_object_list(decided, src=0)
+    settings, reasons = decided
+    return replace(plan, train_config=TrainConfig.from_dict(settings)), reasons
+
+
+def _starting_config(init_from: str, model_config: GPTConfig | None,
+                     data: TokenData) -> GPTConfig:
+    """The config of the model a fine-tune starts from, checked against the data."""
+    if model_config is not None:
+        raise UsageError("init_from keeps the starting model's architecture; give no model "
+                         "config with it")
+    config, tokenizer = describe(init_from)
+    if not same_tokenizer(load_tokenizer(data.tokenizer_path), tokenizer):
+        raise UsageError(f"the data in {data.tokenizer_path.parent} was prepared with another "
+                         f"tokenizer than {init_from}'s: prepare it with `gptlab prepare "
+                         f"--tokenizer MODEL/tokenizer.json`")
+    if data.vocab_size > config.vocab_size:
+        raise UsageError(f"the data's vocabulary ({data.vocab_size}) is larger than "
+                         f"{init_from}'s ({config.vocab_size})")
+    return config
+
+
+def _check_run(model_config: GPTConfig, train_config: TrainConfig, data: TokenData) -> None:
+    """What would otherwise fail only once the run directory is written."""
+    check_enough_tokens(data, model_config.block_size)
+    precision.autocast_dtype(train_config.dtype, pick_device(train_config.device))
+
+
+def _resumed_settings(saved: dict[str, Any], overrides: dict[str, Any], point: ResumePoint,
+                      run_dir: Path) -> TrainConfig:
+    bad = sorted(set(overrides) - set(RESUME_OVERRIDES))
+    if bad:
+        raise UsageError(f"a resumed run keeps its settings; cannot change "
+                         f"{', '.join(bad)} (only {', '.join(RESUME_OVERRIDES)})")
+    settings = TrainConfig.from_dict({**saved, **overrides})
+    if settings.max_iters < point.step:
+        raise UsageError(f"{run_dir} is at step {point.step} already: max_iters "
+                         f"{settings.max_iters} would end it before that; give at least "
+                         f"{point.step}")
+    return settings
+
+
+def _check_same_kind(point: ResumePoint, new: TrainConfig, saved: dict[str, Any]) -> None:
+    """A resumed run keeps its kind of checkpoint: sharded or whole."""
+    was_sharded, sharded = point.shards is not None, new.parallel != "ddp"
+    if was_sharded != sharded:
+        kinds = "fsdp, tp or fsdp+tp" if was_sharded else "ddp"
+        raise UsageError(f"this run's checkpoint was saved by --parallel "
+                         f"{saved.get('parallel', 'ddp')}: resume it with --parallel {kinds}")
+
+
+def _check_same_batch(point: ResumePoint, new: TrainConfig, saved: dict[str, Any],
+                      layout: Layout) -> None:
+    """A resumed run keeps its global batch: the data-parallel ranks x batch_size it trained
+    with."""
+    if point.data_ranks is None:
+        return
+    old = point.data_ranks * saved["batch_size"]
+    if layout.dp * new.batch_size != old:
+        raise UsageError(f"the run trained with a global batch of {old} sequences "
+                         f"({point.data_ranks} data-parallel ranks x batch_size "
+                         f"{saved['batch_size']}): with {layout.dp} give --batch-size "
+                         f"{old // layout.dp if old % layout.dp == 0 else 'that divides it'}")
