@@ -19,7 +19,9 @@ from gptlab.convert import hf
 from gptlab.data.tokenizer import Tokenizer, load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.files import model_dir
+from gptlab.files.kinds import is_hf_dir
 from gptlab.inference import quantize
+from gptlab.inference.formats import WEIGHT_CHOICES
 from gptlab.model.gpt import GPT
 
 
@@ -33,11 +35,11 @@ def load(path: str | Path, device: str | torch.device | None = None,
     model an inference model with its matrices in that format (gptlab.inference.quantize; auto: the
     fastest on this machine), and `model.decode_choice` says what was picked and why."""
     device = torch.device("cpu" if device is None else device)
-    if weights is not None and weights not in quantize.WEIGHT_CHOICES:
-        raise UsageError(f"weights must be one of {', '.join(quantize.WEIGHT_CHOICES)}, "
+    if weights is not None and weights not in WEIGHT_CHOICES:
+        raise UsageError(f"weights must be one of {', '.join(WEIGHT_CHOICES)}, "
                          f"got {weights!r}")
     source = Path(path).expanduser()
-    if (source / model_dir.CONFIG_FILE).is_file() and not hf.is_hf_dir(source):
+    if (source / model_dir.CONFIG_FILE).is_file() and not is_hf_dir(source):
         model = model_dir.load_model(source, device=device)
         tokenizer = model_dir.load_tokenizer_of(source)
     elif not source.exists() and (source.is_absolute() or str(path).startswith((".", "~"))
