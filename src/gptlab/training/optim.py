@@ -13,14 +13,15 @@ from gptlab.training.config import TrainConfig
 ADAMW_IMPLEMENTATIONS = {"fused": {"fused": True}, "foreach": {"foreach": True},
                          "for-loop": {"foreach": False}}
 # Chosen per device type; others get torch's own default. CPU (bench/adamw_startup.py,
-# 2 threads, torch 2.13, 2-core Xeon VM; medians): one AdamW step on the demo model
-# (shakespeare-char-cpu, B=12, T=64) takes 0.50 ms fused, 3.0 foreach, 1.8 for-loop; on the
-# speedrun model's AdamW part 0.11 / 0.28 / 0.34 ms. Start-up is the same for all three:
-# every torch.optim optimizer imports torch._dynamo in its constructor (Optimizer.
-# add_param_group is @torch._disable_dynamo), 0.83 s here, and a fresh process reaches the
-# end of its first step in ~1.8 s either way. So fused on a CPU, for any model size; on
-# CUDA fused too (torch's fastest there; not measured here). nanoGPT's recipe reproduces
-# to 4 decimals with it (tests/test_recipe.py).
+# 2 threads, torch 2.13, 2-core Xeon VM; medians of 240 steps): one AdamW step on the demo
+# model (shakespeare-char-cpu, B=12, T=64) takes 0.55 ms fused, 3.9 foreach, 2.0 for-loop
+# (a whole training step 27.3 / 28.6 / 29.3 ms); on the speedrun model's AdamW part 0.10 /
+# 0.26 / 0.31 ms. Start-up is the same for all three: every torch.optim optimizer imports
+# torch._dynamo in its constructor (Optimizer.add_param_group is @torch._disable_dynamo;
+# 0.8-0.9 s here), and a fresh process reaches the end of its first step in 1.7-1.9 s
+# either way (quiet rounds; the first step itself 4-8 ms). So fused on a CPU, for both
+# sizes; on CUDA fused too (torch's fastest there; not measured here). nanoGPT's recipe
+# reproduces to 4 decimals with it (tests/test_recipe.py).
 ADAMW_FOR_DEVICE = {"cuda": "fused", "cpu": "fused"}
 
 
