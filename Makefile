@@ -43,7 +43,7 @@ TINY_SHAKESPEARE ?= tests/data/tinyshakespeare/input.txt
 BENCH_ARGS ?= --text $(TINY_SHAKESPEARE)
 
 bench: $(VENV)/.test
-	$(VENV)/bin/gptlab bench $(BENCH_ARGS)
+	$(PY) -m bench $(BENCH_ARGS)
 
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check src tests bench tools

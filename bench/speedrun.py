@@ -10,7 +10,7 @@ trainer's   whole_val: windows of block_size sliding by half of it), not a 20-ba
   apart, since how often we look is the benchmark's choice. A rung's time is the training
   time at the first evaluation at or below it, so its resolution is the evaluation interval
   (every `coarse` steps, every `fine` once within 0.1 of the next rung);
-- torch threads 2 (`gptlab bench --threads`), N seeds (default 3), recipes interleaved per
+- torch threads 2 (`python -m bench --threads`), N seeds (default 3), recipes interleaved per
   seed (A B, B A, ...); medians over seeds, a seed that never reaches a rung counted as
   infinitely slow (so a median is "not reached" when most seeds miss it);
 - each candidate's time to a rung as a ratio of the reference's median in the same run;

@@ -12,13 +12,14 @@ import pytest
 import torch
 
 from gptlab import GPT, GPTConfig
-from gptlab.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import run as bench_run  # noqa: E402
 from bench.common import interleaved, table  # noqa: E402
 from bench.generation import weight_bytes_per_token  # noqa: E402
+from bench.run import main  # noqa: E402  (python -m bench)
 from bench.scaling import fit_line  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -27,7 +28,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def smoke_results(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("bench")
-    assert main(["bench", "--smoke", "--out", str(out)]) == 0
+    assert main(["--smoke", "--out", str(out)]) == 0
     return out
 
 
@@ -106,8 +107,17 @@ def test_time_to_quality_trains_both_recipes(smoke_results):
         assert r["train_s"] > 0 and r["steps"] == r["curve"][-1]["step"]
 
 
+def test_cli_startup_times_help_against_import_torch(smoke_results):
+    data = load(smoke_results, "cli_startup")
+    assert set(data["median_s"]) == {"gptlab --help", "import torch", "python"}
+    assert all(len(ts) == 2 for ts in data["times_s"].values())
+    assert data["ratio_help_vs_import_torch"] == pytest.approx(
+        data["median_s"]["gptlab --help"] / data["median_s"]["import torch"])
+    assert data["within_target"] == (data["ratio_help_vs_import_torch"] <= data["target_ratio"])
+
+
 def test_unknown_benchmark_is_one_line_usage_error(capsys):
-    assert main(["bench", "--only", "nope"]) == 2
+    assert main(["--only", "nope"]) == 2
     err = capsys.readouterr().err.strip()
     assert "unknown benchmark 'nope'" in err and "\n" not in err
 
@@ -121,29 +131,42 @@ def test_unknown_benchmark_is_one_line_usage_error(capsys):
 ])
 def test_bad_options_are_refused_before_any_benchmark(tmp_path, capsys, monkeypatch, argv,
                                                       message):
-    from gptlab.cli import bench
+    def no_runner(*args, **kwargs):
+        raise AssertionError("a benchmark ran before the options were checked")
 
-    def no_runner():
-        raise AssertionError("the runner was loaded before the options were checked")
-
-    monkeypatch.setattr(bench, "load_runner", no_runner)
+    monkeypatch.setattr(bench_run, "run_all", no_runner)
     (tmp_path / "f").write_text("x")
     argv = [a.replace("{file}", str(tmp_path / "f")) for a in argv]
-    assert main(["bench", "--smoke", *argv]) == 2
+    assert main(["--smoke", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
 
 
-def test_only_accepts_every_benchmark_the_runner_has():
-    from bench.run import BENCHMARKS
+def test_only_accepts_every_benchmark_in_the_folder():
+    modules = {p.stem for p in (ROOT / "bench").glob("*.py")}
+    assert set(bench_run.BENCHMARKS) <= modules
+    assert bench_run.parse_only(["lab_latency,mfu"]) == ["lab_latency", "mfu"]
+    assert bench_run.selected(["mfu", "train_step"], "full") == ["train_step", "mfu"]
+    assert "time_to_quality" not in bench_run.selected(None, "quick")
 
-    from gptlab.cli.bench import NAMES, parse_only
 
-    assert set(NAMES) == set(BENCHMARKS) and parse_only(["lab_latency"]) == ["lab_latency"]
+def test_python_m_bench_answers_help_and_refuses_bad_usage_in_one_line():
+    """`python -m bench` from the checkout, as `make bench` runs it: --help, then a bad
+    flag (exit 2, one line, no traceback)."""
+    run = [sys.executable, "-m", "bench"]
+    shown = subprocess.run([*run, "--help"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=120)
+    assert shown.returncode == 0 and shown.stdout.startswith("usage: python -m bench")
+    assert "--smoke" in shown.stdout and "--threads" in shown.stdout
+    bad = subprocess.run([*run, "--only", "nope"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("python -m bench: error: unknown benchmark 'nope'")
+    assert bad.stderr.count("\n") == 1
 
 
 def test_time_to_quality_missing_text_is_usage_error(tmp_path, capsys):
-    code = main(["bench", "--only", "time_to_quality", "--text", str(tmp_path / "no.txt"),
+    code = main(["--only", "time_to_quality", "--text", str(tmp_path / "no.txt"),
                  "--out", str(tmp_path)])
     assert code == 2
     assert "no such file" in capsys.readouterr().err

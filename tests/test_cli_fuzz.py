@@ -18,7 +18,8 @@ What runs for real and what is stubbed:
 - train, demo: their own argument checks and the config validation run for real; the
   trainer itself is replaced by a stub (training belongs to test_train.py, and 2 CPU cores
   cannot afford a training run per example). demo's data preparation is stubbed too.
-- lab: `serve` is stubbed (no server starts); bench: the runner is stubbed (no benchmark).
+- lab: `serve` is stubbed (no server starts). `python -m bench`'s arguments are driven the
+  same way, its runner stubbed (no benchmark).
 Argument vectors never hold NUL (a real argv cannot). Examples are derandomized: the
 same few hundred inputs on every run, about 45 s on two cores.
 """
@@ -28,6 +29,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -43,6 +45,7 @@ from gptlab.model.presets import PRESETS
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "data" / "tinyshakespeare" / "input.txt"
+sys.path.insert(0, str(ROOT))  # the checkout's bench/, for `python -m bench`'s main
 TINY_MODEL = {"vocab_size": 100, "n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 16}
 
 # GPTLAB_FUZZ_SCALE=20 explores: 20x the examples, random ones (not the fixed set).
@@ -247,20 +250,22 @@ def snapshot(world) -> dict[str, tuple[bytes, int, int]]:
     return files
 
 
-def check(world, capsys, argv: list[str]) -> tuple[int, str, str]:
-    """Run `gptlab argv`; assert the promises in this module's docstring."""
+def check(world, capsys, argv: list[str], run=main, prog: str = "gptlab"
+          ) -> tuple[int, str, str]:
+    """Run `gptlab argv` (or another front end: its main and its name); assert the promises
+    in this module's docstring."""
     before = snapshot(world)
     try:
-        code = main(argv)
+        code = run(argv)
     except SystemExit as exc:  # argparse: a usage error, or --help
         code = exc.code
     out, err = capsys.readouterr()
-    shown = f"gptlab {' '.join(a[:80] for a in argv)[:600]}\nexit {code}\nstderr: {err[-2000:]}"
+    shown = f"{prog} {' '.join(a[:80] for a in argv)[:600]}\nexit {code}\nstderr: {err[-2000:]}"
     assert "Traceback" not in err, shown
     assert code in (0, 1, 2), shown
     if code != 0:
         lines = err.strip("\n").split("\n")
-        assert len(lines) == 1 and lines[0].startswith("gptlab") and " error: " in lines[0], \
+        assert len(lines) == 1 and lines[0].startswith(prog) and " error: " in lines[0], \
             shown
     if code == 1:  # a failure, not bad input: only the stubbed network may cause one
         assert "offline (stubbed by the test)" in err, f"exit 1 for bad input?\n{shown}"
@@ -396,7 +401,7 @@ def test_patch(world, capsys, offline, run, texts, opts):
 @pytest.fixture
 def no_training(monkeypatch):
     """train() is stubbed: what is checked is everything before it."""
-    from gptlab.cli import train as train_command
+    from gptlab.training import run as training_run
 
     calls = []
 
@@ -406,7 +411,7 @@ def no_training(monkeypatch):
                                val_loss=None, best_val_loss=float("nan"), run_dir=out,
                                whole_val_loss=None)
 
-    monkeypatch.setattr(train_command, "train", fake_train)
+    monkeypatch.setattr(training_run, "train", fake_train)
     return calls
 
 
@@ -451,6 +456,7 @@ def test_train_arguments(world, capsys, offline, no_training, model, data, out, 
 def test_demo_arguments(world, capsys, offline, monkeypatch, opts):
     """demo up to its training run (stubbed, as its data preparation)."""
     from gptlab.cli import demo
+    from gptlab.training import run as training_run
 
     class Reached(Exception):
         pass
@@ -459,7 +465,7 @@ def test_demo_arguments(world, capsys, offline, monkeypatch, opts):
         raise Reached
 
     monkeypatch.setattr(demo, "ensure_data", lambda path: None)
-    monkeypatch.setattr(demo, "train", fake_train)
+    monkeypatch.setattr(training_run, "train", fake_train)
     try:
         check(world, capsys, ["demo", *flags(world, opts)])
     except Reached:
@@ -487,31 +493,28 @@ def test_lab_arguments(world, capsys, offline, monkeypatch, opts):
     hostile=dict(only=st.lists(st.one_of(TEXT, st.just(",")), min_size=1, max_size=3),
                  text=paths(), out=st.one_of(out_paths(), paths()))))
 def test_bench_arguments(world, capsys, offline, monkeypatch, opts):
-    from gptlab.cli import bench
+    """`python -m bench`'s own checks, up to its runner (stubbed)."""
+    from bench import run as bench_run
 
-    runner = SimpleNamespace(selected=lambda only, size: list(only or bench.NAMES),
-                             run_all=lambda *args, **kwargs: {})
-    monkeypatch.setattr(bench, "load_runner", lambda: runner)
-    check(world, capsys, ["bench", *flags(world, opts)])
+    monkeypatch.setattr(bench_run, "run_all", lambda *args, **kwargs: {})
+    check(world, capsys, flags(world, opts), run=bench_run.main, prog="python -m bench")
 
 
 @fuzz(60)
 @given(argv=st.lists(st.one_of(TEXT, st.sampled_from(
     ["sample", "params", "prepare", "convert", "heads", "lens", "attribute", "patch", "train",
-     "lab", "bench", "demo", "--help", "--out", "--seed", "--", "gpt2"])), max_size=5))
+     "lab", "demo", "--help", "--version", "--out", "--seed", "--", "gpt2"])), max_size=5))
 def test_any_argument_vector(world, capsys, offline, monkeypatch, argv):
     """Whatever the words, main() answers in one line or does its job; what would start
-    real work (a server, a benchmark, training) is stubbed."""
-    from gptlab.cli import bench, demo
-    from gptlab.cli import train as train_command
+    real work (a server, training) is stubbed."""
+    from gptlab.cli import demo
     from gptlab.lab import server
+    from gptlab.training import run as training_run
 
     stub = SimpleNamespace(is_main=False)
     monkeypatch.setattr(server, "serve", lambda *args, **kwargs: None)
-    monkeypatch.setattr(bench, "load_runner", lambda: SimpleNamespace(
-        selected=lambda only, size: [], run_all=lambda *args, **kwargs: {}))
     monkeypatch.setattr(demo, "ensure_data", lambda path: None)
-    monkeypatch.setattr(train_command, "train", lambda *args, **kwargs: stub)
+    monkeypatch.setattr(training_run, "train", lambda *args, **kwargs: stub)
     if argv[:1] == ["demo"]:
         argv = [*argv, "--max-iters=0"]  # the real demo would prepare and train for minutes
     check(world, capsys, argv)

@@ -6,9 +6,8 @@ import torch.nn.functional as F
 
 from gptlab import GPT, GPTConfig
 from gptlab.errors import UsageError
+from gptlab.interp.head_kinds import ABLATION_MODES, SCORE_NAMES
 from gptlab.interp.heads import (
-    ABLATION_MODES,
-    SCORE_NAMES,
     ablate_heads,
     ablation_deltas,
     chance_scores,

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from gptlab.cli.main import main
 from gptlab.training.config import recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.run import main  # noqa: E402  (python -m bench)
 from bench.speedrun import REFERENCE, summarize  # noqa: E402
 
 CANDIDATE = "shakespeare-char-cpu-speedrun"
@@ -24,7 +24,7 @@ CANDIDATE = "shakespeare-char-cpu-speedrun"
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("speedrun")
-    assert main(["bench", "--smoke", "--only", "speedrun", "--seeds", "2", "--threads", "1",
+    assert main(["--smoke", "--only", "speedrun", "--seeds", "2", "--threads", "1",
                  "--out", str(out)]) == 0
     return out
 
@@ -95,6 +95,6 @@ def test_a_reference_that_misses_gives_an_upper_bound():
 
 
 def test_bad_seeds_is_one_line(capsys, tmp_path):
-    assert main(["bench", "--only", "speedrun", "--seeds", "0", "--out", str(tmp_path)]) == 2
+    assert main(["--only", "speedrun", "--seeds", "0", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "--seeds" in err and "\n" not in err and "Traceback" not in err

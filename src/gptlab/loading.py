@@ -21,6 +21,7 @@ from gptlab.data.tokenizer import Tokenizer, load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.files import kinds, model_dir
 from gptlab.inference import quantize
+from gptlab.inference.formats import WEIGHT_CHOICES
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 
@@ -35,8 +36,8 @@ def load(path: str | Path, device: str | torch.device | None = None,
     model an inference model with its matrices in that format (gptlab.inference.quantize; auto: the
     fastest on this machine), and `model.decode_choice` says what was picked and why."""
     device = torch.device("cpu" if device is None else device)
-    if weights is not None and weights not in quantize.WEIGHT_CHOICES:
-        raise UsageError(f"weights must be one of {', '.join(quantize.WEIGHT_CHOICES)}, "
+    if weights is not None and weights not in WEIGHT_CHOICES:
+        raise UsageError(f"weights must be one of {', '.join(WEIGHT_CHOICES)}, "
                          f"got {weights!r}")
     found, is_hf = _locate(path)
     if is_hf:

@@ -11,14 +11,23 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from gptlab.files.atomic import atomic_write_bytes
 
+if TYPE_CHECKING:
+    from torch import Tensor
+
 # Token labels stop being readable past this many positions; larger patterns go unlabelled.
 MAX_LABELLED = 64
+
+
+def new_figure(**kwargs: Any) -> Any:
+    """A matplotlib Figure (kwargs as Figure's: figsize=(w, h) in inches)."""
+    # start-up time: matplotlib takes ~0.3 s to import; only a drawing waits for it
+    from matplotlib.figure import Figure
+
+    return Figure(**kwargs)
 
 
 def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> None:
@@ -31,12 +40,10 @@ def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> None:
 
 def plot_losses(records: list[dict], path: str | Path, title: str = "") -> None:
     """Train loss per logged step (thin) and the evaluated train/val losses (markers)."""
-    from matplotlib.figure import Figure
-
     steps = [r["step"] for r in records if r.get("kind") == "train"]
     losses = [r["loss"] for r in records if r.get("kind") == "train"]
     evals = [r for r in records if r.get("kind") == "eval"]
-    fig = Figure(figsize=(7, 4.2))
+    fig = new_figure(figsize=(7, 4.2))
     ax = fig.add_subplot()
     if steps:
         ax.plot(steps, losses, lw=0.8, alpha=0.5, color="tab:blue", label="train (batch)")
@@ -57,11 +64,9 @@ def save_pattern(
     pattern: Tensor, path: str | Path, title: str, labels: Sequence[str] | None = None
 ) -> None:
     """One head's attention pattern (T, T), query rows x key columns, as a PNG."""
-    from matplotlib.figure import Figure
-
     T = pattern.shape[-1]
     size = min(12.0, 3.0 + 0.16 * T)
-    fig = Figure(figsize=(size + 1.2, size))
+    fig = new_figure(figsize=(size + 1.2, size))
     ax = fig.add_subplot()
     image = ax.imshow(pattern.detach().float().cpu().numpy(), cmap="viridis", vmin=0.0,
                       vmax=1.0, interpolation="nearest")
@@ -79,11 +84,9 @@ def save_pattern(
 
 def save_score_grid(scores: dict[str, Tensor], path: str | Path, title: str = "") -> None:
     """Side-by-side (n_layer, n_head) grids, one per score name, as a PNG."""
-    from matplotlib.figure import Figure
-
     n_layer, n_head = next(iter(scores.values())).shape
     panel_w = min(8.0, 1.5 + 0.45 * n_head)
-    fig = Figure(figsize=(panel_w * len(scores) + 0.5, min(10.0, 1.8 + 0.4 * n_layer)))
+    fig = new_figure(figsize=(panel_w * len(scores) + 0.5, min(10.0, 1.8 + 0.4 * n_layer)))
     for i, (name, grid) in enumerate(scores.items()):
         ax = fig.add_subplot(1, len(scores), i + 1)
         image = ax.imshow(grid.detach().float().cpu().numpy(), cmap="magma", vmin=0.0,
@@ -105,10 +108,8 @@ def save_lens_grid(probs: Tensor, tokens: Sequence[Sequence[str]], rows: Sequenc
                    columns: Sequence[str], path: str | Path, title: str = "") -> None:
     """Depth x position: each cell coloured by the top token's probability and labelled
     with that token. probs (rows, T); tokens[row][t] the top token's text."""
-    from matplotlib.figure import Figure
-
     n_rows, T = probs.shape
-    fig = Figure(figsize=(min(24.0, 2.5 + 0.75 * T), min(14.0, 1.5 + 0.45 * n_rows)))
+    fig = new_figure(figsize=(min(24.0, 2.5 + 0.75 * T), min(14.0, 1.5 + 0.45 * n_rows)))
     ax = fig.add_subplot()
     image = ax.imshow(probs.float().numpy(), cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto",
                       interpolation="nearest")
@@ -130,10 +131,8 @@ def save_lens_grid(probs: Tensor, tokens: Sequence[Sequence[str]], rows: Sequenc
 def save_attribution_bars(labels: Sequence[str], values: Sequence[float], path: str | Path,
                           title: str = "") -> None:
     """One horizontal bar per part of the stream, in the order given."""
-    from matplotlib.figure import Figure
-
     n = len(labels)
-    fig = Figure(figsize=(7.0, min(20.0, 1.2 + 0.22 * n)))
+    fig = new_figure(figsize=(7.0, min(20.0, 1.2 + 0.22 * n)))
     ax = fig.add_subplot()
     colors = ["tab:blue" if v >= 0 else "tab:red" for v in values]
     ax.barh(range(n), list(values), color=colors)
@@ -150,12 +149,10 @@ def save_patch_grids(grids: dict[str, Tensor], columns: dict[str, Sequence[str]]
                      path: str | Path, title: str = "") -> None:
     """Side-by-side (n_layer, columns) sweeps, one per site kind, on one shared colour
     scale centred at zero."""
-    from matplotlib.figure import Figure
-
     top = max(1e-6, max(float(g.abs().max()) for g in grids.values()))
     widths = [g.shape[1] for g in grids.values()]
     n_layer = next(iter(grids.values())).shape[0]
-    fig = Figure(figsize=(min(24.0, 2.0 + sum(1.5 + 0.3 * w for w in widths)),
+    fig = new_figure(figsize=(min(24.0, 2.0 + sum(1.5 + 0.3 * w for w in widths)),
                           min(10.0, 2.0 + 0.4 * n_layer)))
     for i, (name, grid) in enumerate(grids.items()):
         ax = fig.add_subplot(1, len(grids), i + 1)

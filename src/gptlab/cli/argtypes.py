@@ -8,6 +8,8 @@ import re
 
 SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes an unsigned 64-bit seed
 
+TOKEN_ID_PREFIX = "id:"  # --target id:42 names a token by its id (see cli.tokeninput)
+
 # The escapes --prompt and --stop understand; any other backslash stays as typed.
 ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
 

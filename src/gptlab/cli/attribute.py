@@ -8,12 +8,11 @@ import json
 from pathlib import Path
 
 from gptlab.cli import argtypes
+from gptlab.cli.argtypes import TOKEN_ID_PREFIX
 from gptlab.cli.outdir import check_out_dir
-from gptlab.cli.tokeninput import TOKEN_ID_PREFIX, encode_text, token_id, token_labels
+from gptlab.cli.tokeninput import encode_text, token_id, token_labels
 from gptlab.errors import UsageError
 from gptlab.files.atomic import atomic_write_text
-from gptlab.interp.attribution import logit_attribution
-from gptlab.loading import load
 from gptlab.plots import save_attribution_bars
 
 BAR = 30  # characters of the longest bar
@@ -49,6 +48,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_out_dir(args.out)
+    # start-up time: torch loads here, so that `--help` and usage errors never wait for it
+    from gptlab.interp.attribution import logit_attribution
+    from gptlab.loading import load
+
     model, tokenizer = load(args.run_dir)
     vocab = model.config.vocab_size
     idx = encode_text(tokenizer, args.text, model.config.block_size, "--text")

@@ -7,22 +7,11 @@ import argparse
 from pathlib import Path
 
 from gptlab.cli.outdir import check_out_dir, check_out_file
-from gptlab.convert import hf
-from gptlab.convert.gguf_export import (
-    DTYPES,
-    GGUF_HINT,
-    LLAMA_CPP_EOS,
-    gguf_architecture,
-    model_name,
-    write_gguf,
-)
+from gptlab.convert.formats import GGUF_DTYPES, GGUF_HINT, HF_HINT
 from gptlab.convert.hf_config import keymap_for
-from gptlab.data.tokenizer import load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.files.atomic import copy_file, ensure_dir
-from gptlab.files.kinds import is_hf_dir
-from gptlab.files.model_dir import CONFIG_FILE, TOKENIZER_FILE, load_model, save_model
-from gptlab.loading import load
+from gptlab.files.kinds import CONFIG_FILE, TOKENIZER_FILE, is_hf_dir
 from gptlab.model.config import GPTConfig
 
 
@@ -40,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "GELU with learned, sinusoidal or no positions, OPT for the same post-norm, GPT-NeoX "
             "for the same with RoPE (all with biases or without); Llama for RoPE + RMSNorm + "
             "SwiGLU; anything else is refused, saying why. Needs "
-            f"`{hf.INSTALL_HINT}`. --to-gguf: a model (run directory, RUN/best, model or "
+            f"`{HF_HINT}`. --to-gguf: a model (run directory, RUN/best, model or "
             "converted directory) and its tokenizer -> one GGUF file llama.cpp runs (Llama or "
             f"GPT-2 architecture, byte-level BPE or char tokenizer). Needs `{GGUF_HINT}`."
         ),
@@ -54,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                 "for llama.cpp (--out FILE.gguf)")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="directory to write (with --to-gguf: the .gguf file)")
-    p.add_argument("--dtype", choices=DTYPES, default="f32",
+    p.add_argument("--dtype", choices=GGUF_DTYPES, default="f32",
                    help="--to-gguf weight type (default f32; f16, q8_0 keep vectors f32)")
     p.add_argument("--force", action="store_true",
                    help="overwrite a model already in --out")
@@ -74,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def convert_from_hf(source: str, out: Path) -> int:
+    # start-up time: torch loads here, so that `--help` and usage errors never wait for it
+    from gptlab.convert import hf
+    from gptlab.files.model_dir import save_model
+
     hf_dir = hf.resolve_hf_dir(source)
     model = hf.from_hf(hf_dir)
     save_model(model, ensure_dir(out))
@@ -89,6 +82,11 @@ def convert_from_hf(source: str, out: Path) -> int:
 
 
 def convert_to_hf(model_dir: Path, out: Path) -> int:
+    # start-up time: torch loads here, so that `--help` and usage errors never wait for it
+    from gptlab.convert import hf
+    from gptlab.data.tokenizer import load_tokenizer
+    from gptlab.files.model_dir import load_model
+
     if is_hf_dir(model_dir):
         raise UsageError(f"{model_dir} is a Hugging Face model directory, not a gptlab one "
                          "(--from-hf converts it)")
@@ -102,6 +100,10 @@ def convert_to_hf(model_dir: Path, out: Path) -> int:
 
 
 def convert_to_gguf(source: str, out: Path, dtype: str, force: bool) -> int:
+    # start-up time: torch loads here, so that `--help` and usage errors never wait for it
+    from gptlab.convert.gguf_export import LLAMA_CPP_EOS, gguf_architecture, model_name, write_gguf
+    from gptlab.loading import load
+
     check_out_file(out, force)
     model, tokenizer = load(source)
     vocab = write_gguf(model, tokenizer, out, dtype=dtype, name=model_name(source))

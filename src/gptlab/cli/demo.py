@@ -7,16 +7,11 @@ import argparse
 import sys
 from pathlib import Path
 
-import torch
-
 from gptlab.cli import argtypes
+from gptlab.data.corpus import shakespeare_text
 from gptlab.errors import UsageError
-from gptlab.files import model_dir
-from gptlab.inference.sampling import generate_text
 from gptlab.model.config import GPTConfig
-from gptlab.model.decoding import SamplingSettings
 from gptlab.training.config import recipe
-from gptlab.training.run import train
 
 PRESET = "shakespeare-char-cpu"
 # gptlab's default CPU recipe (gptlab.training.recipes.RECIPES), 1.5x longer: the embedded corpus is
@@ -49,6 +44,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # start-up time: torch loads here, so that `--help` and usage errors never wait for it
+    import torch
+
+    from gptlab.files import model_dir
+    from gptlab.inference.sampling import generate_text
+    from gptlab.model.decoding import SamplingSettings
+    from gptlab.training.run import train
+
     data_dir, run_dir = Path(args.data), Path(args.out)
     ensure_data(data_dir)
     settings = recipe(RECIPE, max_iters=args.max_iters, eval_interval=EVAL_INTERVAL,
@@ -81,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
 
 def ensure_data(data_dir: Path) -> None:
     """Prepare the embedded corpus into data_dir unless a complete copy is already there."""
+    # start-up time: numpy and tokenizers load when the demo runs, not when it is parsed
     from gptlab.data.prepared import load_data, prepare
+    from gptlab.data.tokenizer import CharTokenizer
 
     if (data_dir / "meta.json").is_file():
         try:
@@ -94,9 +99,6 @@ def ensure_data(data_dir: Path) -> None:
                 return
             raise UsageError(f"{data_dir} holds other data ({data.meta.get('source')!r}); "
                              f"give the demo another --data")
-    from gptlab.data.corpus import shakespeare_text
-    from gptlab.data.tokenizer import CharTokenizer
-
     text = shakespeare_text()
     meta = prepare(text, data_dir, CharTokenizer.from_text(text), val_fraction=0.1,
                    source="shakespeare")

@@ -6,13 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-import torch
-
-from gptlab.distributed.process import pick_device
+from gptlab.data.text import read_text
 from gptlab.errors import UsageError
-from gptlab.inference.evaluate import Score, score_ids, score_text
+
+if TYPE_CHECKING:
+    from gptlab.inference.evaluate import Score
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,6 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # start-up time: torch loads here, so that `--help` and usage errors never wait for it
+    from gptlab.distributed.process import pick_device
+    from gptlab.inference.evaluate import score_text
     from gptlab.loading import load
 
     model, tokenizer = load(args.model, device=pick_device(args.device))
@@ -72,8 +75,13 @@ def run(args: argparse.Namespace) -> int:
 
 def score_split(model, tokenizer, data_dir: Path, split: str, **options) -> tuple[Score, str]:
     """Score of a prepared split, which must come from the model's own tokenizer."""
+    # start-up time: torch loads here, so that `--help` and usage errors never wait for it
+    import numpy as np
+    import torch
+
     from gptlab.data.prepared import load_data
     from gptlab.data.tokenizer import load_tokenizer, same_tokenizer
+    from gptlab.inference.evaluate import Score, score_ids
 
     data = load_data(data_dir)
     if not same_tokenizer(load_tokenizer(data.tokenizer_path), tokenizer):
@@ -87,8 +95,6 @@ def score_split(model, tokenizer, data_dir: Path, split: str, **options) -> tupl
 
 
 def _read(path: Path) -> str:
-    from gptlab.data.text import read_text
-
     if path.is_dir():
         raise UsageError(f"{path} is a directory; give text files")
     return read_text(path)

@@ -7,8 +7,7 @@ import argparse
 import json
 import math
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from gptlab import plots
 from gptlab.cli import argtypes
@@ -16,18 +15,12 @@ from gptlab.cli.outdir import check_out_dir
 from gptlab.cli.tokeninput import token_labels
 from gptlab.data.text import read_text
 from gptlab.errors import UsageError
-from gptlab.files import model_dir
 from gptlab.files.atomic import atomic_write_text
-from gptlab.interp.heads import (
-    ABLATION_MODES,
-    SCORE_NAMES,
-    ablation_deltas,
-    chance_scores,
-    head_scores,
-    induction_probe,
-    per_token_loss,
-)
-from gptlab.interp.hooks import capture_attention
+from gptlab.files.kinds import TOKENIZER_FILE
+from gptlab.interp.head_kinds import ABLATION_MODES, SCORE_NAMES
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 SHORT = {"previous_token": "prev-token", "duplicate_token": "duplicate", "induction": "induction"}
 DEFAULT_SEQ_LEN = 50  # TransformerLens's induction demos use 50 random tokens, repeated
@@ -66,15 +59,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # start-up time: torch loads here, so that `--help` and usage errors never wait for it
+    import torch
+
+    from gptlab.files import model_dir
+    from gptlab.interp.heads import (
+        ablation_deltas,
+        chance_scores,
+        head_scores,
+        induction_probe,
+        per_token_loss,
+    )
+    from gptlab.interp.hooks import capture_attention
+
     run_dir = Path(args.run_dir)
     model = model_dir.load_model(run_dir)
     config = model.config
     out = Path(args.out) if args.out is not None else run_dir / "heads"
     check_out_dir(out)  # before the scoring and ablations, not after
-    tokenizer = _tokenizer(run_dir, required=args.text is not None)
+    tokenizer = None  # random tokens need none; heatmap labels fall back to ids
+    if args.text is not None or (run_dir / TOKENIZER_FILE).is_file():
+        tokenizer = model_dir.load_tokenizer_of(run_dir)
 
     if args.text is not None:
-        idx, described = _text_tokens(args.text, tokenizer, config.block_size)
+        ids, described = _text_tokens(args.text, tokenizer, config.block_size)
+        idx = torch.tensor([ids])
         losses = per_token_loss(model, idx).mean(dim=0)  # (T-1,)
         scores = head_scores(model, idx)
         halves = ""
@@ -99,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(scores, deltas, args.ablate))
 
     strongest = rank_heads(scores, chance)[: args.top]
-    written = _write_outputs(out, model, idx, tokenizer, scores, chance, deltas, strongest,
+    patterns = capture_attention(model, idx[:1])[:, 0] if strongest else None  # (L, nh, T, T)
+    written = _write_outputs(out, patterns, idx, tokenizer, scores, chance, deltas, strongest,
                              described, args.ablate)
     print()
     for (layer, head, name, ratio) in strongest:
@@ -109,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_table(scores: dict[str, torch.Tensor], deltas: torch.Tensor, mode: str) -> str:
+def format_table(scores: dict[str, Tensor], deltas: Tensor, mode: str) -> str:
     """One row per head: the three scores and the loss change when it is ablated."""
     header = (f"{'layer':>5} {'head':>4} {'prev-token':>10} {'duplicate':>10} "
               f"{'induction':>10} {'dloss(' + mode + ')':>12}")
@@ -124,7 +134,7 @@ def format_table(scores: dict[str, torch.Tensor], deltas: torch.Tensor, mode: st
 
 
 def rank_heads(
-    scores: dict[str, torch.Tensor], chance: dict[str, float]
+    scores: dict[str, Tensor], chance: dict[str, float]
 ) -> list[tuple[int, int, str, float]]:
     """(layer, head, kind, score / chance) for every head, by its best multiple of the
     chance score, highest first. A kind the input gives no chance to (no repeated token
@@ -140,11 +150,10 @@ def rank_heads(
     return sorted(ranked, key=lambda r: -r[3])
 
 
-def _write_outputs(out, model, idx, tokenizer, scores, chance, deltas, strongest, described,
+def _write_outputs(out, patterns, idx, tokenizer, scores, chance, deltas, strongest, described,
                    mode) -> list[str]:
     written = []
     if strongest:
-        patterns = capture_attention(model, idx[:1])[:, 0]  # (n_layer, nh, T, T)
         labels = token_labels(tokenizer, idx[0].tolist())
         for layer, head, name, ratio in strongest:
             filename = f"layer{layer}_head{head}.png"
@@ -168,13 +177,7 @@ def _write_outputs(out, model, idx, tokenizer, scores, chance, deltas, strongest
     return written
 
 
-def _tokenizer(run_dir: Path, required: bool):
-    if required or (run_dir / model_dir.TOKENIZER_FILE).is_file():
-        return model_dir.load_tokenizer_of(run_dir)
-    return None  # random tokens need none; heatmap labels fall back to ids
-
-
-def _text_tokens(path: str, tokenizer, block_size: int) -> tuple[torch.Tensor, str]:
+def _text_tokens(path: str, tokenizer, block_size: int) -> tuple[list[int], str]:
     text = read_text(path)
     if not text:
         raise UsageError(f"{path} is empty: give some text to analyse")
@@ -184,7 +187,7 @@ def _text_tokens(path: str, tokenizer, block_size: int) -> tuple[torch.Tensor, s
     if len(ids) > block_size:
         raise UsageError(f"{path} is {len(ids)} tokens, longer than the model's context of "
                          f"{block_size}; shorten it")
-    return torch.tensor([ids]), f"{path}, {len(ids)} tokens"
+    return ids, f"{path}, {len(ids)} tokens"
 
 
 def _seq_len(requested: int | None, block_size: int) -> int:

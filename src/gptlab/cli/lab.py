@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     runs = Path(args.runs)
     if runs.exists() and not runs.is_dir():  # a missing folder is fine: no runs yet
         raise UsageError(f"--runs {runs} is not a folder")
-    try:
+    try:  # the 'lab' extra (fastapi), and torch: loaded only when the lab starts
         from gptlab.lab.server import serve
     except ImportError as exc:
         raise UsageError(f"the lab needs the 'lab' extra (pip install 'gptlab[lab]'): "

@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from gptlab.cli import argtypes
 from gptlab.cli.outdir import check_out_dir
 from gptlab.cli.tokeninput import encode_text, token_labels
 from gptlab.files.atomic import atomic_write_text
-from gptlab.interp import lens
-from gptlab.loading import load
 from gptlab.plots import save_lens_grid
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 CELL = 12  # characters per table cell: the token, then its probability
 
@@ -45,6 +45,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_out_dir(args.out)
+    # start-up time: torch loads here, so that `--help` and usage errors never wait for it
+    from gptlab.interp import lens
+    from gptlab.loading import load
+
     model, tokenizer = load(args.run_dir)
     idx = encode_text(tokenizer, args.text, model.config.block_size, "--text")
     logits = lens.logit_lens(model, idx)  # (rows, 1, T, vocab)
@@ -77,7 +81,7 @@ def _cell(text: str, width: int = CELL) -> str:
 
 
 def format_grid(rows: list[str], inputs: list[str], tops: list[list[str]],
-                probs: torch.Tensor, last: int) -> str:
+                probs: Tensor, last: int) -> str:
     start = max(0, len(inputs) - last)
     header = f"{'':>8} " + " ".join(f"{_cell(inputs[t]):>{CELL}}" for t in
                                     range(start, len(inputs)))
@@ -89,7 +93,7 @@ def format_grid(rows: list[str], inputs: list[str], tops: list[list[str]],
     return "\n".join(lines)
 
 
-def format_following(rows: list[str], inputs: list[str], following: torch.Tensor,
+def format_following(rows: list[str], inputs: list[str], following: Tensor,
                      last: int) -> str:
     """following (rows, T - 1): column t is the probability of inputs[t + 1] after t."""
     T = len(inputs)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from gptlab.errors import UsageError
 from gptlab.files.atomic import check_dir
-from gptlab.files.model_dir import CONFIG_FILE, WEIGHTS_FILE
+from gptlab.files.kinds import CONFIG_FILE, WEIGHTS_FILE
 
 DATA_META = "meta.json"  # what makes a directory a data directory (see gptlab.data.prepared)
 

@@ -7,7 +7,6 @@ import json
 
 from gptlab.distributed.memory import per_rank_memory
 from gptlab.errors import GptlabError
-from gptlab.files.model_dir import resolve_config
 from gptlab.model.params import accounting, human_bytes, meta_parameter_count
 from gptlab.model.presets import PRESETS
 
@@ -42,6 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # start-up time: torch loads here, so that `--help` and usage errors never wait for it
+    from gptlab.files.model_dir import resolve_config
+
     config = resolve_config(args.model)
     acc = accounting(config, seq_len=args.seq_len, name=args.model)
     meta_count = None

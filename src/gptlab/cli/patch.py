@@ -6,18 +6,18 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from gptlab.cli import argtypes
+from gptlab.cli.argtypes import TOKEN_ID_PREFIX
 from gptlab.cli.outdir import check_out_dir
-from gptlab.cli.tokeninput import TOKEN_ID_PREFIX, encode_text, token_id, token_labels
+from gptlab.cli.tokeninput import encode_text, token_id, token_labels
 from gptlab.errors import UsageError
 from gptlab.files.atomic import atomic_write_text
-from gptlab.interp import patching
-from gptlab.interp.residuals import capture_residuals
-from gptlab.loading import load
 from gptlab.plots import save_patch_grids
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 METRICS = ("logit-diff", "logit", "prob")
 SWEEPS = {"resid": "residual stream (block input)", "head": "head output (all positions)",
@@ -59,6 +59,11 @@ def run(args: argparse.Namespace) -> int:
         check_out_dir(args.out)
     if args.versus is not None and args.metric != "logit-diff":
         raise UsageError(f"--versus is for --metric logit-diff, not {args.metric}")
+    # start-up time: torch loads here, so that `--help` and usage errors never wait for it
+    from gptlab.interp import patching
+    from gptlab.interp.residuals import capture_residuals
+    from gptlab.loading import load
+
     model, tokenizer = load(args.run_dir)
     config = model.config
     clean = encode_text(tokenizer, args.clean, config.block_size, "--clean")
@@ -102,7 +107,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _metric(args, tokenizer, clean_logits: torch.Tensor, corrupt_logits: torch.Tensor):
+def _metric(args, tokenizer, clean_logits: Tensor, corrupt_logits: Tensor):
+    # start-up time: torch loads here, so that `--help` and usage errors never wait for it
+    from gptlab.interp import patching
+
     vocab = clean_logits.shape[-1]
     target = (int(clean_logits[0, -1].argmax()) if args.target is None
               else token_id(tokenizer, args.target, vocab, "--target"))
@@ -120,7 +128,7 @@ def _metric(args, tokenizer, clean_logits: torch.Tensor, corrupt_logits: torch.T
     return patching.logit_difference(target, versus), f"logit({name}) - logit({other})"
 
 
-def format_grid(grid: torch.Tensor, columns: list[str]) -> str:
+def format_grid(grid: Tensor, columns: list[str]) -> str:
     width = max(7, *(len(c) for c in columns)) if columns else 7
     lines = ["layer " + " ".join(f"{c:>{width}}" for c in columns)]
     for layer, row in enumerate(grid.tolist()):

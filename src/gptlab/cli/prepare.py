@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gptlab.cli.outdir import check_out_dir
 from gptlab.data import corpus, download
-from gptlab.data.prepared import check_replaceable, prepare
 from gptlab.data.text import read_text
-from gptlab.data.tokenizer import CharTokenizer, HFTokenizer, Tokenizer, load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.files.atomic import ensure_dir
+
+if TYPE_CHECKING:
+    from gptlab.data.tokenizer import Tokenizer
 
 DEFAULT_BPE_VOCAB = 1024
 
@@ -62,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
             f"--val-fraction must be between 0 and 1 (exclusive), got {args.val_fraction}"
         )
     check_out_dir(args.out, data_ok=True)  # before a download or BPE training, not after
+    # start-up time: numpy and tokenizers load when a corpus is prepared, not at parsing
+    from gptlab.data.prepared import check_replaceable, prepare
+
     text, source = load_source(args.name, args.input, args.url)
     tokenizer = make_tokenizer(args.tokenizer, args.vocab_size, text)
     if not args.force:
@@ -96,6 +101,9 @@ def load_source(name: str | None, input_path: str | None, url: str | None) -> tu
 
 
 def make_tokenizer(spec: str, vocab_size: int | None, text: str) -> Tokenizer:
+    # start-up time: numpy and tokenizers load when a corpus is prepared, not at parsing
+    from gptlab.data.tokenizer import CharTokenizer, HFTokenizer, load_tokenizer
+
     if spec != "bpe" and vocab_size is not None:
         raise UsageError("--vocab-size applies only to --tokenizer bpe")
     if spec == "char":

@@ -6,15 +6,9 @@ import argparse
 import sys
 import warnings
 
-import torch
-
 from gptlab.cli import argtypes
-from gptlab.distributed.process import pick_device
 from gptlab.errors import UsageError
-from gptlab.inference.quantize import WEIGHT_CHOICES
-from gptlab.inference.sampling import default_prompt, generate_text
-from gptlab.loading import load
-from gptlab.model.decoding import SamplingSettings
+from gptlab.inference.formats import WEIGHT_CHOICES
 
 SEPARATOR = "-" * 40
 
@@ -68,10 +62,18 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
     if args.num_samples < 1:
         raise UsageError(f"--num-samples must be >= 1, got {args.num_samples}")
-    temperature = 0.0 if args.greedy else args.temperature
-    settings = SamplingSettings(temperature, args.top_k, args.top_p)
     if args.prompt == "":
         raise UsageError("the prompt is empty: give at least one character")
+    # start-up time: torch loads here, so that `--help` and usage errors never wait for it
+    import torch
+
+    from gptlab.distributed.process import pick_device
+    from gptlab.inference.sampling import default_prompt, generate_text
+    from gptlab.loading import load
+    from gptlab.model.decoding import SamplingSettings
+
+    temperature = 0.0 if args.greedy else args.temperature
+    settings = SamplingSettings(temperature, args.top_k, args.top_p)
     device = pick_device(args.device)
     model, tokenizer = load(args.run_dir, device=device, weights=args.weights)
     if args.weights != "fp32":

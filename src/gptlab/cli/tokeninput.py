@@ -3,16 +3,21 @@
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
+from gptlab.cli.argtypes import TOKEN_ID_PREFIX
 from gptlab.errors import UsageError
 
-TOKEN_ID_PREFIX = "id:"  # --target id:42 names a token by its id
+if TYPE_CHECKING:
+    import torch
 
 
 def encode_text(tokenizer, text: str, block_size: int, flag: str, min_len: int = 1
                 ) -> torch.Tensor:
     """(1, T) token ids of text, or a UsageError naming the flag."""
+    # start-up time: the commands' parsers import this module; torch loads when a text does
+    import torch
+
     if not text:
         raise UsageError(f"{flag} is empty: give some text")
     ids = tokenizer.encode(text)

@@ -7,11 +7,11 @@ import dataclasses
 import typing
 
 from gptlab.errors import UsageError
+from gptlab.files.atomic import read_json
 from gptlab.model.config import GPTConfig
 from gptlab.model.presets import PRESETS
 from gptlab.training.config import TrainConfig, with_settings
 from gptlab.training.recipes import RECIPES
-from gptlab.training.run import train
 
 # Model fields a flag may override (the rest belong in a --config file).
 MODEL_FLAGS = {"n_layer": int, "n_head": int, "n_kv_head": int, "n_embd": int,
@@ -80,6 +80,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # start-up time: torch loads here, so that `--help` and usage errors never wait for it
+    from gptlab.training.run import train
+
     model_over = {k[6:]: v for k, v in vars(args).items()
                   if k.startswith("model_") and v is not None}
     train_over = {k[6:]: v for k, v in vars(args).items()
@@ -130,8 +133,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _train_config(args: argparse.Namespace, flags: dict) -> TrainConfig:
     if args.train_config is not None:
-        from gptlab.files.atomic import read_json
-
         base = TrainConfig.from_dict(read_json(args.train_config, "training settings file"))
         base = base.to_dict()
         return with_settings(base, flags)

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 import gptlab
+from gptlab.convert.formats import GGUF_DTYPES, GGUF_HINT
 from gptlab.convert.hf import stand_ins
 from gptlab.convert.hf_keymap import GPT2
 from gptlab.data.tokenizer import CharTokenizer, HFTokenizer, Tokenizer
@@ -36,8 +37,6 @@ from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 from gptlab.model.rope_scaling import rope_inverse_frequencies
 
-GGUF_HINT = "pip install 'gptlab[gguf]'"
-DTYPES = ("f32", "f16", "q8_0")
 # Q8_0 packs 32 weights per block: a row of another length is written as f16 instead.
 Q8_0_BLOCK = 32
 # HF's ByteLevel(use_regex=True) applies GPT-2's pre-tokenizer regex, llama.cpp's "gpt-2"
@@ -58,7 +57,7 @@ class GGUFMissing(GptlabError, ImportError):
 
 def _gguf() -> Any:
     try:
-        import gguf
+        import gguf  # the optional 'gguf' extra, imported only when an export runs
     except ImportError:
         raise GGUFMissing(f"GGUF export needs the `gguf` package: {GGUF_HINT}") from None
     return gguf
@@ -317,8 +316,9 @@ def write_gguf(model: GPT, tokenizer: Tokenizer, out: str | Path, *, dtype: str 
     it, renamed when complete). Everything is checked before the first byte; returns the
     vocabulary written."""
     gguf = _gguf()
-    if dtype not in DTYPES:
-        raise UsageError(f"unknown GGUF dtype {dtype!r}; expected one of: {', '.join(DTYPES)}")
+    if dtype not in GGUF_DTYPES:
+        raise UsageError(f"unknown GGUF dtype {dtype!r}; expected one of: "
+                         f"{', '.join(GGUF_DTYPES)}")
     config = model.config
     arch = gguf_architecture(config)
     vocab = gguf_vocab(tokenizer, config.vocab_size)

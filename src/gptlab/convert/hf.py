@@ -29,6 +29,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
+from gptlab.convert.formats import HF_HINT
 from gptlab.convert.hf_config import (
     ROPE_4X_KEYS,
     config_from_hf,
@@ -43,7 +44,6 @@ from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 from gptlab.model.inputs import unwrap
 
-INSTALL_HINT = "pip install 'gptlab[hf]'"
 HF_CONFIG = "config.json"
 HF_TOKENIZER = "tokenizer.json"
 HF_TOKENIZER_CONFIG = "tokenizer_config.json"
@@ -58,10 +58,10 @@ class TransformersMissing(GptlabError, ImportError):
 
 def _transformers() -> Any:
     try:
-        import transformers
+        import transformers  # the optional 'hf' extra, imported only when a conversion runs
     except ImportError:
         raise TransformersMissing(
-            f"Hugging Face conversion needs the `transformers` package: {INSTALL_HINT}"
+            f"Hugging Face conversion needs the `transformers` package: {HF_HINT}"
         ) from None
     return transformers
 
@@ -217,7 +217,7 @@ def resolve_hf_dir(name_or_dir: str | os.PathLike[str], cache_dir: str | Path | 
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise UsageError(f"directory not found: {path}")
     _transformers()  # the hub client comes with it
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download  # the 'hf' extra, as transformers
 
     weights = ["*.safetensors", SAFETENSORS_INDEX]
     pickled = [PYTORCH_BIN, "pytorch_model-*.bin", PYTORCH_BIN_INDEX]
@@ -233,7 +233,7 @@ def resolve_hf_dir(name_or_dir: str | os.PathLike[str], cache_dir: str | Path | 
                 continue
             if (snapshot / HF_CONFIG).is_file() and _weight_files(snapshot):
                 return snapshot
-    from huggingface_hub.errors import (
+    from huggingface_hub.errors import (  # the 'hf' extra, as transformers
         HFValidationError,
         RepositoryNotFoundError,
         RevisionNotFoundError,

@@ -10,13 +10,14 @@ int(n * (1 - val_fraction)) characters, then each part is encoded on its own.
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from gptlab.data.text import split_text
-from gptlab.data.tokenizer import CharTokenizer, Tokenizer
+from gptlab.data.tokenizer import CharTokenizer, Tokenizer, load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.files.atomic import atomic_path, atomic_write_text, ensure_dir, read_json_object
 
@@ -85,8 +86,7 @@ def prepare(
 
 def check_replaceable(out_dir: Path, tokenizer: Tokenizer) -> None:
     """out_dir may receive a data directory made with `tokenizer`."""
-    import tempfile
-
+    # start-up time: training.rundir imports torch, which preparing data never needs
     from gptlab.training.rundir import STATE_FILE, TRAIN_CONFIG_FILE
 
     if not out_dir.is_dir():
@@ -147,8 +147,6 @@ def _check_vocabulary(data_dir: Path, meta: dict, arrays: dict[str, np.ndarray],
     """Every token id below meta.json's vocab_size, which is the tokenizer's: checked now,
     since an id past the embedding table would fail only mid-training (or, on a GPU, as
     an unreadable device-side assert). One pass over the files, ~1 ms per million tokens."""
-    from gptlab.data.tokenizer import load_tokenizer
-
     vocab = meta["vocab_size"]
     for name, ids in arrays.items():
         top = int(ids.max())

@@ -1,4 +1,5 @@
-"""What a folder holds, told from its files alone (nothing is imported or loaded)."""
+"""What a folder holds, told from its files alone (nothing is imported or loaded), and the
+names of a model directory's files: torch-free, for the CLI's checks before any work."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import json
 from pathlib import Path
 
 CONFIG_FILE = "config.json"  # a gptlab model directory's and a Hugging Face export's
+WEIGHTS_FILE = "model.safetensors"
+TOKENIZER_FILE = "tokenizer.json"
 
 
 def is_hf_dir(path: str | Path) -> bool:

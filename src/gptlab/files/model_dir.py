@@ -14,20 +14,18 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from gptlab.data.tokenizer import Tokenizer, load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.files.atomic import atomic_path, atomic_write_text, ensure_dir
-from gptlab.files.kinds import CONFIG_FILE, is_hf_dir
+from gptlab.files.kinds import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, is_hf_dir
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 from gptlab.model.inputs import unwrap
 from gptlab.model.presets import PRESETS
 
-WEIGHTS_FILE = "model.safetensors"
-TOKENIZER_FILE = "tokenizer.json"
 # A model directory that reads and writes text (what the lab opens as a run).
 MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE)
 
@@ -51,8 +49,6 @@ def save_weights(model: torch.nn.Module, path: str | Path, step: int | None = No
 
 def weights_step(path: str | Path) -> int | None:
     """The training step recorded in a weights file's metadata (None if it has none)."""
-    from safetensors import safe_open
-
     try:
         with safe_open(str(path), framework="pt") as f:
             step = (f.metadata() or {}).get("step")

@@ -35,10 +35,10 @@ from torch import Tensor, nn
 
 from gptlab import probe
 from gptlab.errors import UsageError
+from gptlab.inference.formats import FORMATS, WEIGHT_CHOICES
+from gptlab.model.gpt import GPT
 from gptlab.model.kv_cache import new_kv_cache
 
-FORMATS = ("fp32", "fp16", "bf16", "int8")
-WEIGHT_CHOICES = (*FORMATS, "auto")
 # Each format's kernels: "linear" is F.linear on torch's [out, in] layout, "matmul_t" a
 # matmul on a contiguous [in, out] copy; int8's kernels differ by the input's dtype.
 KERNELS = {
@@ -245,8 +245,6 @@ def _probe_model(model: nn.Module) -> nn.Module:
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     if weight_bytes <= PROBE_BYTES:
         return model
-    from gptlab.model.gpt import GPT
-
     per_block = sum(p.numel() * p.element_size() for p in model.blocks[0].parameters())
     rest = weight_bytes - per_block * len(model.blocks)
     n_layer = max(1, min(len(model.blocks), (PROBE_BYTES - rest) // max(per_block, 1)))

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gptlab.errors import UsageError
+from gptlab.interp.head_kinds import ABLATION_MODES
 from gptlab.interp.hooks import (
     ForwardHook,
     attention_modules,
@@ -36,10 +37,6 @@ from gptlab.interp.hooks import (
     forward_hooks,
 )
 from gptlab.model.inputs import unwrap
-
-SCORE_NAMES = ("previous_token", "duplicate_token", "induction")
-ABLATION_MODES = ("zero", "mean")
-
 
 # ----------------------------------------------------------------------------- plumbing
 
@@ -81,8 +78,9 @@ def scores_from_patterns(
 
     tokens (T,), or (..., T) whose leading dims broadcast against patterns' leading dims.
     exclude_bos zeroes A's column 0 and exclude_current_token its diagonal before the score
-    (TransformerLens's options). Returns {name: (...)} for the three SCORE_NAMES; a pattern
-    left with no attention at all (a 1-token input with exclude_current_token) scores NaN.
+    (TransformerLens's options). Returns {name: (...)} for the three head_kinds.SCORE_NAMES;
+    a pattern left with no attention at all (a 1-token input with exclude_current_token)
+    scores NaN.
     """
     T = patterns.shape[-1]
     if patterns.dim() < 2 or patterns.shape[-2] != T:

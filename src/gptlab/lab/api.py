@@ -28,6 +28,7 @@ from gptlab.lab import schemas as m
 from gptlab.lab.runs import Runs
 from gptlab.model import presets
 from gptlab.model.config import MLPS, NORM_POSITIONS, NORMS, POS_ENCODINGS, GPTConfig
+from gptlab.model.params import accounting
 
 
 def to_json(t: torch.Tensor) -> Any:
@@ -113,8 +114,6 @@ def presets_view() -> dict[str, Any]:
 
 
 def params_view(body: m.ParamsRequest) -> dict[str, Any]:
-    from gptlab.model.params import accounting
-
     name = body.preset
     # Only the fields sent override the preset's (a null n_kv_head or ffn_hidden: default).
     config_body = body.config.model_dump(exclude_unset=True) if body.config else {}

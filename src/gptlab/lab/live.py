@@ -27,12 +27,14 @@ from typing import Any
 
 import torch
 
+from gptlab.data.tokenizer import load_tokenizer
 from gptlab.errors import GptlabError
 from gptlab.inference.sampling import generate_text
 from gptlab.interp.heads import chance_scores, induction_probe, repeated_random_tokens
 from gptlab.lab import live_tasks
 from gptlab.model.decoding import SamplingSettings
 from gptlab.training.reporting import Reporter
+from gptlab.training.run import train
 
 PROBE_SEED = 0  # the same probe at every evaluation, so the curves compare like with like
 PROBE_BATCH = 4
@@ -152,9 +154,6 @@ class LiveTrainer:
                 "steps": s.steps}
 
     def _train(self, s: Session, seed: int) -> None:
-        from gptlab.data.tokenizer import load_tokenizer
-        from gptlab.training.run import train
-
         task = live_tasks.TASKS[s.task]
         end: dict[str, Any] = {"kind": "end", "run": s.run}
         try:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from gptlab.data.corpus import shakespeare_text
 from gptlab.data.prepared import load_data, prepare
 from gptlab.data.tokenizer import CharTokenizer
 from gptlab.errors import UsageError
@@ -98,8 +99,6 @@ TASKS = {
 def _text(task: str) -> str:
     if task == "induction":
         return induction_text()
-    from gptlab.data.corpus import shakespeare_text
-
     return shakespeare_text()
 
 

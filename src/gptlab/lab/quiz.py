@@ -18,6 +18,7 @@ from gptlab.lab import compute
 from gptlab.lab.schemas import QUIZ_KINDS as KINDS
 from gptlab.lab.schemas import QuizCheckRequest, QuizRequest
 from gptlab.model.config import GPTConfig
+from gptlab.model.params import accounting
 
 ROW0_CHOICES = {
     "mask": "The mask leaves row 0 only one key, itself; a softmax over one finite score "
@@ -50,8 +51,6 @@ def make(kind: str, seed: int) -> dict[str, Any]:
     """The question (without its answer) and, separately, what check() compares with."""
     rng = random.Random(f"{kind}:{seed}")
     if kind == "params":
-        from gptlab.model.params import accounting
-
         config = random_config(rng)
         acc = accounting(config)
         c = config

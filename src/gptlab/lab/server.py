@@ -11,10 +11,12 @@ from __future__ import annotations
 import mimetypes
 import socket
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
@@ -201,7 +203,7 @@ class BackgroundServer:
     """The lab served from a thread (tests, screenshots): `with BackgroundServer(runs) as url`."""
 
     def __init__(self, runs_dir: str | Path, host: str = "127.0.0.1", port: int = 0) -> None:
-        import uvicorn
+        import uvicorn  # only serving needs it: create_app (tests, bench) runs without it
 
         self.host, self.port = host, port or free_port(host)
         config = uvicorn.Config(create_app(runs_dir), host=self.host, port=self.port,
@@ -210,8 +212,6 @@ class BackgroundServer:
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> str:
-        import time
-
         self.thread.start()
         deadline = time.monotonic() + 20
         while not self.server.started:
@@ -226,15 +226,13 @@ class BackgroundServer:
 
 
 def serve(runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8000) -> None:
-    import uvicorn
+    import uvicorn  # only serving needs it: create_app (tests, bench) runs without it
 
     try:
         with socket.socket() as s:  # a clear one-line error instead of uvicorn's exit
             s.bind((host, port))
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    import torch
-
     # Every request works on small matrices: intra-op threads only add scheduling cost,
     # and on a busy machine they make answers far slower (this process serves only the lab).
     torch.set_num_threads(1)

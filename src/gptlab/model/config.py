@@ -9,6 +9,8 @@ from typing import Any
 
 from gptlab.errors import ConfigError
 from gptlab.fields import from_dict, is_number
+from gptlab.files.atomic import read_json
+from gptlab.model.presets import preset_dict
 
 POS_ENCODINGS = ("learned", "sinusoidal", "rope", "none")
 NORMS = ("layernorm", "rmsnorm")
@@ -162,14 +164,10 @@ class GPTConfig:
 
     @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> GPTConfig:
-        from gptlab.model.presets import preset_dict
-
         return cls.from_dict({**preset_dict(name), **overrides})
 
     @classmethod
     def from_json(cls, path: str | Path) -> GPTConfig:
-        from gptlab.files.atomic import read_json
-
         return cls.from_dict(read_json(path, "config file"))
 
 

@@ -203,6 +203,7 @@ def count_parameters(config: GPTConfig) -> int:
 def meta_parameter_count(config: GPTConfig) -> int:
     """Parameters of GPT(config) built on the meta device: real modules, no storage.
     The cross-check for `count_parameters`; takes ~0.1-1 s, so not used by `accounting`."""
+    # start-up time: the counts above need no torch; only this cross-check waits for it
     import torch
 
     from gptlab.model.gpt import GPT

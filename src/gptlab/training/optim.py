@@ -3,19 +3,42 @@ hidden matrices with AdamW for the rest (gptlab.training.muon)."""
 
 from __future__ import annotations
 
-import inspect
-
 import torch
 from torch import nn
 
 from gptlab.training.config import TrainConfig
 from gptlab.training.muon import Muon, MuonWithAdamW, hidden_matrices
 
+# How torch.optim.AdamW walks the parameters: one fused kernel for all of them, a few
+# multi-tensor (foreach) kernels per step, or a Python loop over the tensors.
+ADAMW_IMPLEMENTATIONS = {"fused": {"fused": True}, "foreach": {"foreach": True},
+                         "for-loop": {"foreach": False}}
+# Chosen per device type; others get torch's own default. CPU (bench/adamw_startup.py,
+# 2 threads, torch 2.13, 2-core Xeon VM; medians of 240 steps): one AdamW step on the demo
+# model (shakespeare-char-cpu, B=12, T=64) takes 0.55 ms fused, 3.9 foreach, 2.0 for-loop
+# (a whole training step 27.3 / 28.6 / 29.3 ms); on the speedrun model's AdamW part 0.10 /
+# 0.26 / 0.31 ms. Start-up is the same for all three: every torch.optim optimizer imports
+# torch._dynamo in its constructor (Optimizer.add_param_group is @torch._disable_dynamo;
+# 0.8-0.9 s here), and a fresh process reaches the end of its first step in 1.7-1.9 s
+# either way (quiet rounds; the first step itself 4-8 ms). So fused on a CPU, for both
+# sizes; on CUDA fused too (torch's fastest there; not measured here). nanoGPT's recipe
+# reproduces to 4 decimals with it (tests/test_recipe.py).
+ADAMW_FOR_DEVICE = {"cuda": "fused", "cpu": "fused"}
 
-def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device):
-    """AdamW with weight decay on 2-D tensors only (matmul weights and embeddings); fused
-    kernels where this torch has them for the device. optimizer "muon": Muon for the hidden
-    weight matrices (gptlab.muon.hidden_matrices), this AdamW for the rest."""
+
+def adamw_implementation(device: torch.device) -> str | None:
+    """The AdamW implementation (a key of ADAMW_IMPLEMENTATIONS) for device, or None for
+    torch's default."""
+    return ADAMW_FOR_DEVICE.get(device.type)
+
+
+def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device,
+                   adamw: str | None = None):
+    """AdamW with weight decay on 2-D tensors only (matmul weights and embeddings), in the
+    implementation chosen for the device (adamw: one of ADAMW_IMPLEMENTATIONS instead).
+    optimizer "muon": Muon for the hidden weight matrices (gptlab.muon.hidden_matrices),
+    this AdamW for the rest."""
+    implementation = adamw or adamw_implementation(device)
     if cfg.optimizer == "muon":
         matrices, rest = hidden_matrices(model)
         named = dict(model.named_parameters())
@@ -24,19 +47,15 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device):
                     lr=cfg.muon_lr, momentum=cfg.muon_momentum,
                     weight_decay=cfg.muon_weight_decay,
                     ns_dtype=None if cfg.muon_dtype == "auto" else cfg.muon_dtype)
-        return MuonWithAdamW(muon, _adamw([named[n] for n in rest], cfg, device))
-    return _adamw(list(model.parameters()), cfg, device)
+        return MuonWithAdamW(muon, _adamw([named[n] for n in rest], cfg, implementation))
+    return _adamw(list(model.parameters()), cfg, implementation)
 
 
-def _adamw(params: list[nn.Parameter], cfg: TrainConfig, device: torch.device):
+def _adamw(params: list[nn.Parameter], cfg: TrainConfig, implementation: str | None):
     params = [p for p in params if p.requires_grad]
     groups = [
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
-    extra = {}
-    if "fused" in inspect.signature(torch.optim.AdamW).parameters and device.type in (
-        "cuda", "cpu"
-    ):
-        extra["fused"] = True
+    extra = ADAMW_IMPLEMENTATIONS[implementation] if implementation is not None else {}
     return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), **extra)
