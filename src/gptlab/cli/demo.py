@@ -85,22 +85,19 @@ def run(args: argparse.Namespace) -> int:
 def ensure_data(data_dir: Path) -> None:
     """Prepare the embedded corpus into data_dir unless a complete copy is already there."""
     # start-up time: numpy and tokenizers load when the demo runs, not when it is parsed
-    from gptlab.data.prepared import load_data, prepare
+    from gptlab.data.prepared import ensure_prepared
     from gptlab.data.tokenizer import CharTokenizer
 
-    if (data_dir / "meta.json").is_file():
-        try:
-            data = load_data(data_dir)
-        except UsageError:
-            pass  # damaged: prepare it again below
-        else:
-            if data.meta.get("source") == "shakespeare" and data.meta.get("tokenizer") == "char":
-                print(f"reusing the prepared corpus in {data_dir}/")
-                return
-            raise UsageError(f"{data_dir} holds other data ({data.meta.get('source')!r}); "
-                             f"give the demo another --data")
-    text = shakespeare_text()
-    meta = prepare(text, data_dir, CharTokenizer.from_text(text), val_fraction=0.1,
-                   source="shakespeare")
-    print(f"prepared the embedded Shakespeare ({len(text):,} characters, "
-          f"{meta['vocab_size']} symbols) in {data_dir}/")
+    def corpus():
+        text = shakespeare_text()
+        return text, CharTokenizer.from_text(text)
+
+    try:
+        meta, reused = ensure_prepared(data_dir, "shakespeare", corpus, kind="char")
+    except UsageError as exc:
+        raise UsageError(f"{exc}; give the demo another --data") from None
+    if reused:
+        print(f"reusing the prepared corpus in {data_dir}/")
+    else:
+        print(f"prepared the embedded Shakespeare ({meta['train_tokens'] + meta['val_tokens']:,} "
+              f"characters, {meta['vocab_size']} symbols) in {data_dir}/")

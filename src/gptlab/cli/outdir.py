@@ -6,9 +6,7 @@ from pathlib import Path
 
 from gptlab.errors import UsageError
 from gptlab.files.atomic import check_dir
-from gptlab.files.kinds import CONFIG_FILE, WEIGHTS_FILE
-
-DATA_META = "meta.json"  # what makes a directory a data directory (see gptlab.data.prepared)
+from gptlab.files.kinds import CONFIG_FILE, META_FILE, WEIGHTS_FILE
 
 
 def check_out_dir(out: str | Path, *, model_ok: bool = False, data_ok: bool = False) -> Path:
@@ -19,8 +17,8 @@ def check_out_dir(out: str | Path, *, model_ok: bool = False, data_ok: bool = Fa
     check_dir(out)
     if not model_ok and ((out / CONFIG_FILE).exists() or (out / WEIGHTS_FILE).exists()):
         raise UsageError(f"--out {out} holds a model; give a directory of its own")
-    if not data_ok and (out / DATA_META).exists():
-        raise UsageError(f"--out {out} is a data directory ({DATA_META}); give a directory "
+    if not data_ok and (out / META_FILE).exists():
+        raise UsageError(f"--out {out} is a data directory ({META_FILE}); give a directory "
                          "of its own")
     return out
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,9 +21,10 @@ from gptlab.data.text import split_text
 from gptlab.data.tokenizer import CharTokenizer, Tokenizer, load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.files.atomic import atomic_path, atomic_write_text, ensure_dir, read_json_object
+from gptlab.files.kinds import META_FILE, STATE_FILE, TOKENIZER_FILE, TRAIN_CONFIG_FILE
 
 META_VERSION = 1
-FILES = ("train.bin", "val.bin", "tokenizer.json", "meta.json")
+FILES = ("train.bin", "val.bin", TOKENIZER_FILE, META_FILE)
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -65,11 +67,11 @@ def prepare(
         check_replaceable(out_dir, tokenizer)
     ensure_dir(out_dir)
     # Without meta.json the directory reads as incomplete until the new one lands.
-    (out_dir / "meta.json").unlink(missing_ok=True)
+    (out_dir / META_FILE).unlink(missing_ok=True)
     for name, ids in splits.items():
         with atomic_path(out_dir / f"{name}.bin") as tmp:
             ids.astype(dtype).tofile(tmp)
-    tokenizer.save(out_dir / "tokenizer.json")
+    tokenizer.save(out_dir / TOKENIZER_FILE)
     meta = {
         "version": META_VERSION,
         "vocab_size": int(tokenizer.vocab_size),
@@ -80,15 +82,12 @@ def prepare(
         "val_fraction": float(val_fraction),
         "source": source,
     }
-    atomic_write_text(out_dir / "meta.json", json.dumps(meta, indent=2) + "\n")
+    atomic_write_text(out_dir / META_FILE, json.dumps(meta, indent=2) + "\n")
     return meta
 
 
 def check_replaceable(out_dir: Path, tokenizer: Tokenizer) -> None:
     """out_dir may receive a data directory made with `tokenizer`."""
-    # start-up time: training.rundir imports torch, which preparing data never needs
-    from gptlab.training.rundir import STATE_FILE, TRAIN_CONFIG_FILE
-
     if not out_dir.is_dir():
         return
     if (out_dir / STATE_FILE).exists() or (out_dir / TRAIN_CONFIG_FILE).exists():
@@ -121,7 +120,7 @@ def load_data(data_dir: str | Path) -> TokenData:
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise UsageError(f"data directory not found: {data_dir} (make one with `gptlab prepare`)")
-    meta = _read_meta(data_dir / "meta.json")
+    meta = _read_meta(data_dir / META_FILE)
     dtype = np.dtype(meta["dtype"])
     arrays = {}
     for name in ("train", "val"):
@@ -195,3 +194,24 @@ def check_enough_tokens(data: TokenData, block_size: int) -> None:
 # --- the trainer's batches ------------------------------------------------------------------
 
 
+def ensure_prepared(data_dir: Path, source: str, make: Callable[[], tuple[str, Tokenizer]],
+                    *, kind: str | None = None, replace_other: bool = False
+                    ) -> tuple[dict, bool]:
+    """(meta, reused): data_dir's meta when it already holds a complete, readable copy
+    prepared from `source` (and with a tokenizer of `kind`, if given); else data_dir
+    prepared from make() -> (text, tokenizer), with a tenth of it for validation. A damaged
+    copy is prepared again; data from another source is refused, or replaced where the
+    caller owns the folder (replace_other)."""
+    if (data_dir / META_FILE).is_file():
+        try:
+            meta = load_data(data_dir).meta
+        except UsageError:
+            meta = None  # damaged: prepared again below
+        same = meta is not None and meta.get("source") == source
+        if same and kind in (None, meta.get("tokenizer")):
+            return meta, True
+        if meta is not None and not replace_other:
+            raise UsageError(f"{data_dir} holds other data ({meta.get('source')!r})")
+    text, tokenizer = make()
+    return prepare(text, data_dir, tokenizer, val_fraction=0.1, source=source,
+                   force=replace_other), False

@@ -9,6 +9,9 @@ from pathlib import Path
 CONFIG_FILE = "config.json"  # a gptlab model directory's and a Hugging Face export's
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
+META_FILE = "meta.json"  # a data directory's (gptlab.data.prepared), written last
+TRAIN_CONFIG_FILE = "train.json"  # a run directory's (gptlab.training.rundir)
+STATE_FILE = "state.pt"  # a run's checkpoint commit point
 
 
 def is_hf_dir(path: str | Path) -> bool:

@@ -22,9 +22,8 @@ from pathlib import Path
 import torch
 
 from gptlab.data.corpus import shakespeare_text
-from gptlab.data.prepared import load_data, prepare
+from gptlab.data.prepared import ensure_prepared
 from gptlab.data.tokenizer import CharTokenizer
-from gptlab.errors import UsageError
 from gptlab.model.config import GPTConfig
 from gptlab.training.config import TrainConfig
 
@@ -103,19 +102,14 @@ def _text(task: str) -> str:
 
 
 def ensure_data(runs_root: Path, task: str) -> Path:
-    """The task's data directory under runs_root/live-data/, prepared on first use."""
+    """The task's data directory under runs_root/live-data/ (the lab's own folder, so
+    other data there is replaced), prepared on first use."""
     data_dir = runs_root / DATA_FOLDER / task
-    if (data_dir / "meta.json").is_file():
-        try:
-            data = load_data(data_dir)
-        except UsageError:
-            pass  # damaged: prepared again below
-        else:
-            if data.meta.get("source") == f"gptlab lab: {task}":
-                return data_dir
-    text = _text(task)
-    tokenizer = (CharTokenizer(sorted(INDUCTION_ALPHABET)) if task == "induction"
-                 else CharTokenizer.from_text(text))
-    prepare(text, data_dir, tokenizer, val_fraction=0.1, source=f"gptlab lab: {task}",
-            force=True)
+
+    def make():
+        text = _text(task)
+        return text, (CharTokenizer(sorted(INDUCTION_ALPHABET)) if task == "induction"
+                      else CharTokenizer.from_text(text))
+
+    ensure_prepared(data_dir, f"gptlab lab: {task}", make, replace_other=True)
     return data_dir

@@ -47,11 +47,15 @@ from gptlab.files.atomic import (
     read_json_object,
     write_json,
 )
-from gptlab.files.model_dir import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE
+from gptlab.files.kinds import (
+    CONFIG_FILE,
+    STATE_FILE,
+    TOKENIZER_FILE,
+    TRAIN_CONFIG_FILE,
+    WEIGHTS_FILE,
+)
 from gptlab.plots import plot_losses
 
-TRAIN_CONFIG_FILE = "train.json"
-STATE_FILE = "state.pt"
 METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "loss.png"
 BEST_DIR = "best"
