@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from gptlab import GPT, GPTConfig
 from gptlab.errors import UsageError
+from gptlab.model.kv_cache import new_kv_cache
 
 ARCHITECTURES = list(itertools.product(
     ["learned", "sinusoidal", "rope", "none"],
@@ -53,7 +54,7 @@ def test_kv_cached_decoding_equals_full_recomputation(pos, norm, mlp, where):
     model = seeded_model(tiny(pos_encoding=pos, norm=norm, mlp=mlp, norm_position=where))
     idx = torch.randint(0, 23, (3, 14), generator=torch.Generator().manual_seed(2))
     full, _ = model(idx)
-    cache = model.new_kv_cache(batch_size=3)
+    cache = new_kv_cache(model, batch_size=3)
     pieces = [model(idx[:, a:b], cache=cache)[0] for a, b in ((0, 5), (5, 6), (6, 7), (7, 14))]
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-5, atol=1e-5)
     assert cache.length == 14

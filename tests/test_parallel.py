@@ -122,7 +122,7 @@ def test_two_ranks_equal_one_process_and_resume_anywhere(runs, item):
     assert records(one)[("eval", 20)] < records(one)[("eval", 0)] - 0.3
     # a sharded run's files: the gathered model for sample/eval, and one shards directory
     full = runs / f"{name}-full"
-    shards = sorted(p.name for p in full.glob(rundir.SHARDS_PREFIX + "*"))
+    shards = sorted(p.name for p in full.glob(sharded_checkpoint.PREFIX + "*"))
     state = rundir.load_checkpoint(full)
     if item == "ddp:1":
         assert shards == [] and "model" in state

@@ -23,6 +23,7 @@ from gptlab import GPT, GPTConfig
 from gptlab.cli.main import main
 from gptlab.errors import UsageError
 from gptlab.model.config import MLPS, NORM_POSITIONS, NORMS, POS_ENCODINGS
+from gptlab.model.kv_cache import new_kv_cache
 from gptlab.model.params import accounting, count_parameters, meta_parameter_count
 
 
@@ -142,7 +143,7 @@ def test_kv_cache_bytes_equal_a_real_cache():
     model = GPT(config)
     memory = accounting(config).to_dict()["memory"]
     for dtype, key in ((torch.float32, "fp32"), (torch.bfloat16, "bf16")):
-        cache = model.new_kv_cache(batch_size=1, max_len=config.block_size, dtype=dtype)
+        cache = new_kv_cache(model, batch_size=1, max_len=config.block_size, dtype=dtype)
         nbytes = sum(t.numel() * t.element_size() for t in cache.keys + cache.values)
         assert memory[f"kv_cache_full_context_{key}"] == nbytes
         assert memory[f"kv_cache_per_token_{key}"] * config.block_size == nbytes

@@ -176,13 +176,13 @@ def test_a_run_that_never_checkpointed_can_start_afresh(data_dir, tmp_path, caps
 
 
 def test_a_model_directory_is_not_overwritten_by_a_run(data_dir, tmp_path, capsys):
-    model_dir = tmp_path / "converted"
-    model_dir.save_model(GPT(tiny_model()), model_dir)
-    before = {p.name: p.read_bytes() for p in model_dir.iterdir()}
+    converted = tmp_path / "converted"
+    model_dir.save_model(GPT(tiny_model()), converted)
+    before = {p.name: p.read_bytes() for p in converted.iterdir()}
     code = main(["train", "--preset", "tiny-gpt2", "--data", str(data_dir), "--out",
-                 str(model_dir), "--max-iters", "2", "--no-progress"])
+                 str(converted), "--max-iters", "2", "--no-progress"])
     assert code == 2 and "holds a model directory, not a run" in capsys.readouterr().err
-    assert {p.name: p.read_bytes() for p in model_dir.iterdir()} == before
+    assert {p.name: p.read_bytes() for p in converted.iterdir()} == before
 
 
 # --- one writer -----------------------------------------------------------------------------
