@@ -39,7 +39,7 @@ lab: $(VENV)/.base
 	$(VENV)/bin/gptlab lab
 
 # time_to_quality trains on tiny Shakespeare: the copy the repository ships with its tests.
-TINY_SHAKESPEARE ?= tests/data/tinyshakespeare/input.txt
+TINY_SHAKESPEARE ?= tests/assets/tinyshakespeare/input.txt
 BENCH_ARGS ?= --text $(TINY_SHAKESPEARE)
 
 bench: $(VENV)/.test

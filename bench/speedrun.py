@@ -52,7 +52,7 @@ REFERENCE = "shakespeare-char-cpu"  # nanoGPT's CPU recipe, re-created (presets.
 CANDIDATES = ("shakespeare-char-cpu-speedrun",)
 SEEDS = 3
 FIRST_SEED = 1337  # nanoGPT's
-DEFAULT_TEXT = Path(__file__).resolve().parents[1] / "tests/data/tinyshakespeare/input.txt"
+DEFAULT_TEXT = Path(__file__).resolve().parents[1] / "tests/assets/tinyshakespeare/input.txt"
 
 
 def model_for(name: str, **overrides: Any) -> GPTConfig:

@@ -43,7 +43,7 @@ def without_transformers(monkeypatch):
 def runs_root(tmp_path_factory):
     """A lab runs folder: 'tiny' (tiny-gpt2 trained 40 steps), 'escape' (a symlink to a run
     outside the folder) and 'notarun' (an empty folder). Shared by the lab's API tests."""
-    from gptlab.lab.tinyrun import make_tiny_run
+    from tools.tinyrun import make_tiny_run
 
     root = tmp_path_factory.mktemp("runs")
     make_tiny_run(root / "tiny", steps=40)

@@ -42,7 +42,7 @@ from gptlab.cli.main import main
 from gptlab.model.presets import PRESETS
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT / "tests" / "data" / "tinyshakespeare" / "input.txt"
+CORPUS = ROOT / "tests" / "assets" / "tinyshakespeare" / "input.txt"
 TINY_MODEL = {"vocab_size": 100, "n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 16}
 
 # GPTLAB_FUZZ_SCALE=20 explores: 20x the examples, random ones (not the fixed set).

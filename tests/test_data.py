@@ -11,7 +11,7 @@ from gptlab.data.text import read_text, split_text
 from gptlab.data.tokenizer import CharTokenizer, HFTokenizer
 from gptlab.errors import UsageError
 
-TINY = Path(__file__).resolve().parent / "data/tinyshakespeare/input.txt"
+TINY = Path(__file__).resolve().parent / "assets/tinyshakespeare/input.txt"
 
 
 def test_tiny_shakespeare_char_matches_nanogpt(tmp_path):

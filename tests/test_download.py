@@ -10,7 +10,7 @@ from gptlab.data import download
 from gptlab.data.download import cache_path, fetch
 from gptlab.errors import GptlabError, UsageError
 
-TINY = Path(__file__).resolve().parent / "data/tinyshakespeare/input.txt"
+TINY = Path(__file__).resolve().parent / "assets/tinyshakespeare/input.txt"
 BODY = bytes(range(256)) * 400  # 102,400 bytes
 SHA = hashlib.sha256(BODY).hexdigest()
 

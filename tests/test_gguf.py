@@ -25,7 +25,7 @@ from gptlab.training.run import train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-CORPUS = "tests/data/tinyshakespeare/input.txt"
+CORPUS = "tests/assets/tinyshakespeare/input.txt"
 PROMPT = "ROMEO:\nBut soft, what light"
 # Every character of the corpus's vocabulary that is not a letter, and a few that are.
 TEST_TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\n\n'Tis 3 & $! ?-;"
@@ -276,7 +276,7 @@ def test_gguf_reader_gives_back_every_tensor_and_key(exported, trained_run, trai
 
 
 def test_cli_writes_a_gpt2_style_char_run_and_reports_it(tmp_path, capsys):
-    from gptlab.lab.tinyrun import TEXT, make_tiny_run
+    from tools.tinyrun import TEXT, make_tiny_run
 
     run = make_tiny_run(tmp_path / "tiny", steps=5)
     out = tmp_path / "tiny.gguf"
@@ -331,7 +331,7 @@ def test_unsupported_tokenizer_is_one_line(tmp_path, capsys):
 
 
 def test_bad_outputs_are_one_line_and_leave_no_partial_file(tmp_path, capsys, exported):
-    from gptlab.lab.tinyrun import make_tiny_run
+    from tools.tinyrun import make_tiny_run
 
     run = make_tiny_run(tmp_path / "tiny", steps=1)
     existing = tmp_path / "existing.gguf"

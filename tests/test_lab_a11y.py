@@ -12,9 +12,9 @@ import torch
 from axe_playwright_python.sync_playwright import Axe
 from playwright import sync_api
 from tools.screenshots import CHROMIUM, CHROMIUM_ARGS
+from tools.tinyrun import make_tiny_run
 
 from gptlab.lab.server import BackgroundServer
-from gptlab.lab.tinyrun import make_tiny_run
 
 PHONE = {"width": 390, "height": 844}
 

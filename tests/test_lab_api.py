@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import torch
 from fastapi.testclient import TestClient
+from tools.tinyrun import make_tiny_run
 
 from gptlab import GPT, GPTConfig
 from gptlab.lab.server import STATIC, create_app, free_port
-from gptlab.lab.tinyrun import make_tiny_run
 
 ATOL = 1e-12  # float64 end to end (the calculator computes in float64)
 

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 from playwright import sync_api
+from tools.tinyrun import make_tiny_run
 
 from gptlab.lab.quiz import ROW0_CHOICES
 from gptlab.lab.schemas import AttentionRequest
 from gptlab.lab.server import BackgroundServer
-from gptlab.lab.tinyrun import make_tiny_run
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))

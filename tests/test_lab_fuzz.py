@@ -22,11 +22,11 @@ from schemathesis.checks import (  # the registry's names, stable across 4.x
     status_code_conformance,
     unsupported_method,
 )
+from tools.tinyrun import TEXT
 
 from gptlab.lab import play_schemas as mp
 from gptlab.lab import schemas as m
 from gptlab.lab.server import create_app
-from gptlab.lab.tinyrun import TEXT
 
 # Per operation, on top of Schemathesis's explicit boundary cases; raise it to fuzz deeper.
 MAX_EXAMPLES = int(os.environ.get("GPTLAB_FUZZ_EXAMPLES", "40"))

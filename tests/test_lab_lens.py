@@ -9,14 +9,14 @@ from __future__ import annotations
 import pytest
 import torch
 from fastapi.testclient import TestClient
+from tools.tinyrun import TEXT as TINY_TEXT
+from tools.tinyrun import make_tiny_run
 
 from gptlab.data.tokenizer import CharTokenizer
 from gptlab.files.model_dir import TOKENIZER_FILE, save_model
 from gptlab.interp.attribution import logit_attribution
 from gptlab.lab.runs import Runs
 from gptlab.lab.server import create_app
-from gptlab.lab.tinyrun import TEXT as TINY_TEXT
-from gptlab.lab.tinyrun import make_tiny_run
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 

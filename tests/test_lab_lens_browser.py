@@ -13,10 +13,10 @@ import pytest
 import torch
 from axe_playwright_python.sync_playwright import Axe
 from playwright import sync_api
+from tools.tinyrun import make_tiny_run
 
 from gptlab.lab.runs import Runs
 from gptlab.lab.server import BackgroundServer
-from gptlab.lab.tinyrun import make_tiny_run
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))

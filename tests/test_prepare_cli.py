@@ -15,7 +15,7 @@ from gptlab.data import download
 from gptlab.data.prepared import load_data
 from gptlab.data.tokenizer import load_tokenizer
 
-TINY = Path(__file__).resolve().parent / "data/tinyshakespeare/input.txt"
+TINY = Path(__file__).resolve().parent / "assets/tinyshakespeare/input.txt"
 
 
 def _run(capsys, *argv):

@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
+from tools.tinyrun import TEXT, make_tiny_run
 from torch import nn
 
 from gptlab import GPT, GPTConfig, probe
@@ -16,7 +17,6 @@ from gptlab.errors import UsageError
 from gptlab.inference import quantize
 from gptlab.inference.evaluate import score_ids
 from gptlab.inference.quantize import KERNELS, DecodeLinear, int8_per_channel
-from gptlab.lab.tinyrun import TEXT, make_tiny_run
 from gptlab.loading import load
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py

@@ -29,7 +29,7 @@ from gptlab.model.config import GPTConfig
 from gptlab.training.config import recipe
 from gptlab.training.run import train
 
-TINY_SHAKESPEARE = Path(__file__).resolve().parent / "data/tinyshakespeare/input.txt"
+TINY_SHAKESPEARE = Path(__file__).resolve().parent / "assets/tinyshakespeare/input.txt"
 BAR = 1.89  # the bar for the 20-batch estimate
 WHOLE_SPLIT_BAR = 1.91
 NANOGPT = {"train": 1.7648, "val": 1.8857}  # its README run, seed 1337

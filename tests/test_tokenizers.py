@@ -14,7 +14,7 @@ from gptlab.data.tokenizer import (
 )
 from gptlab.errors import UsageError
 
-TINY = Path(__file__).resolve().parent / "data/tinyshakespeare/input.txt"
+TINY = Path(__file__).resolve().parent / "assets/tinyshakespeare/input.txt"
 UNICODE = "Grüße, 世界! — naïve café 🙂\n\ttabs  and   spaces\r\nend"
 
 

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="steps of the live induction training shown (0: skip that view)")
     args = parser.parse_args(argv)
     from gptlab.lab.server import BackgroundServer
-    from gptlab.lab.tinyrun import make_tiny_run
+    from tools.tinyrun import make_tiny_run
 
     try:
         with tempfile.TemporaryDirectory() as tmp:

@@ -1,5 +1,7 @@
-"""A tiny trained run for the lab's tests and screenshots, made in a couple of seconds
-without the trainer: tiny-gpt2 on a repeated sentence, character tokenizer."""
+"""A tiny trained run, made in a couple of seconds without the trainer: tiny-gpt2 on a
+repeated sentence, character tokenizer. For the tests (tests/conftest.py), the lab's
+screenshots (tools/screenshots.py) and its latency benchmark (bench/lab_latency.py); not
+part of the package."""
 
 from __future__ import annotations
 
