@@ -30,6 +30,34 @@ COMMON = dict(warmup_iters=2, lr_decay_iters=20, eval_interval=20, checkpoint_in
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
+def _torchrun(args: list[str], env: dict[str, str], timeout: float):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**env, "OMP_NUM_THREADS": "1"})
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.terminate()  # torchrun's agent stops its workers on SIGTERM (SIGKILL would not)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        pytest.fail(f"torchrun did not finish in {timeout:.0f} s (its workers are stopped); "
+                    f"its output ends:\n{out[-1500:]}\n{err[-3000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+@pytest.fixture(scope="session")
+def torchrun():
+    """torchrun(args, env, timeout) -> CompletedProcess: `python -m torch.distributed.run
+    --standalone --nproc_per_node=2 args` on one thread each. A launch that does not finish
+    in time fails the test with what it printed, and its workers are stopped, not left
+    running."""
+    return _torchrun
+
+
 def _sentences_data(path: Path) -> Path:
     rng = random.Random(0)
     text = "".join(" ".join(rng.choice(WORDS) for _ in range(12)) + ".\n" for _ in range(300))
@@ -57,12 +85,10 @@ def parallel_runs(tmp_path_factory):
                       n_embd=32, bias=False, tie_embeddings=True)
     (root / "model.json").write_text(json.dumps(model.to_dict()))
     (root / "common.json").write_text(json.dumps(COMMON))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           "--nproc_per_node=2", str(Path(__file__).parent / "parallel_worker.py"), str(root),
-           *MODES]
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=400)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC),
+                                                       os.environ.get("PYTHONPATH", "")])}
+    proc = _torchrun([str(Path(__file__).parent / "parallel_worker.py"), str(root), *MODES],
+                     env, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     before = torch.get_num_threads()
     torch.set_num_threads(1)

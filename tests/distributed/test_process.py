@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -35,7 +33,7 @@ def records(run: Path) -> list[dict]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_two_ranks_match_one_process_with_the_same_global_batch(tmp_path, sentences_data,
+def test_two_ranks_match_one_process_with_the_same_global_batch(tmp_path, sentences_data, torchrun,
                                                                 one_thread):
     sentences_data(tmp_path / "data")
     model = GPTConfig(vocab_size=1, block_size=16, n_layer=2, n_head=2, n_embd=32, bias=False)
@@ -48,12 +46,9 @@ def test_two_ranks_match_one_process_with_the_same_global_batch(tmp_path, senten
           progress=False)
 
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in common.items()]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "gptlab", "train", "--config", str(tmp_path / "model.json"), "--data",
-           str(tmp_path / "data"), "--out", str(tmp_path / "two"), "--batch-size=4",
-           "--no-progress", *flags]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240)
+    proc = torchrun(["-m", "gptlab", "train", "--config", str(tmp_path / "model.json"),
+                     "--data", str(tmp_path / "data"), "--out", str(tmp_path / "two"),
+                     "--batch-size=4", "--no-progress", *flags], dict(os.environ), timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "on cpu x 2" in proc.stderr  # really two processes
     assert proc.stdout.count("done:") == 1  # only rank 0 speaks (and writes)
