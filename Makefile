@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 # The CPU build of torch; a bare `torch` would pull a multi-GB CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: demo test lab bench lint clean
+.PHONY: demo check test lab bench lint clean
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,13 @@ $(VENV)/.test: $(VENV)/.base
 demo: $(VENV)/.base
 	$(VENV)/bin/gptlab demo
 
+# The edit loop: lint and the fast tier, every test not marked slow (no long training,
+# torchrun, llama.cpp or browser; pyproject.toml registers the markers).
+check: $(VENV)/.test
+	$(VENV)/bin/ruff check src tests bench tools
+	$(PY) -m pytest -q -m "not slow"
+
+# Everything, as CI runs it (.ci/run).
 test: $(VENV)/.test
 	@command -v chromium >/dev/null || bash .ci/install-system-deps
 	$(VENV)/bin/ruff check src tests bench tools
@@ -39,7 +46,7 @@ lab: $(VENV)/.base
 	$(VENV)/bin/gptlab lab
 
 # time_to_quality trains on tiny Shakespeare: the copy the repository ships with its tests.
-TINY_SHAKESPEARE ?= tests/data/tinyshakespeare/input.txt
+TINY_SHAKESPEARE ?= tests/assets/tinyshakespeare/input.txt
 BENCH_ARGS ?= --text $(TINY_SHAKESPEARE)
 
 bench: $(VENV)/.test

@@ -134,7 +134,7 @@ def fsdp_smoke(device: torch.device, steps: int, work: Path) -> dict[str, Any]:
     from gptlab.training.config import TrainConfig
     from gptlab.training.run import train
 
-    text = (Path(__file__).parents[1] / "tests/data/tinyshakespeare/input.txt").read_text()
+    text = (Path(__file__).parents[1] / "tests/assets/tinyshakespeare/input.txt").read_text()
     prepare(text, work / "data", CharTokenizer.from_text(text), source="tinyshakespeare")
     model = GPTConfig.from_preset("tiny-gpt2", vocab_size=1, block_size=64)
     settings = TrainConfig(parallel="fsdp", max_iters=steps, warmup_iters=steps // 10,

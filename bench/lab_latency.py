@@ -33,9 +33,9 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
 
 def run(size: Size, out_dir: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
     from fastapi.testclient import TestClient
+    from tools.tinyrun import make_tiny_run
 
     from gptlab.lab.server import create_app
-    from gptlab.lab.tinyrun import make_tiny_run
 
     reps = 3 if size.smoke else max(size.reps, 15)
     with tempfile.TemporaryDirectory() as root:

@@ -15,8 +15,9 @@ trainer's   whole_val: windows of block_size sliding by half of it), not a 20-ba
   infinitely slow (so a median is "not reached" when most seeds miss it);
 - each candidate's time to a rung as a ratio of the reference's median in the same run;
   where the reference misses the rung (nanoGPT's recipe ends right at 1.88: 1.877 at step
-  2000 for seed 1337 in one exploratory run with these windows; 1.898 in tests/test_recipe.py's
-  non-overlapping windows, which give each token less context), its whole training time
+  2000 for seed 1337 in one exploratory run with these windows; 1.898 in
+  tests/training/test_recipes.py's non-overlapping windows, which give each token less
+  context), its whole training time
   stands in: the ratio is then an upper bound, printed "<= 0.45x".
 
 A candidate is a recipe in gptlab.training.recipes.RECIPES; its model is the preset of the same name
@@ -52,7 +53,7 @@ REFERENCE = "shakespeare-char-cpu"  # nanoGPT's CPU recipe, re-created (presets.
 CANDIDATES = ("shakespeare-char-cpu-speedrun",)
 SEEDS = 3
 FIRST_SEED = 1337  # nanoGPT's
-DEFAULT_TEXT = Path(__file__).resolve().parents[1] / "tests/data/tinyshakespeare/input.txt"
+DEFAULT_TEXT = Path(__file__).resolve().parents[1] / "tests/assets/tinyshakespeare/input.txt"
 
 
 def model_for(name: str, **overrides: Any) -> GPTConfig:

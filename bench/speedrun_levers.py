@@ -6,7 +6,7 @@ Step counts to a rung do not depend on the machine's load; times do, so run it o
 machine and read the times as ratios within one run. Each lever is run once, in the order
 given, after the base recipe; `--lever` picks some.
 
-    python -m bench.speedrun_levers --text tests/data/tinyshakespeare/input.txt
+    python -m bench.speedrun_levers --text tests/assets/tinyshakespeare/input.txt
     python -m bench.speedrun_levers --text ... --lever base --lever muon_lr=0.03
 """
 

@@ -4,7 +4,7 @@ A developer tool, not part of the package: it needs Playwright and a Chromium (D
 /usr/bin/chromium by default, as `make test` installs it; --chromium PATH for another).
 Starts the lab on a free 127.0.0.1 port, opens it in headless Chromium and writes one PNG
 per view. Without --runs it trains a tiny model first (a few seconds), so the model views
-have something to show. tests/test_lab_browser.py drives the same views.
+have something to show. tests/lab/test_browser.py drives the same views.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="steps of the live induction training shown (0: skip that view)")
     args = parser.parse_args(argv)
     from gptlab.lab.server import BackgroundServer
-    from gptlab.lab.tinyrun import make_tiny_run
+    from tools.tinyrun import make_tiny_run
 
     try:
         with tempfile.TemporaryDirectory() as tmp:

@@ -13,5 +13,4 @@ One module per concern:
   compute    the arithmetic of the views that need no run, shared with the quiz
   quiz       questions from (kind, seed), answers recomputed when checked
   runs       the runs folder, kept inside its root; loaded models and their lock
-  tinyrun    a tiny trained run for tests and screenshots (tools/screenshots.py)
 """

@@ -1,6 +1,6 @@
 """The two trainings the lab's "Watch it learn" view starts: their data, model and settings.
 
-induction: the task the interp tests train on (tests/test_interp.py): rows of a random
+induction: the task the interp tests train on (tests/interp/): rows of a random
 segment of distinct tokens, 8 to 24 long, repeated to the end of a 64-token row after a
 random prefix, so the next token of a copy is known only from content. A 2-layer, 2-head
 model learns it with a previous-token head in layer 0 and an induction head in layer 1,
@@ -59,7 +59,7 @@ TRAIN = {
 def induction_text(seed: int = 0, rows: int = INDUCTION_ROWS) -> str:
     """rows rows of INDUCTION_ROW characters: a random prefix shorter than the segment, then
     a segment of distinct random symbols repeated until the row ends (as in
-    tests/test_interp.py's _training_batch)."""
+    tests/interp/conftest.py's _induction_batch)."""
     g = torch.Generator().manual_seed(seed)
     low, high = INDUCTION_SEGMENT
     vocab = len(INDUCTION_ALPHABET)

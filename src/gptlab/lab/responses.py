@@ -2,7 +2,7 @@
 
 The views (gptlab.lab.api) build plain dicts and the server sends them as they are; these
 models are the answers' half of the OpenAPI schema (response_model), against which
-tests/test_lab_fuzz.py checks every answer. Shapes use the lab's names: T tokens, n_head
+tests/lab/test_fuzz.py checks every answer. Shapes use the lab's names: T tokens, n_head
 heads of head_dim, n_embd channels.
 """
 

@@ -2,7 +2,7 @@
 
 FastAPI checks every request body against its model before a view runs, so bad input
 never reaches torch, and the same models are the requests' half of the OpenAPI schema
-(/openapi.json) that tests/test_lab_fuzz.py fuzzes; the answers' half is
+(/openapi.json) that tests/lab/test_fuzz.py fuzzes; the answers' half is
 gptlab.lab.responses. Every limit lives here, in the schema: a request can ask for at most
 64 tokens, a 4096-wide d_k, a 256 x 256 table.
 

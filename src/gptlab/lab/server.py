@@ -2,7 +2,7 @@
 
 Request bodies and answers are pydantic models (gptlab.lab.models, gptlab.lab.responses),
 so /openapi.json describes every field, limit and answer. Bad input is a 400 with
-{"error": one line}; nothing a client can send becomes a 500 (tests/test_lab_fuzz.py fuzzes
+{"error": one line}; nothing a client can send becomes a 500 (tests/lab/test_fuzz.py fuzzes
 the API from its own schema).
 """
 

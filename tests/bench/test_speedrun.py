@@ -1,0 +1,95 @@
+"""The speedrun harness (bench/speedrun.py) end to end at a tiny size, and its medians and
+ratios on made-up runs. No timing is asserted: the smoke numbers mean nothing."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from bench.run import main  # python -m bench
+from bench.speedrun import REFERENCE, summarize
+
+from gptlab.training.config import recipe
+
+CANDIDATE = "shakespeare-char-cpu-speedrun"
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("speedrun")
+    assert main(["--smoke", "--only", "speedrun", "--seeds", "2", "--threads", "1",
+                 "--out", str(out)]) == 0
+    return out
+
+
+def test_reference_and_candidate_both_ran_every_seed(smoke):
+    data = json.loads((smoke / "speedrun.json").read_text())
+    assert data["benchmark"] == "speedrun" and data["size"] == "smoke"
+    assert data["reference"] == REFERENCE and data["candidates"] == [CANDIDATE]
+    assert data["seeds"] == 2 and data["seed_values"] == [1337, 1338]
+    assert set(data["runs"]) == set(data["summary"]) == {REFERENCE, CANDIDATE}
+    for runs in data["runs"].values():
+        assert [r["settings"]["seed"] for r in runs] == [1337, 1338]
+        for r in runs:
+            assert r["steps"] > 0 and r["train_s"] > 0 and r["eval_s"] > 0
+            assert [c["step"] for c in r["curve"]] == sorted({c["step"] for c in r["curve"]})
+            # a rung is the first evaluation at or below it, timed by training alone
+            for rung, hit in r["rungs"].items():
+                first = next(c for c in r["curve"] if c["val_loss"] <= float(rung))
+                assert hit == first
+    # each recipe trained as itself: nanoGPT's batch stream and AdamW; Muon with cosine and
+    # its own preset's untied head (the smoke run shrinks the shape, not the head)
+    ref = data["runs"][REFERENCE][0]["settings"]
+    cand = data["runs"][CANDIDATE][0]["settings"]
+    assert (ref["optimizer"], ref["batch_rng"], ref["lr_schedule"]) == (
+        "adamw", "nanogpt", "cosine")
+    assert (cand["optimizer"], cand["lr_schedule"]) == ("muon", "cosine")
+    assert not data["runs"][CANDIDATE][0]["model"]["tie_embeddings"]
+    assert data["runs"][REFERENCE][0]["model"]["tie_embeddings"]
+    assert cand["muon_lr"] == recipe(CANDIDATE).muon_lr
+    for rung in map(str, data["rungs"]):
+        assert data["summary"][REFERENCE][rung]["ratio_vs_reference"] in (1.0, None)
+
+
+def test_record_rows_name_both_recipes(smoke):
+    rows = (smoke / "speedrun.md").read_text().splitlines()
+    assert rows[0].startswith("| date | machine | recipe | seeds | time to 2.6 |")
+    assert [r.split(" | ")[2] for r in rows[2:]] == [f"`{REFERENCE}`", f"`{CANDIDATE}`"]
+    assert all(r.split(" | ")[3] == "2" for r in rows[2:])
+
+
+def run(t: float | None, total: float = 10.0) -> dict:
+    """A made-up run: time to rung 1.88 (None: missed), `total` seconds of training."""
+    return {"train_s": total,
+            "rungs": {"1.88": {"step": 100, "train_s": t}} if t is not None else {}}
+
+
+def test_medians_count_a_miss_as_infinitely_slow():
+    runs = {REFERENCE: [run(4.0), run(6.0), run(5.0)],
+            CANDIDATE: [run(1.0), run(None), run(3.0)]}
+    s = summarize(runs, (1.88,), REFERENCE)
+    assert s[CANDIDATE]["1.88"]["median_train_s"] == 3.0  # median of 1, 3, inf
+    assert s[CANDIDATE]["1.88"]["ratio_vs_reference"] == pytest.approx(3.0 / 5.0)
+    assert s[CANDIDATE]["1.88"]["seeds_reached"] == 2
+    assert not s[CANDIDATE]["1.88"]["ratio_is_upper_bound"]
+    runs[CANDIDATE] = [run(1.0), run(None), run(None)]
+    assert summarize(runs, (1.88,), REFERENCE)[CANDIDATE]["1.88"]["ratio_vs_reference"] is None
+
+
+def test_a_reference_that_misses_gives_an_upper_bound():
+    runs = {REFERENCE: [run(None, total=50.0), run(None, total=40.0), run(9.0, total=60.0)],
+            CANDIDATE: [run(20.0), run(22.0), run(18.0)]}
+    s = summarize(runs, (1.88,), REFERENCE)
+    assert s[REFERENCE]["1.88"]["median_train_s"] is None
+    # its whole training time (median of 50, 40, 9) stands in: the ratio is at most 20 / 40
+    assert s[CANDIDATE]["1.88"]["ratio_vs_reference"] == pytest.approx(20.0 / 40.0)
+    assert s[CANDIDATE]["1.88"]["ratio_is_upper_bound"]
+    assert math.isclose(s[REFERENCE]["1.88"]["median_total_train_s"], 50.0)
+
+
+def test_bad_seeds_is_one_line(capsys, tmp_path):
+    assert main(["--only", "speedrun", "--seeds", "0", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--seeds" in err and "\n" not in err and "Traceback" not in err

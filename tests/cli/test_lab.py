@@ -1,0 +1,86 @@
+"""`gptlab lab`: its own argument checks, before any server starts; the real command serving
+a runs folder on localhost; a port it cannot have, in one line."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from gptlab.cli.main import main
+from gptlab.lab.server import free_port
+
+
+@pytest.fixture
+def no_server(monkeypatch):
+    """serve() records its arguments instead of listening."""
+    from gptlab.lab import server
+
+    calls = []
+    monkeypatch.setattr(server, "serve", lambda *args, **kwargs: calls.append((args, kwargs)))
+    return calls
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--port", "0"], "--port: must be between 1 and 65535, got 0"),
+    (["--port", str(2**70)], "--port: must be between 1 and 65535"),
+    (["--runs", "{file}"], "--runs {file} is not a folder"),
+])
+def test_bad_options_are_one_line(tmp_path, capsys, no_server, argv, message):
+    a_file = tmp_path / "f"
+    a_file.write_text("x")
+    argv = [a.replace("{file}", str(a_file)) for a in argv]
+    assert main(["lab", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message.replace("{file}", str(a_file)) in err and err.count("\n") == 1
+    assert no_server == []
+
+
+def test_a_missing_runs_folder_is_fine(tmp_path, no_server):
+    assert main(["lab", "--runs", str(tmp_path / "none-yet"), "--port", "8123"]) == 0
+    assert no_server == [((str(tmp_path / "none-yet"),), {"host": "127.0.0.1", "port": 8123})]
+
+
+def test_gptlab_lab_serves_on_localhost_and_prints_the_url(tmp_path, copy_tiny_run):
+    runs_root = tmp_path / "runs"
+    copy_tiny_run(runs_root / "tiny")
+    port = free_port()
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gptlab", "lab", "--port", str(port), "--runs", str(runs_root)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert f"http://127.0.0.1:{port}/" in line, line
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/api/runs", timeout=5)
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        assert r.json()["runs"] == ["tiny"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_gptlab_lab_bad_port_is_one_line_exit_2():
+    r = subprocess.run([sys.executable, "-m", "gptlab", "lab", "--port", "70000"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
+    assert "--port: must be between 1 and 65535" in r.stderr
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        busy = s.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "gptlab", "lab", "--port", str(busy)],
+                           capture_output=True, text=True)
+    assert r.returncode == 2 and "cannot listen on 127.0.0.1" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr

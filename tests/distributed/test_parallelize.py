@@ -1,0 +1,93 @@
+"""`--parallel fsdp|tp|fsdp+tp` (gptlab.distributed.parallelize) against one process, under
+torchrun (the parallel_runs fixture, tests/distributed/conftest.py).
+
+Every run has the same global batch of 8 (2 ranks x 4 for ddp, fsdp and the 2x1 fsdp+tp
+mesh; 8 for the two tensor-parallel ranks, which share their rows), so all of them are the
+same computation with sums in another order: measured, every logged loss is within 4.8e-7
+of the one-process run's. We allow 1e-5, as test_process.py does for DDP: 20x below the
+smallest step-to-step change of the curve, far below a wrong row, shard or all-reduce.
+
+The model has grouped-query attention (4 heads, 2 kv heads, so each of 2 TP ranks holds 2
+query heads and their kv head) and tied embeddings. Layouts and settings that cannot be
+sharded are refused by name, in one process.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gptlab.distributed import sharded_checkpoint
+from gptlab.distributed.parallelize import check_settings, plan_layout
+from gptlab.errors import UsageError
+from gptlab.model.config import GPTConfig
+from gptlab.training import rundir
+from gptlab.training.config import TrainConfig
+
+TOLERANCE = 1e-5
+# One layer, 4 heads sharing 2 key/value heads: what the refusals are about.
+SMALL = GPTConfig(vocab_size=30, block_size=16, n_layer=1, n_head=4, n_kv_head=2, n_embd=32,
+                  bias=False)
+SMALL_WITH_DROPOUT = GPTConfig.from_dict({**SMALL.to_dict(), "dropout": 0.1})
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("item", ["ddp:1", "fsdp:1", "tp:2", "fsdp+tp:1"])
+def test_two_ranks_equal_one_process_and_resume_anywhere(parallel_runs, item, losses,
+                                                         max_difference):
+    name = item.replace(":", "-")
+    one = parallel_runs / "one"
+    for run in ("full", "resumed", "single"):  # 20 steps; 10 + 10 on 2 ranks; 10 + 10 on 1
+        diff = max_difference(one, parallel_runs / f"{name}-{run}")
+        print(f"{item} {run}: max loss difference to one process {diff:.2e}")
+        assert diff < TOLERANCE, (item, run, diff)
+    logged = losses(one)
+    assert len(logged) == 22  # 20 training losses and the evaluations of steps 0, 20
+    val = {step: val_loss for kind, step, *_, val_loss in logged if kind == "eval"}
+    assert val[20] < val[0] - 0.3  # the curve moves far more than the tolerance
+    # a sharded run's files: the gathered model for sample/eval, and one shards directory
+    full = parallel_runs / f"{name}-full"
+    shards = sorted(p.name for p in full.glob(sharded_checkpoint.PREFIX + "*"))
+    state = rundir.load_checkpoint(full)
+    if item == "ddp:1":
+        assert shards == [] and "model" in state
+    else:
+        assert shards == [state["sharded"]] and "model" not in state
+    from gptlab.files.model_dir import load_model
+
+    for directory in (full, full / "best"):
+        gathered = load_model(directory)
+        x = torch.randint(0, gathered.config.vocab_size, (1, 8))
+        assert torch.isfinite(gathered(x)[0]).all()
+    # best/ (the step-20 evaluation is the best) holds the weights of the last step, and
+    # they are the one-process run's, gathered and put back into the fused qkv layout
+    a, b = load_model(full).state_dict(), load_model(full / "best").state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    reference = load_model(one).state_dict()
+    assert max((a[k] - reference[k]).abs().max().item() for k in a) < TOLERANCE
+
+
+@pytest.mark.parametrize("mode, tp, world, config, message", [
+    ("tp", 3, 3, SMALL, "--tp 3 does not divide n_head 4"),
+    ("tp", 4, 4, SMALL, "--tp 4 does not divide n_kv_head 2"),
+    ("fsdp+tp", 3, 4, SMALL, "--tp 3 does not divide the 4 ranks"),
+    ("tp", 2, 4, SMALL, "--parallel tp uses every rank"),
+    ("fsdp", 2, 2, SMALL, "--tp 2 needs --parallel tp or fsdp+tp, not fsdp"),
+])
+def test_layouts_that_do_not_fit_are_refused_by_name(mode, tp, world, config, message):
+    with pytest.raises(UsageError, match=message.replace("+", r"\+")):
+        plan_layout(mode, tp, world, config)
+
+
+@pytest.mark.parametrize("settings, config, message", [
+    (dict(parallel="fsdp", compile=True), SMALL, "does not support compile"),
+    (dict(parallel="fsdp", dtype="float16"), SMALL, "does not support dtype float16"),
+    (dict(parallel="tp", tp=2, optimizer="muon"), SMALL, "does not support optimizer muon"),
+    (dict(parallel="tp", batch_rng="nanogpt"), SMALL, "does not support batch_rng nanogpt"),
+    (dict(parallel="tp"), SMALL_WITH_DROPOUT, "needs dropout 0"),
+])
+def test_settings_a_sharded_mode_lacks_are_refused_by_name(settings, config, message):
+    world = 2 if settings["parallel"] == "tp" else 1
+    with pytest.raises(UsageError, match=message):
+        check_settings(TrainConfig(**settings), config, world)

@@ -1,0 +1,64 @@
+"""The lab's runs folder (gptlab.lab.runs): what is listed, paths kept inside the folder,
+broken runs as 400s, and loaded models cached until their files change."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from gptlab.lab.server import create_app
+
+
+def test_runs_listed_and_kept_inside_the_folder(client, runs_root, bad):
+    listing = client.get("/api/runs").json()
+    assert listing["runs"] == ["tiny"]  # the symlink out and the non-run are not listed
+    for name, fragment in [
+        ("../outside/secret", "without '..'"),
+        ("tiny/../../x", "without '..'"),
+        ("/etc", "without '..' or a leading '/'"),
+        (str(runs_root / "tiny"), "leading '/'"),
+        ("escape", "points outside the runs folder"),
+        ("notarun", "no run named"),
+        ("missing", "no run named"),
+        ("", "run must not be empty"),
+        ("a\\..\\b", "not a valid run name"),
+    ]:
+        bad(client, "/api/heads", {"run": name, "prompt": "the"}, fragment)
+    bad(client, "/api/heads", {"run": 3, "prompt": "the"}, "run must be a string")
+
+
+def test_a_weights_file_symlinked_out_is_refused(tmp_path, bad, copy_tiny_run):
+    root = tmp_path / "runs"
+    copy_tiny_run(tmp_path / "elsewhere")
+    run = root / "sneaky"
+    run.mkdir(parents=True)
+    for f in ("config.json", "tokenizer.json"):
+        (run / f).write_bytes((tmp_path / "elsewhere" / f).read_bytes())
+    (run / "model.safetensors").symlink_to(tmp_path / "elsewhere" / "model.safetensors")
+    c = TestClient(create_app(root))
+    bad(c, "/api/heads", {"run": "sneaky", "prompt": "the"}, "points outside the runs folder")
+
+
+def test_a_broken_run_is_a_400(tmp_path, bad, copy_tiny_run):
+    root = tmp_path / "runs"
+    copy_tiny_run(root / "broken")
+    (root / "broken/model.safetensors").write_bytes(b"not a safetensors file")
+    c = TestClient(create_app(root))
+    bad(c, "/api/heads", {"run": "broken", "prompt": "the"}, "not a readable safetensors")
+
+
+def test_models_are_cached_until_their_files_change(client, runs_root):
+    runs = client.app.state.runs
+    first = runs.load("tiny")
+    assert runs.load("tiny") is first
+    weights = runs_root / "tiny/model.safetensors"
+    stat = weights.stat()
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert runs.load("tiny") is not first
+
+
+def test_runs_folder_path_is_relative_to_cwd(tmp_path):
+    assert TestClient(create_app(tmp_path / "none")).get("/api/runs").json()["runs"] == []
+    assert Path(create_app(tmp_path).state.runs.root) == tmp_path.resolve()

@@ -1,0 +1,113 @@
+"""The lab's server (gptlab.lab.server): the page and its assets, served offline; hostile
+values, bodies that are not JSON objects sent as JSON, and wrong methods all get a 4xx with a
+message, never a 500; the OpenAPI schema documents the 400s."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gptlab import GPTConfig
+from gptlab.lab.server import STATIC
+
+
+def test_page_and_assets_are_served_and_offline(client):
+    page = client.get("/")
+    assert page.status_code == 200 and "/static/app.js" in page.text
+    for path in STATIC.iterdir():  # the page's ES modules run only when served as JavaScript
+        served = client.get(f"/static/{path.name}")
+        assert served.status_code == 200, path.name
+        if path.suffix == ".js":
+            assert served.headers["content-type"].startswith("text/javascript"), path.name
+    assert client.get("/static/../server.py").status_code == 404
+    assert client.get("/nope").status_code == 404 and "error" in client.get("/nope").json()
+    for path in STATIC.iterdir():
+        text = path.read_text(encoding="utf-8")
+        urls = set(re.findall(r"(?:https?:)?//[\w.-]+\.\w+[^\s\"')]*", text))
+        assert urls <= {"http://www.w3.org/2000/svg"}, (path.name, urls)
+
+
+HOSTILE = [None, -1, 0, 2**70, 1e308, -1e308, "x", "", [], [[]], {}, True, "../../etc/passwd"]
+
+FIELDS = {
+    "/api/attention": {"tokens": "cat sat", "d": 4, "seed": 0, "causal": True, "x": None},
+    "/api/scaling": {"d_k": 64, "n_keys": 16, "seed": 0},
+    "/api/sinusoidal": {"positions": 8, "d_model": 8},
+    "/api/rope": {"head_dim": 8, "base": 10000, "positions": 8, "offset": 2, "seed": 0},
+    "/api/params": {"preset": "gpt2", "config": {"n_layer": 2}, "seq_len": 16},
+    "/api/heads": {"run": "tiny", "prompt": "the", "layer": 0},
+    "/api/head_scores": {"run": "tiny", "prompt": "the cat", "seed": 0},
+    "/api/ablate": {"run": "tiny", "layer": 0, "head": 0, "ids": [1, 2, 3]},
+    "/api/quiz": {"kind": "params", "seed": 0},
+    "/api/quiz/check": {"kind": "sqrt_dk", "seed": 0, "answer": "8"},
+}
+
+
+@pytest.mark.parametrize("path", list(FIELDS))
+def test_hostile_values_get_a_4xx_or_an_answer_never_a_500(client, path, post):
+    for field in FIELDS[path]:
+        for value in HOSTILE:
+            body = dict(FIELDS[path], **{field: value})
+            r = client.post(path, json=body)
+            assert r.status_code in (200, 400), (path, field, value, r.status_code, r.text)
+            if r.status_code == 400:
+                assert r.json()["error"], (path, field, value)
+    config_fields = GPTConfig.from_preset("gpt2").to_dict()
+    if path == "/api/params":
+        for field in config_fields:
+            for value in HOSTILE:
+                r = client.post(path, json={"preset": "gpt2", "config": {field: value}})
+                assert r.status_code in (200, 400), (field, value, r.text)
+    assert client.get(path).status_code == 405
+
+
+def test_inputs_that_once_were_500s_are_400s(client, bad):
+    # A run name longer than a file name may be (ENAMETOOLONG); found by tests/lab/test_fuzz.py.
+    bad(client, "/api/heads", {"run": "0" * 300, "prompt": "the"}, "File name too long")
+    # A lone surrogate, echoed back, could not be encoded as UTF-8.
+    bad(client, "/api/attention", '{"tokens": "\\ud800 b"}', "tokens must be valid Unicode")
+    bad(client, "/api/heads", '{"run": "\\ud800", "prompt": "the"}', "run must be valid Unicode")
+    # Infinity (Python's json reads it) in a config echoed back could not be written as JSON.
+    bad(client, "/api/params", '{"preset": "llama2-7b", "config": {"rope_scaling": '
+        '{"type": "linear", "factor": Infinity}}}', "config.rope_scaling.factor must be")
+    bad(client, "/api/params", {"config": {"n_layer": 10**400}}, "between 1 and 10000000")
+
+
+def test_a_405_names_the_allowed_method(client):
+    r = client.get("/api/attention")
+    assert r.status_code == 405 and r.headers["allow"] == "POST" and r.json()["error"]
+
+
+def test_bodies_are_json_objects_sent_as_json(client, post, bad):
+    # What another site's page can post without a CORS preflight is refused: text/plain,
+    # a form, no Content-Type at all.
+    for headers in ({"content-type": "text/plain"}, {}, {"content-type": "application/x-www-"
+                                                         "form-urlencoded"}):
+        r = client.post("/api/scaling", content='{"d_k": 4}', headers=headers)
+        assert r.status_code == 400, (headers, r.text)
+        assert "must be sent with Content-Type: application/json" in r.json()["error"]
+    for media in ("application/json; charset=utf-8", "application/merge-patch+json"):
+        r = client.post("/api/scaling", content='{"d_k": 4}', headers={"content-type": media})
+        assert r.status_code == 200 and r.json()["d_k"] == 4, (media, r.text)
+    bad(client, "/api/scaling", "d_k=4", "not valid JSON")
+    bad(client, "/api/scaling", "", "request body must be a JSON object")
+    bad(client, "/api/scaling", "null", "request body must be a JSON object")
+    # JSON Schema counts 4.0 as an integer, and so does the server; "4" and true are not.
+    assert post(client, "/api/scaling", {"d_k": 4.0})["d_k"] == 4
+    bad(client, "/api/scaling", {"d_k": "4"}, "d_k must be an integer, got '4'")
+    bad(client, "/api/scaling", {"d_k": True}, "d_k must be an integer, got True")
+    bad(client, "/api/scaling", {"d_k": 4.5}, "d_k must be an integer, got 4.5")
+
+
+def test_openapi_schema_documents_the_400s(client):
+    schema = client.get("/openapi.json").json()
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            codes = set(operation["responses"])
+            assert "422" not in codes, (path, method)
+            if method == "post":
+                assert {"200", "400"} <= codes, (path, codes)
+    assert schema["components"]["schemas"]["Error"]["required"] == ["error"]
+    limits = schema["components"]["schemas"]["AttentionRequest"]["properties"]["d"]
+    assert (limits["minimum"], limits["maximum"]) == (1, 64)

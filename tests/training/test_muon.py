@@ -1,0 +1,205 @@
+"""Muon (gptlab.training.muon): its update against torch.optim.Muon's, where the Newton-Schulz
+iteration puts singular values, which parameters it takes, exact resume, bad arguments."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gptlab.errors import UsageError
+from gptlab.model.config import GPTConfig
+from gptlab.model.gpt import GPT
+from gptlab.training.config import TrainConfig
+from gptlab.training.muon import (
+    NS_COEFFICIENTS,
+    Muon,
+    MuonWithAdamW,
+    hidden_matrices,
+    orthogonalize,
+)
+from gptlab.training.optim import make_optimizer
+from gptlab.training.run import train
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
+
+# p(x) = a x + b x^3 + c x^5 (gptlab.training.muon's docstring derives these): its local minimum on
+# (0, 1.2] and its local maximum, so 5 steps leave every s >= SMALLEST in [LOW, HIGH].
+LOW, HIGH, SMALLEST = 0.68183, 1.20237, 0.0016
+
+
+def quintic(x: np.ndarray, steps: int = 5) -> np.ndarray:
+    a, b, c = NS_COEFFICIENTS
+    for _ in range(steps):
+        x = a * x + b * x**3 + c * x**5
+    return x
+
+
+def test_the_band_is_where_the_polynomial_turns():
+    xs = np.linspace(0, 1.25, 1_000_001)
+    once = quintic(xs, 1)
+    turning = np.diff(np.sign(np.diff(once))) != 0
+    assert once[1:-1][turning] == pytest.approx([HIGH, LOW], abs=1e-5)
+    start = np.logspace(np.log10(SMALLEST), 0, 100_000)
+    after = quintic(start)
+    assert after.min() >= LOW - 1e-5 and after.max() <= HIGH + 1e-5
+    assert quintic(np.array([SMALLEST / 2]))[0] < LOW  # too small to get there in 5 steps
+
+
+@pytest.mark.parametrize("rule", ["original", "match_rms_adamw"])
+@pytest.mark.parametrize("nesterov", [True, False])
+@pytest.mark.parametrize("shape", [(64, 32), (32, 96), (48, 48)])
+def test_update_equals_torch_muon_in_bf16(shape, nesterov, rule):
+    # Three steps, so the momentum buffer and weight decay count as well.
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(shape, generator=gen) * 0.02
+    ours, theirs = torch.nn.Parameter(w.clone()), torch.nn.Parameter(w.clone())
+    settings = dict(lr=0.02, momentum=0.95, nesterov=nesterov, weight_decay=0.1)
+    opt_ours = Muon([ours], ns_dtype="bfloat16", adjust_lr=rule, **settings)
+    opt_theirs = torch.optim.Muon([theirs], adjust_lr_fn=rule, **settings)
+    for _ in range(3):
+        grad = torch.randn(shape, generator=gen)
+        ours.grad, theirs.grad = grad.clone(), grad.clone()
+        before = theirs.detach().clone()
+        opt_ours.step()
+        opt_theirs.step()
+        step = (theirs.detach() - before).abs().max().item()
+        # bf16's unit roundoff (2^-8) of the update: the same algorithm, not a look-alike
+        # (measured: bit for bit equal on this CPU).
+        assert (ours - theirs).abs().max().item() <= 2**-8 * step
+    assert torch.equal(opt_ours.state[ours]["momentum_buffer"],
+                       opt_theirs.state[theirs]["momentum_buffer"])
+
+
+@pytest.mark.parametrize("shape", [(96, 32), (32, 64)])
+def test_fp32_singular_values_follow_the_scalar_iteration(shape):
+    # G = U diag(s) V^T built in float64, s / ||G||_F from just above SMALLEST up: the fp32
+    # iteration must give U diag(p^5(s / ||G||_F)) V^T, each value in the band.
+    gen = torch.Generator().manual_seed(1)
+    k = min(shape)
+    u, _ = torch.linalg.qr(torch.randn(shape[0], k, generator=gen, dtype=torch.float64))
+    v, _ = torch.linalg.qr(torch.randn(shape[1], k, generator=gen, dtype=torch.float64))
+    s = torch.logspace(np.log10(0.002), np.log10(0.3), k, dtype=torch.float64)
+    g = (u * s) @ v.T
+    assert (s / s.norm()).min() >= SMALLEST  # ||G||_F = ||s||_2
+    expected = quintic((s / s.norm()).numpy())
+    out = orthogonalize(g.float(), torch.float32).double()
+    got = torch.linalg.svdvals(out).numpy()  # p is not monotonic: compare sorted
+    assert np.sort(got) == pytest.approx(np.sort(expected), abs=1e-5)  # measured 7e-7
+    assert got.min() >= LOW - 1e-5 and got.max() <= HIGH + 1e-5
+    # ...and the singular vectors are G's: the update is U p(S) V^T.
+    assert torch.allclose(out, (u * torch.from_numpy(expected)) @ v.T, atol=1e-5)
+
+
+def test_fp32_iteration_agrees_with_float64():
+    g = torch.randn(40, 120, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    exact = orthogonalize(g, torch.float64)
+    assert torch.allclose(orthogonalize(g.float(), torch.float32).double(), exact, atol=1e-5)
+    # a random gradient's singular values (all well above SMALLEST here) are in the band
+    sv = torch.linalg.svdvals(exact)
+    assert sv.min() >= LOW - 1e-6 and sv.max() <= HIGH + 1e-6
+
+
+def test_the_iteration_runs_in_fp32_on_a_cpu_by_default():
+    gen = torch.Generator().manual_seed(3)
+    w, grad = torch.randn(32, 48, generator=gen), torch.randn(32, 48, generator=gen)
+    after = {}
+    for dtype in (None, "float32", "bfloat16"):
+        p = torch.nn.Parameter(w.clone())
+        p.grad = grad.clone()
+        Muon([p], ns_dtype=dtype).step()
+        after[dtype] = p.detach()
+    assert torch.equal(after[None], after["float32"])
+    assert not torch.equal(after[None], after["bfloat16"])
+
+
+def parameter_split(preset: str, **kw) -> tuple[list[str], list[str]]:
+    return hidden_matrices(GPT(GPTConfig.from_preset(preset, **kw)))
+
+
+def test_gpt2_style_split_with_tied_embeddings():
+    muon, adamw = parameter_split("tiny-gpt2")
+    assert muon == [f"blocks.{i}.{m}.weight" for i in range(2)
+                    for m in ("attn.qkv", "attn.proj", "mlp.fc", "mlp.proj")]
+    # wte is also the head (tied): it stays on AdamW, as do positions, norms and biases.
+    assert {"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias",
+            "blocks.0.attn.qkv.bias", "blocks.1.norm_2.weight"} <= set(adamw)
+    assert "lm_head.weight" not in adamw  # the tied matrix is listed once, as wte
+    assert not set(muon) & set(adamw)
+
+
+def test_llama_style_split_with_an_untied_head():
+    muon, adamw = parameter_split("tiny-llama")
+    assert muon == [f"blocks.{i}.{m}.weight" for i in range(2)
+                    for m in ("attn.qkv", "attn.proj", "mlp.gate", "mlp.up", "mlp.proj")]
+    assert sorted(adamw) == sorted(["wte.weight", "lm_head.weight", "ln_f.weight"]
+                                   + [f"blocks.{i}.norm_{j}.weight" for i in range(2)
+                                      for j in (1, 2)])
+
+
+def test_make_optimizer_gives_every_parameter_once():
+    model = GPT(GPTConfig.from_preset("tiny-gpt2"))
+    opt = make_optimizer(model, TrainConfig(optimizer="muon", muon_lr=0.05,
+                                            learning_rate=1e-3), torch.device("cpu"))
+    assert isinstance(opt, MuonWithAdamW)
+    params = [p for g in opt.param_groups for p in g["params"]]
+    assert len(params) == len({id(p) for p in params}) == len(list(model.parameters()))
+    assert all(p.dim() == 2 for p in opt.muon.param_groups[0]["params"])
+    # The trainer sets lr * lr_scale on every group: Muon follows the schedule at its own lr.
+    assert opt.muon.param_groups[0]["lr_scale"] == pytest.approx(50.0)
+    assert all("lr_scale" not in g for g in opt.adamw.param_groups)
+
+
+@pytest.fixture(scope="session")
+def muon_train(tiny_train):
+    """muon_train(**overrides) -> tiny_train with Muon (lr 0.02) and AdamW at 3e-3."""
+    def make(**kw) -> TrainConfig:
+        return tiny_train(optimizer="muon", muon_lr=0.02, learning_rate=3e-3, **kw)
+
+    return make
+
+
+@pytest.mark.parametrize("stop_at", [4, 7])  # at a checkpoint step, and between two
+def test_resume_with_muon_reproduces_the_uninterrupted_run(data_dir, tmp_path, stop_at,
+                                                           tiny_model, losses, muon_train):
+    model, cfg = tiny_model(dropout=0.1), muon_train(lr_schedule="wsd", cooldown_frac=0.5)
+    whole = train(model, cfg, data_dir, tmp_path / "whole", progress=False)
+    part = train(model, cfg, data_dir, tmp_path / "part", progress=False, stop_after=stop_at)
+    assert part.status == "interrupted" and part.step == stop_at
+    state = torch.load(tmp_path / "part/state.pt", weights_only=True)
+    assert set(state["optimizer"]) == {"adamw", "muon"} and state["optimizer"]["muon"]["state"]
+    resumed = train(None, None, data_dir, tmp_path / "part", resume=True, progress=False)
+    assert resumed.step == whole.step == 12
+    assert losses(tmp_path / "part") == losses(tmp_path / "whole")  # exactly, every value
+    evals = [r for r in losses(tmp_path / "whole") if r[0] == "eval"]
+    assert evals[-1][5] < evals[0][5] - 0.5  # and it learned
+
+
+def test_muon_state_is_not_loaded_into_adamw(data_dir, tmp_path, tiny_model, tiny_train):
+    run = tmp_path / "run"
+    train(tiny_model(), tiny_train(max_iters=2, eval_interval=2), data_dir, run,
+          progress=False)
+    adamw_state = torch.load(run / "state.pt", weights_only=True)["optimizer"]
+    model = GPT(GPTConfig.from_preset("tiny-gpt2"))
+    opt = make_optimizer(model, TrainConfig(optimizer="muon"), torch.device("cpu"))
+    with pytest.raises(UsageError, match="not Muon \\+ AdamW's"):
+        opt.load_state_dict(adamw_state)
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(lr=-1.0), "lr must be >= 0"),
+    (dict(momentum=1.0), "momentum must be in [0, 1)"),
+    (dict(ns_steps=0), "ns_steps must be an integer in [1, 100)"),
+    (dict(ns_dtype="float16"), "ns_dtype must be one of float32, bfloat16"),
+    (dict(adjust_lr="none"), "adjust_lr must be one of original, match_rms_adamw"),
+])
+def test_invalid_muon_arguments(kw, message):
+    with pytest.raises(UsageError) as err:
+        Muon([torch.nn.Parameter(torch.zeros(2, 2))], **kw)
+    assert str(err.value).startswith(message)
+
+
+def test_muon_refuses_a_vector():
+    with pytest.raises(UsageError, match=r"2-D weight matrices only.*\(5,\): give it to AdamW"):
+        Muon([torch.nn.Parameter(torch.zeros(5))])
+

@@ -1,0 +1,187 @@
+"""`--dtype auto` on a CPU: the probe's rule, its cache, the override, and a run that records
+what auto meant."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from gptlab import probe
+from gptlab.errors import UsageError
+from gptlab.model.config import GPTConfig
+from gptlab.training import precision
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
+CPU = torch.device("cpu")
+CONFIG = GPTConfig.from_preset("tiny-gpt2")
+
+
+@pytest.fixture
+def probed(monkeypatch, tmp_path):
+    """Sets the probe's timings (ms) and returns the list of measured configs; the cache
+    is fresh and GPTLAB_AUTO_DTYPE (which the suite sets) unset."""
+    monkeypatch.delenv(precision.OVERRIDE, raising=False)
+    monkeypatch.setenv("GPTLAB_CACHE", str(tmp_path))
+    calls, timings = [], {}
+
+    def fake(config, B, T, device):
+        calls.append((config, B, T))
+        return dict(timings)
+
+    monkeypatch.setattr(precision, "measure", fake)
+
+    def set_timings(fp32, bf16):
+        timings.update(float32=fp32, bfloat16=bf16)
+        return calls
+
+    return set_timings
+
+
+@pytest.mark.parametrize("fp32, bf16, expected", [
+    (10.0, 5.0, "bfloat16"),  # 2x: worth it
+    (10.0, 8.9, "bfloat16"),  # just past the margin
+    (10.0, 9.5, "float32"),  # within the margin: precision wins the tie
+    (10.0, 20.0, "float32"),  # slower: never
+    (10.0, None, "float32"),  # no bf16 autocast here
+])
+def test_bf16_only_where_clearly_faster(probed, fp32, bf16, expected):
+    probed(fp32, bf16)
+    name, reason = precision.resolve(CONFIG, 12, CPU)
+    assert name == expected
+    assert reason.startswith(f"dtype auto: {expected}") and "probed now" in reason
+
+
+def test_probed_once_per_machine_shape_and_batch(probed, tmp_path):
+    calls = probed(10.0, 4.0)
+    assert precision.resolve(CONFIG, 12, CPU)[0] == "bfloat16"
+    name, reason = precision.resolve(CONFIG, 12, CPU)
+    assert name == "bfloat16" and "cached probe" in reason and len(calls) == 1
+    (key,) = json.loads((tmp_path / probe.PROBES_FILE).read_text())["train_dtype"]
+    assert probe.cpu_name() in key and "B=12 T=32" in key
+    precision.resolve(CONFIG, 3, CPU)  # another batch is another probe
+    # tokens per probe step are capped: a long context is probed at batch 1
+    precision.resolve(GPTConfig.from_preset("tiny-gpt2", block_size=2048), 12, CPU)
+    assert [(B, T) for _, B, T in calls] == [(12, 32), (3, 32), (1, 2048)]
+
+
+def test_override_skips_the_probe(probed, monkeypatch):
+    calls = probed(10.0, 1.0)
+    monkeypatch.setenv(precision.OVERRIDE, "float32")
+    assert precision.resolve(CONFIG, 12, CPU) == (
+        "float32", "dtype auto: float32 (GPTLAB_AUTO_DTYPE says so)")
+    assert calls == []
+    monkeypatch.setenv(precision.OVERRIDE, "fp8")
+    with pytest.raises(UsageError, match="GPTLAB_AUTO_DTYPE must be float32 or bfloat16"):
+        precision.resolve(CONFIG, 12, CPU)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """gptlab.probe's clock, made to stand still: advance(seconds) is the only time that
+    passes, so a timing is exactly what the test says the work costs."""
+    now = [0.0]
+    monkeypatch.setattr(probe, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+
+    def advance(seconds: float) -> None:
+        now[0] += seconds
+
+    return advance
+
+
+def test_measure_times_each_dtype_under_its_own_autocast(clock, monkeypatch):
+    """A float32 step costs 5 ms and a bf16-autocast step 2 ms (charged as the step enters
+    its autocast): measure reports exactly those, and leaves the caller's random streams
+    as they were."""
+    cost = {None: 5e-3, torch.bfloat16: 2e-3}
+    real_autocast = torch.autocast
+
+    def charged_autocast(device_type, dtype=None, enabled=True):
+        clock(cost[dtype if enabled else None])
+        return real_autocast(device_type, dtype=dtype, enabled=enabled)
+
+    monkeypatch.setattr(torch, "autocast", charged_autocast)
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    ms = precision.measure(CONFIG, 2, CONFIG.block_size, CPU, budget_s=0.01)
+    assert torch.equal(torch.rand(3), expected)
+    assert ms == {"float32": pytest.approx(5.0), "bfloat16": pytest.approx(2.0)}
+
+
+def test_a_run_records_what_auto_meant(probed, tmp_path, capsys):
+    """train.json holds the concrete dtype, so a resume trains exactly as the run began."""
+    from gptlab.data.prepared import prepare
+    from gptlab.data.tokenizer import CharTokenizer
+    from gptlab.training.config import TrainConfig
+    from gptlab.training.run import train
+
+    probed(10.0, 4.0)
+    data, text = tmp_path / "data", "abcdefgh " * 400
+    prepare(text, data, CharTokenizer.from_text(text))
+    run = tmp_path / "run"
+    cfg = TrainConfig(max_iters=4, eval_interval=2, eval_iters=1, batch_size=2,
+                      warmup_iters=0, lr_decay_iters=4)
+    train(GPTConfig.from_preset("tiny-gpt2", block_size=16), cfg, data, run, progress=False,
+          stop_after=2)
+    assert "dtype auto: bfloat16 autocast, 2.50x float32" in capsys.readouterr().err
+    assert json.loads((run / "train.json").read_text())["dtype"] == "bfloat16"
+    result = train(None, None, data, run, resume=True, progress=False)
+    assert result.step == 4 and "dtype auto" not in capsys.readouterr().err
+
+
+def test_muon_dtype_is_probed_on_the_hidden_matrices(monkeypatch, tmp_path):
+    monkeypatch.delenv(precision.OVERRIDE, raising=False)
+    monkeypatch.setenv("GPTLAB_CACHE", str(tmp_path))
+    seen = []
+
+    def fake(shapes, device):
+        seen.append(shapes)
+        return {"float32": 30.0, "bfloat16": 10.0}
+
+    monkeypatch.setattr(precision, "measure_muon", fake)
+    name, reason = precision.resolve_muon(CONFIG, CPU)
+    C, F = CONFIG.n_embd, CONFIG.ffn_hidden
+    assert seen == [[(3 * C, C), (C, C), (F, C), (C, F)] * CONFIG.n_layer]
+    assert name == "bfloat16" and reason.startswith(
+        "muon_dtype auto: bfloat16, 3.00x float32 on this machine (Newton-Schulz for 8 ")
+
+
+def test_resolve_settings_leaves_concrete_choices_alone(probed, monkeypatch):
+    from gptlab.training.config import TrainConfig
+
+    calls = probed(10.0, 5.0)
+    monkeypatch.setattr(precision, "measure_muon",
+                        lambda shapes, device: {"float32": 1.0, "bfloat16": 2.0})
+    cfg = TrainConfig(dtype="float32", optimizer="muon")
+    resolved, reasons = precision.resolve_settings(cfg, CONFIG, CPU)
+    assert (resolved.dtype, resolved.muon_dtype) == ("float32", "float32") and calls == []
+    assert reasons == ["muon_dtype auto: float32 (bfloat16 0.50x float32 on this machine, "
+                       "probed now; bf16 needs 1.11x)"]
+    resolved, reasons = precision.resolve_settings(TrainConfig(), CONFIG, CPU)
+    assert resolved.dtype == "bfloat16" and resolved.muon_dtype == "auto" and len(reasons) == 1
+
+
+def test_measure_muon_times_every_hidden_matrix_in_each_dtype(clock, monkeypatch):
+    """Newton-Schulz on one matrix costs 3 ms in float32 and 1 ms in bfloat16: one
+    measured step is every hidden matrix once, in the dtype being timed."""
+    from gptlab.training import muon
+
+    cost = {torch.float32: 3e-3, torch.bfloat16: 1e-3}
+    real, seen = muon.orthogonalize, []
+
+    def charged(g, dtype):
+        clock(cost[dtype])
+        seen.append((tuple(g.shape), dtype))
+        return real(g, dtype)
+
+    monkeypatch.setattr(muon, "orthogonalize", charged)
+    shapes = precision.hidden_shapes(CONFIG)
+    assert len(shapes) == 4 * CONFIG.n_layer
+    ms = precision.measure_muon(shapes, CPU, budget_s=0.01)
+    assert ms == {"float32": pytest.approx(3.0 * len(shapes)),
+                  "bfloat16": pytest.approx(1.0 * len(shapes))}
+    assert {s for s, _ in seen} == set(shapes)
+    assert {d for _, d in seen} == {torch.float32, torch.bfloat16}

@@ -1,0 +1,260 @@
+"""The trainer: schedule, optimizer groups, exact resume, signals, divergence, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from gptlab.cli.main import main
+from gptlab.errors import GptlabError, UsageError
+from gptlab.files import model_dir
+from gptlab.model.config import GPTConfig
+from gptlab.model.gpt import GPT
+from gptlab.training import rundir
+from gptlab.training.config import TrainConfig
+from gptlab.training.optim import make_optimizer
+from gptlab.training.recipes import RECIPES
+from gptlab.training.run import train
+from gptlab.training.schedule import lr_at
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
+
+
+def test_schedule_is_nanogpts():
+    # nanoGPT get_lr with lr 1e-3, min 1e-4, warmup 100, decay 2000.
+    args = (1e-3, 1e-4, 100, 2000)
+    assert lr_at(0, *args) == pytest.approx(1e-3 * 1 / 101)
+    assert lr_at(99, *args) == pytest.approx(1e-3 * 100 / 101)
+    assert lr_at(100, *args) == pytest.approx(1e-3)
+    assert lr_at(1050, *args) == pytest.approx(5.5e-4)  # half-way down the cosine
+    assert lr_at(2000, *args) == pytest.approx(1e-4)
+    assert lr_at(5000, *args) == 1e-4
+    steps = [lr_at(s, *args) for s in range(100, 2001)]
+    assert all(a >= b for a, b in zip(steps[:-1], steps[1:], strict=True))
+
+
+def test_recipe_is_nanogpts_cpu_recipe():
+    r = TrainConfig.from_dict(RECIPES["shakespeare-char-cpu"])
+    assert (r.batch_size, r.learning_rate, r.min_lr, r.beta2, r.weight_decay) == (
+        12, 1e-3, 1e-4, 0.99, 0.1)
+    assert (r.warmup_iters, r.lr_decay_iters, r.max_iters, r.grad_clip) == (100, 2000, 2000, 1.0)
+    assert (r.eval_interval, r.eval_iters, r.batch_rng) == (250, 20, "nanogpt")
+    m = GPTConfig.from_preset("shakespeare-char-cpu")
+    assert (m.n_layer, m.n_head, m.n_embd, m.block_size, m.bias, m.dropout) == (
+        4, 4, 128, 64, False, 0.0)
+
+
+def test_weight_decay_on_2d_tensors_only():
+    model = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8))
+    opt = make_optimizer(model, TrainConfig(weight_decay=0.1), torch.device("cpu"))
+    decay, no_decay = opt.param_groups
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert all(p.dim() == 2 for p in decay["params"])
+    assert all(p.dim() == 1 for p in no_decay["params"]) and no_decay["params"]
+    n = sum(p.numel() for g in opt.param_groups for p in g["params"])
+    assert n == model.num_parameters()  # every parameter once (the tied one too)
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(learning_rate=0.0), "learning_rate must be > 0"),
+    (dict(batch_size=0), "batch_size must be an integer >= 1"),
+    (dict(warmup_iters=50, max_iters=10), "warmup_iters (50) must not exceed max_iters (10)"),
+    (dict(min_lr=1.0), "min_lr must be in [0, learning_rate"),
+    (dict(beta2=1.0), "beta2 must be in [0, 1)"),
+    (dict(dtype="fp8"), "dtype must be one of"),
+])
+def test_invalid_settings(kw, message):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")
+                       .replace("[", r"\[")):
+        TrainConfig(**kw)
+
+
+def test_run_directory_and_learning(data_dir, tmp_path, tiny_model, tiny_train, losses):
+    run = tmp_path / "run"
+    result = train(tiny_model(), tiny_train(max_iters=30, eval_interval=15, learning_rate=3e-3),
+                   data_dir, run, progress=False)
+    assert result.status == "finished" and result.step == 30
+    for name in ("config.json", "train.json", "model.safetensors", "state.pt",
+                 "tokenizer.json", "metrics.jsonl", "loss.png", "best/model.safetensors",
+                 "best/config.json", "best/tokenizer.json"):
+        assert (run / name).is_file(), name
+    evals = [r for r in losses(run) if r[0] == "eval"]
+    assert [r[1] for r in evals] == [0, 15, 30]
+    assert evals[-1][5] < evals[0][5] - 0.5  # it learned (from ~ln(vocab))
+    assert evals[0][5] == pytest.approx(math.log(model_dir.load_config(run).vocab_size),
+                                        abs=0.3)
+    vocab = json.loads((data_dir / "meta.json").read_text())["vocab_size"]
+    assert json.loads((run / "config.json").read_text())["vocab_size"] == vocab != 1
+    assert (run / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    best = model_dir.load_model(run / "best")
+    assert model_dir.weights_step(run / "best/model.safetensors") == 30
+    assert best.config == model_dir.load_config(run)
+    state = torch.load(run / "state.pt", weights_only=True)
+    assert state["step"] == 30 and state["best_val"] == pytest.approx(result.best_val_loss)
+
+
+@pytest.mark.parametrize("batch_rng", ["separate", "nanogpt"])
+@pytest.mark.parametrize("stop_at", [4, 7])  # at a checkpoint step, and between two
+def test_resume_reproduces_the_uninterrupted_run(data_dir, tmp_path, stop_at, batch_rng,
+                                                 tiny_model, tiny_train, losses):
+    # dropout > 0 and accumulation: the dropout RNG and batch RNG must both come back
+    # (and, for the shared nanoGPT stream, the batch drawn ahead).
+    model = tiny_model(dropout=0.1)
+    cfg = tiny_train(gradient_accumulation_steps=2, batch_rng=batch_rng)
+    whole = train(model, cfg, data_dir, tmp_path / "whole", progress=False)
+    part = train(model, cfg, data_dir, tmp_path / "part", progress=False, stop_after=stop_at)
+    assert part.status == "interrupted" and part.step == stop_at
+    assert torch.load(tmp_path / "part/state.pt", weights_only=True)["step"] == stop_at
+    resumed = train(None, None, data_dir, tmp_path / "part", resume=True, progress=False)
+    assert resumed.step == whole.step == 12
+    assert losses(tmp_path / "part") == losses(tmp_path / "whole")  # exactly, every value
+    a = model_dir.load_model(tmp_path / "whole").state_dict()
+    b = model_dir.load_model(tmp_path / "part").state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_resume_can_extend_max_iters(data_dir, tmp_path, tiny_model, tiny_train):
+    run = tmp_path / "run"
+    train(tiny_model(), tiny_train(max_iters=4, eval_interval=4), data_dir, run, progress=False)
+    lr_decay = json.loads((run / "train.json").read_text())["lr_decay_iters"]
+    result = train(None, None, data_dir, run, resume=True, overrides={"max_iters": 8},
+                   progress=False)
+    assert result.step == 8
+    assert json.loads((run / "train.json").read_text())["lr_decay_iters"] == lr_decay == 4
+    with pytest.raises(UsageError, match="cannot change learning_rate"):
+        train(None, None, data_dir, run, resume=True, overrides={"learning_rate": 1.0},
+              progress=False)
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(data_dir, tmp_path, monkeypatch,
+                                                           tiny_model, tiny_train):
+    run = tmp_path / "run"
+    calls = {"n": 0}
+    forward = GPT.forward
+
+    def poisoned(self, idx, targets=None, **kw):
+        logits, loss = forward(self, idx, targets, **kw)
+        if targets is not None and self.training:
+            calls["n"] += 1
+            if calls["n"] == 7:  # the 7th training step (eval passes are not counted)
+                loss = loss * float("nan")
+        return logits, loss
+
+    monkeypatch.setattr(GPT, "forward", poisoned)
+    with pytest.raises(GptlabError, match=r"loss became nan at step 7: training stopped; the "
+                                          r"last good checkpoint is in"):
+        train(tiny_model(), tiny_train(), data_dir, run, progress=False)
+    state = rundir.load_checkpoint(run)
+    assert state["step"] == 4  # the checkpoint of step 4 (eval_interval 4), untouched
+    model = model_dir.load_model(run)
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_bf16_autocast_on_cpu(data_dir, tmp_path, tiny_model, tiny_train):
+    result = train(tiny_model(), tiny_train(max_iters=4, dtype="bfloat16"), data_dir,
+                   tmp_path / "run", progress=False)
+    assert math.isfinite(result.val_loss)
+    with pytest.raises(UsageError, match="float16 needs CUDA"):
+        train(tiny_model(), tiny_train(max_iters=4, dtype="float16", device="cpu"), data_dir,
+              tmp_path / "run2", progress=False)
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_trains_from_preset_with_overrides(data_dir, tmp_path, capsys):
+    run = tmp_path / "run"
+    code, out, err = run_cli(
+        capsys, "train", "--preset", "shakespeare-char-cpu", "--n-layer", "1", "--n-embd",
+        "32", "--block-size", "16", "--dropout", "0.1", "--data", str(data_dir), "--out",
+        str(run), "--max-iters", "3", "--warmup-iters", "1", "--eval-iters", "1",
+        "--batch-size", "2", "--no-progress")
+    assert code == 0, err
+    assert f"sample from it: gptlab sample {run}" in out
+    cfg = json.loads((run / "config.json").read_text())
+    assert (cfg["n_layer"], cfg["n_embd"], cfg["block_size"], cfg["dropout"]) == (1, 32, 16, 0.1)
+    settings = json.loads((run / "train.json").read_text())
+    # the recipe named like the preset, then the flags; decay follows the new max_iters
+    assert (settings["beta2"], settings["max_iters"], settings["lr_decay_iters"]) == (0.99, 3, 3)
+    assert (settings["batch_size"], settings["eval_iters"]) == (2, 1)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--preset", "tiny-gpt2", "--data", "{tmp}/nodata"], "data directory not found"),
+    (["--preset", "tiny-gpt2", "--learning-rate", "-1"], "learning_rate must be > 0"),
+    (["--preset", "tiny-gpt2", "--batch-size", "0"], "batch_size must be an integer >= 1"),
+    (["--preset", "tiny-gpt2", "--max-iters", "5", "--warmup-iters", "9"],
+     "warmup_iters (9) must not exceed max_iters (5)"),
+    (["--preset", "nope"], "unknown preset 'nope'"),
+    (["--preset", "tiny-gpt2", "--recipe", "nope"], "unknown recipe 'nope'"),
+    (["--preset", "tiny-gpt2", "--n-head", "3"], "n_embd (32) must be divisible by n_head (3)"),
+    (["--resume"], "nothing to resume: run directory"),
+    (["--resume", "--preset", "tiny-gpt2"], "--resume reads the model and training settings"),
+    (["--data", "{data}"], "give --preset NAME, --config JSON or --init-from MODEL"),
+    (["--preset", "tiny-gpt2", "--block-size", "5000"], "too few for one block of 5000"),
+])
+def test_cli_bad_input(data_dir, tmp_path, capsys, argv, message):
+    argv = [a.format(tmp=tmp_path, data=data_dir) for a in argv]
+    if "--data" not in argv:
+        argv += ["--data", str(data_dir)]
+    out_dir = tmp_path / "run"
+    code, out, err = run_cli(capsys, "train", *argv, "--out", str(out_dir), "--no-progress")
+    assert code == 2
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+    assert not out_dir.exists()  # nothing half-written
+
+
+def test_cli_refuses_to_overwrite_or_resume_a_broken_run(data_dir, tmp_path, capsys):
+    run = tmp_path / "run"
+    args = ["train", "--preset", "tiny-gpt2", "--data", str(data_dir), "--out", str(run),
+            "--max-iters", "2", "--warmup-iters", "0", "--eval-iters", "1", "--batch-size", "2",
+            "--no-progress"]
+    assert run_cli(capsys, *args)[0] == 0
+    code, _, err = run_cli(capsys, *args)
+    assert code == 2 and "already holds a run" in err and "--resume" in err
+    (run / "state.pt").write_bytes(b"not a state")
+    code, _, err = run_cli(capsys, "train", "--data", str(data_dir), "--out", str(run),
+                           "--resume", "--no-progress")
+    assert code == 2 and "is not a readable training state" in err and err.count("\n") == 1
+    (run / "state.pt").unlink()
+    code, _, err = run_cli(capsys, "train", "--data", str(data_dir), "--out", str(run),
+                           "--resume", "--no-progress")
+    assert code == 2 and "nothing to resume" in err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_saves_a_checkpoint_and_exits_0(data_dir, tmp_path, sig):
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "gptlab", "train", "--preset", "tiny-gpt2", "--data",
+           str(data_dir), "--out", str(run), "--max-iters", "100000", "--warmup-iters", "0",
+           "--eval-interval", "100000", "--eval-iters", "1", "--log-interval", "1",
+           "--batch-size", "2", "--no-progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            metrics = run / "metrics.jsonl"
+            if metrics.is_file() and '"kind": "train"' in metrics.read_text():
+                break
+            time.sleep(0.1)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "stopped at step" in out and "--resume" in out and "Traceback" not in err
+    state = rundir.load_checkpoint(run)  # weights and state agree
+    assert state["step"] >= 1
