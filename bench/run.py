@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: bench/results)")
     p.add_argument("--text", metavar="PATH", help="tiny Shakespeare input.txt for "
                    "time_to_quality and speedrun (default: speedrun the checkout's "
-                   "tests/data copy; else gptlab's download cache, else downloaded)")
+                   "tests/assets copy; else gptlab's download cache, else downloaded)")
     p.add_argument("--seeds", type=argtypes.int_in(1, 100), metavar="N",
                    help="seeds per recipe for speedrun (default 3; --quick 1)")
     p.add_argument("--threads", type=argtypes.int_in(1, MAX_THREADS), default=2, metavar="N",

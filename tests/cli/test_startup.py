@@ -111,7 +111,7 @@ print(json.dumps({"before": before, "train": train.__module__, "is_function": ca
 
 
 # Every command with arguments that pass its parser and its checks before the heavy
-# imports, so that run() reaches `import torch` (at once, or after reading the corpus).
+# imports, so that run() reaches `import torch` or numpy (prepare needs no torch).
 REACHES_TORCH = {
     "demo": ["demo", "--data", "{tmp}/d", "--out", "{tmp}/r"],
     "params": ["params", "llama2-70b", "--check"],
@@ -133,8 +133,9 @@ def test_the_table_covers_every_command():
 
 
 def test_ctrl_c_during_a_commands_torch_import_is_one_line_and_exit_130(tmp_path):
-    """Ctrl-C lands while `import torch` runs inside each command's run(): a hook raises
-    KeyboardInterrupt from that import, as Python does when SIGINT arrives mid-import."""
+    """Ctrl-C lands while `import torch` (or numpy) runs inside each command's run(): a hook
+    raises KeyboardInterrupt from that import, as Python does when SIGINT arrives
+    mid-import."""
     argvs = {name: [a.replace("{tmp}", str(tmp_path)) for a in argv]
              for name, argv in REACHES_TORCH.items()}
     seen = loaded_after(f"""
@@ -142,7 +143,7 @@ import builtins, contextlib, io, json, sys
 real_import = builtins.__import__
 
 def ctrl_c_in_torch(name, *args, **kwargs):
-    if name == "torch" or name.startswith("torch."):
+    if name.split(".")[0] in ("torch", "numpy"):
         raise KeyboardInterrupt
     return real_import(name, *args, **kwargs)
 

@@ -243,7 +243,8 @@ def test_heads_match_a_float64_recomputation_of_layer0(client, runs_root, post):
 def test_heads_reject_bad_prompts(client, bad):
     bad(client, "/api/heads", {"run": "tiny", "prompt": "XYZ"}, "not in the vocabulary")
     bad(client, "/api/heads", {"run": "tiny", "prompt": ""}, "the prompt is empty")
-    bad(client, "/api/heads", {"run": "tiny", "prompt": "the cat " * 10}, "at most 32")
+    bad(client, "/api/heads", {"run": "tiny", "prompt": "the cat " * 10},
+        "longer than the model's context of 32")
     bad(client, "/api/heads", {"run": "tiny", "prompt": "the", "layer": 2}, "layer must be")
     bad(client, "/api/heads", {"run": "tiny", "ids": [0, 999]}, "outside the vocabulary")
     bad(client, "/api/heads", {"run": "tiny", "ids": "0 1"}, "ids must be a list")

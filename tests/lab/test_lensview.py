@@ -94,7 +94,7 @@ def test_attribution_parts_sum_to_the_models_logit(client, runs_root, name, post
 @pytest.mark.parametrize("body,fragment", [
     ({"run": "tiny", "text": TEXT, "target": 14}, "outside the vocabulary (0..13)"),
     ({"run": "tiny", "text": TEXT, "target": -1}, "target"),
-    ({"run": "tiny", "text": "the cat " * 5}, "at most 32"),
+    ({"run": "tiny", "text": "the cat " * 5}, "longer than the model's context of 32"),
     ({"run": "post", "text": TEXT}, "post-norm"),
     ({"run": "tiny", "text": TEXT, "top": 21}, "top"),
     ({"run": "tiny", "text": ""}, "text"),

@@ -118,7 +118,7 @@ def test_append_equals_gptlab_sample(client, runs_root, capsys, post):
 
 @pytest.mark.parametrize("body,fragment", [
     ({"run": "tiny", "text": ""}, "text must not be empty"),
-    ({"run": "tiny", "text": "the cat " * 40}, "this view takes at most 32"),
+    ({"run": "tiny", "text": "the cat " * 40}, "longer than the model's context of 32"),
     ({"run": "tiny", "text": "QQQ"}, "Q"),
     ({"run": "tiny", "text": "the cat sat on the mat. the dog "}, "at this view's limit of 32"),
     ({"run": "nope", "text": "the"}, "no run named 'nope'"),

@@ -18,15 +18,9 @@ def encode_text(tokenizer, text: str, block_size: int, flag: str, min_len: int =
     # start-up time: the commands' parsers import this module; torch loads when a text does
     import torch
 
-    if not text:
-        raise UsageError(f"{flag} is empty: give some text")
-    ids = tokenizer.encode(text)
-    if len(ids) < min_len:
-        raise UsageError(f"{flag} gives {len(ids)} token(s); this needs at least {min_len}")
-    if len(ids) > block_size:
-        raise UsageError(f"{flag} is {len(ids)} tokens, longer than the model's context of "
-                         f"{block_size}; shorten it")
-    return torch.tensor([ids])
+    from gptlab.data.tokenizer import encode_checked
+
+    return torch.tensor([encode_checked(tokenizer, text, flag, block_size, min_len)])
 
 
 def token_id(tokenizer, spec: str, vocab_size: int, flag: str) -> int:

@@ -174,6 +174,22 @@ class HFTokenizer:
         return self._text if self._text is not None else self.tokenizer.to_str()
 
 
+def encode_checked(tokenizer: Tokenizer, text: str, what: str, max_tokens: int,
+                   min_tokens: int = 1, limit: str = "the model's context") -> list[int]:
+    """text's token ids, or a UsageError naming `what` (a flag or a field) when the text is
+    empty, gives fewer than min_tokens, or more than max_tokens (`limit` says whose limit
+    that is)."""
+    if not text:
+        raise UsageError(f"{what} is empty: give at least one token")
+    ids = tokenizer.encode(text)
+    if len(ids) < min_tokens:
+        raise UsageError(f"{what} gives {len(ids)} token(s); this needs at least {min_tokens}")
+    if len(ids) > max_tokens:
+        raise UsageError(f"{what} is {len(ids)} tokens, longer than {limit} of {max_tokens}; "
+                         f"shorten it")
+    return ids
+
+
 def load_tokenizer(path: str | Path) -> Tokenizer:
     """Load one tokenizer.json: our character format or the `tokenizers` library's."""
     path = Path(path)

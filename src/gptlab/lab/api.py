@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from gptlab.data.tokenizer import encode_checked
 from gptlab.errors import UsageError
 from gptlab.interp.heads import (
     ablate_heads,
@@ -130,14 +131,10 @@ def encode_prompt(run, prompt: str, view_limit: int = m.MAX_TOKENS, what: str = 
                   ) -> torch.Tensor:
     """(1, T) token ids of prompt, within the model's context and the view's limit; `what`
     names the field in the errors."""
-    ids = run.tokenizer.encode(prompt)
-    limit = min(run.model.config.block_size, view_limit)
-    if not ids:
-        raise UsageError(f"the {what} is empty: type at least one token")
-    if len(ids) > limit:
-        raise UsageError(f"the {what} is {len(ids)} tokens; this view takes at most {limit} "
-                         f"(the model's context is {run.model.config.block_size})")
-    return torch.tensor([ids])
+    context = run.model.config.block_size
+    limit = "the model's context" if context <= view_limit else "this view's limit"
+    return torch.tensor([encode_checked(run.tokenizer, prompt, f"the {what}",
+                                        min(context, view_limit), limit=limit)])
 
 
 def model_on_tokens(run, idx: torch.Tensor) -> dict[str, Any]:

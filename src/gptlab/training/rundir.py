@@ -78,7 +78,7 @@ def locked(run_dir: Path) -> Iterator[None]:
     """
     ensure_dir(run_dir)
     try:
-        import fcntl
+        import fcntl  # POSIX only (Windows has no flock)
     except ImportError:  # Windows: no flock; one writer is then up to the user
         yield
         return

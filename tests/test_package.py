@@ -1,0 +1,133 @@
+"""The package's shape, read from its source: imports point one way, form no cycle (imports
+inside functions counted), and every import inside a function says why it is there."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import gptlab
+
+SRC = Path(gptlab.__file__).parent
+FRONT_ENDS = ("gptlab.cli", "gptlab.lab", "gptlab.__main__")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(SRC.rglob("*.py"))}
+
+
+def imported(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    """The names an import statement binds, resolved to modules of the package where they
+    are modules (`from gptlab.model import gpt` imports gptlab.model.gpt)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    if node.level:
+        up = package.split(".")[: len(package.split(".")) - node.level + 1]
+        base = ".".join(up + ([base] if base else []))
+    subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in MODULES]
+    return subs if len(subs) == len(node.names) else [base, *subs]
+
+
+def graph() -> tuple[dict[str, set[str]], list[tuple[str, int, list[str]]]]:
+    """(module -> the package's modules it imports, [(module, line, lines above)] for every
+    import inside a function)."""
+    edges, inner = {m: set() for m in MODULES}, []
+    for name, path in MODULES.items():
+        source = path.read_text()
+        tree = ast.parse(source)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        top = {id(n) for n in tree.body}
+        guarded = {id(n) for node in tree.body if isinstance(node, ast.If)
+                   and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+        lines = source.splitlines()
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in guarded:
+                continue
+            edges[name].update(m for m in imported(node, package)
+                               if m in MODULES and m != name)
+            if id(node) not in top:
+                inner.append((name, node.lineno, lines[: node.lineno]))
+    return edges, inner
+
+
+EDGES, INNER = graph()
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_scan_sees_the_package():
+    assert {"gptlab.model.gpt", "gptlab.cli.main", "gptlab.lab.server"} <= set(MODULES)
+    assert "gptlab.model.attention" in EDGES["gptlab.model.gpt"]
+    assert cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
+
+
+def test_no_import_cycles_counting_imports_inside_functions():
+    assert cycles(EDGES) == []
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.startswith(FRONT_ENDS)))
+def test_the_library_never_imports_its_front_ends_or_the_benchmarks(module):
+    upward = sorted(m for m in EDGES[module] if m.startswith(FRONT_ENDS))
+    tree = ast.parse(MODULES[module].read_text())
+    bench = [n.lineno for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+             and any(name.split(".")[0] in ("bench", "tools", "tests")
+                     for name in imported(n, module.rpartition(".")[0]))]
+    assert upward == [] and bench == []
+
+
+def explained(above: list[str]) -> bool:
+    """Whether the import on the last of these lines has a comment on its line, or above
+    the block of imports (blank lines and parenthesised names included) it belongs to."""
+    for line in reversed(above):
+        text = line.strip()
+        if "#" in text:
+            return True
+        if not (text == "" or text.startswith(("import ", "from ", ")")) or text.endswith(",")):
+            return False
+    return False
+
+
+def test_every_import_inside_a_function_says_why():
+    """An import inside a function is for an optional extra or for start-up time; the
+    comment above its block (or on its line) says which."""
+    assert explained(["def f():", "    # start-up time", "    import torch", "",
+                      "    from gptlab import x"])
+    assert not explained(["def f():", '    """Doc."""', "    import torch"])
+    assert [f"{m}:{line}" for m, line, above in INNER if not explained(above)] == []
