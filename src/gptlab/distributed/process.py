@@ -8,6 +8,7 @@ Without them everything here is a no-op, so the trainer has one code path.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import warnings
 from collections.abc import Iterator
@@ -92,6 +93,11 @@ def setup(device_name: str = "auto") -> Iterator[Dist]:
     try:
         yield Dist(rank, local_rank, world, device)
     finally:
+        # A DistributedDataParallel model left in a reference cycle would otherwise be freed
+        # by a later garbage collection, after the group is gone: its reducer then destroys
+        # the gloo group while holding the GIL, and the group's worker thread, which needs
+        # the GIL to free a finished allreduce, never joins (a hang at exit, seen under load).
+        gc.collect()
         dist.destroy_process_group()
 
 
