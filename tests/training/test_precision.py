@@ -167,17 +167,15 @@ def test_resolve_settings_leaves_concrete_choices_alone(probed, monkeypatch):
 def test_measure_muon_times_every_hidden_matrix_in_each_dtype(clock, monkeypatch):
     """Newton-Schulz on one matrix costs 3 ms in float32 and 1 ms in bfloat16: one
     measured step is every hidden matrix once, in the dtype being timed."""
-    from gptlab.training import muon
-
     cost = {torch.float32: 3e-3, torch.bfloat16: 1e-3}
-    real, seen = muon.orthogonalize, []
+    real, seen = precision.orthogonalize, []
 
     def charged(g, dtype):
         clock(cost[dtype])
         seen.append((tuple(g.shape), dtype))
         return real(g, dtype)
 
-    monkeypatch.setattr(muon, "orthogonalize", charged)
+    monkeypatch.setattr(precision, "orthogonalize", charged)
     shapes = precision.hidden_shapes(CONFIG)
     assert len(shapes) == 4 * CONFIG.n_layer
     ms = precision.measure_muon(shapes, CPU, budget_s=0.01)
