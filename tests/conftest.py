@@ -85,6 +85,17 @@ def png_magic() -> bytes:
     return PNG_MAGIC
 
 
+@pytest.fixture(scope="session")
+def tree():
+    """tree(path) -> {name relative to path: bytes} of every file under it: what a command
+    that refuses a folder must leave exactly as it was."""
+    def files(path: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(path)): p.read_bytes() for p in sorted(Path(path).rglob("*"))
+                if p.is_file()}
+
+    return files
+
+
 # ----------------------------------------------------------------------------- data, models
 
 WORDS = "the king and queen of a far land who will not go to sea said lord my good".split()

@@ -70,7 +70,7 @@ def test_from_hf_writes_a_model_directory_that_generates_like_transformers(hf_di
     assert result.returncode == 0, result.stderr
     assert "wrote" in result.stdout
     assert sorted(p.name for p in out.iterdir()) == [
-        "config.json", "model.safetensors", "tokenizer.json"]
+        ".gptlab.json", "config.json", "model.safetensors", "tokenizer.json"]  # and its mark
     model = load_model(out)
     tokenizer = load_tokenizer(out / "tokenizer.json")
     prompt = torch.tensor([tokenizer.encode(PROMPT)])
@@ -191,11 +191,47 @@ def test_an_out_that_is_a_data_directory_is_refused(hf_dir, tmp_path, capsys):
     """Its tokenizer.json would be replaced by the model's."""
     data = tmp_path / "data"
     data.mkdir()
-    (data / "meta.json").write_text("{}")
+    (data / "meta.json").write_text('{"version": 1, "vocab_size": 3, "train_tokens": 9}')
     (data / "tokenizer.json").write_text("ours")
-    err = _one_line_error(capsys, ["convert", "--from-hf", str(hf_dir), "--out", str(data)])
-    assert "is a data directory" in err and (data / "tokenizer.json").read_text() == "ours"
-    assert sorted(p.name for p in data.iterdir()) == ["meta.json", "tokenizer.json"]
+    for force in ([], ["--force"]):
+        err = _one_line_error(capsys, ["convert", "--from-hf", str(hf_dir), "--out", str(data),
+                                       *force])
+        assert "is a data directory" in err and (data / "tokenizer.json").read_text() == "ours"
+        assert sorted(p.name for p in data.iterdir()) == ["meta.json", "tokenizer.json"]
+
+
+def test_force_never_turns_one_kind_of_folder_into_another(hf_dir, tmp_path, capsys,
+                                                           trained_run, tree):
+    """Issue 23, reproduction 5: `convert --to-hf RUN --out RUN --force` wrote a Hugging Face
+    config and weights over the run's, so sample and resume failed. --force replaces a
+    model with a model and an export with an export, nothing else."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    before = tree(run)
+    for argv, message in [
+        (["--to-hf", str(run), "--out", str(run)], "is a training run"),
+        (["--from-hf", str(hf_dir), "--out", str(run)], "is a training run"),
+        (["--to-hf", str(run), "--out", str(run / "best")], "is part of the training run"),
+        (["--from-hf", str(hf_dir), "--out", str(hf_dir)], "is a Hugging Face model directory"),
+    ]:
+        err = _one_line_error(capsys, ["convert", *argv, "--force"])
+        assert message in err and "give the" in err, err
+        assert tree(run) == before
+    # an export replaced by an export, a model by a model: with --force, as asked
+    export, model = tmp_path / "export", tmp_path / "model"
+    assert main(["convert", "--to-hf", str(run), "--out", str(export)]) == 0
+    assert main(["convert", "--from-hf", str(hf_dir), "--out", str(model)]) == 0
+    capsys.readouterr()
+    assert "already holds a Hugging Face model directory" in _one_line_error(
+        capsys, ["convert", "--to-hf", str(run), "--out", str(export)])
+    assert main(["convert", "--to-hf", str(run / "best"), "--out", str(export), "--force"]) == 0
+    assert main(["convert", "--to-hf", str(model), "--out", str(export), "--force"]) == 0
+    assert "is a model directory" in _one_line_error(
+        capsys, ["convert", "--to-hf", str(run), "--out", str(model), "--force"])
+    assert json.loads((export / ".gptlab.json").read_text())["kind"] == "export"
+    assert json.loads((model / ".gptlab.json").read_text())["kind"] == "model"
 
 
 def test_to_hf_of_a_hugging_face_directory_says_so(hf_dir, tmp_path, capsys):

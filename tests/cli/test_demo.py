@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -46,3 +47,70 @@ def test_demo_refuses_foreign_data(tmp_path, capsys):
                  "--max-iters", "2", "--no-progress"])
     assert code == 2 and "holds other data ('mine')" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+@pytest.fixture
+def demo_targets(tmp_path, make_data, trained_run, random_hf_model):
+    """A run gptlab train wrote, a prepared data directory and a Hugging Face export."""
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    data = make_data(tmp_path / "data", n_chars=3000)
+    export = tmp_path / "export"
+    random_hf_model("gpt2-tied-3heads").save_pretrained(export)
+    return {"run": run, "data": data, "export": export}
+
+
+def test_demo_never_replaces_a_folder_it_did_not_write(demo_targets, tmp_path, capsys, tree):
+    """Issue 23, reproduction 2: `gptlab demo --out X` over a trained run, a data directory
+    or a Hugging Face export exited 0 and replaced it. Each is refused before any work, and
+    so is --data pointed at anything but data; --force replaces only a run."""
+    messages = {"run": "already holds a training run (best/, model.safetensors, state.pt): an "
+                       "earlier demo did not write it",
+                "data": "is a data directory", "export": "is a Hugging Face model directory"}
+    for name, target in demo_targets.items():
+        before = tree(target)
+        for force in ([], ["--force"]):
+            if name == "run" and force:
+                continue  # replaced, as asked: below
+            code = main(["demo", "--data", str(tmp_path / "demo-data"), "--out", str(target),
+                         "--max-iters", "2", "--no-progress", *force])
+            err = capsys.readouterr().err
+            assert code == 2 and err.count("\n") == 1, err
+            assert messages[name] in err, err
+            assert tree(target) == before
+            assert not (tmp_path / "demo-data").exists()  # checked before preparing
+        if name != "data":
+            code = main(["demo", "--data", str(target), "--out", str(tmp_path / "r"),
+                         "--max-iters", "2", "--no-progress"])
+            assert code == 2 and "give the data a folder of its own" in capsys.readouterr().err
+            assert tree(target) == before and not (tmp_path / "r").exists()
+
+
+def test_demo_replaces_its_own_run_and_another_only_with_force(demo_targets, tmp_path,
+                                                               monkeypatch, capsys):
+    from gptlab.cli import demo
+    from gptlab.files import kinds
+    from gptlab.training import run as training_run
+
+    calls = []
+
+    class Reached(Exception):
+        pass
+
+    def fake_train(*args, **kwargs):
+        calls.append(kwargs)
+        raise Reached
+
+    monkeypatch.setattr(demo, "ensure_data", lambda path: None)
+    monkeypatch.setattr(training_run, "train", fake_train)
+    run = demo_targets["run"]
+    with pytest.raises(Reached):
+        main(["demo", "--out", str(run), "--data", str(tmp_path / "d"), "--force"])
+    assert calls[-1]["overwrite"] and calls[-1]["owner"] == "demo"
+    kinds.mark(run, "run", "demo")  # as an earlier demo leaves its run
+    with pytest.raises(Reached):
+        main(["demo", "--out", str(run), "--data", str(tmp_path / "d")])
+    assert calls[-1]["overwrite"]
+    with pytest.raises(Reached):  # a fresh folder: nothing to replace
+        main(["demo", "--out", str(tmp_path / "new"), "--data", str(tmp_path / "d")])
+    assert not calls[-1]["overwrite"]

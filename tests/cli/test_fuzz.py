@@ -8,7 +8,10 @@ paths that exist, do not, are files or lie under a file. For every input:
   fault) comes only from the stubbed network;
 - no file in the prepared data directory, the trained run or the Hugging Face directory
   changes, appears or vanishes (a heads/ folder in them, where `heads` writes by design,
-  excepted).
+  excepted), nor in a folder of any other kind gptlab writes (a converted model, an
+  experiment), in those three as an earlier version left them (unmarked), or in a folder of
+  the user's own files: every command that writes a folder is pointed at each of them
+  (test_no_command_changes_a_folder_of_another_kind_or_the_users).
 
 What runs for real and what is stubbed:
 - sample, params, heads, lens, attribute, patch, convert, prepare run for real, on a data
@@ -29,6 +32,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -39,6 +43,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gptlab.cli.main import main
+from gptlab.files import kinds
 from gptlab.model.presets import PRESETS
 
 TINY_MODEL = {"vocab_size": 100, "n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 16}
@@ -77,6 +82,20 @@ def world(tmp_path_factory, tiny_shakespeare, one_thread_module):
                  "--warmup-iters", "0", "--batch-size", "2", "--no-progress",
                  "--device", "cpu"]) == 0
     assert main(["convert", "--to-hf", str(run), "--out", str(hf)]) == 0
+    # every other kind of folder, those three as an earlier version left them (no mark), and
+    # a folder of the user's own files (issue 23)
+    model, experiment, mine = root / "model", root / "experiment", root / "mine"
+    assert main(["convert", "--from-hf", str(hf), "--out", str(model)]) == 0
+    kinds.mark(experiment, kinds.EXPERIMENT, "test")
+    (experiment / "report.md").write_text("# an experiment's report\n")
+    mine.mkdir()
+    for name in ("config.json", "train.json", "metrics.jsonl"):
+        (mine / name).write_text('{"mine": true}\n')
+    unmarked = []
+    for folder in (data, run, hf):
+        unmarked.append(root / f"{folder.name}-old")
+        shutil.copytree(folder, unmarked[-1])
+        (unmarked[-1] / kinds.MARKER_FILE).unlink()
     a_file = root / "a-file"
     a_file.write_text("not a directory\n")
     empty = root / "empty-dir"
@@ -87,7 +106,10 @@ def world(tmp_path_factory, tiny_shakespeare, one_thread_module):
     yield SimpleNamespace(
         root=root, data=data, run=run, hf=hf, small=small, short=short, config=config,
         file=a_file, empty=empty, scratch=scratch, fresh=itertools.count(),
-        guarded=[data, run, hf, small, short, config, a_file],
+        folders={p.name: p for p in (data, run, hf, model, experiment, mine, *unmarked,
+                                     run / "best")},
+        guarded=[data, run, hf, small, short, config, a_file, model, experiment, mine,
+                 *unmarked],
     )
     os.chdir(before)
 
@@ -464,6 +486,69 @@ def test_demo_arguments(world, capsys, offline, monkeypatch, opts):
         check(world, capsys, ["demo", *flags(world, opts)])
     except Reached:
         capsys.readouterr()  # valid arguments: training would start here
+
+
+# What kind of folder each command writes (gptlab.files.kinds), and its argv given the folder.
+FOLDER_COMMANDS = {
+    "train": (kinds.RUN, lambda w, f: ["train", "--config", str(w.config), "--data",
+                                        str(w.data), "--out", f, "--max-iters", "2"]),
+    "train --resume": (kinds.RUN, lambda w, f: ["train", "--data", str(w.data), "--out", f,
+                                                 "--resume"]),
+    "prepare": (kinds.DATA, lambda w, f: ["prepare", "--input", str(w.short), "--out", f]),
+    "demo --out": (kinds.RUN, lambda w, f: ["demo", "--data", resolve(w, ("world", "fresh")),
+                                            "--out", f, "--max-iters", "2"]),
+    "demo --data": (kinds.DATA, lambda w, f: ["demo", "--data", f, "--out",
+                                              resolve(w, ("world", "fresh")), "--max-iters",
+                                              "2"]),
+    "convert --from-hf": (kinds.MODEL, lambda w, f: ["convert", "--from-hf", str(w.hf),
+                                                     "--out", f]),
+    "convert --to-hf": (kinds.EXPORT, lambda w, f: ["convert", "--to-hf", str(w.run), "--out",
+                                                    f]),
+}
+FOLDERS = ["data", "run", "hf", "model", "experiment", "mine", "data-old", "run-old", "hf-old",
+           "best"]
+
+
+@fuzz(70)
+@given(command=st.sampled_from(sorted(FOLDER_COMMANDS)), folder=st.sampled_from(FOLDERS),
+       force=st.booleans(), no_progress=st.booleans())
+def test_no_command_changes_a_folder_of_another_kind_or_the_users(world, capsys, offline,
+                                                                  monkeypatch, command, folder,
+                                                                  force, no_progress):
+    """Issue 23's class of bug: every command that writes a folder, pointed at each kind of
+    folder (marked, or as an earlier version left it; a run's best/; the user's own files):
+    refused in one line and nothing changed, --force or not, unless the folder is of the
+    kind the command writes. There, --force replacing it is that command's own test's
+    business; here it is left out, and a command that may write its own kind without force
+    (a resume, data prepared again with the same tokenizer) stops before training (stubbed)
+    or is left out."""
+    from gptlab.cli import demo
+    from gptlab.training import run as training_run
+
+    class Reached(Exception):
+        """Training would start here: every check passed."""
+
+    def carry_out(plan, data, watch):
+        raise Reached
+
+    kind, make_argv = FOLDER_COMMANDS[command]
+    path = world.folders[folder]
+    same = kinds.kind_of(path) == kind and folder != "best"
+    if command == "prepare" and same:
+        return  # the same tokenizer is prepared again by design (tests/data, tests/cli)
+    monkeypatch.setattr(training_run, "_carry_out", carry_out)
+    monkeypatch.setattr(demo, "ensure_data", lambda path: None)
+    argv = make_argv(world, str(path)) + (["--force"] if force and not same else []) + (
+        ["--no-progress"] if no_progress and command.startswith(("train", "demo")) else [])
+    before = snapshot(world)
+    try:
+        code, _, err = check(world, capsys, argv)
+    except Reached:
+        capsys.readouterr()
+        assert same, f"{argv}: reached training on a folder of another kind"
+        assert snapshot(world) == before
+        return
+    assert code == 2, (argv, err)  # refused (one line: check), the folder as it was
 
 
 @fuzz(40)

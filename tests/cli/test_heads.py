@@ -114,7 +114,7 @@ def test_an_out_that_cannot_be_created_is_said_before_the_work(run_dir, tmp_path
     a_file.write_text("x")
     for out, message in ((a_file, "exists and is not a directory"),
                          (a_file / "sub", f"{a_file} is a file"),
-                         (run_dir, "holds a model; give a directory of its own")):
+                         (run_dir, "is a model directory: give these files a folder of their own")):
         assert heads(run_dir, "--out", out) == 2
         captured = capsys.readouterr()
         assert message in captured.err and len(captured.err.strip().splitlines()) == 1

@@ -142,7 +142,8 @@ def test_an_out_that_holds_a_model_is_refused(tmp_path, gptlab):
     (run / "config.json").write_text("{}")
     (run / "tokenizer.json").write_text("the model's")
     code, _, err = gptlab("prepare", "--input", _text(tmp_path), "--out", str(run))
-    assert code == 2 and "holds a model; give a directory of its own" in err
+    assert code == 2 and "holds files gptlab did not write (config.json, tokenizer.json): " \
+        "give the data a new or empty folder" in err
     assert (run / "tokenizer.json").read_text() == "the model's"
 
 

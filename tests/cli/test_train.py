@@ -1,11 +1,13 @@
 """`gptlab train`'s refusals, each in one line and before anything is written: an unknown
 optimizer, what fine-tuning (--init-from) cannot combine with, and layouts and resumes a
-sharded run cannot take. (The command with training: tests/training/test_run.py and
+sharded run cannot take; what a resume may change and says it changes; the schedule of a
+short run and of a fine-tune. (The command with training: tests/training/test_run.py and
 test_rundir.py.)"""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -78,3 +80,85 @@ def test_sharded_layouts_and_resumes_are_refused_in_one_line(sharded, data_dir, 
                  str(sharded / "run"), "--resume", "--batch-size", "3"])
     err = capsys.readouterr().err
     assert code != 0 and "global batch of 8" in err, err
+
+
+def test_a_sharded_run_moved_to_tp_resumes_on_one_process_naming_no_flag_not_given(
+        sharded, data_dir, tmp_path, capsys):
+    """Issue 23: an fsdp run resumed under `--parallel tp --tp 2` (on 2 ranks) and then on
+    one process was told "--tp 2 ..." though no --tp was given there. train.json is edited
+    as that resume leaves it (one data-parallel rank of 8 sequences)."""
+    run = tmp_path / "run"
+    shutil.copytree(sharded / "run", run)
+    settings = json.loads((run / "train.json").read_text())
+    (run / "train.json").write_text(json.dumps({**settings, "parallel": "tp", "tp": 2}))
+    for extra, mode in (([], "tp"), (["--parallel", "fsdp"], "fsdp")):
+        code = main(["train", "--data", str(data_dir), "--out", str(run), "--resume",
+                     "--max-iters", str(3 if mode == "tp" else 4), "--no-progress", *extra])
+        err = capsys.readouterr().err
+        assert code == 0, err
+        assert "--tp" not in err and "(" + mode + ")" in err
+        if mode == "tp":
+            assert "tensor-parallel width 2 -> 1: the run's width does not fit 1 process" in err
+        saved = json.loads((run / "train.json").read_text())
+        assert (saved["parallel"], saved["tp"], saved["batch_size"]) == (mode, None, 8)
+
+
+def test_a_resume_changes_what_cannot_change_the_training_and_says_so(sharded, data_dir,
+                                                                       tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(sharded / "run", run)
+    settings = json.loads((run / "train.json").read_text())
+    code = main(["train", "--data", str(data_dir), "--out", str(run), "--resume", "--max-iters",
+                 "4", "--eval-interval", "1", "--eval-iters", "2", "--no-whole-val",
+                 "--learning-rate", str(settings["learning_rate"]), "--seed",
+                 str(settings["seed"]), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "resuming with max_iters 2 -> 4, eval_interval 2 -> 1, eval_iters 1 -> 2" in err
+    assert "learning_rate" not in err and "seed" not in err  # unchanged: no change to say
+    evals = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text()
+             .splitlines() if json.loads(line)["kind"] == "eval"]
+    assert evals == [0, 2, 3, 4]
+    code = main(["train", "--data", str(data_dir), "--out", str(run), "--resume",
+                 "--weight-decay", "0.5", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot change weight_decay" in err and err.count("\n") == 1
+    # a smaller --max-iters than the run's step says so, whatever the warm-up
+    code = main(["train", "--data", str(data_dir), "--out", str(run), "--resume",
+                 "--max-iters", "1", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "is at step 4 already: max_iters 1 would end it before that" in err
+
+
+def test_a_train_config_file_with_a_short_length_trims_the_warmup(data_dir, tmp_path, capsys):
+    """Issue 23: `--train-config` holding {"max_iters": 3} failed on the default 100-step
+    warm-up, where `--max-iters 3` trims it."""
+    settings = tmp_path / "short.json"
+    settings.write_text(json.dumps({"max_iters": 3, "eval_iters": 1}))
+    run = tmp_path / "run"
+    code = main(["train", "--preset", "tiny-gpt2", "--data", str(data_dir), "--out", str(run),
+                 "--train-config", str(settings), "--no-progress"])
+    assert code == 0, capsys.readouterr().err
+    saved = json.loads((run / "train.json").read_text())
+    assert (saved["max_iters"], saved["warmup_iters"], saved["lr_decay_iters"]) == (3, 3, 3)
+
+
+def test_a_fine_tune_scales_its_schedule_to_its_length_and_prints_it(trained_run, tmp_path,
+                                                                      capsys):
+    """Issue 23: a 100-step fine-tune kept the 100-step warm-up, so the whole run was warm-up
+    and min_lr was never reached. The warm-up keeps its share of the default run (100 of
+    2,000 steps): 5 of 100, and the decay ends at step 100."""
+    run = tmp_path / "tuned"
+    code = main(["train", "--init-from", str(trained_run), "--data",
+                 str(trained_run.parent / "data"), "--out", str(run), "--max-iters", "100",
+                 "--eval-interval", "100", "--eval-iters", "1", "--batch-size", "2",
+                 "--no-whole-val", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    saved = json.loads((run / "train.json").read_text())
+    assert (saved["warmup_iters"], saved["lr_decay_iters"]) == (5, 100)
+    assert ("schedule: 5 warm-up steps to learning_rate 0.001, cosine decay to min_lr 0.0001 "
+            "at step 100, of 100 steps") in err
+    lrs = [r["lr"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+           if r["kind"] == "train"]
+    assert lrs[-1] == pytest.approx(1e-4, rel=0.01)  # min_lr reached at the end

@@ -40,8 +40,10 @@ def test_load_data_round_trip(tmp_path):
     cut = int(len(text) * 0.75)
     assert tok.decode(data.train.tolist()) == text[:cut]
     assert tok.decode(data.val.tolist()) == text[cut:]
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "meta.json", "tokenizer.json", "train.bin", "val.bin"]  # no temp files left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [  # no temp files left; its mark
+        ".gptlab.json", "meta.json", "tokenizer.json", "train.bin", "val.bin"]
+    assert json.loads((tmp_path / ".gptlab.json").read_text()) == {
+        "kind": "data", "version": 1, "by": "prepare"}
 
 
 class _BigVocab:

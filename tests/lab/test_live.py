@@ -68,6 +68,22 @@ def test_live_training_streams_stops_and_leaves_a_resumable_run(tmp_path, one_th
     assert [e for e in events(client)][-1]["status"] == "finished"
 
 
+def test_live_training_never_replaces_a_run_it_did_not_write(tmp_path, one_thread, post,
+                                                             trained_run, tree):
+    """The lab replaces its own live run each time (above); a run gptlab train wrote under
+    that name is the user's: the training ends at once, saying so, and the run is as it
+    was (issue 23's folder rule, gptlab.files.kinds)."""
+    import shutil
+
+    shutil.copytree(trained_run, tmp_path / "live-induction")
+    before = tree(tmp_path / "live-induction")
+    client = TestClient(create_app(tmp_path))
+    post(client, "/api/live/start", {"task": "induction", "steps": 10, "every": 10})
+    end = list(events(client))[-1]
+    assert end["status"] == "failed" and "already holds a training run" in end["message"]
+    assert tree(tmp_path / "live-induction") == before
+
+
 # Schemathesis on the start route with invalid bodies only: a valid one starts a real
 # training (a thread writing into the runs folder), which tests/lab/test_fuzz.py's shared
 # app must not do; the valid path is tested above.

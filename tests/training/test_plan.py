@@ -4,6 +4,7 @@ anything: its fields, and every refusal made before the run directory is touched
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 from pathlib import Path
 
@@ -139,7 +140,7 @@ def test_refusals_before_anything_is_written(data, stopped_run, tmp_path):
         with pytest.raises(UsageError, match=message):
             plan_run(*args, data, run, **kw)
         assert not run.exists()
-    with pytest.raises(UsageError, match="already holds a run"):
+    with pytest.raises(UsageError, match="already holds a training run"):
         plan_run(model(), settings(), data, stopped_run)
     plan = plan_run(model(), settings(), data, stopped_run, overwrite=True)
     assert plan.overwrite and plan.mode == FRESH  # replaced only once it runs
@@ -154,3 +155,65 @@ def test_precision_is_resolved_into_a_new_plan(data, tmp_path):
     assert dataclasses.replace(resolved, train_config=plan.train_config) == plan
     concrete = plan_run(model(), settings(dtype="float32"), data, tmp_path)
     assert with_precision(concrete, Dist()) == (concrete, [])
+
+
+def _rewrite(run: Path, **changes) -> None:
+    saved = json.loads((run / "train.json").read_text())
+    (run / "train.json").write_text(json.dumps({**saved, **changes}))
+
+
+def test_what_a_resume_changes_is_allowed_by_what_it_could_break(data, stopped_run):
+    before = files(stopped_run)
+    plan = plan_run(None, None, data, stopped_run, resume=True, overrides={
+        "eval_interval": 2, "log_interval": 5, "checkpoint_interval": 7, "whole_val": False,
+        "learning_rate": 1e-3, "seed": 7})  # the last two: the values it has
+    assert plan.changes == ("resuming with eval_interval 250 -> 2, log_interval 10 -> 5, "
+                            "checkpoint_interval 250 -> 7, whole_val True -> False",)
+    assert (plan.train_config.eval_interval, plan.train_config.checkpoint_interval) == (2, 7)
+    assert files(stopped_run) == before  # a plan writes nothing
+    _rewrite(stopped_run, batch_rng="nanogpt")  # its evaluations draw from the training stream
+    with pytest.raises(UsageError, match="cannot change eval_iters on resume: with batch_rng "
+                                         "nanogpt"):
+        plan_run(None, None, data, stopped_run, resume=True, overrides={"eval_iters": 3})
+    _rewrite(stopped_run, batch_rng="separate", warmup_iters=6)
+    with pytest.raises(UsageError, match="the run warms up for 6 steps: max_iters 4 would end "
+                                         "it inside its warm-up; give at least 6"):
+        plan_run(None, None, data, stopped_run, resume=True, overrides={"max_iters": 4})
+    with pytest.raises(UsageError, match="cannot change learning_rate .*may change only after "
+                                         "the run diverged"):
+        plan_run(None, None, data, stopped_run, resume=True, overrides={"learning_rate": 1e-4})
+    with open(stopped_run / "metrics.jsonl", "a") as f:  # what a diverged run logs last
+        f.write(json.dumps({"kind": "diverged", "step": 5, "checkpoint_step": 3}) + "\n")
+    plan = plan_run(None, None, data, stopped_run, resume=True,
+                    overrides={"learning_rate": 1e-4, "min_lr": 1e-5})
+    assert plan.train_config.learning_rate == 1e-4
+    assert plan.changes[-1] == ("the run diverged at step 5; it continues from its checkpoint "
+                                "of step 3 with the new settings")
+
+
+@pytest.mark.parametrize("saved, world, overrides, expected, said", [
+    # a tensor-parallel run of 2 ranks on 1 process: its width does not fit, nor need it
+    (dict(parallel="tp", tp=2, batch_size=8), 1, {}, Layout("tp", 1, 1),
+     "tensor-parallel width 2 -> 1: the run's width does not fit 1 process"),
+    (dict(parallel="tp", tp=2, batch_size=8), 1, {"parallel": "fsdp"}, Layout("fsdp", 1, 1),
+     "tensor-parallel width 2 -> 1"),
+    # 2 FSDP ranks of 4 on 1 process: 8 sequences per step, as before
+    (dict(parallel="fsdp", batch_size=4, data_ranks=2), 1, {}, Layout("fsdp", 1, 1),
+     "batch_size 4 -> 8 per process, keeping the run's global batch of 8 over 1 data-parallel "
+     "rank"),
+])
+def test_a_sharded_run_resumes_on_any_ranks_naming_no_flag_not_given(
+        data, stopped_run, saved, world, overrides, expected, said):
+    data_ranks = saved.pop("data_ranks", 1)
+    _rewrite(stopped_run, **saved)
+    state = rundir.load_checkpoint(stopped_run)
+    state.update(sharded="shards-3-x", data_ranks=data_ranks)
+    torch.save({k: v for k, v in state.items() if k != "model"}, stopped_run / "state.pt")
+    plan = plan_run(None, None, data, stopped_run, resume=True, overrides=overrides,
+                    world_size=world)
+    assert plan.layout == expected and plan.train_config.batch_size == 8
+    assert any(said in line for line in plan.changes), plan.changes
+    if data_ranks == 2:  # a --batch-size given that breaks the global batch is named
+        with pytest.raises(UsageError, match="global batch of 8 sequences .*give --batch-size 8"):
+            plan_run(None, None, data, stopped_run, resume=True, overrides={"batch_size": 2},
+                     world_size=world)

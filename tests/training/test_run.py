@@ -149,13 +149,76 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(data_dir, tmp_path, m
         return logits, loss
 
     monkeypatch.setattr(GPT, "forward", poisoned)
-    with pytest.raises(GptlabError, match=r"loss became nan at step 7: training stopped; the "
-                                          r"last good checkpoint is in"):
+    with pytest.raises(GptlabError, match=r"the loss became nan at step 7: training stopped; "
+                                          r"its last checkpoint, step 4 in .*run, has finite "
+                                          r"losses and weights: resume from it with a lower"):
         train(tiny_model(), tiny_train(), data_dir, run, progress=False)
     state = rundir.load_checkpoint(run)
     assert state["step"] == 4  # the checkpoint of step 4 (eval_interval 4), untouched
     model = model_dir.load_model(run)
     assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert rundir.divergence(run, 4)["step"] == 7  # what lets a resume lower the rate
+
+
+def test_a_validation_loss_that_is_not_finite_is_never_kept(data_dir, tmp_path, monkeypatch,
+                                                            tiny_model, tiny_train):
+    """Issue 23, reproduction 6: an evaluation whose loss is NaN was recorded and
+    checkpointed as the run's last good state. It stops the run before either."""
+    run, calls, forward = tmp_path / "run", {"n": 0}, GPT.forward
+
+    def poisoned(self, idx, targets=None, **kw):
+        logits, loss = forward(self, idx, targets, **kw)
+        if targets is not None and not self.training:
+            calls["n"] += 1
+            if calls["n"] == 7:  # evaluations of 2 + 2 batches: step 4's first val batch
+                loss = loss * float("nan")
+        return logits, loss
+
+    monkeypatch.setattr(GPT, "forward", poisoned)
+    with pytest.raises(GptlabError, match="the val loss at evaluation became nan at step 4: "
+                                          "training stopped; its last checkpoint, step 0 in"):
+        train(tiny_model(), tiny_train(), data_dir, run, progress=False)
+    state = rundir.load_checkpoint(run)
+    assert state["step"] == 0 and state["eval_pending"]  # not step 4's
+    assert state["best_val"] == math.inf  # step 0's checkpoint precedes its evaluation
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in records if r["kind"] == "eval"]
+    assert [r["step"] for r in evals] == [0] and math.isfinite(evals[0]["val_loss"])
+    assert records[-1]["kind"] == "diverged" and records[-1]["checkpoint_step"] == 0
+    assert model_dir.weights_step(run / "best" / "model.safetensors") == 0
+
+
+def test_a_huge_learning_rate_says_what_works_and_the_resume_it_names_does(data_dir, tmp_path,
+                                                                           capsys):
+    """Issue 23, reproduction 6: --learning-rate 1e30 kept step 1 as "the last good
+    checkpoint" (val NaN, weights ~1e29), and --resume refused a new learning rate. The
+    checkpoint kept is the last finite one, and the command the error gives runs."""
+    run = tmp_path / "run"
+    code, _, err = run_cli(capsys, "train", "--preset", "tiny-gpt2", "--data", str(data_dir),
+                           "--out", str(run), "--learning-rate", "1e30", "--max-iters", "6",
+                           "--warmup-iters", "0", "--eval-interval", "1", "--eval-iters", "1",
+                           "--no-progress")
+    assert code == 1 and "Traceback" not in err
+    line = err.splitlines()[-1]
+    state = rundir.load_checkpoint(run)
+    assert f"its last checkpoint, step {state['step']} in {run}, has finite losses" in line
+    assert all(torch.isfinite(t).all() for t in state["model"].values())
+    assert all(math.isfinite(r.get("val_loss", 0)) for r in map(
+        json.loads, (run / "metrics.jsonl").read_text().splitlines()))
+    command = line.split("resume from it with a lower learning rate: ")[1]
+    assert command == (f"gptlab train --data {data_dir} --out {run} --resume "
+                       f"--learning-rate 0.001")
+    code, _, err = run_cli(capsys, *command.split()[1:], "--no-progress")
+    assert code == 0, err
+    assert "resuming with learning_rate 1e+30 -> 0.001" in err
+    assert f"the run diverged at step {state['step'] + 1}" in err
+    assert rundir.load_checkpoint(run)["step"] == 6
+    assert json.loads((run / "train.json").read_text())["learning_rate"] == 0.001
+    # it did not diverge since: the rate is the run's again
+    code, _, err = run_cli(capsys, "train", "--data", str(data_dir), "--out", str(run),
+                           "--resume", "--max-iters", "8", "--learning-rate", "0.01",
+                           "--no-progress")
+    assert code == 2 and "cannot change learning_rate" in err
 
 
 def test_bf16_autocast_on_cpu(data_dir, tmp_path, tiny_model, tiny_train):
@@ -222,7 +285,7 @@ def test_cli_refuses_to_overwrite_or_resume_a_broken_run(data_dir, tmp_path, cap
             "--no-progress"]
     assert run_cli(capsys, *args)[0] == 0
     code, _, err = run_cli(capsys, *args)
-    assert code == 2 and "already holds a run" in err and "--resume" in err
+    assert code == 2 and "already holds a training run" in err and "--resume" in err
     (run / "state.pt").write_bytes(b"not a state")
     code, _, err = run_cli(capsys, "train", "--data", str(data_dir), "--out", str(run),
                            "--resume", "--no-progress")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from gptlab.data.batches import TokenBatches
 from gptlab.data.prepared import prepare
 from gptlab.data.tokenizer import CharTokenizer
 from gptlab.errors import UsageError
-from gptlab.files import model_dir
+from gptlab.files import kinds, model_dir
 from gptlab.model.gpt import GPT
 from gptlab.training import rundir
 from gptlab.training.config import recipe
@@ -156,15 +157,15 @@ def test_ctrl_c_in_a_real_process_at_its_first_file(data_dir, tmp_path, capsys):
     assert proc.returncode == 0, err
     assert "stopped at step 0" in out and "Traceback" not in err
     args = ["train", "--data", str(data_dir), "--out", str(run), "--resume", "--no-progress"]
-    assert main([*args, "--max-iters", "3", "--eval-iters", "1"]) == 2  # the run's own
-    assert "cannot change eval_iters" in capsys.readouterr().err
+    assert main([*args, "--max-iters", "3", "--learning-rate", "0.5"]) == 2  # the run's own
+    assert "cannot change learning_rate" in capsys.readouterr().err
     assert main([*args, "--max-iters", "2"]) == 0  # max_iters may change
     assert rundir.load_checkpoint(run)["step"] == 2
 
 
 def test_a_run_that_never_checkpointed_can_start_afresh(data_dir, tmp_path, capsys):
     run = tmp_path / "run"
-    run.mkdir()
+    kinds.mark(run, "run", "train")  # a run's first file
     for name in ("train.json", "tokenizer.json", "metrics.jsonl"):  # what a crash left
         (run / name).write_text("{}")
     args = ["train", "--data", str(data_dir), "--out", str(run), "--no-progress"]
@@ -174,14 +175,86 @@ def test_a_run_that_never_checkpointed_can_start_afresh(data_dir, tmp_path, caps
     assert rundir.load_checkpoint(run)["step"] == 2
 
 
+def test_a_folder_of_the_users_own_files_is_never_taken_for_a_run(data_dir, tmp_path, capsys,
+                                                                 tree):
+    """Issue 23, reproduction 4: the user's own config.json, train.json and metrics.jsonl
+    (no mark, no checkpoint, no weights) were taken for a crashed run's leftovers and
+    replaced. They are the user's: refused, resumed or not, --force or not."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for name in ("config.json", "train.json", "metrics.jsonl"):
+        (mine / name).write_text(f'{{"my own": "{name}"}}\n')
+    before = tree(mine)
+    args = ["train", "--data", str(data_dir), "--out", str(mine), "--no-progress"]
+    for extra in (["--resume"], ["--preset", "tiny-gpt2", "--max-iters", "2"],
+                  ["--preset", "tiny-gpt2", "--max-iters", "2", "--force"]):
+        assert main([*args, *extra]) == 2
+        err = capsys.readouterr().err
+        assert "holds files gptlab did not write (config.json, metrics.jsonl, train.json)" \
+            in err and err.count("\n") == 1
+        assert tree(mine) == before
+
+
 def test_a_model_directory_is_not_overwritten_by_a_run(data_dir, tmp_path, capsys, tiny_model):
     converted = tmp_path / "converted"
     model_dir.save_model(GPT(tiny_model()), converted)
     before = {p.name: p.read_bytes() for p in converted.iterdir()}
-    code = main(["train", "--preset", "tiny-gpt2", "--data", str(data_dir), "--out",
-                 str(converted), "--max-iters", "2", "--no-progress"])
-    assert code == 2 and "holds a model directory, not a run" in capsys.readouterr().err
-    assert {p.name: p.read_bytes() for p in converted.iterdir()} == before
+    for force in ([], ["--force"]):
+        code = main(["train", "--preset", "tiny-gpt2", "--data", str(data_dir), "--out",
+                     str(converted), "--max-iters", "2", "--no-progress", *force])
+        assert code == 2 and "is a model directory (config.json, model.safetensors): give " \
+            "the run a folder of its own" in capsys.readouterr().err
+        assert {p.name: p.read_bytes() for p in converted.iterdir()} == before
+
+
+def test_the_data_directory_as_out_is_refused_before_anything(data_dir, tmp_path, capsys,
+                                                              tree):
+    """Issue 23, reproduction 1: `train --data D --out D` deleted D/tokenizer.json, then
+    failed, leaving the data unusable and a .lock behind."""
+    data = tmp_path / "d"
+    shutil.copytree(data_dir, data)
+    before = tree(data)
+    for extra in ([], ["--force"]):
+        code = main(["train", "--preset", "tiny-gpt2", "--data", str(data), "--out",
+                     str(data), "--max-iters", "2", "--no-progress", *extra])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1
+        assert f"{data} is a data directory (meta.json, tokenizer.json, train.bin, " \
+               f"val.bin): give the run a folder of its own" in err
+        assert tree(data) == before and not (data / ".lock").exists()
+    prepared.load_data(data)  # still whole
+
+
+def test_a_run_whose_checkpoint_is_gone_keeps_its_weights(data_dir, tmp_path, capsys,
+                                                         tiny_model, tiny_train, tree):
+    """Issue 23, reproduction 3: a run without state.pt at step 8, with best/, was said to
+    have stopped before its first checkpoint, and "start it afresh" replaced the model,
+    best/ and the metrics. Now the message says what is true and offers what works."""
+    run = tmp_path / "run"
+    train(tiny_model(), tiny_train(max_iters=8), data_dir, run, progress=False)
+    (run / "state.pt").unlink()
+    before = tree(run)
+    capsys.readouterr()
+    args = ["train", "--data", str(data_dir), "--no-progress"]
+    assert main([*args, "--out", str(run), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert f"nothing to resume: {run} has no state.pt, so its checkpoint (step, optimizer " \
+           f"and random states) is gone; its weights (model.safetensors, step 8) and best/ " \
+           f"(the best weights, step 8) are still there" in err
+    assert f"--init-from {run}" in err and "afresh" not in err and err.count("\n") == 1
+    assert main([*args, "--out", str(run), "--preset", "tiny-gpt2", "--max-iters", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "already holds a training run (best/, model.safetensors): fine-tune from its " \
+           f"weights into another folder with --init-from {run}, or replace it with --force" \
+           in err
+    assert tree(run) == before
+    # what the messages offer works
+    assert main([*args, "--out", str(tmp_path / "tuned"), "--init-from", str(run),
+                 "--max-iters", "2", "--eval-iters", "1"]) == 0
+    assert tree(run) == before
+    assert main([*args, "--out", str(run), "--preset", "tiny-gpt2", "--max-iters", "2",
+                 "--eval-iters", "1", "--force"]) == 0
+    assert rundir.load_checkpoint(run)["step"] == 2
 
 
 # --- one writer -----------------------------------------------------------------------------
@@ -303,8 +376,8 @@ def test_prepare_refuses_a_run_directory_and_another_tokenizer(data_dir, tmp_pat
     text = tmp_path / "other.txt"
     text.write_text("completely different characters: 0123456789 XYZ\n" * 50)
     tokenizer = (run / "tokenizer.json").read_bytes()
-    code = main(["prepare", "--input", str(text), "--out", str(run)])
-    assert code == 2 and "holds a model" in capsys.readouterr().err
+    code = main(["prepare", "--input", str(text), "--out", str(run), "--force"])
+    assert code == 2 and "is a training run" in capsys.readouterr().err
     assert (run / "tokenizer.json").read_bytes() == tokenizer
 
     other = tmp_path / "data"

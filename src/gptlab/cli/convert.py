@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gptlab.cli.outdir import check_out_dir, check_out_file
+from gptlab.cli.outdir import check_out_file
 from gptlab.convert.formats import GGUF_DTYPES, GGUF_HINT, HF_HINT
 from gptlab.convert.hf_config import keymap_for
 from gptlab.errors import UsageError
-from gptlab.files.atomic import copy_file, ensure_dir
-from gptlab.files.kinds import CONFIG_FILE, TOKENIZER_FILE, is_hf_dir
+from gptlab.files import kinds
+from gptlab.files.atomic import copy_file
+from gptlab.files.kinds import TOKENIZER_FILE, is_hf_dir
 from gptlab.model.config import GPTConfig
 
 
@@ -46,7 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=GGUF_DTYPES, default="f32",
                    help="--to-gguf weight type (default f32; f16, q8_0 keep vectors f32)")
     p.add_argument("--force", action="store_true",
-                   help="overwrite a model already in --out")
+                   help="replace a model (--from-hf) or an export (--to-hf) already in --out, "
+                        "or the --to-gguf file; never another kind of folder")
     p.set_defaults(func=run)
 
 
@@ -54,26 +56,30 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if args.to_gguf is not None:
         return convert_to_gguf(args.to_gguf, out, args.dtype, args.force)
-    check_out_dir(out, model_ok=True)  # a model already there: replaced only with --force
-    if (out / CONFIG_FILE).exists() and not args.force:
-        raise UsageError(f"{out} already holds a model ({CONFIG_FILE}); pass --force to overwrite")
+    # Before any work: a model (--from-hf) or an export (--to-hf), never another kind.
+    kinds.claim(out, kinds.MODEL if args.from_hf is not None else kinds.EXPORT,
+                force=args.force)
     if args.from_hf is not None:
-        return convert_from_hf(args.from_hf, out)
-    return convert_to_hf(Path(args.to_hf), out)
+        return convert_from_hf(args.from_hf, out, args.force)
+    return convert_to_hf(Path(args.to_hf), out, args.force)
 
 
-def convert_from_hf(source: str, out: Path) -> int:
+def convert_from_hf(source: str, out: Path, force: bool) -> int:
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
     from gptlab.convert import hf
     from gptlab.files.model_dir import save_model
 
     hf_dir = hf.resolve_hf_dir(source)
     model = hf.from_hf(hf_dir)
-    save_model(model, ensure_dir(out))
+    kinds.claim(out, kinds.MODEL, force=force)  # again: the conversion took a while
+    kinds.mark(out, kinds.MODEL, "convert")
+    save_model(model, out)
     written = ["config.json", "model.safetensors"]
     if (hf_dir / hf.HF_TOKENIZER).is_file():
         copy_file(hf_dir / hf.HF_TOKENIZER, out / TOKENIZER_FILE)
         written.append(TOKENIZER_FILE)
+    else:  # a model replaced: no tokenizer of another model stays beside it
+        (out / TOKENIZER_FILE).unlink(missing_ok=True)
     config = model.config
     print(f"{source}: {_architecture(config)}, {model.num_parameters():,} parameters, "
           f"{config.n_layer} layers, vocab {config.vocab_size:,}")
@@ -81,7 +87,7 @@ def convert_from_hf(source: str, out: Path) -> int:
     return 0
 
 
-def convert_to_hf(model_dir: Path, out: Path) -> int:
+def convert_to_hf(model_dir: Path, out: Path, force: bool) -> int:
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
     from gptlab.convert import hf
     from gptlab.data.tokenizer import load_tokenizer
@@ -93,7 +99,7 @@ def convert_to_hf(model_dir: Path, out: Path) -> int:
     model = load_model(model_dir)
     source = model_dir / TOKENIZER_FILE
     tokenizer = load_tokenizer(source) if source.is_file() else None  # bad: before any write
-    written = hf.to_hf(model, out, tokenizer)  # makes out only once the config converts
+    written = hf.to_hf(model, out, tokenizer, overwrite=force)  # once the config converts
     print(f"{model_dir}: {_architecture(model.config)}, {model.num_parameters():,} parameters")
     print(f"wrote {out}/: {' '.join(written)}")
     return 0

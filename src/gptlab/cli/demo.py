@@ -10,6 +10,7 @@ from pathlib import Path
 from gptlab.cli import argtypes
 from gptlab.data.corpus import shakespeare_text
 from gptlab.errors import UsageError
+from gptlab.files import kinds
 from gptlab.model.config import GPTConfig
 from gptlab.training.config import recipe
 
@@ -19,6 +20,7 @@ PRESET = "shakespeare-char-cpu"
 RECIPE = "shakespeare-char-cpu-fast"
 DEMO_ITERS = 3000
 EVAL_INTERVAL = 500
+OWNER = "demo"  # in the marks of the folders it writes (gptlab.files.kinds)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,11 +37,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--data", default="runs/demo-data", metavar="DATA_DIR",
                    help="where the prepared corpus goes (default runs/demo-data)")
     p.add_argument("--out", default="runs/demo", metavar="RUN_DIR",
-                   help="the run directory, replaced on each demo (default runs/demo)")
+                   help="the run directory (default runs/demo); a run an earlier demo wrote "
+                        "there is replaced, any other run only with --force")
     p.add_argument("--max-iters", type=argtypes.int_in(1), default=DEMO_ITERS, metavar="N",
                    help=f"training steps (default {DEMO_ITERS})")
     p.add_argument("--seed", type=int, default=1337, metavar="S")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--force", action="store_true",
+                   help="replace a run in RUN_DIR that gptlab train wrote (never another kind "
+                        "of folder)")
     p.set_defaults(func=run)
 
 
@@ -53,11 +59,12 @@ def run(args: argparse.Namespace) -> int:
     from gptlab.training.run import train
 
     data_dir, run_dir = Path(args.data), Path(args.out)
+    replace = claim_folders(data_dir, run_dir, args.force)
     ensure_data(data_dir)
     settings = recipe(RECIPE, max_iters=args.max_iters, eval_interval=EVAL_INTERVAL,
                       seed=args.seed)
     result = train(GPTConfig.from_preset(PRESET), settings, data_dir, run_dir,
-                   overwrite=True, progress=not args.no_progress)
+                   overwrite=replace, owner=OWNER, progress=not args.no_progress)
     whole = (f"; over the whole val split {result.whole_val_loss:.3f}"
              if result.whole_val_loss is not None else "")
     print(f"\ntrained {result.step} steps in {result.elapsed_s:.0f} s: train loss "
@@ -82,6 +89,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def claim_folders(data_dir: Path, run_dir: Path, force: bool) -> bool:
+    """Both folders checked before any work (gptlab.files.kinds): data_dir a data directory
+    (or absent, or empty), run_dir a run, replaced if an earlier demo wrote it (or force).
+    Whether the run is to be replaced."""
+    if data_dir.resolve() == run_dir.resolve():
+        raise UsageError(f"--data and --out are the same folder ({run_dir}): the data and the "
+                         f"run need a folder each")
+    kinds.claim(data_dir, kinds.DATA)
+    replace = force or kinds.recognise(run_dir).by == OWNER
+    kinds.claim(run_dir, kinds.RUN, force=replace,
+                hint="an earlier demo did not write it: give the demo another --out, or "
+                     "replace it with --force")
+    return replace
+
+
 def ensure_data(data_dir: Path) -> None:
     """Prepare the embedded corpus into data_dir unless a complete copy is already there."""
     # start-up time: numpy and tokenizers load when the demo runs, not when it is parsed
@@ -93,7 +115,8 @@ def ensure_data(data_dir: Path) -> None:
         return text, CharTokenizer.from_text(text)
 
     try:
-        meta, reused = ensure_prepared(data_dir, "shakespeare", corpus, kind="char")
+        meta, reused = ensure_prepared(data_dir, "shakespeare", corpus, kind="char",
+                                       by=OWNER)
     except UsageError as exc:
         raise UsageError(f"{exc}; give the demo another --data") from None
     if reused:

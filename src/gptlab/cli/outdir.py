@@ -1,4 +1,6 @@
-"""The check every command that writes an --out directory makes before any work."""
+"""The checks every command that writes an --out makes before any work. A folder of a kind
+(a run, data, a model, an export) is claimed with gptlab.files.kinds.claim; these are for
+the rest: loose files in a folder, and one file."""
 
 from __future__ import annotations
 
@@ -6,21 +8,13 @@ from pathlib import Path
 
 from gptlab.errors import UsageError
 from gptlab.files.atomic import check_dir
-from gptlab.files.kinds import CONFIG_FILE, META_FILE, WEIGHTS_FILE
+from gptlab.files.kinds import check_loose
 
 
-def check_out_dir(out: str | Path, *, model_ok: bool = False, data_ok: bool = False) -> Path:
-    """--out must be creatable and writable (io.check_dir), and not a directory of another
-    kind whose files the command would replace (tokenizer.json) or mix its own with: a model
-    or run directory unless model_ok, a data directory unless data_ok."""
-    out = Path(out)
-    check_dir(out)
-    if not model_ok and ((out / CONFIG_FILE).exists() or (out / WEIGHTS_FILE).exists()):
-        raise UsageError(f"--out {out} holds a model; give a directory of its own")
-    if not data_ok and (out / META_FILE).exists():
-        raise UsageError(f"--out {out} is a data directory ({META_FILE}); give a directory "
-                         "of its own")
-    return out
+def check_out_dir(out: str | Path) -> Path:
+    """--out receives loose files (figures, scores): creatable, writable, and not one of
+    gptlab's kinds of folder, whose files they would mix with (kinds.check_loose)."""
+    return check_loose(out)
 
 
 def check_out_file(out: str | Path, force: bool) -> Path:

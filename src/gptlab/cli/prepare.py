@@ -6,11 +6,10 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gptlab.cli.outdir import check_out_dir
 from gptlab.data import corpus, download
 from gptlab.data.text import read_text
 from gptlab.errors import UsageError
-from gptlab.files.atomic import ensure_dir
+from gptlab.files import kinds
 
 if TYPE_CHECKING:
     from gptlab.data.tokenizer import Tokenizer
@@ -54,7 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="last fraction of the text kept for validation (default 0.1)")
     p.add_argument("--out", required=True, metavar="DATA_DIR", help="directory to write")
     p.add_argument("--force", action="store_true",
-                   help="replace a data directory made with another tokenizer")
+                   help="replace a data directory made with another tokenizer (never "
+                        "another kind of folder)")
     p.set_defaults(func=run)
 
 
@@ -63,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--val-fraction must be between 0 and 1 (exclusive), got {args.val_fraction}"
         )
-    check_out_dir(args.out, data_ok=True)  # before a download or BPE training, not after
+    # before a download or BPE training, not after
+    kinds.claim(args.out, kinds.DATA, force=args.force)
     # start-up time: numpy and tokenizers load when a corpus is prepared, not at parsing
     from gptlab.data.prepared import check_replaceable, prepare
 
@@ -74,7 +75,6 @@ def run(args: argparse.Namespace) -> int:
             check_replaceable(Path(args.out), tokenizer)
         except UsageError as exc:
             raise UsageError(f"{exc} (--force replaces it)") from None
-    ensure_dir(args.out)
     meta = prepare(text, args.out, tokenizer, val_fraction=args.val_fraction, source=source,
                    force=True)
     print(

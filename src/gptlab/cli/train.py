@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import typing
+from pathlib import Path
 
-from gptlab.errors import UsageError
-from gptlab.files.atomic import read_json
+from gptlab.errors import GptlabError, UsageError
+from gptlab.files.atomic import read_json_object
 from gptlab.model.config import GPTConfig
 from gptlab.model.presets import PRESETS
 from gptlab.training.config import TrainConfig, with_settings
@@ -58,10 +59,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--data", required=True, metavar="DATA_DIR")
     p.add_argument("--out", required=True, metavar="RUN_DIR")
     p.add_argument("--resume", action="store_true",
-                   help="continue the run in RUN_DIR from its last checkpoint "
-                        "(only --max-iters, --device, --compile and, keeping the global "
-                        "batch, --parallel, --tp, --reshard-after-forward and --batch-size "
-                        "may change)")
+                   help="continue the run in RUN_DIR from its last checkpoint; only what "
+                        "cannot change what is trained may change (--max-iters, --device, "
+                        "--compile, --parallel, --tp, --reshard-after-forward, --batch-size "
+                        "keeping the global batch, --eval-interval, --eval-iters, "
+                        "--log-interval, --checkpoint-interval, --whole-val), and after a "
+                        "divergence --learning-rate, --min-lr, --muon-lr, --warmup-iters and "
+                        "--grad-clip")
+    p.add_argument("--force", action="store_true",
+                   help="replace the run already in RUN_DIR (never another kind of folder)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     model = p.add_argument_group("model overrides")
     for name, kind in MODEL_FLAGS.items():
@@ -81,6 +87,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
+    from gptlab.training.trainer import TrainingDiverged
+
+    try:
+        return _run(args)
+    except TrainingDiverged as exc:
+        if not exc.where:
+            raise
+        raise GptlabError(f"{exc.stopped}: resume from it with a lower learning rate: "
+                          f"{_resume_command(args, exc)}") from None
+
+
+def _resume_command(args: argparse.Namespace, exc) -> str:
+    """A command that continues a diverged run from its last checkpoint at a lower rate."""
+    lower = min(exc.learning_rate / 10, 1e-3)
+    command = (f"gptlab train --data {args.data} --out {args.out} --resume "
+               f"--learning-rate {lower:g}")
+    min_lr = args.train_min_lr
+    if min_lr is None:
+        min_lr = read_json_object(Path(args.out) / "train.json", "training settings").get(
+            "min_lr")
+    if isinstance(min_lr, (int, float)) and min_lr > lower:
+        command += f" --min-lr {lower / 10:g}"
+    return command
+
+
+def _run(args: argparse.Namespace) -> int:
+    # start-up time, as above
     from gptlab.training.run import train
 
     model_over = {k[6:]: v for k, v in vars(args).items()
@@ -89,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
                   if k.startswith("train_") and k != "train_config" and v is not None}
     if args.resume:
         given = [f for f, v in (("--preset", args.preset), ("--config", args.config),
-                                ("--recipe", args.recipe), ("--train-config", args.train_config))
+                                ("--recipe", args.recipe), ("--train-config", args.train_config),
+                                ("--force", args.force or None))
                  if v is not None]
         if given or model_over:
             raise UsageError(f"--resume reads the model and training settings from "
@@ -114,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
                                                 **model_over})
         train_config = _train_config(args, train_over)
         result = train(model_config, train_config, args.data, args.out,
-                       progress=not args.no_progress)
+                       overwrite=args.force, progress=not args.no_progress)
     if not result.is_main:
         return 0
     if result.status == "interrupted":
@@ -133,9 +167,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _train_config(args: argparse.Namespace, flags: dict) -> TrainConfig:
     if args.train_config is not None:
-        base = TrainConfig.from_dict(read_json(args.train_config, "training settings file"))
-        base = base.to_dict()
-        return with_settings(base, flags)
+        # The file's settings change TrainConfig's defaults by the rule flags follow (a
+        # max_iters without a warm-up cuts the warm-up to fit), then the flags change them.
+        given = read_json_object(args.train_config, "training settings file")
+        return with_settings(with_settings({}, given).to_dict(), flags)
     name = args.recipe or (args.preset if args.preset in RECIPES else None)
     if name is None:
         return with_settings({}, flags)  # TrainConfig's defaults, by the same rule

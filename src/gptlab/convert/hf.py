@@ -38,7 +38,8 @@ from gptlab.convert.hf_config import (
 from gptlab.convert.hf_keymap import KEYMAPS, KeyMap
 from gptlab.data.tokenizer import Tokenizer
 from gptlab.errors import GptlabError, UsageError
-from gptlab.files.atomic import atomic_path, atomic_write_text, ensure_dir, read_json
+from gptlab.files import kinds
+from gptlab.files.atomic import atomic_path, atomic_write_text, read_json
 from gptlab.files.model_dir import weights_state
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
@@ -361,12 +362,15 @@ def from_hf(
     return model.to(dtype).eval()
 
 
-def to_hf(model: torch.nn.Module, out_dir: str | Path, tokenizer: Tokenizer | None = None
-          ) -> list[str]:
+def to_hf(model: torch.nn.Module, out_dir: str | Path, tokenizer: Tokenizer | None = None,
+          *, overwrite: bool = False) -> list[str]:
     """Write out_dir/config.json (Hugging Face format) and out_dir/model.safetensors, which
     `transformers.AutoModelForCausalLM.from_pretrained(out_dir)` loads, and with a tokenizer
     its tokenizer.json and tokenizer_config.json, which AutoTokenizer loads. Returns the
-    names of the files written."""
+    names of the files written.
+
+    out_dir is an export (gptlab.files.kinds): absent, empty, or with overwrite an export
+    already there, which it replaces; never another kind of folder."""
     gpt = unwrap(model)
     fields, keymap = config_to_hf(gpt.config)
     transformers = _transformers()
@@ -376,7 +380,12 @@ def to_hf(model: torch.nn.Module, out_dir: str | Path, tokenizer: Tokenizer | No
     # Also spelled the 4.x way, so an older transformers reads the same RoPE (5.x reads both).
     config_json.update({k: v for k, v in fields.items() if k in ROPE_4X_KEYS})
     config_json["torch_dtype"] = str(gpt.wte.weight.dtype).removeprefix("torch.")
-    out_dir = ensure_dir(out_dir)
+    kinds.claim(out_dir, kinds.EXPORT, force=overwrite)
+    out_dir = Path(out_dir)
+    kinds.mark(out_dir, kinds.EXPORT, "convert")
+    if tokenizer is None:  # an export replaced: no tokenizer of another model stays
+        for name in (HF_TOKENIZER, HF_TOKENIZER_CONFIG):
+            (out_dir / name).unlink(missing_ok=True)
     with atomic_path(out_dir / SAFETENSORS) as tmp:  # weights first: config points at them
         save_file(state_to_hf(gpt, keymap), str(tmp), metadata={"format": "pt"})
     atomic_write_text(out_dir / HF_CONFIG, json.dumps(config_json, indent=2, sort_keys=True) + "\n")

@@ -20,8 +20,9 @@ import numpy as np
 from gptlab.data.text import split_text
 from gptlab.data.tokenizer import CharTokenizer, Tokenizer, load_tokenizer
 from gptlab.errors import UsageError
-from gptlab.files.atomic import atomic_path, atomic_write_text, ensure_dir, read_json_object
-from gptlab.files.kinds import META_FILE, STATE_FILE, TOKENIZER_FILE, TRAIN_CONFIG_FILE
+from gptlab.files import kinds
+from gptlab.files.atomic import atomic_path, atomic_write_text, read_json_object
+from gptlab.files.kinds import META_FILE, TOKENIZER_FILE
 
 META_VERSION = 1
 FILES = ("train.bin", "val.bin", TOKENIZER_FILE, META_FILE)
@@ -44,11 +45,14 @@ def prepare(
     val_fraction: float = 0.1,
     source: str = "",
     force: bool = False,
+    by: str = "prepare",
 ) -> dict:
-    """Split, encode and write a data directory; return its meta dict.
+    """Split, encode and write a data directory (marked as written by command `by`); return
+    its meta dict.
 
-    Refuses (unless force) to write into a run directory, or over a data directory made
-    with another tokenizer: the runs trained on it would decode garbage."""
+    out_dir is claimed as gptlab.files.kinds says: never another kind of folder (a run, a
+    model) or one gptlab did not make; and over a data directory made with another
+    tokenizer only with force: the runs trained on it would decode garbage."""
     train_text, val_text = split_text(text, val_fraction)
     dtype = token_dtype(tokenizer.vocab_size)
     splits = {
@@ -63,9 +67,10 @@ def prepare(
                 f"the tokenizer produced ids outside its vocabulary of {tokenizer.vocab_size}"
             )
     out_dir = Path(out_dir)
+    kinds.claim(out_dir, kinds.DATA, force=force)
     if not force:
         check_replaceable(out_dir, tokenizer)
-    ensure_dir(out_dir)
+    kinds.mark(out_dir, kinds.DATA, by)
     # Without meta.json the directory reads as incomplete until the new one lands.
     (out_dir / META_FILE).unlink(missing_ok=True)
     for name, ids in splits.items():
@@ -87,11 +92,11 @@ def prepare(
 
 
 def check_replaceable(out_dir: Path, tokenizer: Tokenizer) -> None:
-    """out_dir may receive a data directory made with `tokenizer`."""
+    """A data directory already in out_dir (kinds.claim has said what else may be there)
+    was made with `tokenizer`, so preparing it again leaves the runs trained on it
+    readable."""
     if not out_dir.is_dir():
         return
-    if (out_dir / STATE_FILE).exists() or (out_dir / TRAIN_CONFIG_FILE).exists():
-        raise UsageError(f"{out_dir} holds a training run; prepare data into another directory")
     old = out_dir / "tokenizer.json"
     if not old.is_file():
         return
@@ -195,13 +200,15 @@ def check_enough_tokens(data: TokenData, block_size: int) -> None:
 
 
 def ensure_prepared(data_dir: Path, source: str, make: Callable[[], tuple[str, Tokenizer]],
-                    *, kind: str | None = None, replace_other: bool = False
-                    ) -> tuple[dict, bool]:
+                    *, kind: str | None = None, replace_other: bool = False,
+                    by: str = "prepare") -> tuple[dict, bool]:
     """(meta, reused): data_dir's meta when it already holds a complete, readable copy
     prepared from `source` (and with a tokenizer of `kind`, if given); else data_dir
     prepared from make() -> (text, tokenizer), with a tenth of it for validation. A damaged
     copy is prepared again; data from another source is refused, or replaced where the
-    caller owns the folder (replace_other)."""
+    caller owns the folder (replace_other). Never anything but a data directory
+    (gptlab.files.kinds)."""
+    kinds.claim(data_dir, kinds.DATA, force=replace_other)
     if (data_dir / META_FILE).is_file():
         try:
             meta = load_data(data_dir).meta
@@ -214,4 +221,4 @@ def ensure_prepared(data_dir: Path, source: str, make: Callable[[], tuple[str, T
             raise UsageError(f"{data_dir} holds other data ({meta.get('source')!r})")
     text, tokenizer = make()
     return prepare(text, data_dir, tokenizer, val_fraction=0.1, source=source,
-                   force=replace_other), False
+                   force=replace_other, by=by), False

@@ -29,6 +29,7 @@ import torch
 
 from gptlab.data.tokenizer import load_tokenizer
 from gptlab.errors import GptlabError
+from gptlab.files import kinds
 from gptlab.inference.sampling import generate_text
 from gptlab.interp.heads import chance_scores, induction_probe, repeated_random_tokens
 from gptlab.lab import live_tasks
@@ -36,6 +37,7 @@ from gptlab.model.decoding import SamplingSettings
 from gptlab.training.reporting import Reporter
 from gptlab.training.run import train
 
+OWNER = "lab"  # in the marks of the folders it writes (gptlab.files.kinds)
 PROBE_SEED = 0  # the same probe at every evaluation, so the curves compare like with like
 PROBE_BATCH = 4
 SAMPLE_TOKENS = 60
@@ -165,8 +167,11 @@ class LiveTrainer:
                     "chance": chance(tokenizer.vocab_size, task.model.block_size),
                     "data": str(data_dir), "description": task.description})
             settings = task.settings(s.steps, s.every, seed)
-            result = train(task.model, settings, data_dir,
-                           self.root / s.run, overwrite=True, progress=False, stop=s.stop,
+            run_dir = self.root / s.run
+            # The lab replaces a run of its own; one gptlab train wrote there is kept.
+            result = train(task.model, settings, data_dir, run_dir,
+                           overwrite=kinds.recognise(run_dir).by == OWNER, owner=OWNER,
+                           progress=False, stop=s.stop,
                            make_reporter=lambda files: LiveReporter(
                                files, s.emit, task.prompt, tokenizer))
             end.update(status=result.status, step=result.step,

@@ -103,7 +103,7 @@ def _text(task: str) -> str:
 
 def ensure_data(runs_root: Path, task: str) -> Path:
     """The task's data directory under runs_root/live-data/ (the lab's own folder, so
-    other data there is replaced), prepared on first use."""
+    other data there is replaced; anything but data is refused), prepared on first use."""
     data_dir = runs_root / DATA_FOLDER / task
 
     def make():
@@ -111,5 +111,5 @@ def ensure_data(runs_root: Path, task: str) -> Path:
         return text, (CharTokenizer(sorted(INDUCTION_ALPHABET)) if task == "induction"
                       else CharTokenizer.from_text(text))
 
-    ensure_prepared(data_dir, f"gptlab lab: {task}", make, replace_other=True)
+    ensure_prepared(data_dir, f"gptlab lab: {task}", make, replace_other=True, by="lab")
     return data_dir

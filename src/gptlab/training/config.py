@@ -160,13 +160,18 @@ def recipe(name: str, **overrides: Any) -> TrainConfig:
 def with_settings(base: dict[str, Any], changes: dict[str, Any]) -> TrainConfig:
     """base's settings with `changes` applied, and one rule for a new length: when
     max_iters changes and lr_decay_iters / warmup_iters are not given with it, the decay
-    follows the new length and the warm-up is cut to fit in it."""
+    follows the new length and the warm-up is cut to fit in it. A fine-tune (init_from)
+    scales its warm-up with the length instead: the recipes' warm-up is for a run from
+    random weights, and cut to fit a short fine-tune it would be the whole of it."""
     settings = {**base, **changes}
     if "max_iters" in changes:
         if "lr_decay_iters" not in changes:
             settings["lr_decay_iters"] = None  # None: max_iters
         if "warmup_iters" not in changes:
             warmup = settings.get("warmup_iters", TrainConfig.warmup_iters)
-            if is_int(warmup) and is_int(changes["max_iters"]):
-                settings["warmup_iters"] = min(warmup, max(changes["max_iters"], 0))
+            length = base.get("max_iters", TrainConfig.max_iters)
+            new = changes["max_iters"]
+            if is_int(warmup) and is_int(new) and is_int(length) and length > 0:
+                scaled = round(warmup * new / length) if settings.get("init_from") else warmup
+                settings["warmup_iters"] = min(scaled, warmup, max(new, 0))
     return TrainConfig.from_dict(settings)

@@ -22,20 +22,29 @@ import torch.distributed as dist
 
 from gptlab.data.prepared import TokenData, check_enough_tokens
 from gptlab.data.tokenizer import load_tokenizer, same_tokenizer
-from gptlab.distributed.parallelize import Layout, check_settings
+from gptlab.distributed.parallelize import Layout, check_settings, plan_layout
 from gptlab.distributed.process import Dist, pick_device
 from gptlab.errors import UsageError
-from gptlab.files import model_dir
+from gptlab.files import kinds, model_dir
 from gptlab.loading import describe
 from gptlab.model.config import GPTConfig
 from gptlab.training import precision, rundir
 from gptlab.training.config import TrainConfig
 
 FRESH, RESUME, FINE_TUNE = "fresh", "resume", "fine-tune"
-# What a resume may change. parallel, tp and batch_size: a run may move between sharded
-# modes and numbers of ranks (gptlab.distributed.parallelize), keeping its global batch.
+# What a resume may change: what cannot change what is trained. Where and how it runs
+# (parallel, tp and batch_size: a run may move between sharded modes and numbers of ranks,
+# gptlab.distributed.parallelize, keeping its global batch), its length, and how often it
+# is evaluated, logged and checkpointed (evaluation batches have generators of their own;
+# batch_rng "nanogpt" draws them from the training stream, so there they are kept). A
+# setting given with the value the run already has is no change, and always allowed.
 RESUME_OVERRIDES = ("max_iters", "device", "compile", "parallel", "tp",
-                    "reshard_after_forward", "batch_size")
+                    "reshard_after_forward", "batch_size", "eval_interval", "eval_iters",
+                    "log_interval", "checkpoint_interval", "whole_val")
+# What a resume may also change once the run diverged (rundir.divergence): its exact
+# continuation is what diverged, and its checkpoint is the last finite one.
+AFTER_DIVERGENCE = ("learning_rate", "min_lr", "muon_lr", "warmup_iters", "grad_clip")
+_EVAL_SETTINGS = ("eval_interval", "eval_iters")
 
 
 @dataclass(frozen=True)
@@ -67,8 +76,10 @@ class TrainPlan:
     train_config: TrainConfig
     data: DataFacts
     run_dir: Path
-    overwrite: bool  # a fresh start may replace a finished run in run_dir
+    overwrite: bool  # a fresh start may replace a run that holds work in run_dir
+    owner: str  # the command whose run it is (its mark, gptlab.files.kinds)
     resume_from: ResumePoint | None  # RESUME only
+    changes: tuple[str, ...]  # RESUME: the settings it changes, said at the start
     rank: int  # this process, of world_size (torchrun's RANK and WORLD_SIZE)
     world_size: int
     layout: Layout  # how the ranks are arranged; mode "ddp": a whole model on each
@@ -95,38 +106,50 @@ class TrainPlan:
 def plan_run(model_config: GPTConfig | None, train_config: TrainConfig | None,
              data: TokenData, run_dir: Path, *, resume: bool = False,
              overrides: dict[str, Any] | None = None, overwrite: bool = False,
-             rank: int = 0, world_size: int = 1) -> TrainPlan:
+             owner: str = "train", rank: int = 0, world_size: int = 1) -> TrainPlan:
     """The plan of gptlab.training.run.train's call with these arguments, or the one-line
     UsageError that call would end with, before anything is written."""
     overrides = overrides or {}
-    point = None
+    point, changes = None, ()
     if resume:
-        model_config, train_config, point, layout = _resumed(
+        model_config, train_config, point, layout, changes = _resumed(
             model_config, train_config, data, run_dir, overrides, world_size)
         mode = RESUME
     else:
-        model_config, train_config = _started(model_config, train_config, data, overrides)
+        claim_run(run_dir, overwrite)  # again under the lock, before writing
+        model_config, train_config = _started(model_config, train_config, data, overrides,
+                                              run_dir)
         layout = check_settings(train_config, model_config, world_size)
         mode = FINE_TUNE if train_config.init_from is not None else FRESH
     _check_run(model_config, train_config, data)
-    if not resume:
-        rundir.check_fresh(run_dir, overwrite)  # again under the lock, before writing
     init_seed, dropout_seed = _seeds(train_config, rank)
     facts = DataFacts(data.tokenizer_path.parent, data.tokenizer_path, data.vocab_size,
                       len(data.train), len(data.val))
     return TrainPlan(mode=mode, model_config=model_config, train_config=train_config,
                      data=facts, run_dir=run_dir, overwrite=overwrite and not resume,
-                     resume_from=point, rank=rank, world_size=world_size, layout=layout,
-                     init_seed=init_seed, dropout_seed=dropout_seed)
+                     owner=owner, resume_from=point, changes=changes, rank=rank,
+                     world_size=world_size, layout=layout, init_seed=init_seed,
+                     dropout_seed=dropout_seed)
+
+
+def claim_run(run_dir: Path, overwrite: bool) -> None:
+    """A fresh start may write run_dir (gptlab.files.kinds.claim): absent, empty, or a run
+    that holds no work unless overwrite."""
+    kinds.claim(run_dir, kinds.RUN, force=overwrite, hint=rundir.fresh_start_hint(run_dir))
 
 
 def _started(model_config: GPTConfig | None, train_config: TrainConfig | None,
-             data: TokenData, overrides: dict[str, Any]) -> tuple[GPTConfig, TrainConfig]:
+             data: TokenData, overrides: dict[str, Any], run_dir: Path
+             ) -> tuple[GPTConfig, TrainConfig]:
     """The configs of a fresh run or a fine-tune, overrides applied."""
     if train_config is None:
         raise UsageError("a fresh run needs a training config")
     train_config = TrainConfig.from_dict({**train_config.to_dict(), **overrides})
     if train_config.init_from is not None:
+        start = Path(train_config.init_from)
+        if start.exists() and run_dir.exists() and start.resolve() == run_dir.resolve():
+            raise UsageError(f"{run_dir} is the model the fine-tune starts from: give the "
+                             f"fine-tune a folder of its own")
         return _starting_config(train_config.init_from, model_config, data), train_config
     if model_config is None:
         raise UsageError("a fresh run needs a model config (or init_from)")
@@ -136,9 +159,9 @@ def _started(model_config: GPTConfig | None, train_config: TrainConfig | None,
 
 def _resumed(model_config: GPTConfig | None, train_config: TrainConfig | None,
              data: TokenData, run_dir: Path, overrides: dict[str, Any], world_size: int
-             ) -> tuple[GPTConfig, TrainConfig, ResumePoint, Layout]:
-    """The configs a run directory holds, overrides applied, where it stopped and the
-    layout of the ranks, checked against the data."""
+             ) -> tuple[GPTConfig, TrainConfig, ResumePoint, Layout, tuple[str, ...]]:
+    """The configs a run directory holds, overrides applied, where it stopped, the layout
+    of the ranks and the settings that change, checked against the data."""
     if model_config is not None or train_config is not None:
         raise UsageError("resume reads the model and training settings from the run "
                          "directory; give no model_config or train_config")
@@ -146,15 +169,16 @@ def _resumed(model_config: GPTConfig | None, train_config: TrainConfig | None,
     point = resume_point(rundir.load_checkpoint(run_dir, mmap=True))
     model_config = model_dir.load_config(run_dir)
     saved = rundir.read_train_config(run_dir)
-    train_config = _resumed_settings(saved, overrides, point, run_dir)
+    diverged = rundir.divergence(run_dir, point.step)
+    train_config, changes = _resumed_settings(saved, overrides, point, run_dir, diverged)
     _check_same_kind(point, train_config, saved)
-    layout = check_settings(train_config, model_config, world_size)
-    _check_same_batch(point, train_config, saved, layout)
+    train_config, layout, moved = _resumed_layout(train_config, saved, overrides, point,
+                                                  model_config, world_size)
     rundir.check_same_tokenizer(data.tokenizer_path, run_dir)
     if model_config.vocab_size != data.vocab_size:
         raise UsageError(f"the run's vocab_size {model_config.vocab_size} differs from the "
                          f"data's {data.vocab_size}")
-    return model_config, train_config, point, layout
+    return model_config, train_config, point, layout, changes + moved
 
 
 def _seeds(cfg: TrainConfig, rank: int) -> tuple[int, int | None]:
@@ -213,37 +237,82 @@ def _check_run(model_config: GPTConfig, train_config: TrainConfig, data: TokenDa
 
 
 def _resumed_settings(saved: dict[str, Any], overrides: dict[str, Any], point: ResumePoint,
-                      run_dir: Path) -> TrainConfig:
-    bad = sorted(set(overrides) - set(RESUME_OVERRIDES))
+                      run_dir: Path, diverged: dict[str, Any] | None
+                      ) -> tuple[TrainConfig, tuple[str, ...]]:
+    """The saved settings with the overrides a resume may apply (RESUME_OVERRIDES; after a
+    divergence AFTER_DIVERGENCE too), and lines saying what they change."""
+    changed = {k: v for k, v in overrides.items() if k not in saved or saved[k] != v}
+    allowed = RESUME_OVERRIDES + (AFTER_DIVERGENCE if diverged else ())
+    bad = sorted(set(changed) - set(allowed))
     if bad:
-        raise UsageError(f"a resumed run keeps its settings; cannot change "
-                         f"{', '.join(bad)} (only {', '.join(RESUME_OVERRIDES)})")
-    settings = TrainConfig.from_dict({**saved, **overrides})
-    if settings.max_iters < point.step:
-        raise UsageError(f"{run_dir} is at step {point.step} already: max_iters "
-                         f"{settings.max_iters} would end it before that; give at least "
-                         f"{point.step}")
-    return settings
+        why = ("; the learning rate, warm-up and clipping may change only after the run "
+               "diverged" if set(bad) & set(AFTER_DIVERGENCE) else "")
+        raise UsageError(f"a resumed run keeps its settings; cannot change {', '.join(bad)} "
+                         f"(only {', '.join(allowed)}{why})")
+    if saved.get("batch_rng") == "nanogpt" and set(changed) & set(_EVAL_SETTINGS):
+        names = ", ".join(sorted(set(changed) & set(_EVAL_SETTINGS)))
+        raise UsageError(f"cannot change {names} on resume: with batch_rng nanogpt the "
+                         f"evaluation batches come from the training stream, so the run "
+                         f"would no longer retrace itself")
+    max_iters = changed.get("max_iters", saved.get("max_iters"))
+    if isinstance(max_iters, int) and max_iters < point.step:
+        raise UsageError(f"{run_dir} is at step {point.step} already: max_iters {max_iters} "
+                         f"would end it before that; give at least {point.step}")
+    warmup = changed.get("warmup_iters", saved.get("warmup_iters"))
+    if isinstance(max_iters, int) and isinstance(warmup, int) and max_iters < warmup:
+        raise UsageError(f"the run warms up for {warmup} steps: max_iters {max_iters} would "
+                         f"end it inside its warm-up; give at least {warmup}")
+    settings = TrainConfig.from_dict({**saved, **changed})
+    lines = []
+    if changed:
+        lines.append("resuming with " + ", ".join(
+            f"{k} {saved[k]} -> {v}" if k in saved else f"{k} {v}" for k, v in changed.items()))
+    if set(changed) & set(AFTER_DIVERGENCE):
+        lines.append(f"the run diverged at step {diverged['step']}; it continues from its "
+                     f"checkpoint of step {point.step} with the new settings")
+    return settings, tuple(lines)
+
+
+def _resumed_layout(settings: TrainConfig, saved: dict[str, Any], overrides: dict[str, Any],
+                    point: ResumePoint, model_config: GPTConfig, world_size: int
+                    ) -> tuple[TrainConfig, Layout, tuple[str, ...]]:
+    """The layout of the ranks a resume runs on, and the settings it implies where they were
+    not given: the run's tensor-parallel width where it fits these ranks (else the mode's
+    default), and the per-rank batch that keeps its global batch. Refusals name only what
+    was given."""
+    lines, dropped = [], None
+    if "tp" not in overrides and settings.tp is not None:
+        try:
+            plan_layout(settings.parallel, settings.tp, world_size, model_config)
+        except UsageError:
+            dropped, settings = settings.tp, replace(settings, tp=None)
+    layout = check_settings(settings, model_config, world_size)
+    if dropped is not None:
+        lines.append(f"tensor-parallel width {dropped} -> {layout.tp}: the run's width does "
+                     f"not fit {world_size} process{'es' if world_size > 1 else ''}")
+    if point.data_ranks is None:
+        return settings, layout, tuple(lines)
+    old = point.data_ranks * saved["batch_size"]
+    if layout.dp * settings.batch_size == old:
+        return settings, layout, tuple(lines)
+    if "batch_size" in overrides or old % layout.dp:
+        per_rank = (f"give --batch-size {old // layout.dp}" if old % layout.dp == 0 else
+                    f"{layout.dp} data-parallel ranks cannot share it: resume on a number "
+                    f"of them that divides {old}")
+        raise UsageError(f"the run trained with a global batch of {old} sequences "
+                         f"({point.data_ranks} data-parallel ranks x batch_size "
+                         f"{saved['batch_size']}): {per_rank}")
+    settings = replace(settings, batch_size=old // layout.dp)
+    lines.append(f"batch_size {saved['batch_size']} -> {settings.batch_size} per process, "
+                 f"keeping the run's global batch of {old} over {layout.dp} data-parallel "
+                 f"rank{'s' if layout.dp > 1 else ''}")
+    return settings, layout, tuple(lines)
 
 
 def _check_same_kind(point: ResumePoint, new: TrainConfig, saved: dict[str, Any]) -> None:
     """A resumed run keeps its kind of checkpoint: sharded or whole."""
     was_sharded, sharded = point.shards is not None, new.parallel != "ddp"
     if was_sharded != sharded:
-        kinds = "fsdp, tp or fsdp+tp" if was_sharded else "ddp"
+        modes = "fsdp, tp or fsdp+tp" if was_sharded else "ddp"
         raise UsageError(f"this run's checkpoint was saved by --parallel "
-                         f"{saved.get('parallel', 'ddp')}: resume it with --parallel {kinds}")
-
-
-def _check_same_batch(point: ResumePoint, new: TrainConfig, saved: dict[str, Any],
-                      layout: Layout) -> None:
-    """A resumed run keeps its global batch: the data-parallel ranks x batch_size it trained
-    with."""
-    if point.data_ranks is None:
-        return
-    old = point.data_ranks * saved["batch_size"]
-    if layout.dp * new.batch_size != old:
-        raise UsageError(f"the run trained with a global batch of {old} sequences "
-                         f"({point.data_ranks} data-parallel ranks x batch_size "
-                         f"{saved['batch_size']}): with {layout.dp} give --batch-size "
-                         f"{old // layout.dp if old % layout.dp == 0 else 'that divides it'}")
+                         f"{saved.get('parallel', 'ddp')}: resume it with --parallel {modes}")

@@ -31,7 +31,7 @@ from gptlab.distributed import parallelize
 from gptlab.distributed.parallelize import Layout
 from gptlab.distributed.process import Dist, setup
 from gptlab.errors import UsageError
-from gptlab.files import model_dir
+from gptlab.files import kinds, model_dir
 from gptlab.inference.evaluate import score_ids
 from gptlab.loading import load
 from gptlab.model.config import GPTConfig
@@ -39,10 +39,17 @@ from gptlab.model.gpt import GPT
 from gptlab.model.params import count_parameters
 from gptlab.training import rundir
 from gptlab.training.config import TrainConfig
-from gptlab.training.plan import FINE_TUNE, TrainPlan, plan_run, resume_point, with_precision
+from gptlab.training.plan import (
+    FINE_TUNE,
+    TrainPlan,
+    claim_run,
+    plan_run,
+    resume_point,
+    with_precision,
+)
 from gptlab.training.precision import autocast_dtype
 from gptlab.training.reporting import NullReporter, Reporter
-from gptlab.training.trainer import Trainer, stop_on_signals
+from gptlab.training.trainer import Trainer, TrainingDiverged, stop_on_signals
 
 # torch.cuda's before torch 2.5, which made it torch's own (raised by every accelerator).
 OUT_OF_MEMORY = (getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError), MemoryError)
@@ -84,6 +91,7 @@ def train(
     resume: bool = False,
     overrides: dict[str, Any] | None = None,
     overwrite: bool = False,
+    owner: str = "train",
     progress: bool = True,
     stop_after: int | None = None,
     stop: threading.Event | None = None,
@@ -95,6 +103,11 @@ def train(
     resume=True: both None; they are read from out_dir, and `overrides` may change
     RESUME_OVERRIDES (gptlab.training.plan; e.g. a larger max_iters). stop_after: stop (with
     a checkpoint) once this many steps are done, as an interruption would.
+
+    out_dir is claimed as gptlab.files.kinds says (absent, empty or a run: never another
+    kind of folder or one gptlab did not make); overwrite=True replaces a run that holds
+    work there. owner: the command that writes the run, in its mark ("demo" and "lab"
+    replace only runs of their own).
 
     SIGINT and SIGTERM, from the moment this is called, end the run with a checkpoint
     (exit status "interrupted"); everything that can be checked is checked before the run
@@ -111,7 +124,7 @@ def train(
         data = prepared.load_data(Path(data_dir))
         world = int(os.environ.get("WORLD_SIZE", "1"))
         plan = plan_run(model_config, train_config, data, Path(out_dir), resume=resume,
-                        overrides=overrides, overwrite=overwrite,
+                        overrides=overrides, overwrite=overwrite, owner=owner,
                         rank=int(os.environ.get("RANK", "0")) if world > 1 else 0,
                         world_size=world)
         return _carry_out(plan, data, watch)
@@ -152,7 +165,7 @@ def _checkpoint_under_lock(plan: TrainPlan) -> dict[str, Any] | None:
     still the one planned; for a fresh start, the checks of the plan made again."""
     if plan.resume_from is None:
         if plan.is_main:
-            rundir.check_fresh(plan.run_dir, plan.overwrite)
+            claim_run(plan.run_dir, plan.overwrite)
         return None
     state = rundir.load_checkpoint(plan.run_dir)
     if resume_point(state) != plan.resume_from:
@@ -258,8 +271,10 @@ def _open_run_dir(plan: TrainPlan, state: dict[str, Any] | None, watch: _Watch) 
     if state is None:
         rundir.clear(run_dir)
         rundir.start(run_dir, plan.data.tokenizer_path, cfg.to_dict(),
-                     plan.model_config.to_dict())
+                     plan.model_config.to_dict(), by=plan.owner)
     else:
+        if kinds.read_marker(run_dir) is None:  # a run an earlier version wrote
+            kinds.mark(run_dir, kinds.RUN, plan.owner)
         rundir.write_train_config(run_dir, cfg.to_dict())
     files = rundir.RunFiles(run_dir, title=f"{run_dir.name}: {_describe(plan.model_config)}")
     files.reset_metrics(keep_until_step=state["step"] if state else None)
@@ -273,9 +288,20 @@ def _announce(plan: TrainPlan, trainer: Trainer, ctx: Dist) -> None:
                f"{count_parameters(plan.model_config):,} parameters, on {ctx.device} x "
                f"{ctx.world_size}" + (f" ({plan.train_config.parallel})" if plan.sharded else "")
                + (f", resuming at step {trainer.step}" if plan.resume_from is not None else ""))
+    _tell(ctx, *plan.changes)
     if plan.mode == FINE_TUNE:
         _tell(ctx, f"fine-tuning from {plan.starting_model}: its weights, architecture and "
-                   f"tokenizer; the optimizer and the learning-rate schedule start fresh")
+                   f"tokenizer; the optimizer and the learning-rate schedule start fresh",
+              describe_schedule(plan.train_config))
+
+
+def describe_schedule(cfg: TrainConfig) -> str:
+    """The learning-rate schedule in one line: warm-up, peak and where the decay ends."""
+    decay = (f"cosine decay to min_lr {cfg.min_lr:g} at step {cfg.lr_decay_iters}"
+             if cfg.lr_schedule == "cosine" else
+             f"held, then cooled down to min_lr {cfg.min_lr:g} by step {cfg.lr_decay_iters}")
+    return (f"schedule: {cfg.warmup_iters} warm-up steps to learning_rate "
+            f"{cfg.learning_rate:g}, {decay}, of {cfg.max_iters} steps")
 
 
 def _tell(ctx: Dist, *lines: str) -> None:
@@ -288,6 +314,8 @@ def _tell(ctx: Dist, *lines: str) -> None:
 def _fit(plan: TrainPlan, trainer: Trainer, ctx: Dist, stop_after: int | None) -> str:
     try:
         return trainer.fit(resumed=plan.resume_from is not None, stop_after=stop_after)
+    except TrainingDiverged:
+        raise  # its message points at the checkpoint, which stays
     except BaseException:
         if ctx.is_main and plan.resume_from is None and trainer.step == 0:
             rundir.clear(plan.run_dir)  # nothing trained: leave no run behind

@@ -11,13 +11,17 @@ A run directory is a model directory (gptlab.files.model_dir) holding the latest
                  it
   .lock          held (flock) by the one trainer writing the directory; it holds its PID
 
+  .gptlab.json   the mark of a run (gptlab.files.kinds), written before any other file
+
 state.pt is the commit point of a checkpoint. It carries the weights itself and is written
 before model.safetensors, so whenever a process dies, state.pt is whole and self-consistent:
---resume continues from it, whatever state the other files were left in. A directory without
-state.pt never trained a step worth keeping (a run is checkpointed at step 0 before its
-first step), so a fresh start may replace what such a directory holds. A sharded run's
-state.pt carries no weights but names its shards directory, whole before state.pt is written.
-`Checkpoints` is the one way a trainer commits them, in every mode, whatever it reports.
+--resume continues from it, whatever state the other files were left in. A marked run
+without state.pt, weights or best/ never trained a step worth keeping (a run is
+checkpointed at step 0 before its first step), so a fresh start may replace what it holds;
+one whose state.pt is gone but whose weights are there keeps them (gptlab.files.kinds.WORK).
+A sharded run's state.pt carries no weights but names its shards directory, whole before
+state.pt is written. `Checkpoints` is the one way a trainer commits them, in every mode,
+whatever it reports; no checkpoint holds a weight that is not finite.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from torch import nn
 
 from gptlab.distributed import sharded_checkpoint
 from gptlab.errors import UsageError
-from gptlab.files import model_dir
+from gptlab.files import kinds, model_dir
 from gptlab.files.atomic import (
     atomic_path,
     atomic_write_text,
@@ -48,7 +52,9 @@ from gptlab.files.atomic import (
     write_json,
 )
 from gptlab.files.kinds import (
+    BEST_DIR,
     CONFIG_FILE,
+    RUN,
     STATE_FILE,
     TOKENIZER_FILE,
     TRAIN_CONFIG_FILE,
@@ -58,7 +64,6 @@ from gptlab.plots import plot_losses
 
 METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "loss.png"
-BEST_DIR = "best"
 LOCK_FILE = ".lock"
 # Every file a run writes at its top level (best/ and .lock aside).
 RUN_FILES = (CONFIG_FILE, TRAIN_CONFIG_FILE, WEIGHTS_FILE, STATE_FILE, TOKENIZER_FILE,
@@ -107,39 +112,58 @@ def has_checkpoint(run_dir: Path) -> bool:
     return (run_dir / STATE_FILE).is_file()
 
 
-def check_fresh(run_dir: Path, overwrite: bool) -> None:
-    """Refuse to start a new run in run_dir over anything worth keeping.
-
-    Worth keeping: a run with a checkpoint (unless overwrite), and a model directory that
-    is not a run (config.json or weights without train.json: say, a converted model).
-    The files of a run that stopped before its first checkpoint may be replaced.
-    """
-    if run_dir.exists() and not run_dir.is_dir():
-        raise UsageError(f"{run_dir} exists and is not a directory")
-    present = [n for n in RUN_FILES if (run_dir / n).exists()]
-    if has_checkpoint(run_dir) and not overwrite:
-        raise UsageError(f"{run_dir} already holds a run ({', '.join(present)}): continue it "
-                         f"with --resume, or choose another --out")
-    is_model_dir = (run_dir / CONFIG_FILE).exists() or (run_dir / WEIGHTS_FILE).exists()
-    if is_model_dir and not (run_dir / TRAIN_CONFIG_FILE).exists() and not overwrite:
-        raise UsageError(f"{run_dir} holds a model directory, not a run "
-                         f"({', '.join(present)}): choose another --out")
+def fresh_start_hint(run_dir: Path) -> str:
+    """What to offer instead of replacing a run that holds work (kinds.claim's hint)."""
+    if has_checkpoint(run_dir):
+        return "continue it with --resume, or replace it with --force"
+    return (f"fine-tune from its weights into another folder with --init-from {run_dir}, or "
+            f"replace it with --force")
 
 
 def clear(run_dir: Path) -> None:
-    """Remove a run's files (after check_fresh said they may go)."""
+    """Remove a run's files and its mark (after kinds.claim said they may go)."""
     for name in RUN_FILES:
         (run_dir / name).unlink(missing_ok=True)
     shutil.rmtree(run_dir / BEST_DIR, ignore_errors=True)
     remove_stale_shards(run_dir, keep=None)
+    kinds.unmark(run_dir)
 
 
 def check_resumable(run_dir: Path) -> None:
+    """run_dir is a run with a checkpoint, or a UsageError saying what it holds instead,
+    and what can be done with it."""
     if not run_dir.is_dir():
         raise UsageError(f"nothing to resume: run directory {run_dir} does not exist")
-    if not has_checkpoint(run_dir):
-        raise UsageError(f"nothing to resume: {run_dir} has no {STATE_FILE} (the run stopped "
-                         f"before its first checkpoint); start it afresh without --resume")
+    found = kinds.recognise(run_dir)
+    if found.kind != RUN:
+        what = ("is empty" if found.empty else f"is {kinds.DESCRIPTION[found.kind]}"
+                if found.kind else f"holds files gptlab did not write ({found.listing()})")
+        raise UsageError(f"nothing to resume: {run_dir} {what}, not a training run")
+    if has_checkpoint(run_dir):
+        return
+    kept = _kept_weights(run_dir)
+    if not kept:
+        raise UsageError(f"nothing to resume: {run_dir} stopped before its first checkpoint; "
+                         f"start it afresh without --resume")
+    raise UsageError(f"nothing to resume: {run_dir} has no {STATE_FILE}, so its checkpoint "
+                     f"(step, optimizer and random states) is gone; {' and '.join(kept)} "
+                     f"{'are' if len(kept) > 1 else 'is'} still there: sample or evaluate "
+                     f"them, or fine-tune from them into another folder with --init-from "
+                     f"{run_dir}")
+
+
+def _kept_weights(run_dir: Path) -> list[str]:
+    """The weights a run without its checkpoint still holds, described with their steps."""
+    kept = []
+    for where, name in ((run_dir, f"its weights ({WEIGHTS_FILE}"),
+                        (run_dir / BEST_DIR, f"{BEST_DIR}/ (the best weights")):
+        if (where / WEIGHTS_FILE).is_file():
+            try:
+                step = model_dir.weights_step(where / WEIGHTS_FILE)
+            except UsageError:
+                step = None
+            kept.append(name + (f", step {step})" if step is not None else ")"))
+    return kept
 
 
 def check_same_tokenizer(data_tokenizer: Path, run_dir: Path) -> None:
@@ -156,8 +180,10 @@ def read_train_config(run_dir: Path) -> dict[str, Any]:
 
 
 def start(run_dir: Path, data_tokenizer: Path, settings: dict[str, Any],
-          model_config: dict[str, Any]) -> None:
-    """The files a fresh run begins with; the checkpoint of step 0 follows at once."""
+          model_config: dict[str, Any], by: str = "train") -> None:
+    """The files a fresh run begins with, its mark first (written by command `by`); the
+    checkpoint of step 0 follows at once."""
+    kinds.mark(run_dir, RUN, by)
     copy_file(data_tokenizer, run_dir / TOKENIZER_FILE)
     write_train_config(run_dir, settings)
     write_json(run_dir / CONFIG_FILE, model_config)
@@ -263,6 +289,23 @@ class Checkpoints:
 
 
 # --- metrics --------------------------------------------------------------------------------
+
+
+def divergence(run_dir: Path, after_step: int) -> dict[str, Any] | None:
+    """The "diverged" record metrics.jsonl holds for a step after `after_step` (the run's
+    checkpoint, the last one with finite losses and weights), or None: whether the run
+    stopped on a loss or weight that is not finite since that checkpoint."""
+    path = run_dir / METRICS_FILE
+    if not path.is_file():
+        return None
+    found = None
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            r = json.loads(line)
+            if (isinstance(r, dict) and r.get("kind") == "diverged"
+                    and isinstance(r.get("step"), int) and r["step"] > after_step):
+                found = r
+    return found
 
 
 class RunFiles:

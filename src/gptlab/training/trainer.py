@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import math
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -33,7 +32,29 @@ from gptlab.training.schedule import lr_at
 
 
 class TrainingDiverged(GptlabError):
-    """The loss became NaN or infinite."""
+    """A loss or a weight became NaN or infinite. Nothing that was not finite was kept: the
+    run's last checkpoint (`checkpoint_step`, in `where`) is one whose losses and weights
+    all were, and a resume from it may lower the learning rate (gptlab.training.plan)."""
+
+    def __init__(self, happened: str, step: int, checkpoint_step: int | None, where: str,
+                 learning_rate: float) -> None:
+        self.happened, self.step, self.checkpoint_step = happened, step, checkpoint_step
+        self.where, self.learning_rate = where, learning_rate
+        # What happened and where the run stands; the advice follows (a caller that knows
+        # the command to give, gptlab.cli.train, replaces it).
+        self.stopped = f"{happened} at step {step}: training stopped"
+        if where and checkpoint_step is not None:
+            self.stopped += (f"; its last checkpoint, step {checkpoint_step} in {where}, has "
+                             f"finite losses and weights")
+        advice = ("resume from it with a lower learning rate (learning_rate, now "
+                  f"{learning_rate:g}), more warm-up or gradient clipping" if where else
+                  "try a lower learning rate, more warm-up or gradient clipping")
+        super().__init__(f"{self.stopped}: {advice}")
+
+    def record(self) -> dict[str, Any]:
+        """The run's record of it (metrics.jsonl): see gptlab.training.rundir.divergence."""
+        return {"kind": "diverged", "step": self.step, "what": self.happened,
+                "checkpoint_step": self.checkpoint_step}
 
 
 def scheduled_lr(cfg: TrainConfig, step: int) -> float:
@@ -114,6 +135,7 @@ class Trainer:
         # between (a stop mid-evaluation) makes --resume run that evaluation first.
         self.eval_pending = True
         self._unsaved = True  # state has moved on since the last checkpoint
+        self.saved_step: int | None = None  # the step of the last checkpoint
 
     # state for --resume: plain tensors and numbers only, so weights_only loading works. The
     # weights and the optimizer's moments go beside it, as the Checkpointer keeps them.
@@ -137,6 +159,7 @@ class Trainer:
         self.best_val = float(state["best_val"])
         self.eval_pending = bool(state.get("eval_pending", False))
         self._unsaved = False
+        self.saved_step = self.step
         self.checkpoints.restore(state, self.raw_model, self.optimizer)
         self.batches.load_state(state["batch_rng"])
         if self.ctx.rank == 0:
@@ -211,7 +234,7 @@ class Trainer:
         mean_loss = loss_sum.item() / (accum * self.ctx.world_size)
         if not math.isfinite(mean_loss):
             self.optimizer.zero_grad(set_to_none=True)
-            raise TrainingDiverged(self._diverged_message(mean_loss))
+            raise self._diverged(f"the loss became {mean_loss}", self.step + 1)
         if cfg.grad_clip > 0:
             self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
@@ -222,11 +245,9 @@ class Trainer:
         self._unsaved = True
         return mean_loss
 
-    def _diverged_message(self, loss: float) -> str:
-        where = self.checkpoints.where
-        where = f"; the last good checkpoint is in {where}" if where else ""
-        return (f"the loss became {loss} at step {self.step + 1}: training stopped{where} "
-                f"(try a lower learning rate, more warm-up or gradient clipping)")
+    def _diverged(self, happened: str, step: int) -> TrainingDiverged:
+        return TrainingDiverged(happened, step, self.saved_step, self.checkpoints.where,
+                                self.cfg.learning_rate)
 
     def fit(self, resumed: bool = False, stop_after: int | None = None) -> str:
         """Train until max_iters (or a stop request, or stop_after steps): "finished" or
@@ -236,41 +257,53 @@ class Trainer:
         tokens_per_step = (cfg.batch_size * cfg.gradient_accumulation_steps
                            * self.data_ranks * self.batches.block_size)
         self.reporter.open(cfg.max_iters, self.step)
-        t_log, step_log = time.perf_counter(), self.step
         try:
             if not resumed:
                 self._save_checkpoint()  # step 0, its evaluation pending
             if self.eval_pending:
                 self._evaluate_and_record()
-            while True:
-                if self.step >= cfg.max_iters:
-                    return "finished"
-                if self.stop.is_set() or (stop_after is not None and self.step >= stop_after):
-                    return "interrupted"
-                lr = scheduled_lr(cfg, self.step)
-                loss = self.train_step(lr)
-                record = None
-                if self.step % cfg.log_interval == 0 or self.step == cfg.max_iters:
-                    now = time.perf_counter()
-                    tok_s = tokens_per_step * (self.step - step_log) / max(now - t_log, 1e-9)
-                    t_log, step_log = now, self.step
-                    record = {"kind": "train", "step": self.step, "loss": loss, "lr": lr,
-                              "tokens_per_s": round(tok_s, 1)}
-                self.reporter.step(record)
-                if self.step % cfg.eval_interval == 0 or self.step == cfg.max_iters:
-                    self.eval_pending = True
-                    self._evaluate_and_record()
-                if self.step % cfg.checkpoint_interval == 0:
-                    self._save_checkpoint()
+            status = self._loop(stop_after, tokens_per_step)
+            if self._unsaved:
+                self._save_checkpoint()
+            return status
+        except TrainingDiverged as exc:
+            self.reporter.diverged(exc.record())
+            raise
         finally:
             self.reporter.close()
-            if self._unsaved and sys.exc_info()[0] is None:
+
+    def _loop(self, stop_after: int | None, tokens_per_step: int) -> str:
+        cfg = self.cfg
+        t_log, step_log = time.perf_counter(), self.step
+        while True:
+            if self.step >= cfg.max_iters:
+                return "finished"
+            if self.stop.is_set() or (stop_after is not None and self.step >= stop_after):
+                return "interrupted"
+            lr = scheduled_lr(cfg, self.step)
+            loss = self.train_step(lr)
+            record = None
+            if self.step % cfg.log_interval == 0 or self.step == cfg.max_iters:
+                now = time.perf_counter()
+                tok_s = tokens_per_step * (self.step - step_log) / max(now - t_log, 1e-9)
+                t_log, step_log = now, self.step
+                record = {"kind": "train", "step": self.step, "loss": loss, "lr": lr,
+                          "tokens_per_s": round(tok_s, 1)}
+            self.reporter.step(record)
+            if self.step % cfg.eval_interval == 0 or self.step == cfg.max_iters:
+                self.eval_pending = True
+                self._evaluate_and_record()
+            if self.step % cfg.checkpoint_interval == 0:
                 self._save_checkpoint()
 
     def _evaluate_and_record(self) -> None:
         losses = self.evaluate()
         if losses is None:  # stopped mid-way: eval_pending stays, for --resume
             return
+        for split in ("train", "val"):  # never recorded, kept as best or checkpointed
+            if not math.isfinite(losses[f"{split}_loss"]):
+                raise self._diverged(f"the {split} loss at evaluation became "
+                                     f"{losses[split + '_loss']}", self.step)
         self.eval_pending = False
         self._unsaved = True
         self.last_eval = losses
@@ -291,8 +324,26 @@ class Trainer:
         return self.sharding.layout.dp if self.sharding is not None else self.ctx.world_size
 
     def _save_checkpoint(self) -> None:
+        """Commit a checkpoint, whose weights must all be finite: a step whose loss was
+        finite can still leave weights that are not (a huge learning rate), and a checkpoint
+        is what a resume, sample and the advice on divergence trust."""
+        if not self._weights_finite():
+            raise self._diverged("a weight became inf or nan", self.step)
         self.checkpoints.save(self.state(), self.raw_model, self.optimizer)
+        self.saved_step = self.step
         self._unsaved = False
+
+    @torch.no_grad()
+    def _weights_finite(self) -> bool:
+        """Whether every weight is finite on every rank (each checks what it holds: its
+        shard of a sharded model)."""
+        bad = torch.zeros(1, dtype=torch.float64, device=self.ctx.device)
+        for p in self.raw_model.parameters():
+            local = p.to_local() if hasattr(p, "to_local") else p  # a DTensor's shard
+            if not bool(torch.isfinite(local).all()):
+                bad += 1
+                break
+        return sum_across(self.ctx, bad).item() == 0
 
 
 @contextlib.contextmanager
