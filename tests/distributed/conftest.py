@@ -75,9 +75,11 @@ def sentences_data():
 def parallel_runs(tmp_path_factory):
     """One torchrun launch (parallel_worker.py, 2 gloo processes) trains, for each of MODES,
     20 steps (MODE-TP-full), and 10 steps (MODE-TP-half) resumed to 20 on the same two ranks
-    (MODE-TP-resumed), and writes bytes-RANK.json (the local shards' bytes); then, in this
-    process, each half run is resumed again (MODE-TP-single) and the one-process reference
-    (one) is trained. Every run has the same global batch of 8. Loss curves are not drawn
+    (MODE-TP-resumed), resumes fsdp's half run to 15 under tensor parallel (fsdp-1-moved),
+    and writes bytes-RANK.json (the local shards' bytes, the gradients' distance to one
+    process's) and warnings-RANK.json; then, in this process, each half run is resumed
+    again (MODE-TP-single), fsdp-1-moved is finished, and the one-process reference (one)
+    is trained. Every run has the same global batch of 8. Loss curves are not drawn
     (seconds per evaluation, and tested elsewhere)."""
     root = tmp_path_factory.mktemp("parallel")
     _sentences_data(root / "data")
@@ -97,14 +99,15 @@ def parallel_runs(tmp_path_factory):
             patch.setattr(rundir.RunFiles, "plot", lambda self: None)
             train(model, TrainConfig(max_iters=20, batch_size=8, **COMMON), root / "data",
                   root / "one", progress=False)
-            for item in MODES:  # the 10-step runs of 2 ranks, resumed in this one process
+            # the 10-step runs of 2 ranks, resumed in this one process with nothing but the
+            # new length: the run's tensor-parallel width and per-rank batch adapt
+            for item in MODES:
                 name = item.replace(":", "-")
                 shutil.copytree(root / f"{name}-half", root / f"{name}-single")
-                over = {"max_iters": 20, "batch_size": 8}
-                if item.startswith(("tp", "fsdp+tp")):
-                    over["tp"] = 1
                 train(None, None, root / "data", root / f"{name}-single", resume=True,
-                      overrides=over, progress=False)
+                      overrides={"max_iters": 20}, progress=False)
+            train(None, None, root / "data", root / "fsdp-1-moved", resume=True,
+                  overrides={"max_iters": 20}, progress=False)
     finally:
         torch.set_num_threads(before)
     return root

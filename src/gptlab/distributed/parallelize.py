@@ -246,9 +246,27 @@ class Replicated(ParallelStyle):
                          for t in inputs)
 
         def to_local(_mod, output, _mesh):
-            return output.to_local() if isinstance(output, DTensor) else output
+            return _Unviewed.apply(output.to_local()) if isinstance(output, DTensor) else output
 
         return distribute_module(module, mesh, partition, to_dtensor, to_local)
+
+
+class _Unviewed(torch.autograd.Function):
+    """The same values as a tensor that is not a view; the gradient passes through.
+
+    DTensor.to_local returns a view of the DTensor's local tensor (`view_as`, so autograd's
+    metadata lands on a new object). lm_head's output is the model's, and a module FSDP2
+    wraps (the root, under fsdp+tp) must not return a view: an in-place op on it would skip
+    FSDP's pre-backward hook, and torch warns so on every step. The DTensor is dropped as
+    soon as its local tensor is out, so its storage is handed over, not copied."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor) -> Tensor:
+        return x.detach()  # shares the storage (and its version counter); not a view
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> Tensor:
+        return grad
 
 
 # --- gathering ------------------------------------------------------------------------------
