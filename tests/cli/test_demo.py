@@ -64,8 +64,8 @@ def test_demo_never_replaces_a_folder_it_did_not_write(demo_targets, tmp_path, c
     """Issue 23, reproduction 2: `gptlab demo --out X` over a trained run, a data directory
     or a Hugging Face export exited 0 and replaced it. Each is refused before any work, and
     so is --data pointed at anything but data; --force replaces only a run."""
-    messages = {"run": "already holds a training run (best/, model.safetensors, state.pt): an "
-                       "earlier demo did not write it",
+    messages = {"run": "already holds a training run (best/, model.safetensors, state.pt): it is "
+                       "not marked as a demo's run",
                 "data": "is a data directory", "export": "is a Hugging Face model directory"}
     for name, target in demo_targets.items():
         before = tree(target)

@@ -162,3 +162,8 @@ def test_a_fine_tune_scales_its_schedule_to_its_length_and_prints_it(trained_run
     lrs = [r["lr"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
            if r["kind"] == "train"]
     assert lrs[-1] == pytest.approx(1e-4, rel=0.01)  # min_lr reached at the end
+    # a resume that names the model it started from, as it did, changes nothing: allowed
+    code = main(["train", "--data", str(trained_run.parent / "data"), "--out", str(run),
+                 "--resume", "--init-from", str(trained_run), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 0 and "resuming with" not in err and "resuming at step 100" in err, err

@@ -99,7 +99,7 @@ def claim_folders(data_dir: Path, run_dir: Path, force: bool) -> bool:
     kinds.claim(data_dir, kinds.DATA)
     replace = force or kinds.recognise(run_dir).by == OWNER
     kinds.claim(run_dir, kinds.RUN, force=replace,
-                hint="an earlier demo did not write it: give the demo another --out, or "
+                hint="it is not marked as a demo's run: give the demo another --out, or "
                      "replace it with --force")
     return replace
 

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run(args)
     except TrainingDiverged as exc:
-        if not exc.where:
+        if not exc.resumable:
             raise
         raise GptlabError(f"{exc.stopped}: resume from it with a lower learning rate: "
                           f"{_resume_command(args, exc)}") from None

@@ -10,7 +10,6 @@ A run directory is a model directory (gptlab.files.model_dir) holding the latest
                  moments, one file per rank (gptlab.distributed.sharded_checkpoint); state.pt names
                  it
   .lock          held (flock) by the one trainer writing the directory; it holds its PID
-
   .gptlab.json   the mark of a run (gptlab.files.kinds), written before any other file
 
 state.pt is the commit point of a checkpoint. It carries the weights itself and is written

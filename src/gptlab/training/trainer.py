@@ -43,12 +43,13 @@ class TrainingDiverged(GptlabError):
         # What happened and where the run stands; the advice follows (a caller that knows
         # the command to give, gptlab.cli.train, replaces it).
         self.stopped = f"{happened} at step {step}: training stopped"
-        if where and checkpoint_step is not None:
+        self.resumable = bool(where) and checkpoint_step is not None
+        if self.resumable:
             self.stopped += (f"; its last checkpoint, step {checkpoint_step} in {where}, has "
                              f"finite losses and weights")
         advice = ("resume from it with a lower learning rate (learning_rate, now "
-                  f"{learning_rate:g}), more warm-up or gradient clipping" if where else
-                  "try a lower learning rate, more warm-up or gradient clipping")
+                  f"{learning_rate:g}), more warm-up or gradient clipping" if self.resumable
+                  else "try a lower learning rate, more warm-up or gradient clipping")
         super().__init__(f"{self.stopped}: {advice}")
 
     def record(self) -> dict[str, Any]:
