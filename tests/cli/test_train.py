@@ -39,7 +39,7 @@ def test_init_from_bad_combinations_are_one_line(trained_run, tmp_path, capsys):
         (["--init-from", str(base_run), "--preset", "tiny-gpt2", "--data",
           str(play)], "drop --preset"),
         (["--init-from", str(tmp_path / "nowhere"), "--data", str(play)],
-         "directory not found"),
+         "no such run or model directory"),
     ]:
         code = main(["train", *argv, "--out", str(tmp_path / "run"), "--no-progress"])
         err = capsys.readouterr().err
