@@ -73,6 +73,11 @@ def test_parameter_names_are_said_as_flags(parser):
         "runs/max_iters/train.json: learning_rate_x and min_lr.json")
     assert as_flags("min_lr must be in [0, learning_rate = 0.001].", flags) == (
         "--min-lr must be in [0, --learning-rate = 0.001].")
+    # a list of names is said as flags, one-word names included, once one of it is a flag
+    assert as_flags("cannot change eval_iters (only max_iters, device, compile or tp)",
+                    flags) == ("cannot change --eval-iters (only --max-iters, --device, "
+                               "--compile or --tp)")
+    assert as_flags("on the device, cpu or cuda", flags) == "on the device, cpu or cuda"
     sample = setting_flags(subcommand(parser, "sample"))
     # a one-word name only as the subject of the message: elsewhere it is a plain word
     assert as_flags("temperature must be >= 0", sample) == "--temperature must be >= 0"

@@ -34,7 +34,7 @@ INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 
 class Parser(argparse.ArgumentParser):
     """argparse's parser with one-line errors and, at the end of --help, `examples`:
-    commands shown as they are typed (tests/cli/test_help.py parses each one)."""
+    commands shown as they are typed (tests/cli/test_main.py parses each one)."""
 
     def __init__(self, *args, examples: Sequence[str] = (), **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -132,8 +132,9 @@ def setting_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
 def as_flags(message: str, flags: dict[str, str]) -> str:
     """message with the parameter names in `flags` written as their flags: a name with an
     underscore wherever it stands as a word of its own (not inside a path, a file name or
-    another name); a one-word name (temperature, context) only where it opens the message
-    as its subject ("temperature must be ..."), being a plain word elsewhere."""
+    another name); a one-word name (temperature, device) where it opens the message as its
+    subject ("temperature must be ...") or stands in a list of names ("max_iters, device,
+    tp"), being a plain word elsewhere."""
     snake = sorted((re.escape(n) for n in flags if "_" in n), key=len, reverse=True)
     if snake:
         message = re.sub(rf"(?<![\w./-])({'|'.join(snake)})(?![\w/-]|\.\w)",
@@ -141,7 +142,21 @@ def as_flags(message: str, flags: dict[str, str]) -> str:
     first, _, rest = message.partition(" ")
     if first in flags and "_" not in first and rest.startswith("must "):
         message = f"{flags[first]} {rest}"
-    return message
+    return NAME_LIST.sub(lambda m: _list_as_flags(m.group(0), flags), message)
+
+
+# Two or more comma-separated words or flags: a list of names, perhaps ("a, b or c").
+NAME_LIST = re.compile(r"(?<![\w-])[\w-]+(?:, (?:and |or )?[\w-]+)+(?:,? (?:and|or) [\w-]+)?")
+
+
+def _list_as_flags(items: str, flags: dict[str, str]) -> str:
+    """A list whose every item is a parameter or one of its flags, written as flags."""
+    words = re.findall(r"[\w-]+", items)
+    names = [w for w in words if w not in ("and", "or")]
+    known = set(flags) | set(flags.values())
+    if not all(w in known for w in names) or not any(w.startswith("--") for w in names):
+        return items  # not (only) names, or no name of it said as a flag already
+    return re.sub(r"[\w-]+", lambda m: flags.get(m.group(0), m.group(0)), items)
 
 
 def _interrupted() -> int:
