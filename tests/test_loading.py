@@ -42,7 +42,7 @@ def test_a_hugging_face_directory_with_its_tokenizer(trained_run, tmp_path):
 
 
 def test_paths_that_hold_no_model_are_named(tmp_path, trained_run):
-    with pytest.raises(UsageError, match="model directory not found"):
+    with pytest.raises(UsageError, match="no such run or model directory"):
         gptlab.load(tmp_path / "nowhere")
     wider = tmp_path / "wider-tokenizer"
     shutil.copytree(trained_run, wider)
@@ -55,3 +55,59 @@ def test_paths_that_hold_no_model_are_named(tmp_path, trained_run):
 def test_load_rejects_an_unknown_format(tiny_run):
     with pytest.raises(UsageError, match="weights must be one of"):
         gptlab.load(tiny_run, weights="fp8")
+
+
+def test_a_mistyped_path_is_not_sent_to_the_hub(tmp_path, monkeypatch):
+    """`runs/scc` with a runs/ folder here is a typo of a local path: said so, in one line,
+    with no hub lookup (that answered with a network error). A bare org/name whose org is
+    no local folder is still a hub name."""
+    looked_up = []
+
+    def hub(name, **kwargs):
+        looked_up.append(name)
+        raise UsageError("looked up on the hub")
+
+    monkeypatch.setattr(hf, "resolve_hf_dir", hub)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    for path in ("runs/scc", "./scc", "runs/scc/best", "~/no-such-gptlab-run/x", "scc\\x",
+                 "a b/c"):
+        with pytest.raises(UsageError, match=r"^no such run or model directory: "):
+            gptlab.load(path)
+    assert looked_up == []
+    for name in ("someone/some-model", "gpt2-medium"):
+        with pytest.raises(UsageError, match="looked up on the hub"):
+            gptlab.load(name)
+    assert looked_up == ["someone/some-model", "gpt2-medium"]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_weights_that_are_not_finite_are_refused_where_models_are_loaded(tiny_run, tmp_path,
+                                                                         bad):
+    """A run that diverged holds NaN weights: sampling raised in torch.multinomial, eval
+    printed loss nan with exit 0, lens printed nan cells. load() refuses them, naming the
+    first tensor, for every command at once."""
+    from safetensors.torch import load_file, save_file
+
+    copy = shutil.copytree(tiny_run, tmp_path / "diverged")
+    state = load_file(copy / "model.safetensors")
+    name = sorted(state)[3]
+    state[name].view(-1)[0] = bad
+    save_file(state, copy / "model.safetensors")
+    with pytest.raises(UsageError, match=rf"the weights are not finite \(NaN or infinite "
+                                         rf"values in {name}\)"):
+        gptlab.load(copy)
+    with pytest.raises(UsageError, match="the weights are not finite"):
+        gptlab.load(copy, weights="fp16")
+
+
+def test_a_device_this_machine_lacks_is_a_usage_error(tiny_run, monkeypatch):
+    """load(p, device="cuda") without CUDA raised a bare AssertionError from torch."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for device in ("cuda", torch.device("cuda", 0)):
+        with pytest.raises(UsageError, match="device 'cuda(:0)?' is not available"):
+            gptlab.load(tiny_run, device=device)
+    with pytest.raises(UsageError, match="unknown device 'gpu'"):
+        gptlab.load(tiny_run, device="gpu")
+    model, _ = gptlab.load(tiny_run, device="auto")  # auto: the CPU here
+    assert model.wte.weight.device.type == "cpu"

@@ -1,5 +1,8 @@
 """Timing probes (gptlab.probe): a budgeted median on a clock the test controls, and the
-cache in probes.json, keyed by kind and key, that a torn or unwritable file cannot break."""
+cache in probes.json, keyed by kind and key, that a torn or unwritable file cannot break,
+that keeps only what was measured on a quiet machine with steady timings, and that
+forgets an answer after MAX_AGE_DAYS or a new gptlab version. The wall clock and the load
+average are the test's (no timing is asserted)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+import gptlab
 from gptlab import GPTConfig, probe
 
 
@@ -41,7 +45,18 @@ def test_budgeted_ms_is_the_median_of_as_many_calls_as_the_budget_holds(monkeypa
     assert len(calls) == 2 + 3  # never fewer than three
 
 
-def test_cached_measures_once_per_kind_and_key(cache):
+@pytest.fixture
+def machine(monkeypatch):
+    """The probe's wall clock and load average, as the test sets them: machine.at (seconds
+    since the epoch), machine.load."""
+    state = SimpleNamespace(at=1_800_000_000.0, load=0.5)
+    monkeypatch.setattr(probe, "now", lambda: state.at)
+    monkeypatch.setattr(probe, "machine_load", lambda: state.load)
+    monkeypatch.setattr(probe, "cores", lambda: 2)
+    return state
+
+
+def test_cached_measures_once_per_kind_and_key(cache, machine):
     measured = []
 
     def measure(value):
@@ -50,21 +65,30 @@ def test_cached_measures_once_per_kind_and_key(cache):
             return {"ms": value}
         return run
 
-    assert probe.cached("decode", "cpu A", measure(1.0)) == ({"ms": 1.0}, False)
-    assert probe.cached("decode", "cpu A", measure(2.0)) == ({"ms": 1.0}, True)
-    assert probe.cached("decode", "cpu B", measure(3.0)) == ({"ms": 3.0}, False)
-    assert probe.cached("train_dtype", "cpu A", measure(4.0)) == ({"ms": 4.0}, False)
+    def probed(kind, key, value):
+        result, how = probe.cached(kind, key, measure(value))
+        return result, how.cached
+
+    assert probed("decode", "cpu A", 1.0) == ({"ms": 1.0}, False)
+    assert probed("decode", "cpu A", 2.0) == ({"ms": 1.0}, True)
+    assert probed("decode", "cpu B", 3.0) == ({"ms": 3.0}, False)
+    assert probed("train_dtype", "cpu A", 4.0) == ({"ms": 4.0}, False)
     assert measured == [1.0, 3.0, 4.0]
+    when = {"at": machine.at, "load": 0.5, "cores": 2, "spread": 0.0,
+            "gptlab": gptlab.__version__}
     assert json.loads(cache.read_text()) == {
-        "decode": {"cpu A": {"ms": 1.0}, "cpu B": {"ms": 3.0}},
-        "train_dtype": {"cpu A": {"ms": 4.0}}}
+        "decode": {"cpu A": {"result": {"ms": 1.0}, **when},
+                   "cpu B": {"result": {"ms": 3.0}, **when}},
+        "train_dtype": {"cpu A": {"result": {"ms": 4.0}, **when}}}
 
 
-@pytest.mark.parametrize("content", ["{torn", "[1, 2]", '{"decode": [1]}'])
-def test_a_broken_cache_is_probed_again_and_replaced(cache, content):
+@pytest.mark.parametrize("content", ["{torn", "[1, 2]", '{"decode": [1]}',
+                                     '{"decode": {"k": {"ms": 9.0}}}'])  # before the rules
+def test_a_broken_or_old_cache_is_probed_again_and_replaced(cache, machine, content):
     cache.write_text(content)
-    assert probe.cached("decode", "k", lambda: {"ms": 5.0}) == ({"ms": 5.0}, False)
-    assert probe.cached("decode", "k", lambda: {"ms": 6.0}) == ({"ms": 5.0}, True)
+    assert probe.cached("decode", "k", lambda: {"ms": 5.0})[0] == {"ms": 5.0}
+    result, how = probe.cached("decode", "k", lambda: {"ms": 6.0})
+    assert result == {"ms": 5.0} and how.cached
 
 
 def test_a_cache_that_cannot_be_written_is_no_error(monkeypatch, tmp_path):
@@ -72,9 +96,89 @@ def test_a_cache_that_cannot_be_written_is_no_error(monkeypatch, tmp_path):
     monkeypatch.setenv("GPTLAB_CACHE", str(tmp_path / "a-file" / "cache"))
     calls = []
     for _ in range(2):
-        result = probe.cached("decode", "k", lambda: calls.append(1) or {"ms": 1.0})
-        assert result == ({"ms": 1.0}, False)
+        result, how = probe.cached("decode", "k", lambda: calls.append(1) or {"ms": 1.0})
+        assert result == {"ms": 1.0} and not how.cached
     assert len(calls) == 2  # probed each time instead
+
+
+def test_a_probe_under_load_is_answered_but_not_cached(cache, machine):
+    """The issue's case: a probe taken while a test suite ran (load 5.3 on 2 cores) said
+    bf16 was 7.73x fp32; quiet, it was 0.54x. Such a timing is neither kept nor trusted."""
+    machine.load = 5.3
+    result, how = probe.cached("muon_dtype", "k", lambda: {"float32": 77.3, "bfloat16": 10.0})
+    assert result == {"float32": 77.3, "bfloat16": 10.0} and not how.trusted
+    assert how.describe() == ("probed now, load average 5.30 on 2 cores: not trusted, "
+                              "not cached")
+    assert not cache.exists()
+    machine.load = 0.4  # quiet again: probed again, and this one is kept
+    result, how = probe.cached("muon_dtype", "k", lambda: {"float32": 5.4, "bfloat16": 10.0})
+    assert how.trusted and not how.cached and how.describe() == "probed now"
+    assert probe.cached("muon_dtype", "k", lambda: {})[0] == {"float32": 5.4, "bfloat16": 10.0}
+
+
+def test_scattered_timings_are_not_cached(cache, machine, monkeypatch):
+    """Calls of 10 ms and 30 ms in turn: the quartiles lie 100% of the median apart (more
+    than MAX_SPREAD), so the result is not kept; calls of a steady 10 ms are."""
+    clock = [0.0]
+    monkeypatch.setattr(probe, "time", SimpleNamespace(perf_counter=lambda: clock[0],
+                                                       time=lambda: machine.at))
+
+    def work(costs):
+        def call() -> None:
+            clock[0] += next(costs)
+        return lambda: {"ms": probe.budgeted_ms(call, budget_s=10.0, max_reps=4)}
+
+    _, how = probe.cached("decode", "k", work(itertools.cycle([0.01, 0.03])))
+    assert how.spread == pytest.approx(1.0) and not how.trusted and not cache.exists()
+    assert "timings spread 100% (more than 25%)" in how.describe()
+    _, how = probe.cached("decode", "k", work(itertools.repeat(0.01)))
+    assert how.spread == 0.0 and how.trusted and cache.exists()
+
+
+def test_relative_spread_is_the_interquartile_range_over_the_median():
+    assert probe.relative_spread([1.0]) == 0.0
+    assert probe.relative_spread([1.0, 1.0, 1.0, 1.0, 9.0]) == 0.0  # one outlier: no matter
+    assert probe.relative_spread([1.0, 2.0, 3.0]) == pytest.approx(0.5)
+
+
+def test_an_answer_expires_after_max_age_and_with_another_version(cache, machine,
+                                                                   monkeypatch):
+    calls = []
+
+    def measure():
+        calls.append(1)
+        return {"ms": float(len(calls))}
+
+    probe.cached("decode", "k", measure)
+    machine.at += (probe.MAX_AGE_DAYS - 1) * probe.DAY_S
+    result, how = probe.cached("decode", "k", measure)
+    assert result == {"ms": 1.0} and how.describe() == (
+        f"cached probe, {probe.MAX_AGE_DAYS - 1} days old")
+    machine.at += 2 * probe.DAY_S  # too old now: probed again, then cached
+    assert probe.cached("decode", "k", measure)[0] == {"ms": 2.0}
+    assert probe.cached("decode", "k", measure)[0] == {"ms": 2.0}
+    monkeypatch.setattr(probe, "__version__", "9.9.9")  # another gptlab: probed again
+    assert probe.cached("decode", "k", measure)[0] == {"ms": 3.0}
+    assert json.loads(cache.read_text())["decode"]["k"]["gptlab"] == "9.9.9"
+    assert len(calls) == 3
+
+
+def test_an_expired_entry_is_dropped_when_the_cache_is_written(cache, machine):
+    probe.cached("decode", "old", lambda: {"ms": 1.0})
+    machine.at += (probe.MAX_AGE_DAYS + 1) * probe.DAY_S
+    probe.cached("decode", "new", lambda: {"ms": 2.0})
+    assert list(json.loads(cache.read_text())["decode"]) == ["new"]
+
+
+def test_clear_forgets_one_kind_or_all(cache, machine):
+    for kind in ("decode", "train_dtype"):
+        probe.cached(kind, "k", lambda: {"ms": 1.0})
+    assert [(k, key) for k, key, _, _ in probe.entries()] == [("decode", "k"),
+                                                              ("train_dtype", "k")]
+    assert probe.clear("decode") == 1
+    assert [k for k, *_ in probe.entries()] == ["train_dtype"]
+    assert probe.clear() == 1 and not cache.exists() and probe.entries() == []
+    assert probe.clear() == 0
 
 
 def test_the_keys_name_what_makes_a_timing_hold():

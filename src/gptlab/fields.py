@@ -38,8 +38,12 @@ class Check:
 
     test: Callable[[Any], bool]
     what: str  # completes "NAME must be ..."
+    number: bool = False  # a finite number is wanted: NaN and infinities are named as such
 
     def apply(self, name: str, value: Any) -> None:
+        if (not self.test(value) and self.number and isinstance(value, float)
+                and not math.isfinite(value)):
+            raise UsageError(f"{name} must be a finite number, got {value}")
         require(name, self.test(value), f"must be {self.what}")
 
 
@@ -61,7 +65,7 @@ def within(low: float, high: float | None, *, low_open: bool = False,
         what = f"> {low}" if low_open else f">= {low}"
     else:
         what = f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-    return Check(test, what)
+    return Check(test, what, number=True)
 
 
 def one_of(choices: tuple[str, ...]) -> Check:

@@ -18,7 +18,8 @@ import torch
 from gptlab.convert import hf
 from gptlab.convert.hf_config import config_from_hf
 from gptlab.data.tokenizer import Tokenizer, load_tokenizer
-from gptlab.errors import UsageError
+from gptlab.distributed.process import pick_device
+from gptlab.errors import GptlabError, UsageError
 from gptlab.files import kinds, model_dir
 from gptlab.inference import quantize
 from gptlab.inference.formats import WEIGHT_CHOICES
@@ -27,15 +28,21 @@ from gptlab.model.gpt import GPT
 
 
 def load(path: str | Path, device: str | torch.device | None = None,
-         weights: str | None = None) -> tuple[GPT, Tokenizer]:
+         weights: str | None = None, require_tokenizer: bool = True
+         ) -> tuple[GPT, Tokenizer | None]:
     """(model in eval mode on `device`, its tokenizer), from a run or model directory, a
     directory `gptlab convert` wrote, a Hugging Face directory or a hub name. device None:
-    the CPU. The tokenizer has encode, decode and vocab_size, whatever its kind.
+    the CPU ("auto": CUDA if there is one; a device this machine lacks is a UsageError).
+    Weights that are not all finite are refused (require_finite). The tokenizer has
+    encode, decode and vocab_size, whatever its kind.
 
     weights: None keeps the weights as saved; fp32, fp16, bf16, int8 or auto makes the
     model an inference model with its matrices in that format (gptlab.inference.quantize; auto: the
-    fastest on this machine), and `model.decode_choice` says what was picked and why."""
-    device = torch.device("cpu" if device is None else device)
+    fastest on this machine), and `model.decode_choice` says what was picked and why.
+
+    require_tokenizer False: a gptlab model directory without tokenizer.json gives
+    (model, None) instead of a UsageError (for work on token ids alone)."""
+    device = pick_device("cpu" if device is None else device)
     if weights is not None and weights not in WEIGHT_CHOICES:
         raise UsageError(f"weights must be one of {', '.join(WEIGHT_CHOICES)}, "
                          f"got {weights!r}")
@@ -44,34 +51,62 @@ def load(path: str | Path, device: str | torch.device | None = None,
         model = hf.from_hf(found).to(device)
     else:
         model = model_dir.load_model(found, device=device)
-    tokenizer = _tokenizer(found, is_hf, path, model.config)
+    require_finite(model, path)
+    tokenizer = None
+    if require_tokenizer or is_hf or (found / model_dir.TOKENIZER_FILE).is_file():
+        tokenizer = _tokenizer(found, is_hf, path, model.config)
     model.eval()
     if weights is not None:
         model.decode_choice = quantize.quantize(model, weights)
     return model, tokenizer
 
 
+def require_finite(model: torch.nn.Module, path: str | Path) -> None:
+    """A UsageError naming the tensors unless every weight is a finite number: a model with
+    a NaN or an infinity (a run that diverged) answers NaN to everything."""
+    bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
+    if bad:
+        more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+        raise UsageError(f"{path}: the weights are not finite (NaN or infinite values in "
+                         f"{bad[0]}{more}): the model cannot be used; load an earlier "
+                         f"checkpoint (a run's best/) or train it again")
+
+
 def describe(path: str | Path) -> tuple[GPTConfig, Tokenizer]:
     """(config, tokenizer) of the model `load(path)` gives, checked as load checks them,
     without reading its weights (a fine-tune's plan needs only these)."""
-    found, is_hf = _locate(path)
-    if is_hf:
-        config, _ = config_from_hf(hf.read_hf_config(found))
-    else:
-        config = model_dir.load_config(found)
+    found, is_hf = _locate(path, weights=False)
+    config = _config(found, is_hf)
     return config, _tokenizer(found, is_hf, path, config)
 
 
-def _locate(path: str | Path) -> tuple[Path, bool]:
+def config_of(path: str | Path) -> GPTConfig:
+    """The config of the model `load(path)` gives, from its config.json alone (for a hub
+    model, only that file is fetched)."""
+    return _config(*_locate(path, weights=False))
+
+
+def _config(found: Path, is_hf: bool) -> GPTConfig:
+    return config_from_hf(hf.read_hf_config(found))[0] if is_hf else model_dir.load_config(found)
+
+
+def _locate(path: str | Path, weights: bool = True) -> tuple[Path, bool]:
     """(the directory to read, whether it is a Hugging Face one): a gptlab model directory
-    as it is, else a Hugging Face directory or hub name (downloaded if need be)."""
+    as it is, else a Hugging Face directory or hub name (fetched if need be; weights False:
+    without its weights). A path that is no directory and no hub name is a UsageError."""
     source = Path(path).expanduser()
     if (source / model_dir.CONFIG_FILE).is_file() and not kinds.is_hf_dir(source):
         return source, False
-    if not source.exists() and (source.is_absolute() or str(path).startswith((".", "~"))
-                                or str(path).count("/") > 1):
-        raise UsageError(f"model directory not found: {path}")  # a path, not a hub name
-    return hf.resolve_hf_dir(path), True
+    if source.exists():
+        return hf.resolve_hf_dir(path, weights=weights), True
+    if not hf.is_hub_name(str(path)):
+        raise UsageError(f"no such run or model directory: {path}")  # a path, not a hub name
+    try:
+        return hf.resolve_hf_dir(path, weights=weights), True
+    except GptlabError as exc:  # a mistyped path first, then what the hub said
+        message = str(exc).replace("no such local directory:", "no such run or model "
+                                   "directory:", 1)
+        raise type(exc)(message) from None
 
 
 def _tokenizer(found: Path, is_hf: bool, path: str | Path, config: GPTConfig) -> Tokenizer:

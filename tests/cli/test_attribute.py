@@ -21,7 +21,7 @@ def test_attribute_parts_sum_to_the_printed_logit(widened_char_model, tmp_path, 
     s = tokenizer.encode("s")[0]
     expected = float(logits[0, -1, s] - logits[0, -1, 0])
     first = out.splitlines()[0]
-    assert first.startswith("logit(s) - logit(\\n) after 'the␣cat' (position 6): ")
+    assert first.startswith("logit(s) - logit(\\n) after 'the cat' (position 6): ")
     assert float(first.rsplit(" ", 1)[1]) == pytest.approx(expected, abs=1e-4)
     report = json.loads((tmp_path / "attr" / "attribution.json").read_text())
     assert sum(report["parts"].values()) == pytest.approx(expected, abs=1e-5)
@@ -41,3 +41,15 @@ def test_attribute_parts_sum_to_the_printed_logit(widened_char_model, tmp_path, 
 ])
 def test_bad_input_is_one_line(refused_on_widened_model, argv, message):
     refused_on_widened_model(*argv, message=message)
+
+
+def test_the_text_is_shown_as_typed(widened_char_model, tmp_path, gptlab):
+    """A newline in --text (typed as \\n, or as a real newline) is shown as \\n once: it was
+    'ab\\\\ncd', escaped twice."""
+    directory, *_ = widened_char_model
+    (tmp_path / "t.txt").write_text("ab\ncd")
+    for argv in (["--text", "ab\ncd"], ["--text", "ab\\ncd"],
+                 ["--text-file", tmp_path / "t.txt"]):
+        code, out, err = gptlab("attribute", directory, *argv, "--target", "a")
+        assert code == 0, err
+        assert out.startswith("logit(a) after 'ab\\ncd' (position 4): "), out

@@ -276,7 +276,7 @@ def test_hub_failures_exit_with_the_documented_codes(tmp_path, capsys, monkeypat
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
     err = _one_line_error(capsys, ["convert", "--from-hf", "someone/some-model", "--out",
                                    str(tmp_path / "out")], expected_code=code)
-    assert message in err and "'someone/some-model'" in err
+    assert message in err and "no such local directory: someone/some-model" in err
 
 
 # ----------------------------------------------------------------------------- --to-hf, each kind
@@ -505,6 +505,31 @@ def test_to_gguf_bad_outputs_are_one_line_and_leave_no_partial_file(tmp_path, ca
     assert main(["convert", "--to-gguf", str(run), "--out", str(existing), "--force"]) == 0
     assert gguf.GGUFReader(existing).fields["general.architecture"].contents() == "gpt2"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "existing.gguf"]
+
+
+def test_to_gguf_takes_a_char_model_back_from_hugging_face(tmp_path, capsys, tiny_run):
+    """Through HF and back, the char tokenizer is a word-level tokenizer.json; it is the
+    same char tokenizer, so the GGUF file gets the same vocabulary as the run's own."""
+    hf_dir, back = tmp_path / "hf", tmp_path / "back"
+    assert main(["convert", "--to-hf", str(tiny_run), "--out", str(hf_dir)]) == 0
+    assert main(["convert", "--from-hf", str(hf_dir), "--out", str(back)]) == 0
+    assert json.loads((back / "tokenizer.json").read_text())["model"]["type"] == "WordLevel"
+    files = {}
+    for name, source in (("run", tiny_run), ("hf", hf_dir), ("back", back)):
+        files[name] = tmp_path / f"{name}.gguf"
+        assert main(["convert", "--to-gguf", str(source), "--out", str(files[name])]) == 0
+    capsys.readouterr()
+    tokens = {name: gguf.GGUFReader(f).fields["tokenizer.ggml.tokens"].contents()
+              for name, f in files.items()}
+    assert tokens["run"] == tokens["hf"] == tokens["back"] and len(tokens["run"]) == 14
+
+
+def test_dtype_is_for_gguf_only(tmp_path, capsys, tiny_run):
+    """--to-hf --dtype q8_0 wrote float32 weights and said nothing."""
+    err = _one_line_error(capsys, ["convert", "--to-hf", str(tiny_run), "--out",
+                                   str(tmp_path / "hf"), "--dtype", "q8_0"])
+    assert "--dtype q8_0 applies to --to-gguf only" in err
+    assert not (tmp_path / "hf").exists()
 
 
 class _Response:  # what RepositoryNotFoundError reads from an httpx response

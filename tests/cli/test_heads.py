@@ -65,7 +65,8 @@ def test_text_input_and_mean_ablation(run_dir, tmp_path, capsys):
     text = tmp_path / "text.txt"
     text.write_text("the cat sat. the cat sat.")
     out = tmp_path / "out"
-    assert heads(run_dir, "--text", text, "--out", out, "--ablate", "mean", "--top", 0) == 0
+    assert heads(run_dir, "--text-file", text, "--out", out, "--ablate", "mean", "--top",
+                 0) == 0
     stdout = capsys.readouterr().out
     assert "25 tokens" in stdout and "dloss(mean)" in stdout
     assert len(table_rows(stdout)) == 4
@@ -81,7 +82,7 @@ def test_text_input_and_mean_ablation(run_dir, tmp_path, capsys):
 def test_bad_text_is_a_one_line_error(run_dir, tmp_path, capsys, content, message):
     text = tmp_path / "text.txt"
     text.write_text(content)
-    assert heads(run_dir, "--text", text, "--out", tmp_path / "out") == 2
+    assert heads(run_dir, "--text-file", text, "--out", tmp_path / "out") == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
@@ -90,8 +91,10 @@ def test_bad_text_is_a_one_line_error(run_dir, tmp_path, capsys, content, messag
 @pytest.mark.parametrize("argv, message", [
     (["--top", "-1"], "--top: must be >= 0"),
     (["--seq-len", "17"], "at most 16"),
-    (["--seq-len", "1"], "at least 2"),
-    (["--text", "missing.txt"], "not found"),
+    (["--seq-len", "1"], "argument --seq-len: must be >= 2, got 1"),
+    (["--text-file", "missing.txt"], "not found"),
+    (["--text", "ZZ"], "not in the vocabulary"),
+    (["--text", "a", "--text-file", "t.txt"], "not allowed with argument"),
 ])
 def test_bad_options_are_one_line_errors(run_dir, capsys, argv, message):
     assert heads(run_dir, *argv) == 2
@@ -123,12 +126,12 @@ def test_an_out_that_cannot_be_created_is_said_before_the_work(run_dir, tmp_path
 
 
 def test_missing_run_dir_and_tokenizer(tmp_path, run_dir, capsys):
-    assert heads(tmp_path / "nope") == 2
-    assert "not found" in capsys.readouterr().err
+    assert heads(tmp_path / "nope", "--out", tmp_path / "o") == 2
+    assert "no such run or model directory" in capsys.readouterr().err
+    assert heads(tmp_path / "nope") == 2  # no MODEL/heads to default to: said first
+    assert "is not a local directory" in capsys.readouterr().err
     (run_dir / "tokenizer.json").unlink()
-    text = tmp_path / "t.txt"
-    text.write_text("abc")
-    assert heads(run_dir, "--text", text) == 2
+    assert heads(run_dir, "--text", "abc") == 2
     assert "tokenizer.json" in capsys.readouterr().err
     # Random tokens need no tokenizer: heatmap labels fall back to ids.
     assert heads(run_dir, "--out", tmp_path / "o", "--top", 1) == 0
@@ -137,7 +140,34 @@ def test_missing_run_dir_and_tokenizer(tmp_path, run_dir, capsys):
 def test_module_entry_point_without_traceback(run_dir, tmp_path, gptlab_process):
     text = tmp_path / "t.txt"
     text.write_text("")
-    result = gptlab_process("heads", run_dir, "--text", text)
+    result = gptlab_process("heads", run_dir, "--text-file", text)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.startswith("gptlab heads: error:")
+
+
+def test_text_is_the_text_and_the_old_text_file_still_works(run_dir, tmp_path, capsys):
+    """--text is the text itself, as in lens, attribute and eval; `--text FILE` (the old
+    spelling) still reads the file, and warns after the table."""
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat. the cat sat.")
+    tables = []
+    for argv in (["--text", "the cat sat. the cat sat."], ["--text-file", text],
+                 ["--text", text]):
+        assert heads(run_dir, *argv, "--out", tmp_path / "out", "--top", 0) == 0
+        captured = capsys.readouterr()
+        assert "25 tokens" in captured.out
+        tables.append(table_rows(captured.out))
+        assert ("--text FILE is deprecated" in captured.err) == (argv == ["--text", text])
+    assert tables[0] == tables[1] == tables[2]
+
+
+def test_a_model_gptlab_load_takes_a_hugging_face_directory(run_dir, tmp_path, capsys):
+    """heads reads what gptlab.load reads: here the model exported to Hugging Face."""
+    pytest.importorskip("transformers")
+    assert main(["convert", "--to-hf", str(run_dir), "--out", str(tmp_path / "hf")]) == 0
+    capsys.readouterr()
+    assert heads(tmp_path / "hf", "--seq-len", 4, "--top", 0) == 0
+    hf_rows = table_rows(capsys.readouterr().out)
+    assert heads(run_dir, "--seq-len", 4, "--top", 0) == 0
+    assert table_rows(capsys.readouterr().out) == hf_rows

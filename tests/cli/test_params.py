@@ -58,9 +58,6 @@ def bad_inputs(tmp_path):
     not_object.write_text("[1, 2]")
     infinite = tmp_path / "infinite.json"
     infinite.write_text('{"norm_eps": Infinity}')  # Python's json reads it
-    hf_dir = tmp_path / "hf"
-    hf_dir.mkdir()
-    (hf_dir / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 2}))
     return [
         (["gpt5"], ["unknown preset 'gpt5'", "gpt2", "llama2-70b"]),
         ([str(malformed)], ["not valid JSON"]),
@@ -69,13 +66,17 @@ def bad_inputs(tmp_path):
         ([str(unknown_field)], ["unknown config field", "n_heads"]),
         ([str(not_object)], ["JSON object"]),
         ([str(tmp_path)], ["config.json"]),
-        (["gpt2", "--seq-len", "0"], ["seq_len"]),
+        (["gpt2", "--seq-len", "0"], ["argument --seq-len: must be >= 1, got 0"]),
         (["gpt2", "--seq-len", "4096"], ["block_size"]),
         ([""], ["give a preset name"]),
-        ([str(tmp_path / "no-such-run")], ["not found:", "no-such-run"]),
+        ([str(tmp_path / "no-such-run")], ["no such run or model directory", "no-such-run"]),
         (["   "], ["give a preset name"]),
         ([str(infinite)], ["norm_eps must be a finite number > 0, got inf"]),
-        ([str(hf_dir)], ["is a Hugging Face model directory", "convert --from-hf"]),
+        # ranks: none is not one, and a number past any cluster is a typo
+        (["gpt2", "--fsdp", "0"], ["argument --fsdp: must be between 1 and 1048576, got 0"]),
+        (["gpt2", "--tp", "0"], ["argument --tp: must be between 1 and 1048576, got 0"]),
+        (["gpt2", "--fsdp", "99999999999999999999"], ["argument --fsdp: must be between 1"]),
+        (["gpt2", "--tp", "-2"], ["argument --tp: must be between 1"]),
     ]
 
 
@@ -126,3 +127,15 @@ def test_params_cli_gives_per_rank_memory(capsys):
     assert whole.total / 8 < per_rank["total"] < whole.total / 4  # TP leaves some whole
     assert main(["params", "gpt2-xl", "--tp", "8"]) != 0
     assert "--tp 8 does not divide n_head 25" in capsys.readouterr().err
+
+
+def test_a_hugging_face_directory_is_counted_from_its_config(tmp_path, gptlab):
+    """params takes what gptlab.load takes; of a Hugging Face directory it reads config.json
+    alone (no weights there)."""
+    hf_dir = tmp_path / "hf"
+    hf_dir.mkdir()
+    (hf_dir / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 2}))
+    code, out, err = gptlab("params", hf_dir, "--json")
+    assert code == 0, err
+    two_blocks = accounting(GPTConfig.from_preset("gpt2", n_layer=2)).total
+    assert json.loads(out)["total"] == two_blocks == 124_439_808 - 10 * 7_087_872

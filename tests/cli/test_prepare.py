@@ -179,3 +179,28 @@ def test_console_entry_point_has_no_traceback(tmp_path, gptlab_process):
                             tmp_path / "d")
     assert result.returncode == 2
     assert result.stderr == f"gptlab prepare: error: input not found: {tmp_path / 'missing.txt'}\n"
+
+
+def test_characters_a_char_tokenizer_lacks_are_refused_by_name_or_left_out(tmp_path, gptlab):
+    """A char tokenizer has no unknown token: a text with new characters (to fine-tune a
+    model on) is refused, naming them and the way out; --drop-unknown leaves them out and
+    says how many."""
+    base = tmp_path / "base"
+    assert gptlab("prepare", "--input", _text(tmp_path), "--out", base)[0] == 0
+    play = tmp_path / "play.txt"
+    play.write_text("some text for the corpus, café!\n" * 40)
+    code, out, err = gptlab("prepare", "--input", play, "--tokenizer", base / "tokenizer.json",
+                            "--out", tmp_path / "d")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert ("has 4 character(s) the char tokenizer (14 symbols) has no token for: ',' x40, "
+            "'a' x40, 'é' x40, '!' x40") in err and "--drop-unknown" in err
+    assert not (tmp_path / "d").exists()
+    code, out, err = gptlab("prepare", "--input", play, "--tokenizer", base / "tokenizer.json",
+                            "--out", tmp_path / "d", "--drop-unknown")
+    assert code == 0, err
+    assert "left out 160 characters the tokenizer has no token for: ',' x40" in out
+    data = load_data(tmp_path / "d")
+    assert data.meta["train_tokens"] + data.meta["val_tokens"] == 40 * 28
+    code, _, err = gptlab("prepare", "--input", play, "--tokenizer", "bpe", "--drop-unknown",
+                          "--out", tmp_path / "e")
+    assert code == 2 and "--drop-unknown is for a character tokenizer.json" in err

@@ -113,16 +113,21 @@ def test_model_directory_without_training_files(model_dir):
 
 @pytest.mark.parametrize("argv, message", [
     (["--prompt", "héllo€"], "characters not in the vocabulary: 'é', '€'"),
-    (["--temperature", "-1"], "temperature must be a finite number >= 0"),
-    (["--temperature", "nan"], "temperature must be a finite number >= 0, got nan"),
-    (["--temperature", "inf"], "temperature must be a finite number >= 0, got inf"),
-    (["--temperature=-inf"], "temperature must be a finite number >= 0, got -inf"),
-    (["--top-k", "0"], "top_k must be an integer >= 1"),
-    (["--top-k", "-5"], "top_k must be an integer >= 1"),
-    (["--top-p", "1.5"], "top_p must be in (0, 1]"),
-    (["--top-p", "nan"], "top_p must be in (0, 1], got nan"),
-    (["--top-p", "0"], "top_p must be in (0, 1]"),
-    (["--num-samples", "0"], "--num-samples must be >= 1"),
+    # the library names its parameters; the CLI says the flags
+    (["--temperature", "-1"], "error: --temperature must be a finite number >= 0"),
+    (["--temperature", "nan"], "argument --temperature: must be a finite number, got 'nan'"),
+    (["--temperature", "inf"], "argument --temperature: must be a finite number, got 'inf'"),
+    (["--temperature=-inf"], "argument --temperature: must be a finite number, got '-inf'"),
+    (["--temperature", "1e400"], "argument --temperature: must be a finite number"),
+    (["--top-k", "0"], "error: --top-k must be an integer >= 1"),
+    (["--top-k", "-5"], "error: --top-k must be an integer >= 1"),
+    (["--top-p", "1.5"], "error: --top-p must be in (0, 1]"),
+    (["--top-p", "nan"], "argument --top-p: must be a finite number, got 'nan'"),
+    (["--top-p", "0"], "error: --top-p must be in (0, 1]"),
+    (["--num-samples", "0"], "argument --num-samples: must be >= 1"),
+    (["--max-new-tokens", "-1"], "argument --max-new-tokens: must be >= 0"),
+    # checked before any work: the prompt was printed before this error
+    (["--stop", ""], "argument --stop: must not be empty"),
     pytest.param(["--prompt", ""], "the prompt is empty", id="empty-prompt"),
     (["--seed", "-1"], "argument --seed: must be between 0 and 2**64 - 1, got -1"),
     (["--seed", str(2**64)], "argument --seed: must be between 0 and 2**64 - 1"),
@@ -208,7 +213,7 @@ def broken_copy(model_dir: Path, tmp_path: Path) -> Path:
 
 def test_bad_model_directories(model_dir, tmp_path, gptlab):
     code, _, err = gptlab("sample", tmp_path / "missing")
-    assert code == 2 and "model directory not found" in err
+    assert code == 2 and "no such run or model directory" in err
     m = broken_copy(model_dir, tmp_path)
     weights = (m / "model.safetensors").read_bytes()
     (m / "model.safetensors").write_bytes(weights[: len(weights) // 2])  # truncated

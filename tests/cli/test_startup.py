@@ -42,6 +42,7 @@ def loaded_after(code: str) -> dict:
 
 def test_help_of_gptlab_and_every_command_and_a_usage_error_leave_torch_unloaded():
     argvs = [["--help"], ["--version"], *[[name, "--help"] for name in COMMANDS],
+             *TORCH_FREE.values(),
              ["params"], ["sample", "--temperature", "warm", "run"], ["no-such-command"]]
     seen = loaded_after(f"""
 import contextlib, io, json, sys
@@ -53,7 +54,7 @@ for argv in {argvs!r}:
 print(json.dumps({{"codes": codes, "loaded": [m for m in ("torch", *{EXTRAS!r})
                                                if m in sys.modules]}}))
 """)
-    assert seen["codes"] == [0, 0] + [0] * len(COMMANDS) + [2, 2, 2]
+    assert seen["codes"] == [0, 0] + [0] * len(COMMANDS) + [0] * len(TORCH_FREE) + [2, 2, 2]
     assert seen["loaded"] == []
 
 
@@ -117,19 +118,21 @@ REACHES_TORCH = {
     "params": ["params", "llama2-70b", "--check"],
     "prepare": ["prepare", "shakespeare", "--out", "{tmp}/p"],
     "train": ["train", "--preset", "tiny-gpt2", "--data", "{tmp}/d", "--out", "{tmp}/t"],
-    "eval": ["eval", "{tmp}/m", "--text", "{tmp}/x.txt"],
+    "eval": ["eval", "{tmp}/m", "--text", "ab"],
     "sample": ["sample", "{tmp}/m"],
     "convert": ["convert", "--from-hf", "{tmp}/m", "--out", "{tmp}/c"],
-    "heads": ["heads", "{tmp}/m"],
+    "heads": ["heads", "{tmp}/m", "--out", "{tmp}/h"],
     "lens": ["lens", "{tmp}/m", "--text", "ab"],
     "attribute": ["attribute", "{tmp}/m", "--text", "ab", "--target", "a"],
     "patch": ["patch", "{tmp}/m", "--clean", "ab", "--corrupt", "ac"],
     "lab": ["lab", "--runs", "{tmp}"],
 }
+# Commands that never load torch: `gptlab probe` only reads and clears the cache file.
+TORCH_FREE = {"probe": ["probe"]}
 
 
 def test_the_table_covers_every_command():
-    assert sorted(REACHES_TORCH) == sorted(COMMANDS)
+    assert sorted([*REACHES_TORCH, *TORCH_FREE]) == sorted(COMMANDS)
 
 
 def test_ctrl_c_during_a_commands_torch_import_is_one_line_and_exit_130(tmp_path):

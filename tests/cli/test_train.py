@@ -41,7 +41,7 @@ def test_init_from_bad_combinations_are_one_line(trained_run, tmp_path, capsys):
         (["--init-from", str(base_run), "--preset", "tiny-gpt2", "--data",
           str(play)], "drop --preset"),
         (["--init-from", str(tmp_path / "nowhere"), "--data", str(play)],
-         "directory not found"),
+         "no such run or model directory"),
     ]:
         code = main(["train", *argv, "--out", str(tmp_path / "run"), "--no-progress"])
         err = capsys.readouterr().err
@@ -122,12 +122,12 @@ def test_a_resume_changes_what_cannot_change_the_training_and_says_so(sharded, d
     code = main(["train", "--data", str(data_dir), "--out", str(run), "--resume",
                  "--weight-decay", "0.5", "--no-progress"])
     err = capsys.readouterr().err
-    assert code == 2 and "cannot change weight_decay" in err and err.count("\n") == 1
+    assert code == 2 and "cannot change --weight-decay" in err and err.count("\n") == 1
     # a smaller --max-iters than the run's step says so, whatever the warm-up
     code = main(["train", "--data", str(data_dir), "--out", str(run), "--resume",
                  "--max-iters", "1", "--no-progress"])
     err = capsys.readouterr().err
-    assert code == 2 and "is at step 4 already: max_iters 1 would end it before that" in err
+    assert code == 2 and "is at step 4 already: --max-iters 1 would end it before that" in err
 
 
 def test_a_train_config_file_with_a_short_length_trims_the_warmup(data_dir, tmp_path, capsys):

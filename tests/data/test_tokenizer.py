@@ -132,3 +132,32 @@ def test_load_tokenizer_errors(tmp_path, content, message):
         path.write_text(content)
     with pytest.raises(UsageError, match=message):
         load_tokenizer(path)
+
+
+def test_the_char_tokenizer_written_for_hugging_face_reads_back_as_itself(tmp_path):
+    """A model exported to Hugging Face and converted back carries the char tokenizer as a
+    word-level tokenizer.json; load_tokenizer knows it (GGUF export then takes it)."""
+    tok = CharTokenizer.from_text(UNICODE)
+    (tmp_path / "hf.json").write_text(tok.hf_json())
+    back = load_tokenizer(tmp_path / "hf.json")
+    assert isinstance(back, CharTokenizer) and back.chars == tok.chars
+    assert back.encode(UNICODE) == tok.encode(UNICODE)
+
+
+@pytest.mark.parametrize("change", [
+    lambda spec: spec["model"].update(unk_token="a"),  # a stand-in for unknown characters
+    lambda spec: spec.update(normalizer={"type": "Lowercase"}),
+    lambda spec: spec["model"]["vocab"].update({"ab": 99}),  # not one character
+    lambda spec: spec["model"]["vocab"].update({"a": 1, "b": 0}),  # not in code-point order
+])
+def test_another_word_level_tokenizer_stays_what_it_is(tmp_path, change):
+    spec = json.loads(CharTokenizer.from_text("abc").hf_json())
+    change(spec)
+    (tmp_path / "t.json").write_text(json.dumps(spec))
+    assert isinstance(load_tokenizer(tmp_path / "t.json"), HFTokenizer)
+
+
+def test_unknown_counts_the_characters_outside_the_vocabulary_in_order():
+    tok = CharTokenizer.from_text("abc ")
+    assert tok.unknown("a cab") == {}
+    assert tok.unknown("zebra zoo ÿ") == {"z": 2, "e": 1, "r": 1, "o": 2, "ÿ": 1}

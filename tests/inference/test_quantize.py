@@ -66,8 +66,10 @@ def test_fp32_linear_kernel_is_exactly_nn_linear():
 
 
 def fixed_timings(monkeypatch, timings, cache_dir):
-    """The probe's timings fixed, its cache fresh; returns the list of probed models."""
+    """The probe's timings fixed, its cache fresh, the machine quiet (load average 0);
+    returns the list of probed models."""
     monkeypatch.setenv("GPTLAB_CACHE", str(cache_dir))
+    monkeypatch.setattr(probe, "machine_load", lambda: 0.0)
     calls = []
 
     def fake(model, budget_s=0.3):
@@ -112,6 +114,20 @@ def test_probe_runs_once_per_machine_and_shape(monkeypatch, tmp_path):
     (tmp_path / probe.PROBES_FILE).write_text("{torn")  # a broken cache is probed again
     quantize.quantize(GPT(GPTConfig.from_preset("tiny-gpt2")), "auto")
     assert len(calls) == 3 and len(json.loads((tmp_path / probe.PROBES_FILE).read_text())) == 1
+
+
+def test_auto_on_timings_that_cannot_be_trusted_keeps_fp32(monkeypatch, tmp_path):
+    """Measured under load, int8 looked fastest: auto keeps the fastest fp32 kernel and
+    says why; a format asked for by name still gets its fastest kernel."""
+    calls = fixed_timings(monkeypatch, TIMINGS, tmp_path)
+    monkeypatch.setattr(probe, "cores", lambda: 2)
+    monkeypatch.setattr(probe, "machine_load", lambda: 4.0)
+    choice = quantize.quantize(GPT(GPTConfig.from_preset("tiny-gpt2")), "auto")
+    assert choice.kernel == "fp32/matmul_t" and not choice.cached
+    assert "load average 4.00 on 2 cores: not trusted, not cached" in choice.reason
+    assert quantize.quantize(GPT(GPTConfig.from_preset("tiny-gpt2")), "int8").kernel == (
+        "int8/bf16_input")
+    assert len(calls) == 2 and not (tmp_path / probe.PROBES_FILE).exists()
 
 
 def test_unavailable_format_and_bad_input(monkeypatch, tmp_path):

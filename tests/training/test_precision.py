@@ -22,9 +22,11 @@ CONFIG = GPTConfig.from_preset("tiny-gpt2")
 @pytest.fixture
 def probed(monkeypatch, tmp_path):
     """Sets the probe's timings (ms) and returns the list of measured configs; the cache
-    is fresh and GPTLAB_AUTO_DTYPE (which the suite sets) unset."""
+    is fresh, the machine quiet (load average 0) and GPTLAB_AUTO_DTYPE (which the suite
+    sets) unset."""
     monkeypatch.delenv(precision.OVERRIDE, raising=False)
     monkeypatch.setenv("GPTLAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(probe, "machine_load", lambda: 0.0)
     calls, timings = [], {}
 
     def fake(config, B, T, device):
@@ -65,6 +67,22 @@ def test_probed_once_per_machine_shape_and_batch(probed, tmp_path):
     # tokens per probe step are capped: a long context is probed at batch 1
     precision.resolve(GPTConfig.from_preset("tiny-gpt2", block_size=2048), 12, CPU)
     assert [(B, T) for _, B, T in calls] == [(12, 32), (3, 32), (1, 2048)]
+
+
+def test_a_probe_under_load_decides_nothing_and_says_so(probed, monkeypatch):
+    """bf16 at 7.73x fp32, measured while a test suite loaded the machine (load average
+    5.3 on 2 cores): float32 stays, the line says why, and the next run probes again."""
+    calls = probed(77.3, 10.0)
+    monkeypatch.setattr(probe, "cores", lambda: 2)
+    monkeypatch.setattr(probe, "machine_load", lambda: 5.3)
+    assert precision.resolve(CONFIG, 12, CPU) == ("float32", (
+        "dtype auto: float32 (bfloat16 autocast 7.73x float32 on this machine, probed now, "
+        "load average 5.30 on 2 cores: not trusted, not cached; bf16 needs 1.11x)"))
+    monkeypatch.setattr(probe, "machine_load", lambda: 0.3)
+    calls = probed(5.4, 10.0)  # quiet: bf16 is slower here
+    name, reason = precision.resolve(CONFIG, 12, CPU)
+    assert name == "float32" and "0.54x" in reason and "probed now;" in reason
+    assert len(calls) == 2 and "cached probe" in precision.resolve(CONFIG, 12, CPU)[1]
 
 
 def test_override_skips_the_probe(probed, monkeypatch):
@@ -135,6 +153,7 @@ def test_a_run_records_what_auto_meant(probed, tmp_path, capsys):
 def test_muon_dtype_is_probed_on_the_hidden_matrices(monkeypatch, tmp_path):
     monkeypatch.delenv(precision.OVERRIDE, raising=False)
     monkeypatch.setenv("GPTLAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(probe, "machine_load", lambda: 0.0)
     seen = []
 
     def fake(shapes, device):

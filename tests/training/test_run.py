@@ -218,7 +218,7 @@ def test_a_huge_learning_rate_says_what_works_and_the_resume_it_names_does(data_
     code, _, err = run_cli(capsys, "train", "--data", str(data_dir), "--out", str(run),
                            "--resume", "--max-iters", "8", "--learning-rate", "0.01",
                            "--no-progress")
-    assert code == 2 and "cannot change learning_rate" in err
+    assert code == 2 and "cannot change --learning-rate" in err
 
 
 def test_bf16_autocast_on_cpu(data_dir, tmp_path, tiny_model, tiny_train):
@@ -255,13 +255,15 @@ def test_cli_trains_from_preset_with_overrides(data_dir, tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--preset", "tiny-gpt2", "--data", "{tmp}/nodata"], "data directory not found"),
-    (["--preset", "tiny-gpt2", "--learning-rate", "-1"], "learning_rate must be > 0"),
-    (["--preset", "tiny-gpt2", "--batch-size", "0"], "batch_size must be an integer >= 1"),
+    # the CLI says the flags where the library names its parameters
+    (["--preset", "tiny-gpt2", "--learning-rate", "-1"], "--learning-rate must be > 0"),
+    (["--preset", "tiny-gpt2", "--batch-size", "0"], "--batch-size must be an integer >= 1"),
     (["--preset", "tiny-gpt2", "--max-iters", "5", "--warmup-iters", "9"],
-     "warmup_iters (9) must not exceed max_iters (5)"),
+     "--warmup-iters (9) must not exceed --max-iters (5)"),
     (["--preset", "nope"], "unknown preset 'nope'"),
     (["--preset", "tiny-gpt2", "--recipe", "nope"], "unknown recipe 'nope'"),
-    (["--preset", "tiny-gpt2", "--n-head", "3"], "n_embd (32) must be divisible by n_head (3)"),
+    (["--preset", "tiny-gpt2", "--n-head", "3"],
+     "--n-embd (32) must be divisible by --n-head (3)"),
     (["--resume"], "nothing to resume: run directory"),
     (["--resume", "--preset", "tiny-gpt2"], "--resume reads the model and training settings"),
     (["--data", "{data}"], "give --preset NAME, --config JSON or --init-from MODEL"),

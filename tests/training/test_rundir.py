@@ -158,7 +158,7 @@ def test_ctrl_c_in_a_real_process_at_its_first_file(data_dir, tmp_path, capsys):
     assert "stopped at step 0" in out and "Traceback" not in err
     args = ["train", "--data", str(data_dir), "--out", str(run), "--resume", "--no-progress"]
     assert main([*args, "--max-iters", "3", "--learning-rate", "0.5"]) == 2  # the run's own
-    assert "cannot change learning_rate" in capsys.readouterr().err
+    assert "cannot change --learning-rate" in capsys.readouterr().err
     assert main([*args, "--max-iters", "2"]) == 0  # max_iters may change
     assert rundir.load_checkpoint(run)["step"] == 2
 
@@ -363,7 +363,7 @@ def test_a_short_run_fits_the_recipes_warmup_in_train_and_demo(data_dir, tmp_pat
     assert main(["train", "--preset", "shakespeare-char-cpu", "--data", str(data_dir),
                  "--out", str(tmp_path / "r2"), "--max-iters", "5", "--warmup-iters", "100",
                  "--no-progress"]) == 2  # given explicitly: still refused
-    assert "warmup_iters (100) must not exceed max_iters (5)" in capsys.readouterr().err
+    assert "--warmup-iters (100) must not exceed --max-iters (5)" in capsys.readouterr().err
 
 
 # --- prepare never replaces what a run needs ------------------------------------------------

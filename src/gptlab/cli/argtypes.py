@@ -4,6 +4,7 @@ line naming the flag, exit 2."""
 from __future__ import annotations
 
 import argparse
+import math
 import re
 
 SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes an unsigned 64-bit seed
@@ -30,6 +31,18 @@ def int_in(low: int, high: int | None = None):
     return parse
 
 
+def finite_float(text: str) -> float:
+    """An argparse type: a float that is a finite number (1e400 is an overflow, not a
+    value; nan and inf are refused too)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
 def seed(text: str) -> int:
     try:
         value = int(text)
@@ -44,6 +57,13 @@ def unescape(text: str) -> str:
     r"""\n, \t, \r and \\ in text become a newline, a tab, a carriage return and one
     backslash; every other character, backslashes before anything else included, stays."""
     return re.sub(r"\\([ntr\\])", lambda m: ESCAPES[m.group(1)], text)
+
+
+def nonempty_escaped_text(text: str) -> str:
+    """escaped_text, refusing the empty string (a --stop '' would match everywhere)."""
+    if text == "":
+        raise argparse.ArgumentTypeError("must not be empty")
+    return escaped_text(text)
 
 
 def escaped_text(text: str) -> str:

@@ -10,7 +10,13 @@ from pathlib import Path
 from gptlab.cli import argtypes
 from gptlab.cli.argtypes import TOKEN_ID_PREFIX
 from gptlab.cli.outdir import check_out_dir
-from gptlab.cli.tokeninput import encode_text, token_id, token_labels
+from gptlab.cli.tokeninput import (
+    add_text_options,
+    encode_text,
+    input_texts,
+    token_id,
+    token_labels,
+)
 from gptlab.errors import UsageError
 from gptlab.files.atomic import atomic_write_text
 from gptlab.plots import save_attribution_bars
@@ -28,11 +34,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "with the final norm's scale frozen at its value in this run (as "
             "TransformerLens's logit_attrs). The parts sum to the model's logit (difference)."
         ),
+        examples=[
+            "gptlab attribute runs/demo --text 'ROMEO:' --target '\\n'",
+            "gptlab attribute runs/demo --text 'the king' --target s --versus id:0 "
+            "--out runs/demo/attr",
+        ],
     )
-    p.add_argument("run_dir", metavar="RUN", help="anything gptlab.load takes: a run or model "
-                   "directory, a Hugging Face directory or hub name")
-    p.add_argument("--text", required=True, type=argtypes.escaped_text, metavar="TEXT",
-                   help="the input (\\n, \\t escapes understood)")
+    p.add_argument("run_dir", metavar="MODEL", help="anything gptlab.load takes: a run or "
+                   "model directory, a Hugging Face directory or hub name")
+    text = p.add_mutually_exclusive_group(required=True)
+    add_text_options(text)
     p.add_argument("--target", required=True, type=argtypes.escaped_text, metavar="TOKEN",
                    help=f"the token whose logit to split: its text (one token) or "
                         f"{TOKEN_ID_PREFIX}N")
@@ -52,9 +63,11 @@ def run(args: argparse.Namespace) -> int:
     from gptlab.interp.attribution import logit_attribution
     from gptlab.loading import load
 
+    (label, text), = input_texts(args)
+    flag = "--text" if args.text is not None else f"--text-file {label}"
     model, tokenizer = load(args.run_dir)
     vocab = model.config.vocab_size
-    idx = encode_text(tokenizer, args.text, model.config.block_size, "--text")
+    idx = encode_text(tokenizer, text, model.config.block_size, flag)
     target = token_id(tokenizer, args.target, vocab, "--target")
     versus = None if args.versus is None else token_id(tokenizer, args.versus, vocab, "--versus")
     if versus == target:
@@ -67,8 +80,9 @@ def run(args: argparse.Namespace) -> int:
     values = [float(v) for v in result.values[:, 0]]
     names = token_labels(tokenizer, [target] + ([versus] if versus is not None else []))
     what = f"logit({names[0]})" + (f" - logit({names[1]})" if versus is not None else "")
-    after = token_labels(tokenizer, idx[0, : result.position + 1].tolist())
-    print(f"{what} after {''.join(after)!r} (position {result.position}): "
+    # the text as typed (its escapes shown once, as --text takes them), up to the position
+    after = tokenizer.decode(idx[0, : result.position + 1].tolist())
+    print(f"{what} after {after!r} (position {result.position}): "
           f"{float(result.total[0]):.4f}")
     print(f"sum of the parts: {sum(values):.4f}")
     print()

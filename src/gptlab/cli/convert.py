@@ -34,6 +34,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "converted directory) and its tokenizer -> one GGUF file llama.cpp runs (Llama or "
             f"GPT-2 architecture, byte-level BPE or char tokenizer). Needs `{GGUF_HINT}`."
         ),
+        examples=[
+            "gptlab convert --from-hf openai-community/gpt2 --out runs/gpt2",
+            "gptlab convert --to-hf runs/demo --out runs/demo-hf",
+            "gptlab convert --to-gguf runs/tiny-llama --out tiny-llama.gguf --dtype q8_0",
+        ],
     )
     direction = p.add_mutually_exclusive_group(required=True)
     direction.add_argument("--from-hf", metavar="HF_DIR_OR_NAME",
@@ -44,8 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                 "for llama.cpp (--out FILE.gguf)")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="directory to write (with --to-gguf: the .gguf file)")
-    p.add_argument("--dtype", choices=GGUF_DTYPES, default="f32",
-                   help="--to-gguf weight type (default f32; f16, q8_0 keep vectors f32)")
+    p.add_argument("--dtype", choices=GGUF_DTYPES,
+                   help="--to-gguf only: the weight type (default f32; f16, q8_0 keep "
+                        "vectors f32)")
     p.add_argument("--force", action="store_true",
                    help="replace a model (--from-hf) or an export (--to-hf) already in --out, "
                         "or the --to-gguf file; never another kind of folder")
@@ -55,7 +61,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if args.to_gguf is not None:
-        return convert_to_gguf(args.to_gguf, out, args.dtype, args.force)
+        return convert_to_gguf(args.to_gguf, out, args.dtype or GGUF_DTYPES[0], args.force)
+    if args.dtype is not None:  # HF files keep the model's own dtype: nothing to choose
+        raise UsageError(f"--dtype {args.dtype} applies to --to-gguf only (--to-hf and "
+                         f"--from-hf write float32 weights)")
     # Before any work: a model (--from-hf) or an export (--to-hf), never another kind.
     kinds.claim(out, kinds.MODEL if args.from_hf is not None else kinds.EXPORT,
                 force=args.force)

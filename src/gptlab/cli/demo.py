@@ -33,6 +33,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             f"({PRESET}) into --out with a progress bar, write its loss curve, and print a "
             "sample."
         ),
+        examples=[
+            "gptlab demo",
+            "gptlab demo --max-iters 500 --no-progress",
+            "gptlab demo --data runs/demo-data --out runs/demo-2 --seed 1",
+        ],
     )
     p.add_argument("--data", default="runs/demo-data", metavar="DATA_DIR",
                    help="where the prepared corpus goes (default runs/demo-data)")
@@ -41,7 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "there is replaced, any other run only with --force")
     p.add_argument("--max-iters", type=argtypes.int_in(1), default=DEMO_ITERS, metavar="N",
                    help=f"training steps (default {DEMO_ITERS})")
-    p.add_argument("--seed", type=int, default=1337, metavar="S")
+    p.add_argument("--seed", type=argtypes.seed, default=1337, metavar="S",
+                   help="seed of the weights, batches and the sample (default 1337)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--force", action="store_true",
                    help="replace a run in RUN_DIR that gptlab train wrote (never another kind "

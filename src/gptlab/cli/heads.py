@@ -12,11 +12,9 @@ from typing import TYPE_CHECKING
 from gptlab import plots
 from gptlab.cli import argtypes
 from gptlab.cli.outdir import check_out_dir
-from gptlab.cli.tokeninput import token_labels
-from gptlab.data.text import read_text
+from gptlab.cli.tokeninput import add_text_options, input_texts, legacy_notice, token_labels
 from gptlab.errors import UsageError
 from gptlab.files.atomic import atomic_write_text
-from gptlab.files.kinds import TOKENIZER_FILE
 from gptlab.interp.head_kinds import ABLATION_MODES, SCORE_NAMES
 
 if TYPE_CHECKING:
@@ -32,37 +30,49 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "heads",
         help="find previous-token, duplicate-token and induction heads",
         description=(
-            "Score every attention head of the model in RUN_DIR as TransformerLens's head "
-            "detector does (the share of its attention on the previous token, on earlier "
-            "copies of the current token, and on the token after such a copy), measure how "
-            "much the loss rises when the head is ablated, and write heatmaps of the "
-            "strongest heads' attention patterns. Without --text the input is random tokens "
+            "Score every attention head of MODEL as TransformerLens's head detector does "
+            "(the share of its attention on the previous token, on earlier copies of the "
+            "current token, and on the token after such a copy), measure how much the loss "
+            "rises when the head is ablated, and write heatmaps of the strongest heads' "
+            "attention patterns. Without --text or --text-file the input is random tokens "
             "repeated twice, where induction heads show clearly."
         ),
+        examples=[
+            "gptlab heads runs/demo",
+            "gptlab heads runs/demo --text-file play.txt --ablate mean --out heads-play",
+            "gptlab heads runs/demo --text 'to be or not to be' --top 1",
+        ],
     )
-    p.add_argument("run_dir", metavar="RUN_DIR",
-                   help="a model directory (config.json, model.safetensors, tokenizer.json)")
-    p.add_argument("--text", metavar="FILE",
-                   help="a UTF-8 text file to analyse (at most the model's context in tokens)")
+    p.add_argument("run_dir", metavar="MODEL", help="anything gptlab.load takes: a run or "
+                   "model directory, a Hugging Face directory or hub name")
+    text = p.add_mutually_exclusive_group()
+    add_text_options(text, what="text to analyse (at most the model's context in tokens)")
     p.add_argument("--out", metavar="DIR", help="where to write the PNGs and scores.json "
-                   "(default: RUN_DIR/heads)")
+                   "(default: MODEL/heads when MODEL is a local directory)")
     p.add_argument("--top", type=argtypes.int_in(0), default=3, metavar="N",
                    help="draw the N strongest heads' patterns (default 3; 0 for none)")
     p.add_argument("--ablate", choices=ABLATION_MODES, default="zero",
                    help="zero (default): the head's output is zeroed; mean: replaced by its "
                         "mean over the input")
-    p.add_argument("--seq-len", type=int, metavar="N", help="random tokens per half without "
-                   f"--text (default: {DEFAULT_SEQ_LEN} or half the context, the smaller)")
+    p.add_argument("--seq-len", type=argtypes.int_in(2), metavar="N",
+                   help="random tokens per half without --text (default: "
+                        f"{DEFAULT_SEQ_LEN} or half the context, the smaller)")
     p.add_argument("--seed", type=argtypes.seed, default=0, metavar="S",
                    help="seed for the random tokens without --text (default 0)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run_dir)
+    if args.out is None and not run_dir.is_dir():
+        raise UsageError(f"{args.run_dir} is not a local directory, so there is no "
+                         f"{args.run_dir}/heads to write into: give --out DIR")
+    out = Path(args.out) if args.out is not None else run_dir / "heads"
+    check_out_dir(out)  # before the scoring and ablations, not after
+    inputs = input_texts(args, legacy_files=True)
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
     import torch
 
-    from gptlab.files import model_dir
     from gptlab.interp.heads import (
         ablation_deltas,
         chance_scores,
@@ -71,18 +81,15 @@ def run(args: argparse.Namespace) -> int:
         per_token_loss,
     )
     from gptlab.interp.hooks import capture_attention
+    from gptlab.loading import load
 
-    run_dir = Path(args.run_dir)
-    model = model_dir.load_model(run_dir)
+    # random tokens need no tokenizer (heatmap labels fall back to ids); a text does
+    model, tokenizer = load(args.run_dir, require_tokenizer=bool(inputs))
     config = model.config
-    out = Path(args.out) if args.out is not None else run_dir / "heads"
-    check_out_dir(out)  # before the scoring and ablations, not after
-    tokenizer = None  # random tokens need none; heatmap labels fall back to ids
-    if args.text is not None or (run_dir / TOKENIZER_FILE).is_file():
-        tokenizer = model_dir.load_tokenizer_of(run_dir)
 
-    if args.text is not None:
-        ids, described = _text_tokens(args.text, tokenizer, config.block_size)
+    if inputs:
+        (label, text), = inputs
+        ids, described = _text_tokens(label, text, tokenizer, config.block_size)
         idx = torch.tensor([ids])
         losses = per_token_loss(model, idx).mean(dim=0)  # (T-1,)
         scores = head_scores(model, idx)
@@ -116,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"strongest: layer {layer} head {head}: {SHORT[name]} "
               f"{float(scores[name][layer, head]):.3f} ({ratio:.1f}x chance)")
     print(f"wrote {out}/: {', '.join(written)}")
+    legacy_notice(args, "gptlab heads")
     return 0
 
 
@@ -177,17 +185,16 @@ def _write_outputs(out, patterns, idx, tokenizer, scores, chance, deltas, strong
     return written
 
 
-def _text_tokens(path: str, tokenizer, block_size: int) -> tuple[list[int], str]:
-    text = read_text(path)
+def _text_tokens(label: str, text: str, tokenizer, block_size: int) -> tuple[list[int], str]:
     if not text:
-        raise UsageError(f"{path} is empty: give some text to analyse")
+        raise UsageError(f"{label} is empty: give some text to analyse")
     ids = tokenizer.encode(text)
     if len(ids) < 2:
-        raise UsageError(f"{path} gives {len(ids)} token(s); the scores need at least 2")
+        raise UsageError(f"{label} gives {len(ids)} token(s); the scores need at least 2")
     if len(ids) > block_size:
-        raise UsageError(f"{path} is {len(ids)} tokens, longer than the model's context of "
+        raise UsageError(f"{label} is {len(ids)} tokens, longer than the model's context of "
                          f"{block_size}; shorten it")
-    return ids, f"{path}, {len(ids)} tokens"
+    return ids, f"{label}, {len(ids)} tokens"
 
 
 def _seq_len(requested: int | None, block_size: int) -> int:

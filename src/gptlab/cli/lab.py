@@ -18,10 +18,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "It works offline; every number on it is computed by gptlab. Runs (folders with "
             "config.json, model.safetensors, tokenizer.json) are read from --runs."
         ),
+        examples=[
+            "gptlab lab",
+            "gptlab lab --runs runs --port 8080",
+            "gptlab lab --host 0.0.0.0 --port 8000",
+        ],
     )
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=argtypes.int_in(1, 65535), default=8000,
+    p.add_argument("--port", type=argtypes.int_in(1, 65535), default=8000, metavar="PORT",
                    help="port (default 8000)")
     p.add_argument("--runs", default="runs", metavar="DIR",
                    help="folder of training runs the lab may open (default ./runs)")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from gptlab.cli import argtypes
 from gptlab.cli.outdir import check_out_dir
-from gptlab.cli.tokeninput import encode_text, token_labels
+from gptlab.cli.tokeninput import add_text_options, encode_text, input_texts, token_labels
 from gptlab.files.atomic import atomic_write_text
 from gptlab.plots import save_lens_grid
 
@@ -26,14 +26,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Read the residual stream after each block through the model's final norm and "
             "unembedding (the logit lens), and print, per depth and position, the likeliest "
-            "next token and its probability, then the probability each depth gives the token "
-            "that actually comes next. The last row is the model's own prediction."
+            "next token and its probability, then, in the same columns, the probability "
+            "each depth gives the token that actually comes next. The last row is the "
+            "model's own prediction."
         ),
+        examples=[
+            "gptlab lens runs/demo --text 'ROMEO:\\nWhat'",
+            "gptlab lens runs/demo --text-file line.txt --last 20 --out runs/demo/lens",
+        ],
     )
-    p.add_argument("run_dir", metavar="RUN", help="anything gptlab.load takes: a run or model "
-                   "directory, a Hugging Face directory or hub name")
-    p.add_argument("--text", required=True, type=argtypes.escaped_text, metavar="TEXT",
-                   help="the input (\\n, \\t escapes understood)")
+    p.add_argument("run_dir", metavar="MODEL", help="anything gptlab.load takes: a run or "
+                   "model directory, a Hugging Face directory or hub name")
+    text = p.add_mutually_exclusive_group(required=True)
+    add_text_options(text)
     p.add_argument("--last", type=argtypes.int_in(1), default=10, metavar="N",
                    help="print the last N positions (default 10; the PNG and JSON have all)")
     p.add_argument("--top", type=argtypes.int_in(1, 100), default=5, metavar="K",
@@ -45,12 +50,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_out_dir(args.out)
+    (label, text), = input_texts(args)
+    flag = "--text" if args.text is not None else f"--text-file {label}"
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
     from gptlab.interp import lens
     from gptlab.loading import load
 
     model, tokenizer = load(args.run_dir)
-    idx = encode_text(tokenizer, args.text, model.config.block_size, "--text")
+    idx = encode_text(tokenizer, text, model.config.block_size, flag)
     logits = lens.logit_lens(model, idx)  # (rows, 1, T, vocab)
     probs, ids = lens.top_tokens(logits[:, 0], args.top)  # (rows, T, k)
     following = lens.next_token_probs(logits, idx)[:, 0]  # (rows, T - 1)
@@ -62,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     print(format_grid(rows, inputs, tops, probs[..., 0], args.last))
     if idx.shape[1] > 1:
         print()
-        print("probability of the actual next token, by depth:")
+        print("probability of the actual next token, by depth (the same positions):")
         print(format_following(rows, inputs, following, args.last))
     if args.out is not None:
         out = Path(args.out)
@@ -95,13 +102,16 @@ def format_grid(rows: list[str], inputs: list[str], tops: list[list[str]],
 
 def format_following(rows: list[str], inputs: list[str], following: Tensor,
                      last: int) -> str:
-    """following (rows, T - 1): column t is the probability of inputs[t + 1] after t."""
+    """following (rows, T - 1): the probability of inputs[t + 1] after position t, printed
+    in position t's column, the columns of format_grid (the last position has no next
+    token: '-')."""
     T = len(inputs)
-    start = max(0, T - 1 - last)
-    header = f"{'':>8} " + " ".join(f"{_cell('->' + inputs[t + 1]):>{CELL}}"
-                                    for t in range(start, T - 1))
-    lines = [header]
+    positions = range(max(0, T - last), T)
+    header = f"{'':>8} " + " ".join(
+        f"{_cell('->' + inputs[t + 1]) if t + 1 < T else '':>{CELL}}" for t in positions)
+    lines = [header.rstrip()]
     for r, name in enumerate(rows):
-        lines.append(f"{name:>8} " + " ".join(f"{float(following[r, t]):>{CELL}.3f}"
-                                              for t in range(start, T - 1)))
+        lines.append(f"{name:>8} " + " ".join(
+            f"{float(following[r, t]):>{CELL}.3f}" if t + 1 < T else f"{'-':>{CELL}}"
+            for t in positions))
     return "\n".join(lines)

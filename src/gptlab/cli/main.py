@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import io
+import re
 import sys
 from collections.abc import Callable, Sequence
 
@@ -27,11 +28,24 @@ from gptlab.files.atomic import is_bad_path
 
 # Order is the order `gptlab --help` lists them in.
 COMMANDS = ["demo", "params", "prepare", "train", "eval", "sample", "convert", "heads", "lens",
-            "attribute", "patch", "lab"]
+            "attribute", "patch", "lab", "probe"]
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 
 
 class Parser(argparse.ArgumentParser):
+    """argparse's parser with one-line errors and, at the end of --help, `examples`:
+    commands shown as they are typed (tests/cli/test_main.py parses each one)."""
+
+    def __init__(self, *args, examples: Sequence[str] = (), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.examples = list(examples)
+
+    def format_help(self) -> str:
+        text = super().format_help()
+        if self.examples:  # as typed: not re-wrapped as the description is
+            text += "\nexamples:\n" + "".join(f"  {line}\n" for line in self.examples)
+        return text
+
     def error(self, message: str) -> None:  # one line, exit 2, as for every other bad input
         self.exit(2, f"{self.prog}: error: {_one_line(message)}\n")
 
@@ -65,23 +79,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             # back ("wrote ...", an error naming it) must not raise UnicodeEncodeError.
             if isinstance(stream, io.TextIOWrapper):
                 stream.reconfigure(errors="backslashreplace")
+        parser = build_parser()
         try:
-            args = build_parser().parse_args(argv)
+            args = parser.parse_args(argv)
         except SystemExit as exc:  # --help, --version (0) or a usage error (2), printed
             return exc.code if isinstance(exc.code, int) else 2
-        return run_command(args.func, args, f"gptlab {args.command}")
+        return run_command(args.func, args, f"gptlab {args.command}",
+                           flags=setting_flags(subcommand(parser, args.command)))
     except KeyboardInterrupt:
         return _interrupted()
 
 
 def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace,
-                prog: str) -> int:
+                prog: str, flags: dict[str, str] | None = None) -> int:
     """func(args)'s exit code, with every failure it may raise, the Ctrl-C during its own
-    imports included, turned into one line on stderr (prog: error: ...) and its exit code."""
+    imports included, turned into one line on stderr (prog: error: ...) and its exit code.
+    The library names its parameters (learning_rate); `flags` maps those the command has
+    flags for to the flags (--learning-rate), which the message then says instead."""
     try:
         return int(func(args) or 0)
     except GptlabError as exc:
-        _error(prog, exc)
+        _error(prog, as_flags(str(exc), flags or {}))
         return exc.exit_code
     except KeyboardInterrupt:
         return _interrupted()
@@ -91,6 +109,54 @@ def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse
         where = f"{exc.filename}: " if exc.filename is not None else ""
         _error(prog, f"{where}{exc.strerror or exc}")
         return 2 if is_bad_path(exc) else 1
+
+
+def subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of one subcommand."""
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return commands.choices[name]
+
+
+def setting_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """{parameter name: flag} for each of parser's --options, the name in the library's
+    spelling (learning_rate: --learning-rate; --no-X options left out)."""
+    flags = {}
+    for action in parser._actions:
+        for option in action.option_strings:
+            name = option.lstrip("-").replace("-", "_")
+            if option.startswith("--") and not name.startswith("no_"):
+                flags.setdefault(name, option)
+    return flags
+
+
+def as_flags(message: str, flags: dict[str, str]) -> str:
+    """message with the parameter names in `flags` written as their flags: a name with an
+    underscore wherever it stands as a word of its own (not inside a path, a file name or
+    another name); a one-word name (temperature, device) where it opens the message as its
+    subject ("temperature must be ...") or stands in a list of names ("max_iters, device,
+    tp"), being a plain word elsewhere."""
+    snake = sorted((re.escape(n) for n in flags if "_" in n), key=len, reverse=True)
+    if snake:
+        message = re.sub(rf"(?<![\w./-])({'|'.join(snake)})(?![\w/-]|\.\w)",
+                         lambda m: flags[m.group(1)], message)
+    first, _, rest = message.partition(" ")
+    if first in flags and "_" not in first and rest.startswith("must "):
+        message = f"{flags[first]} {rest}"
+    return NAME_LIST.sub(lambda m: _list_as_flags(m.group(0), flags), message)
+
+
+# Two or more comma-separated words or flags: a list of names, perhaps ("a, b or c").
+NAME_LIST = re.compile(r"(?<![\w-])[\w-]+(?:, (?:and |or )?[\w-]+)+(?:,? (?:and|or) [\w-]+)?")
+
+
+def _list_as_flags(items: str, flags: dict[str, str]) -> str:
+    """A list whose every item is a parameter or one of its flags, written as flags."""
+    words = re.findall(r"[\w-]+", items)
+    names = [w for w in words if w not in ("and", "or")]
+    known = set(flags) | set(flags.values())
+    if not all(w in known for w in names) or not any(w.startswith("--") for w in names):
+        return items  # not (only) names, or no name of it said as a flag already
+    return re.sub(r"[\w-]+", lambda m: flags.get(m.group(0), m.group(0)), items)
 
 
 def _interrupted() -> int:

@@ -35,11 +35,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "clean-minus-corrupt gap it restores (1 = all of it). The two texts must be the "
             "same number of tokens so positions line up."
         ),
+        examples=[
+            "gptlab patch runs/induction --clean 'xQ7mKp2vRzxQ7mKp' --corrupt "
+            "'xQ7mKpWvRzxQ7mKp' --out runs/induction/patch",
+            "gptlab patch runs/demo --clean 'ROMEO:' --corrupt 'JULIET' --metric prob "
+            "--sweep head",
+        ],
     )
-    p.add_argument("run_dir", metavar="RUN", help="anything gptlab.load takes: a run or model "
-                   "directory, a Hugging Face directory or hub name")
-    p.add_argument("--clean", required=True, type=argtypes.escaped_text, metavar="TEXT")
-    p.add_argument("--corrupt", required=True, type=argtypes.escaped_text, metavar="TEXT")
+    p.add_argument("run_dir", metavar="MODEL", help="anything gptlab.load takes: a run or "
+                   "model directory, a Hugging Face directory or hub name")
+    p.add_argument("--clean", required=True, type=argtypes.escaped_text, metavar="TEXT",
+                   help="the text whose activations are patched in (\\n, \\t, \\r, \\\\ "
+                        "escapes understood)")
+    p.add_argument("--corrupt", required=True, type=argtypes.escaped_text, metavar="TEXT",
+                   help="the text run with them, as many tokens as --clean")
     p.add_argument("--metric", choices=METRICS, default="logit-diff",
                    help="logit-diff (default): logit(target) - logit(versus); logit: "
                         "logit(target); prob: the probability of target")

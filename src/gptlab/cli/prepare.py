@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gptlab.cli import argtypes
 from gptlab.data import corpus, download
 from gptlab.data.text import read_text
 from gptlab.errors import UsageError
@@ -38,6 +39,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "tokenizer.json and meta.json. Give exactly one source: a NAME "
             f"({', '.join(SOURCES)}), --input PATH or --url URL."
         ),
+        examples=[
+            "gptlab prepare shakespeare --out data/shakespeare",
+            "gptlab prepare --input input.txt --tokenizer bpe --vocab-size 1024 --out data/tiny",
+            "gptlab prepare --input play.txt --tokenizer runs/demo/tokenizer.json --out data/play",
+        ],
     )
     p.add_argument("name", nargs="?", metavar="NAME",
                    help="shakespeare (embedded, offline) or tinyshakespeare (downloaded)")
@@ -49,12 +55,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "or an existing tokenizer.json")
     p.add_argument("--vocab-size", type=int, metavar="N",
                    help=f"vocabulary size for --tokenizer bpe (default {DEFAULT_BPE_VOCAB})")
-    p.add_argument("--val-fraction", type=float, default=0.1, metavar="F",
+    p.add_argument("--val-fraction", type=argtypes.finite_float, default=0.1, metavar="F",
                    help="last fraction of the text kept for validation (default 0.1)")
-    p.add_argument("--out", required=True, metavar="DATA_DIR", help="directory to write")
+    p.add_argument("--out", required=True, metavar="DATA_DIR",
+                   help="the data directory to write (train.bin, val.bin, tokenizer.json, "
+                        "meta.json)")
     p.add_argument("--force", action="store_true",
                    help="replace a data directory made with another tokenizer (never "
                         "another kind of folder)")
+    p.add_argument("--drop-unknown", action="store_true",
+                   help="with a character tokenizer.json: leave out the text's characters it "
+                        "has no token for (by default they are refused, listed)")
     p.set_defaults(func=run)
 
 
@@ -63,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--val-fraction must be between 0 and 1 (exclusive), got {args.val_fraction}"
         )
+    if args.drop_unknown and args.tokenizer == "bpe":
+        raise UsageError("--drop-unknown is for a character tokenizer.json; byte-level BPE "
+                         "encodes every character")
     # before a download or BPE training, not after
     kinds.claim(args.out, kinds.DATA, force=args.force)
     # start-up time: numpy and tokenizers load when a corpus is prepared, not at parsing
@@ -70,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
     text, source = load_source(args.name, args.input, args.url)
     tokenizer = make_tokenizer(args.tokenizer, args.vocab_size, text)
+    text, dropped = known_characters(text, source, tokenizer, args.drop_unknown)
     if not args.force:
         try:
             check_replaceable(Path(args.out), tokenizer)
@@ -82,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
         f"{meta['val_tokens']:,} val tokens ({meta['tokenizer']} tokenizer, "
         f"vocab {meta['vocab_size']:,}, {meta['dtype']})"
     )
+    if dropped:
+        print(f"left out {dropped} (--drop-unknown)")
     print(f"wrote {Path(args.out)}/: train.bin val.bin tokenizer.json meta.json")
     return 0
 
@@ -115,3 +132,25 @@ def make_tokenizer(spec: str, vocab_size: int | None, text: str) -> Tokenizer:
             raise UsageError("the corpus is empty (or only whitespace)")
         return HFTokenizer.train_bpe(text, DEFAULT_BPE_VOCAB if vocab_size is None else vocab_size)
     return load_tokenizer(spec)
+
+
+def known_characters(text: str, source: str, tokenizer: Tokenizer, drop: bool
+                     ) -> tuple[str, str]:
+    """(text, what was left out of it: '' for nothing). A character tokenizer has no
+    unknown token (a model cannot learn a new symbol by fine-tuning, and a silent stand-in
+    would hide the loss), so characters it has no token for are refused, listed, or with
+    drop left out."""
+    unknown = tokenizer.unknown(text) if tokenizer.kind == "char" else {}
+    if not unknown:
+        return text, ""
+    listed = ", ".join(f"{c!r} x{n:,}" for c, n in list(unknown.items())[:10])
+    more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+    total = sum(unknown.values())
+    if not drop:
+        raise UsageError(
+            f"{source} has {len(unknown)} character(s) the char tokenizer "
+            f"({tokenizer.vocab_size} symbols) has no token for: {listed}{more}; it has no "
+            f"unknown token and a model cannot learn a new symbol: replace them in the text, "
+            f"or pass --drop-unknown to leave out these {total:,} characters")
+    return (text.translate(dict.fromkeys(map(ord, unknown))),
+            f"{total:,} characters the tokenizer has no token for: {listed}{more}")

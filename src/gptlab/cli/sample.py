@@ -26,23 +26,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "In --prompt and --stop, \\n, \\t, \\r and \\\\ stand for a newline, a tab, "
             "a carriage return and a backslash; other backslashes are kept as typed."
         ),
+        examples=[
+            "gptlab sample runs/demo --prompt 'ROMEO:' --seed 1",
+            "gptlab sample runs/demo/best --greedy --max-new-tokens 50 --stop '\\n\\n'",
+            "gptlab sample openai-community/gpt2 --prompt 'Hello' --top-p 0.9 --weights auto",
+        ],
     )
-    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="anything gptlab.load takes: a run or "
+                   "model directory, RUN/best, a Hugging Face directory or hub name")
     p.add_argument("--prompt", type=argtypes.escaped_text, metavar="TEXT",
                    help="text to continue (default: a newline, or the vocabulary's first "
                         "token if it has no newline); a prompt longer than the context is "
                         "cropped from the left, with a warning")
-    p.add_argument("--max-new-tokens", type=int, default=500, metavar="N")
-    p.add_argument("--temperature", type=float, default=0.8, metavar="T",
+    p.add_argument("--max-new-tokens", type=argtypes.int_in(0), default=500, metavar="N",
+                   help="tokens to generate (default 500)")
+    p.add_argument("--temperature", type=argtypes.finite_float, default=0.8, metavar="TEMP",
                    help="below 1 sharper, above 1 flatter (default 0.8; 0 means greedy)")
     p.add_argument("--top-k", type=int, metavar="K", help="sample from the K likeliest tokens")
-    p.add_argument("--top-p", type=float, metavar="P",
+    p.add_argument("--top-p", type=argtypes.finite_float, metavar="P",
                    help="sample from the smallest set of tokens with probability >= P")
     p.add_argument("--greedy", action="store_true", help="always the likeliest token")
     p.add_argument("--seed", type=argtypes.seed, metavar="S",
                    help="make the samples reproducible (0 to 2**64 - 1)")
-    p.add_argument("--num-samples", type=int, default=1, metavar="N")
-    p.add_argument("--stop", type=argtypes.escaped_text, action="append", default=[], metavar="STR",
+    p.add_argument("--num-samples", type=argtypes.int_in(1), default=1, metavar="N",
+                   help="samples to draw (default 1)")
+    p.add_argument("--stop", type=argtypes.nonempty_escaped_text, action="append", default=[],
+                   metavar="STR",
                    help="end a sample where STR appears (not printed); repeat for several")
     p.add_argument("--no-prompt", action="store_true",
                    help="print only the generated text, not the prompt before it")
@@ -58,10 +67,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.max_new_tokens < 0:
-        raise UsageError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
-    if args.num_samples < 1:
-        raise UsageError(f"--num-samples must be >= 1, got {args.num_samples}")
     if args.prompt == "":
         raise UsageError("the prompt is empty: give at least one character")
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it

@@ -7,6 +7,7 @@ import dataclasses
 import typing
 from pathlib import Path
 
+from gptlab.cli import argtypes
 from gptlab.errors import GptlabError, UsageError
 from gptlab.files.atomic import read_json_object
 from gptlab.model.config import GPTConfig
@@ -17,6 +18,15 @@ from gptlab.training.recipes import RECIPES
 # Model fields a flag may override (the rest belong in a --config file).
 MODEL_FLAGS = {"n_layer": int, "n_head": int, "n_kv_head": int, "n_embd": int,
                "block_size": int, "ffn_hidden": int, "dropout": float}
+
+
+# Placeholders that say what a value is where the setting's last word does not.
+METAVARS = {"learning_rate": "LR", "min_lr": "LR", "muon_lr": "LR", "dropout": "P"}
+
+
+def _argtype(kind: type):
+    """The argparse type of a setting: a float must be a finite number (1e400 is not)."""
+    return argtypes.finite_float if kind is float else kind
 
 
 def _flag(name: str) -> str:
@@ -49,6 +59,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "from random weights. Runs under torchrun too (DistributedDataParallel, or FSDP2 / "
             "tensor parallel with --parallel)."
         ),
+        examples=[
+            "gptlab train --preset shakespeare-char-cpu --data data/tiny --out runs/sc",
+            "gptlab train --data data/tiny --out runs/sc --resume --max-iters 4000",
+            "gptlab train --init-from runs/demo --data data/play --out runs/play "
+            "--max-iters 300 --learning-rate 2e-4 --min-lr 2e-5",
+        ],
     )
     src = p.add_mutually_exclusive_group()
     src.add_argument("--preset", metavar="NAME", help=f"one of: {', '.join(PRESETS)}")
@@ -56,8 +72,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--recipe", metavar="NAME",
                    help=f"named training settings: {', '.join(RECIPES)}")
     p.add_argument("--train-config", metavar="JSON", help="training settings file (train.json)")
-    p.add_argument("--data", required=True, metavar="DATA_DIR")
-    p.add_argument("--out", required=True, metavar="RUN_DIR")
+    p.add_argument("--data", required=True, metavar="DATA_DIR",
+                   help="a data directory from `gptlab prepare`")
+    p.add_argument("--out", required=True, metavar="RUN_DIR",
+                   help="the run directory to write (with --resume: the run to continue)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in RUN_DIR from its last checkpoint; only what "
                         "cannot change what is trained may change (--max-iters, --device, "
@@ -71,7 +89,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     model = p.add_argument_group("model overrides")
     for name, kind in MODEL_FLAGS.items():
-        model.add_argument(_flag(name), type=kind, dest=f"model_{name}", metavar="N")
+        model.add_argument(_flag(name), type=_argtype(kind), dest=f"model_{name}",
+                           metavar=METAVARS.get(name, "N"))
     model.add_argument("--bias", action=argparse.BooleanOptionalAction, dest="model_bias",
                        help="biases in linear layers and norms")
     settings = p.add_argument_group("training settings (see train.json)")
@@ -80,8 +99,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             settings.add_argument(_flag(name), action=argparse.BooleanOptionalAction,
                                   dest=f"train_{name}", help=help)
         else:
-            settings.add_argument(_flag(name), type=kind, dest=f"train_{name}",
-                                  metavar=name.split("_")[-1].upper(), help=help)
+            settings.add_argument(_flag(name), type=_argtype(kind), dest=f"train_{name}",
+                                  metavar=METAVARS.get(name, name.split("_")[-1].upper()),
+                                  help=help)
     p.set_defaults(func=run)
 
 

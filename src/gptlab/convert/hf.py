@@ -205,26 +205,42 @@ def _heads_grouped(qkv: Tensor, n_head: int) -> Tensor:
 # ----------------------------------------------------------------------------- files
 
 
-def resolve_hf_dir(name_or_dir: str | os.PathLike[str], cache_dir: str | Path | None = None
-                   ) -> Path:
+# A hub model's id: `name` or `org/name`, of letters, digits, '-', '_' and '.'.
+HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?", re.ASCII)
+
+
+def is_hub_name(name: str) -> bool:
+    """Whether `name`, which is no local file or directory, may name a Hugging Face hub
+    model: a bare `name` or `org/name`, whose org is not a local folder (`runs/scc`, with
+    runs/ here, is a mistyped path, not a model of a user called runs)."""
+    if not HUB_NAME.fullmatch(name) or name.endswith((".", "-")):
+        return False
+    org, _, rest = name.partition("/")
+    return not rest or not Path(org).exists()
+
+
+def resolve_hf_dir(name_or_dir: str | os.PathLike[str], cache_dir: str | Path | None = None,
+                   weights: bool = True) -> Path:
     """A local Hugging Face model directory, or a hub name resolved through the Hugging Face
-    cache (downloading only when it is not cached and the hub can be reached)."""
+    cache (downloading only when it is not cached and the hub can be reached). weights
+    False: a hub model's config.json and tokenizer.json are enough (no weights fetched)."""
     path = Path(name_or_dir).expanduser()
     if path.is_dir():
         return path
     if path.exists():
         raise UsageError(f"{path} is a file; give a Hugging Face model directory or hub name")
     name = str(name_or_dir)
-    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+    if not is_hub_name(name):
         raise UsageError(f"directory not found: {path}")
     _transformers()  # the hub client comes with it
     from huggingface_hub import snapshot_download  # the 'hf' extra, as transformers
 
-    weights = ["*.safetensors", SAFETENSORS_INDEX]
+    safetensors = ["*.safetensors", SAFETENSORS_INDEX]
     pickled = [PYTORCH_BIN, "pytorch_model-*.bin", PYTORCH_BIN_INDEX]
     last_error: Exception | None = None
     for local_only in (True, False):  # the cache first: no network when it is there
-        for patterns in (weights, pickled):  # .bin only when there are no safetensors
+        # .bin only when there are no safetensors; without weights, the config alone
+        for patterns in ((safetensors, pickled) if weights else ([],)):
             try:
                 snapshot = Path(snapshot_download(
                     name, allow_patterns=[HF_CONFIG, HF_TOKENIZER, *patterns],
@@ -232,7 +248,7 @@ def resolve_hf_dir(name_or_dir: str | os.PathLike[str], cache_dir: str | Path | 
             except Exception as exc:  # the hub client's errors share no useful base class
                 last_error = exc
                 continue
-            if (snapshot / HF_CONFIG).is_file() and _weight_files(snapshot):
+            if (snapshot / HF_CONFIG).is_file() and (not weights or _weight_files(snapshot)):
                 return snapshot
     from huggingface_hub.errors import (  # the 'hf' extra, as transformers
         HFValidationError,
@@ -245,11 +261,11 @@ def resolve_hf_dir(name_or_dir: str | os.PathLike[str], cache_dir: str | Path | 
     why = f"{type(last_error).__name__}: {_one_line(last_error)}"
     if isinstance(last_error, (HFValidationError, RepositoryNotFoundError,
                                RevisionNotFoundError)):
-        raise UsageError(f"{name!r} is not a local directory, and the Hugging Face hub has "
+        raise UsageError(f"no such local directory: {name}, and the Hugging Face hub has "
                          f"no such model ({why})")
     # Most likely the network (offline, DNS, a timeout, the hub down): a failure, not bad input.
-    raise GptlabError(f"{name!r} is not a local directory, not in the Hugging Face cache, and "
-                      f"could not be fetched ({why})")
+    raise GptlabError(f"no such local directory: {name}, and as a hub name it is not in the "
+                      f"Hugging Face cache and could not be fetched ({why})")
 
 
 def _weight_files(hf_dir: Path) -> list[Path]:

@@ -8,6 +8,7 @@ directory carry the exact tokenizer their token ids mean. Our character format i
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -66,6 +67,13 @@ class CharTokenizer:
 
     def encode(self, text: str) -> list[int]:
         return self.encode_array(text).tolist()
+
+    def unknown(self, text: str) -> dict[str, int]:
+        """{character: count} of text's characters outside the vocabulary, in order of
+        first appearance (empty: text encodes)."""
+        known = set(self.chars)
+        counts = {c: n for c, n in Counter(text).items() if c not in known}
+        return dict(sorted(counts.items(), key=lambda kv: text.index(kv[0])))
 
     def encode_array(self, text: str) -> np.ndarray:
         """Like `encode`, as an int64 array; fast for whole corpora (no per-char Python)."""
@@ -206,7 +214,29 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
         raise UsageError(
             f"{path} is neither a gptlab-char nor a Hugging Face tokenizers tokenizer.json"
         )
-    return HFTokenizer.from_file(path)
+    return char_in_word_level(spec) or HFTokenizer.from_file(path)
+
+
+def char_in_word_level(spec: dict) -> CharTokenizer | None:
+    """The character tokenizer a `tokenizers` tokenizer.json is, when it is exactly what
+    CharTokenizer.hf_json writes (a word-level vocabulary of single characters, split
+    character by character): a model exported to Hugging Face and read back keeps its
+    char tokenizer (and GGUF export takes it as one). None for any other tokenizer."""
+    model = spec.get("model")
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    if model.get("type") != "WordLevel" or not isinstance(vocab, dict) or not vocab:
+        return None
+    by_id = sorted(vocab.items(), key=lambda kv: kv[1] if isinstance(kv[1], int) else -1)
+    chars = [c for c, _ in by_id]
+    if [i for _, i in by_id] != list(range(len(chars))):
+        return None
+    try:
+        candidate = CharTokenizer(chars)
+    except UsageError:  # not single characters, or not in code-point order
+        return None
+    written = json.loads(candidate.hf_json())
+    same = all(written.get(k) == spec.get(k) for k in {*written, *spec} - {"version"})
+    return candidate if same else None
 
 
 def _check_ids(ids: list[int], vocab_size: int) -> None:

@@ -44,7 +44,7 @@ class RankMemory:
 
 def per_rank_memory(config: GPTConfig, fsdp: int = 1, tp: int = 1) -> RankMemory:
     if fsdp < 1 or tp < 1:
-        raise UsageError("--fsdp and --tp must be positive")
+        raise UsageError(f"fsdp and tp must be integers >= 1, got fsdp={fsdp}, tp={tp}")
     elements = 0
     for shape in parameter_shapes(config, tp):
         rows = min(math.ceil(shape[0] / fsdp), shape[0])

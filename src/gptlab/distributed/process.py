@@ -37,18 +37,22 @@ class Dist:
         return self.rank == 0
 
 
-def pick_device(name: str) -> torch.device:
-    """'auto' (CUDA when there is one, else the CPU) or a torch device name such as cpu,
-    cuda, cuda:1, mps or xpu; a UsageError unless this build and machine have it."""
-    if name == "auto":
+def pick_device(name: str | torch.device) -> torch.device:
+    """'auto' (CUDA when there is one, else the CPU), a torch device name such as cpu,
+    cuda, cuda:1, mps or xpu, or a torch.device; a UsageError unless this build and
+    machine have it."""
+    if isinstance(name, torch.device):
+        device, name = name, str(name)
+    elif name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        with warnings.catch_warnings():  # torch warns of deprecated names, e.g. 'mkldnn'
-            warnings.simplefilter("ignore")
-            device = torch.device(name)
-    except (RuntimeError, TypeError):
-        raise UsageError(f"unknown device {name!r}; available here: "
-                         f"{', '.join(available_devices())}") from None
+    else:
+        try:
+            with warnings.catch_warnings():  # torch warns of deprecated names, e.g. 'mkldnn'
+                warnings.simplefilter("ignore")
+                device = torch.device(name)
+        except (RuntimeError, TypeError):
+            raise UsageError(f"unknown device {name!r}; available here: "
+                             f"{', '.join(available_devices())}") from None
     if device.type == "cpu":
         return device
     backend = getattr(torch, device.type, None)

@@ -39,7 +39,8 @@ def ensure_dir(path: str | Path) -> Path:
 def check_dir(path: str | Path) -> None:
     """A UsageError now, before any work, if directory `path` could not be created or
     written: it is a file, it lies under a file, or its nearest existing parent is not
-    writable. Creates nothing (ensure_dir does, when there is something to write)."""
+    writable (tried: a temporary directory made and removed there). Leaves nothing behind
+    (ensure_dir creates the directory, when there is something to write)."""
     path = Path(path)
     if path.is_dir():
         target = path
@@ -51,6 +52,12 @@ def check_dir(path: str | Path) -> None:
             raise UsageError(f"cannot create directory {path}: {target} is a file")
     if not os.access(target, os.W_OK | os.X_OK):
         raise UsageError(f"cannot write in {target}: permission denied")
+    # os.access answers yes for root, and for /proc or a read-only mount: try it for real
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".gptlab-check-", dir=target))
+    except OSError as exc:
+        where = f"create directory {path}" if target != path else f"write in {path}"
+        raise _error(exc, f"cannot {where}") from None
 
 
 @contextlib.contextmanager

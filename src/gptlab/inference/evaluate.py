@@ -91,8 +91,8 @@ def score_ids(model: torch.nn.Module, ids: torch.Tensor, context: int | None = N
     stride to half the context."""
     block = model.config.block_size
     context = block if context is None else context
-    if not 1 <= context <= block:
-        raise UsageError(f"context must be between 1 and the model's block_size ({block}), "
+    if not 2 <= context <= block:  # a window of one token has nothing to predict from
+        raise UsageError(f"context must be between 2 and the model's block_size ({block}), "
                          f"got {context}")
     stride = max(1, context // 2) if stride is None else stride
     if batch_size < 1:

@@ -141,11 +141,15 @@ def int8_per_channel(w: Tensor, scale_dtype: torch.dtype = torch.float32) -> tup
 @dataclass(frozen=True)
 class Choice:
     """What quantize picked: the kernel, the probe's ms per token for each kernel (None:
-    not available here), and whether the timings came from the cache."""
+    not available here), and how the timings were measured (cached, or just now)."""
 
     kernel: str
     ms_per_token: dict[str, float | None]
-    cached: bool
+    measured: probe.Measured
+
+    @property
+    def cached(self) -> bool:
+        return self.measured.cached
 
     @property
     def reason(self) -> str:
@@ -155,7 +159,7 @@ class Choice:
         ours = times[self.kernel]
         others = ", ".join(f"{k} {v:.2f}" for k, v in sorted(times.items(), key=lambda kv: kv[1])
                            if k != self.kernel)
-        where = "cached probe" if self.cached else "probed now"
+        where = self.measured.describe()
         return (f"weights {self.kernel}: {ours:.2f} ms per token, {fp32 / ours:.2f}x the "
                 f"fastest fp32 ({where}, batch 1; the others in ms: {others})")
 
@@ -169,16 +173,18 @@ def quantize(model: nn.Module, weights: str = "auto") -> Choice:
     if any(isinstance(m, DecodeLinear) for m in model.modules()):
         raise UsageError("this model's weights are quantized already; load it again to "
                          "choose other weights")
-    timings, was_cached = probe.cached("decode", _probe_key(model),
-                                       lambda: probe_kernels(_probe_model(model)))
-    allowed = [k for f in (FORMATS if weights == "auto" else (weights,)) for k in KERNELS[f]]
+    timings, measured = probe.cached("decode", _probe_key(model),
+                                     lambda: probe_kernels(_probe_model(model)))
+    # auto trades precision for speed only on timings that can be trusted; else fp32
+    formats = (FORMATS if measured.trusted else ("fp32",)) if weights == "auto" else (weights,)
+    allowed = [k for f in formats for k in KERNELS[f]]
     usable = {k: timings[k] for k in allowed if timings.get(k) is not None}
     if not usable:
         raise UsageError(f"{weights} weights are not available with this torch on "
                          f"{_device_of(model)}")
     kernel = min(usable, key=usable.get)
     _swap(model, kernel)
-    return Choice(kernel, {k: timings.get(k) for k in ALL_KERNELS}, was_cached)
+    return Choice(kernel, {k: timings.get(k) for k in ALL_KERNELS}, measured)
 
 
 def linear_layers(model: nn.Module) -> list[tuple[nn.Module, str, nn.Linear]]:

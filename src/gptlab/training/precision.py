@@ -55,8 +55,8 @@ def resolve_muon(config: GPTConfig, device: torch.device) -> tuple[str, str]:
         return "bfloat16", f"muon_dtype auto: bfloat16 (on {device.type})"
     shapes = hidden_shapes(config)
     key = f"{probe.machine_key(device)}; Newton-Schulz on {probe.config_key(config)}"
-    ms, cached = probe.cached("muon_dtype", key, lambda: measure_muon(shapes, device))
-    return _pick("muon_dtype auto", "bfloat16", ms, cached,
+    ms, measured = probe.cached("muon_dtype", key, lambda: measure_muon(shapes, device))
+    return _pick("muon_dtype auto", "bfloat16", ms, measured,
                  f"Newton-Schulz for {len(shapes)} matrices")
 
 
@@ -75,8 +75,8 @@ def resolve(config: GPTConfig, batch_size: int, device: torch.device) -> tuple[s
     T = config.block_size
     B = max(1, min(batch_size, PROBE_TOKENS // T))
     key = f"{probe.machine_key(device)}; {probe.config_key(config)}; B={B} T={T}"
-    ms, cached = probe.cached("train_dtype", key, lambda: measure(config, B, T, device))
-    return _pick("dtype auto", "bfloat16 autocast", ms, cached, "a forward + backward")
+    ms, measured = probe.cached("train_dtype", key, lambda: measure(config, B, T, device))
+    return _pick("dtype auto", "bfloat16 autocast", ms, measured, "a forward + backward")
 
 
 def _forced() -> str | None:
@@ -86,14 +86,16 @@ def _forced() -> str | None:
     return forced or None
 
 
-def _pick(what: str, bf16_name: str, ms: dict, cached: bool, work: str) -> tuple[str, str]:
-    """bfloat16 where the probe's ms say it is clearly faster, else float32; and why."""
-    where = "cached probe" if cached else "probed now"
+def _pick(what: str, bf16_name: str, ms: dict, measured: probe.Measured, work: str
+          ) -> tuple[str, str]:
+    """bfloat16 where the probe's ms say it is clearly faster, else float32; and why. A
+    probe taken under load or with scattered timings decides nothing: float32 stays."""
+    where = measured.describe()
     fp32, bf16 = ms["float32"], ms.get("bfloat16")
-    if bf16 is not None and bf16 < MARGIN * fp32:
-        return "bfloat16", (f"{what}: {bf16_name}, {fp32 / bf16:.2f}x float32 on this "
-                            f"machine ({work} {bf16:.1f} vs {fp32:.1f} ms, {where})")
     ratio = "not available" if bf16 is None else f"{fp32 / bf16:.2f}x"
+    if bf16 is not None and bf16 < MARGIN * fp32 and measured.trusted:
+        return "bfloat16", (f"{what}: {bf16_name}, {ratio} float32 on this "
+                            f"machine ({work} {bf16:.1f} vs {fp32:.1f} ms, {where})")
     return "float32", (f"{what}: float32 ({bf16_name} {ratio} float32 on this machine, "
                        f"{where}; bf16 needs {1 / MARGIN:.2f}x)")
 

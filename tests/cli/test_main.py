@@ -1,0 +1,159 @@
+"""gptlab.cli.main across every command: each --help ends with examples that parse, says
+what --data and --out are, shows float placeholders for float options; the library's
+parameter names reach the user as flags; a model whose weights are not finite is refused
+by every command that reads one, before any output."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+
+import pytest
+
+from gptlab.cli.main import COMMANDS, as_flags, build_parser, setting_flags, subcommand
+
+# What an integer's placeholder looks like; a float option must show something else.
+INT_PLACEHOLDERS = {"N", "M", "K", "S", "B", "SIZE", "ITERS", "STEPS", "INTERVAL"}
+
+
+@pytest.fixture(scope="module")
+def parser() -> argparse.ArgumentParser:
+    return build_parser()
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_ends_with_examples_that_parse(parser, command, capsys):
+    sub = subcommand(parser, command)
+    assert 2 <= len(sub.examples) <= 3, command
+    with pytest.raises(SystemExit) as exit_:
+        parser.parse_args([command, "--help"])
+    assert exit_.value.code == 0
+    shown = capsys.readouterr().out
+    assert shown.endswith("\nexamples:\n" + "".join(f"  {e}\n" for e in sub.examples))
+    for example in sub.examples:
+        argv = shlex.split(example)
+        assert argv[:2] == ["gptlab", command], example
+        args = parser.parse_args(argv[1:])  # a usage error would raise SystemExit
+        assert args.command == command and callable(args.func)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_option_says_what_it_is_and_floats_look_like_floats(parser, command):
+    for action in subcommand(parser, command)._actions:
+        if not action.option_strings or isinstance(action, argparse._HelpAction):
+            continue
+        flag = action.option_strings[0]
+        if flag in ("--data", "--out") or action.required:
+            assert action.help, f"{command} {flag} has no help"
+        is_float = action.type is float or getattr(action.type, "__name__", "") == (
+            "finite_float")
+        if is_float:
+            assert action.type is not float, f"{command} {flag}: 1e400 would be inf"
+            assert action.metavar not in INT_PLACEHOLDERS, f"{command} {flag}"
+
+
+def test_text_means_the_text_in_every_command_that_reads_one(parser):
+    """--text is the text itself and --text-file a file, in each command that takes one."""
+    for command in ("eval", "heads", "lens", "attribute"):
+        actions = {a.option_strings[0]: a for a in subcommand(parser, command)._actions
+                   if a.option_strings}
+        assert actions["--text"].metavar == "TEXT", command
+        assert actions["--text-file"].metavar == "PATH", command
+
+
+def test_parameter_names_are_said_as_flags(parser):
+    flags = setting_flags(subcommand(parser, "train"))
+    assert flags["learning_rate"] == "--learning-rate" and "no_progress" not in flags
+    assert flags["whole_val"] == "--whole-val"
+    assert as_flags("warmup_iters (9) must not exceed max_iters (5)", flags) == (
+        "--warmup-iters (9) must not exceed --max-iters (5)")
+    # names inside paths, file names and other names stay as they are
+    assert as_flags("runs/max_iters/train.json: learning_rate_x and min_lr.json", flags) == (
+        "runs/max_iters/train.json: learning_rate_x and min_lr.json")
+    assert as_flags("min_lr must be in [0, learning_rate = 0.001].", flags) == (
+        "--min-lr must be in [0, --learning-rate = 0.001].")
+    # a list of names is said as flags, one-word names included, once one of it is a flag
+    assert as_flags("cannot change eval_iters (only max_iters, device, compile or tp)",
+                    flags) == ("cannot change --eval-iters (only --max-iters, --device, "
+                               "--compile or --tp)")
+    assert as_flags("on the device, cpu or cuda", flags) == "on the device, cpu or cuda"
+    sample = setting_flags(subcommand(parser, "sample"))
+    # a one-word name only as the subject of the message: elsewhere it is a plain word
+    assert as_flags("temperature must be >= 0", sample) == "--temperature must be >= 0"
+    assert as_flags("the temperature was 0", sample) == "the temperature was 0"
+    assert as_flags("n_head must divide n_embd", sample) == "n_head must divide n_embd"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--learning-rate", "1e400"], "argument --learning-rate: must be a finite number, got "
+                                   "'1e400'"),
+    (["--learning-rate", "-1"], "error: --learning-rate must be > 0"),
+    (["--dropout", "nan"], "argument --dropout: must be a finite number, got 'nan'"),
+    (["--max-iters", "5", "--warmup-iters", "9"],
+     "--warmup-iters (9) must not exceed --max-iters (5)"),
+])
+def test_train_says_flags_and_finite_numbers(argv, message, data_dir, tmp_path, gptlab,
+                                             one_line):
+    err = one_line(gptlab("train", "--preset", "tiny-gpt2", "--data", data_dir, "--out",
+                          tmp_path / "run", *argv))
+    assert message in err and "learning_rate" not in err
+
+
+def test_the_library_names_a_non_finite_setting_as_such():
+    from gptlab.errors import UsageError
+    from gptlab.training.config import TrainConfig
+
+    with pytest.raises(UsageError, match=r"^learning_rate must be a finite number, got inf$"):
+        TrainConfig(learning_rate=float("inf"))
+    with pytest.raises(UsageError, match=r"^beta2 must be a finite number, got nan$"):
+        TrainConfig(beta2=float("nan"))
+    with pytest.raises(UsageError, match=r"^learning_rate must be > 0$"):
+        TrainConfig(learning_rate=-1.0)
+
+
+@pytest.fixture(scope="module")
+def diverged(tmp_path_factory, tiny_run):
+    """The tiny run with its weights gone NaN, as after a run that diverged."""
+    from safetensors.torch import load_file, save_file
+
+    copy = shutil.copytree(tiny_run, tmp_path_factory.mktemp("diverged") / "run")
+    state = load_file(copy / "model.safetensors")
+    save_file({k: v.fill_(float("nan")) for k, v in state.items()}, copy / "model.safetensors")
+    return copy
+
+
+@pytest.mark.parametrize("argv", [
+    ["sample", "{run}", "--max-new-tokens", "5"],  # was RuntimeError in torch.multinomial
+    ["eval", "{run}", "--text", "the cat sat on the mat"],  # was "loss nan", exit 0
+    ["lens", "{run}", "--text", "the cat"],  # was a table of nan cells
+    ["attribute", "{run}", "--text", "the cat", "--target", "a"],
+    ["heads", "{run}", "--out", "{tmp}/heads"],
+    ["patch", "{run}", "--clean", "the cat", "--corrupt", "the mat"],
+])
+def test_weights_that_are_not_finite_are_refused_before_any_output(diverged, tmp_path, argv,
+                                                                   gptlab, one_line):
+    argv = [a.format(run=diverged, tmp=tmp_path) for a in argv]
+    code, out, err = gptlab(*argv)
+    one_line((code, out, err))
+    assert out == "" and "the weights are not finite (NaN or infinite values in " in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["lens", "{run}", "--text", "the cat", "--out", "/proc/gptlab-x"],
+    ["attribute", "{run}", "--text", "the cat", "--target", "a", "--out", "/proc/gptlab-x"],
+    ["patch", "{run}", "--clean", "the cat", "--corrupt", "the mat", "--out",
+     "/proc/gptlab-x"],
+    ["heads", "{run}", "--out", "/proc/gptlab-x"],
+    ["sample", "{run}", "--stop", ""],
+    ["eval", "{run}", "--text", "the cat", "--context", "1"],
+    ["convert", "--to-hf", "{run}", "--out", "{tmp}/hf", "--dtype", "q8_0"],
+])
+def test_outputs_and_arguments_are_checked_before_any_work(tiny_run, tmp_path, argv, gptlab,
+                                                           one_line):
+    """Nothing is computed or printed before a bad --out or argument is refused."""
+    argv = [a.format(run=tiny_run, tmp=tmp_path) for a in argv]
+    code, out, err = gptlab(*argv)
+    one_line((code, out, err))
+    assert out == ""
+    assert not (tmp_path / "hf").exists()
