@@ -11,8 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# The one version: pyproject.toml reads this literal (setuptools, without importing).
-__version__ = "0.1.0"
+from gptlab.version import __version__
 
 # name -> (module, attribute). `train` is the function; its package is gptlab.training.
 _LAZY = {

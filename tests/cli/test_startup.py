@@ -75,8 +75,8 @@ def test_version_is_the_package_version_and_pyproject_reads_it():
     assert gptlab.__version__ == "0.1.0"
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert re.search(r'^dynamic = \["version"\]', pyproject, re.M)
-    assert 'version = {attr = "gptlab.__version__"}' in pyproject
-    assert not re.search(r'^version = "', pyproject, re.M)  # written once, in gptlab
+    assert 'version = {attr = "gptlab.version.__version__"}' in pyproject
+    assert not re.search(r'^version = "', pyproject, re.M)  # written once, in gptlab/version.py
 
 
 @pytest.mark.parametrize("statement", ["import gptlab", "from gptlab import load"])

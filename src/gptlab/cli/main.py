@@ -22,7 +22,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 
-from gptlab import __version__
+from gptlab.version import __version__
 from gptlab.errors import GptlabError
 from gptlab.files.atomic import is_bad_path
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-import gptlab
+from gptlab.version import __version__
 from gptlab.convert.formats import GGUF_DTYPES, GGUF_HINT
 from gptlab.convert.hf import stand_ins
 from gptlab.convert.hf_keymap import GPT2
@@ -347,7 +347,7 @@ def _add_metadata(gguf: Any, writer: Any, config: GPTConfig, arch: str, dtype: s
     writer.add_file_type(getattr(gguf.LlamaFileType, _FILE_TYPES[dtype]))
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     # Who wrote the file and the config it came from, so it can be traced back.
-    writer.add_string("gptlab.version", gptlab.__version__)
+    writer.add_string("gptlab.version", __version__)
     writer.add_string("gptlab.config", json.dumps(config.to_dict()))
     writer.add_context_length(config.block_size)
     writer.add_embedding_length(config.n_embd)
