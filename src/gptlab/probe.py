@@ -29,10 +29,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gptlab.version import __version__
 from gptlab.data.download import default_cache_dir
 from gptlab.errors import GptlabError
 from gptlab.files.atomic import read_json_object, write_json
+from gptlab.version import __version__
 
 if TYPE_CHECKING:
     import torch

@@ -22,9 +22,9 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 
-from gptlab.version import __version__
 from gptlab.errors import GptlabError
 from gptlab.files.atomic import is_bad_path
+from gptlab.version import __version__
 
 # Order is the order `gptlab --help` lists them in.
 COMMANDS = ["demo", "params", "prepare", "train", "eval", "sample", "convert", "heads", "lens",

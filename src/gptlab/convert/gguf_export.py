@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from gptlab.version import __version__
 from gptlab.convert.formats import GGUF_DTYPES, GGUF_HINT
 from gptlab.convert.hf import stand_ins
 from gptlab.convert.hf_keymap import GPT2
@@ -36,6 +35,7 @@ from gptlab.files.model_dir import weights_state
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 from gptlab.model.rope_scaling import rope_inverse_frequencies
+from gptlab.version import __version__
 
 # Q8_0 packs 32 weights per block: a row of another length is written as f16 instead.
 Q8_0_BLOCK = 32
