@@ -3,6 +3,7 @@
     model, tokenizer = gptlab.load("runs/demo")          # a run: its latest weights
     model, tokenizer = gptlab.load("runs/demo/best")     # ...or its best ones
     model, tokenizer = gptlab.load("openai-community/gpt2")  # a Hugging Face dir or hub name
+    model, tokenizer = gptlab.load("runs/rope", context=256, rope_scaling="yarn:4")
 
 A path is read as what it holds: a gptlab model directory (config.json with GPTConfig
 fields, model.safetensors, tokenizer.json; every run directory is one), else a Hugging Face
@@ -12,6 +13,7 @@ directory (config.json with a model_type), else a hub name.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -22,19 +24,26 @@ from gptlab.errors import UsageError
 from gptlab.files import kinds, model_dir
 from gptlab.inference import quantize
 from gptlab.inference.formats import WEIGHT_CHOICES
-from gptlab.model.config import GPTConfig
+from gptlab.model.config import GPTConfig, with_rope_scaling
 from gptlab.model.gpt import GPT
 
 
 def load(path: str | Path, device: str | torch.device | None = None,
-         weights: str | None = None) -> tuple[GPT, Tokenizer]:
+         weights: str | None = None, context: int | None = None,
+         rope_scaling: str | dict[str, Any] | None = None) -> tuple[GPT, Tokenizer]:
     """(model in eval mode on `device`, its tokenizer), from a run or model directory, a
     directory `gptlab convert` wrote, a Hugging Face directory or a hub name. device None:
     the CPU. The tokenizer has encode, decode and vocab_size, whatever its kind.
 
     weights: None keeps the weights as saved; fp32, fp16, bf16, int8 or auto makes the
     model an inference model with its matrices in that format (gptlab.inference.quantize; auto: the
-    fastest on this machine), and `model.decode_choice` says what was picked and why."""
+    fastest on this machine), and `model.decode_choice` says what was picked and why.
+
+    context: the longest text the model then runs at by default (GPT.set_context): past
+    block_size with a ContextWarning, refused for learned positions. rope_scaling:
+    "linear:F", "ntk:F", "yarn:F", "dynamic:F" (gptlab.model.config.rope_scaling_from_spec)
+    or a rope_scaling dict, applied at inference time, no retraining: the model is built
+    from a new config (with_rope_scaling), the saved one unchanged."""
     device = torch.device("cpu" if device is None else device)
     if weights is not None and weights not in WEIGHT_CHOICES:
         raise UsageError(f"weights must be one of {', '.join(WEIGHT_CHOICES)}, "
@@ -45,10 +54,22 @@ def load(path: str | Path, device: str | torch.device | None = None,
     else:
         model = model_dir.load_model(found, device=device)
     tokenizer = _tokenizer(found, is_hf, path, model.config)
+    if rope_scaling is not None:
+        model = _rebuilt(model, with_rope_scaling(model.config, rope_scaling), device)
+    if context is not None:
+        model.set_context(context)
     model.eval()
     if weights is not None:
         model.decode_choice = quantize.quantize(model, weights)
     return model, tokenizer
+
+
+def _rebuilt(model: GPT, config: GPTConfig, device: torch.device) -> GPT:
+    """A GPT of `config` (which changes no weight's shape) holding model's weights."""
+    with torch.device(device):
+        rebuilt = GPT(config)
+    model_dir.load_state(rebuilt, model_dir.weights_state(model), "the loaded model")
+    return rebuilt.to(model.wte.weight.dtype)
 
 
 def describe(path: str | Path) -> tuple[GPTConfig, Tokenizer]:

@@ -36,7 +36,11 @@ def test_cli_on_text_and_data(trained_run, text, capsys):
     (["--text", "{alien}"], "not in the vocabulary"),
     (["--text", "{text}", "--stride", "0"], "stride must be between 1 and the context (16)"),
     (["--text", "{text}", "--stride", "17"], "stride must be between 1 and the context (16)"),
-    (["--text", "{text}", "--context", "99"], "context must be between 1 and the model's"),
+    (["--text", "{text}", "--context", "99"], "there is no row for position 16"),
+    (["--text", "{text}", "--context", "0"], "--context: must be >= 1"),
+    (["--text", "{text}", "--rope-scaling", "linear:2"], "pos_encoding is 'learned'"),
+    (["--text", "{text}", "--rope-scaling", "cubic:2"], "KIND:FACTOR"),
+    (["--text", "{text}", "--plot", "x.png"], "give --by-position with it"),
     (["--text", "{text}", "--batch-size", "0"], "batch_size must be >= 1"),
     (["--text", "{missing}"], "input not found"),
 ])

@@ -19,7 +19,9 @@ import argparse
 import importlib
 import io
 import sys
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from gptlab import __version__
 from gptlab.errors import GptlabError
@@ -91,6 +93,17 @@ def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse
         where = f"{exc.filename}: " if exc.filename is not None else ""
         _error(prog, f"{where}{exc.strerror or exc}")
         return 2 if is_bad_path(exc) else 1
+
+
+@contextmanager
+def warned(prog: str) -> Iterator[None]:
+    """Warnings the library gives inside (a context past block_size, a prompt cropped) as
+    one line each on stderr, `prog: warning: ...`, each message once."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for message in dict.fromkeys(str(w.message) for w in caught):
+        print(f"{prog}: warning: {_one_line(message)}", file=sys.stderr)
 
 
 def _interrupted() -> int:
