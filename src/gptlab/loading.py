@@ -55,7 +55,7 @@ def load(path: str | Path, device: str | torch.device | None = None,
         model = model_dir.load_model(found, device=device)
     tokenizer = _tokenizer(found, is_hf, path, model.config)
     if rope_scaling is not None:
-        model = _rebuilt(model, with_rope_scaling(model.config, rope_scaling), device)
+        model = with_config(model, with_rope_scaling(model.config, rope_scaling))
     if context is not None:
         model.set_context(context)
     model.eval()
@@ -64,9 +64,10 @@ def load(path: str | Path, device: str | torch.device | None = None,
     return model, tokenizer
 
 
-def _rebuilt(model: GPT, config: GPTConfig, device: torch.device) -> GPT:
-    """A GPT of `config` (which changes no weight's shape) holding model's weights."""
-    with torch.device(device):
+def with_config(model: GPT, config: GPTConfig) -> GPT:
+    """A new GPT of `config` (derived from model's, changing no weight's shape: a RoPE
+    scaling, say) holding model's weights, on its device; model is left as it is."""
+    with torch.device(model.wte.weight.device):
         rebuilt = GPT(config)
     model_dir.load_state(rebuilt, model_dir.weights_state(model), "the loaded model")
     return rebuilt.to(model.wte.weight.dtype)

@@ -124,6 +124,7 @@ REACHES_TORCH = {
     "lens": ["lens", "{tmp}/m", "--text", "ab"],
     "attribute": ["attribute", "{tmp}/m", "--text", "ab", "--target", "a"],
     "patch": ["patch", "{tmp}/m", "--clean", "ab", "--corrupt", "ac"],
+    "experiment": ["experiment", "context", "--quick", "--out", "{tmp}/e"],
     "lab": ["lab", "--runs", "{tmp}"],
 }
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from gptlab.cli import argtypes
-from gptlab.data.corpus import shakespeare_text
+from gptlab.data.corpus import ensure_shakespeare
 from gptlab.errors import UsageError
 from gptlab.model.config import GPTConfig
 from gptlab.training.config import recipe
@@ -84,16 +84,8 @@ def run(args: argparse.Namespace) -> int:
 
 def ensure_data(data_dir: Path) -> None:
     """Prepare the embedded corpus into data_dir unless a complete copy is already there."""
-    # start-up time: numpy and tokenizers load when the demo runs, not when it is parsed
-    from gptlab.data.prepared import ensure_prepared
-    from gptlab.data.tokenizer import CharTokenizer
-
-    def corpus():
-        text = shakespeare_text()
-        return text, CharTokenizer.from_text(text)
-
     try:
-        meta, reused = ensure_prepared(data_dir, "shakespeare", corpus, kind="char")
+        meta, reused = ensure_shakespeare(data_dir)
     except UsageError as exc:
         raise UsageError(f"{exc}; give the demo another --data") from None
     if reused:

@@ -117,16 +117,25 @@ class PositionScore:
         return "non-overlapping" if self.stride == self.context else "sliding"
 
     def buckets(self, n: int) -> list[dict[str, float | int | None]]:
-        """The positions in n equal spans (the last takes the remainder): each span's
-        first and last position, tokens scored and mean loss (None where none was
-        scored). Their means weighted by tokens give `loss` back."""
+        """The positions in n equal spans (the last takes the remainder): see spans."""
         if not (isinstance(n, int) and 1 <= n):
             raise UsageError(f"buckets must be a positive integer, got {n!r}")
         n = min(n, self.context)
-        size, out = self.context // n, []
-        for b in range(n):
-            lo, hi = b * size, (self.context if b == n - 1 else (b + 1) * size)
-            tokens, nll = sum(self.scored[lo:hi]), sum(self.nll[lo:hi])
+        size = self.context // n
+        return self.spans([b * size for b in range(n)])
+
+    def spans(self, starts: list[int]) -> list[dict[str, float | int | None]]:
+        """The positions cut where `starts` says (each span runs to the next start, the last
+        to the end of the window): each span's first and last position, tokens scored and
+        mean loss (None where none was scored). Their means weighted by tokens give
+        `loss` back."""
+        if not starts or starts[0] != 0 or sorted(set(starts)) != list(starts) \
+                or starts[-1] >= self.context:
+            raise UsageError(f"spans must start at 0 and rise within the {self.context} "
+                             f"positions, got {starts}")
+        out = []
+        for lo, hi in zip(starts, [*starts[1:], self.context], strict=True):
+            tokens, nll = sum(self.scored[lo:hi]), math.fsum(self.nll[lo:hi])
             out.append({"first": lo, "last": hi - 1, "tokens": tokens,
                         "loss": nll / tokens if tokens else None})
         return out
