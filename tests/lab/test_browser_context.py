@@ -13,24 +13,19 @@ import urllib.request
 
 import pytest
 
+from gptlab.lab.server import BackgroundServer
+
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory, context_experiment):
-    from gptlab.lab.server import BackgroundServer
-
+def page(tmp_path_factory, context_experiment, open_lab):
+    """The view, served over a runs folder that holds the experiment as 'ctx'."""
     root = tmp_path_factory.mktemp("context-runs")
     shutil.copytree(context_experiment, root / "ctx")
-    with BackgroundServer(root) as served:
-        yield served
-
-
-@pytest.fixture(scope="module")
-def page(url, open_lab):
-    with open_lab(url + "#context", "[data-testid=fig-ctx-experiment]",
-                  viewport={"width": 1280, "height": 900}) as opened:
-        yield opened.page
+    ready, size = "[data-testid=fig-ctx-experiment]", {"width": 1280, "height": 900}
+    with BackgroundServer(root) as url, open_lab(url + "#context", ready, viewport=size) as lab:
+        yield lab.page
 
 
 def series(page) -> dict[str, list]:
@@ -57,7 +52,7 @@ def test_one_line_per_method_with_the_training_length_marked(page, settle):
     assert page.text_content("[data-testid=ctx-refused]") == ""
 
 
-def test_a_run_live_at_a_position_it_never_saw(page, settle, url):
+def test_a_run_live_at_a_position_it_never_saw(page, settle):
     assert page.input_value("[data-testid=ctx-run]") == "ctx/runs/alibi"
     page.fill("[data-testid=ctx-context]", "256")
     page.fill("[data-testid=ctx-position]", "200")
@@ -65,7 +60,7 @@ def test_a_run_live_at_a_position_it_never_saw(page, settle, url):
     page.wait_for_selector("[data-testid=fig-ctx-attention]")
     settle(page)
     body = json.dumps({"run": "ctx/runs/alibi", "context": 256, "position": 200}).encode()
-    request = urllib.request.Request(url + "api/context", body,
+    request = urllib.request.Request(page.url.split("#")[0] + "api/context", body,
                                      {"Content-Type": "application/json"})
     with urllib.request.urlopen(request) as answer:
         expected = json.load(answer)
@@ -79,6 +74,11 @@ def test_a_run_live_at_a_position_it_never_saw(page, settle, url):
     assert "never seen in training" in page.text_content("[data-testid=fig-ctx-attention]")
 
 
+def test_phone_width_and_axe(page, fits_a_phone):
+    with fits_a_phone(page):  # axe's own rules include a name for every control
+        assert page.is_visible("[data-testid=fig-ctx-attention]")
+
+
 def test_learned_positions_refuse_in_the_error_box(page, settle):
     page.select_option("[data-testid=ctx-run]", "ctx/runs/learned")
     page.fill("[data-testid=ctx-context]", "128")
@@ -87,12 +87,3 @@ def test_learned_positions_refuse_in_the_error_box(page, settle):
     settle(page)
     assert "there is no row for position 64" in page.text_content("[data-testid=error]")
     assert page.text_content("#ctx-live") == ""
-
-
-def test_phone_width_and_axe(page, fits_a_phone):
-    with fits_a_phone(page):
-        unnamed = page.eval_on_selector_all(
-            "#view-context button, #view-context select, #view-context input",
-            "els => els.filter(e => !(e.getAttribute('aria-label') || e.labels?.length "
-            "|| e.textContent.trim())).map(e => e.id || e.dataset.testid)")
-        assert not unnamed, unnamed
