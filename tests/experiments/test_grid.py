@@ -4,6 +4,8 @@ data are unchanged, trained afresh when they change; a fine-tune follows its sta
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from gptlab.errors import UsageError
@@ -28,14 +30,18 @@ def test_the_folder_is_this_experiments_or_empty(tmp_path):
         experiment_folder(tmp_path / "c", "context")
 
 
-def test_a_run_is_reused_until_its_settings_change(tmp_path, data_dir, tiny_model,
-                                                   tiny_train):
+def test_a_run_is_reused_until_its_settings_or_data_change(tmp_path, data_dir, make_data,
+                                                           tiny_model, tiny_train):
     grid = Grid(experiment_folder(tmp_path / "e", "test"), data_dir)
     spec = RunSpec("a", tiny_model(), tiny_train(max_iters=4, whole_val=False))
     first = grid.train([spec], log=lambda line: None)["a"]
     assert not first.reused and first.steps == 4 and first.run_dir == tmp_path / "e/runs/a"
     again = grid.train([spec], log=lambda line: None)["a"]
     assert again.reused and again.train_s == pytest.approx(first.train_s, abs=0.01)
+    moved = shutil.copytree(data_dir, tmp_path / "moved")  # the same data elsewhere
+    assert Grid(grid.folder, moved).train([spec], log=lambda line: None)["a"].reused
+    other = make_data(tmp_path / "other", n_chars=21_000)
+    assert not Grid(grid.folder, other).train([spec], log=lambda line: None)["a"].reused
     longer = RunSpec("a", tiny_model(), tiny_train(max_iters=6, whole_val=False))
     changed = grid.train([longer], log=lambda line: None)["a"]
     assert not changed.reused and changed.steps == 6

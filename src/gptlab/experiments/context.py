@@ -293,9 +293,8 @@ def _sections(results: dict[str, Any], records: dict[str, RunRecord]) -> list[tu
     sections = [("Setup", setup)]
     for mode in MODES:
         header, rows = table(results, mode)
-        stride = "the window's length" if mode == "non-overlapping" else \
-            f"a quarter of the window (length // {SLIDING_FRACTION})"
-        sections.append((f"Loss, {mode} windows (stride {stride})",
+        stride = "length" if mode == "non-overlapping" else f"length // {SLIDING_FRACTION}"
+        sections.append((f"Loss, {mode} windows (stride = {stride})",
                          report.markdown_table(header, rows)))
     header, rows = by_position_table(results)
     sections.append((f"By position, non-overlapping windows of {results['lengths'][-1]}",

@@ -6,13 +6,14 @@
 
 Every run is an ordinary run directory (gptlab.training.run.train) under FOLDER/runs/NAME:
 loadable, resumable, listed by the lab. `grid.json` remembers what each run was asked to be
-(its model and training settings, the run it was fine-tuned from, the data) and whether it
-finished; a later call reuses a finished run asked for again, resumes an interrupted one, and
-trains afresh a run whose settings or data changed.
+(its model and training settings, the run it was fine-tuned from, the data's content) and
+whether it finished; a later call reuses a finished run asked for again, resumes an
+interrupted one, and trains afresh a run whose settings or data changed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -105,8 +106,7 @@ class Grid:
 
     def __init__(self, folder: Path, data_dir: str | Path) -> None:
         self.folder, self.data_dir = Path(folder), Path(data_dir)
-        meta = load_data(self.data_dir).meta  # refused here if the data is not there
-        self.data = {"dir": str(self.data_dir.resolve()), **meta}
+        self.data = data_identity(self.data_dir)
 
     def run_dir(self, name: str) -> Path:
         return self.folder / RUNS_DIR / name
@@ -162,6 +162,20 @@ class Grid:
         state["runs"][spec.name] = {"spec": spec.key(), "finished": finished,
                                     "train_s": round(train_s, 2)}
         write_json(self.folder / GRID_FILE, state)
+
+
+def data_identity(data_dir: Path) -> dict[str, Any]:
+    """What the runs were trained on, by content (its meta and each file's SHA-256), so that
+    a folder moved with its data keeps its runs, and other data of the same shape does not."""
+    data = load_data(data_dir)  # refused here if the data is not there
+    digests = {}
+    for path in sorted(p for p in Path(data_dir).iterdir() if p.is_file()):
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        digests[path.name] = digest.hexdigest()
+    return {**data.meta, "files": digests}
 
 
 def _finished_at(run_dir: Path) -> int | None:
