@@ -230,6 +230,20 @@ def save_char_model():
     return save
 
 
+@pytest.fixture(scope="session")
+def context_experiment(tmp_path_factory) -> Path:
+    """`gptlab experiment context --quick` run once for the session on make_data's text (the
+    folder 'context' of a folder of its own: data/ beside it): eight tiny runs trained at 64,
+    results.json, report.md, figures, eval.txt. Read-only: a test that writes copies it."""
+    from gptlab.experiments.context import run_context
+
+    root = tmp_path_factory.mktemp("experiment")
+    data = _make_data(root / "data")
+    with _torch_threads(1):
+        run_context(root / "context", data=data, quick=True, log=lambda line: None)
+    return root / "context"
+
+
 # ----------------------------------------------------------------------------- Hugging Face
 
 HF_VOCAB = 101

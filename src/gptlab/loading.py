@@ -3,6 +3,7 @@
     model, tokenizer = gptlab.load("runs/demo")          # a run: its latest weights
     model, tokenizer = gptlab.load("runs/demo/best")     # ...or its best ones
     model, tokenizer = gptlab.load("openai-community/gpt2")  # a Hugging Face dir or hub name
+    model, tokenizer = gptlab.load("runs/rope", context=256, rope_scaling="yarn:4")
 
 A path is read as what it holds: a gptlab model directory (config.json with GPTConfig
 fields, model.safetensors, tokenizer.json; every run directory is one), else a Hugging Face
@@ -12,6 +13,7 @@ directory (config.json with a model_type), else a hub name.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -23,12 +25,13 @@ from gptlab.errors import GptlabError, UsageError
 from gptlab.files import kinds, model_dir
 from gptlab.inference import quantize
 from gptlab.inference.formats import WEIGHT_CHOICES
-from gptlab.model.config import GPTConfig
+from gptlab.model.config import GPTConfig, with_rope_scaling
 from gptlab.model.gpt import GPT
 
 
 def load(path: str | Path, device: str | torch.device | None = None,
-         weights: str | None = None, require_tokenizer: bool = True
+         weights: str | None = None, require_tokenizer: bool = True,
+         context: int | None = None, rope_scaling: str | dict[str, Any] | None = None
          ) -> tuple[GPT, Tokenizer | None]:
     """(model in eval mode on `device`, its tokenizer), from a run or model directory, a
     directory `gptlab convert` wrote, a Hugging Face directory or a hub name. device None:
@@ -41,7 +44,13 @@ def load(path: str | Path, device: str | torch.device | None = None,
     fastest on this machine), and `model.decode_choice` says what was picked and why.
 
     require_tokenizer False: a gptlab model directory without tokenizer.json gives
-    (model, None) instead of a UsageError (for work on token ids alone)."""
+    (model, None) instead of a UsageError (for work on token ids alone).
+
+    context: the longest text the model then runs at by default (GPT.set_context): past
+    block_size with a ContextWarning, refused for learned positions. rope_scaling:
+    "linear:F", "ntk:F", "yarn:F", "dynamic:F" (gptlab.model.config.rope_scaling_from_spec)
+    or a rope_scaling dict, applied at inference time, no retraining: the model is built
+    from a new config (with_rope_scaling), the saved one unchanged."""
     device = pick_device("cpu" if device is None else device)
     if weights is not None and weights not in WEIGHT_CHOICES:
         raise UsageError(f"weights must be one of {', '.join(WEIGHT_CHOICES)}, "
@@ -55,6 +64,10 @@ def load(path: str | Path, device: str | torch.device | None = None,
     tokenizer = None
     if require_tokenizer or is_hf or (found / model_dir.TOKENIZER_FILE).is_file():
         tokenizer = _tokenizer(found, is_hf, path, model.config)
+    if rope_scaling is not None:
+        model = with_config(model, with_rope_scaling(model.config, rope_scaling))
+    if context is not None:
+        model.set_context(context)
     model.eval()
     if weights is not None:
         model.decode_choice = quantize.quantize(model, weights)
@@ -70,6 +83,15 @@ def require_finite(model: torch.nn.Module, path: str | Path) -> None:
         raise UsageError(f"{path}: the weights are not finite (NaN or infinite values in "
                          f"{bad[0]}{more}): the model cannot be used; load an earlier "
                          f"checkpoint (a run's best/) or train it again")
+
+
+def with_config(model: GPT, config: GPTConfig) -> GPT:
+    """A new GPT of `config` (derived from model's, changing no weight's shape: a RoPE
+    scaling, say) holding model's weights, on its device; model is left as it is."""
+    with torch.device(model.wte.weight.device):
+        rebuilt = GPT(config)
+    model_dir.load_state(rebuilt, model_dir.weights_state(model), "the loaded model")
+    return rebuilt.to(model.wte.weight.dtype)
 
 
 def describe(path: str | Path) -> tuple[GPTConfig, Tokenizer]:

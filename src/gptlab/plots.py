@@ -170,3 +170,60 @@ def save_patch_grids(grids: dict[str, Tensor], columns: dict[str, Sequence[str]]
     if title:
         fig.suptitle(title, fontsize=10)
     save_figure(fig, path)
+
+
+def plot_by_position(series: dict[str, dict], path: str | Path, trained: int,
+                     title: str = "") -> None:
+    """Loss per position bucket, one line per model or method: each series is a
+    PositionScore.to_dict (gptlab.inference.evaluate); the trained length is marked."""
+    fig = new_figure(figsize=(7.5, 4.0 + 0.18 * len(series)))
+    ax = fig.add_subplot()
+    for label, by_position in series.items():
+        points = [((b["first"] + b["last"]) / 2, b["loss"]) for b in by_position["buckets"]
+                  if b["loss"] is not None]
+        ax.plot([x for x, _ in points], [y for _, y in points], "o-", ms=3, lw=1.2,
+                label=label)
+    _mark_trained(ax, trained)
+    ax.set_xlabel("position in the window (tokens of context before the scored one)")
+    ax.set_ylabel("loss (nats / token)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    _legend_below(ax, len(series))
+    save_figure(fig, path, dpi=100)
+
+
+def plot_loss_by_length(panels: dict[str, dict[str, list[tuple[int, float]]]],
+                        path: str | Path, trained: int, title: str = "") -> None:
+    """Loss against the evaluation length, one panel per evaluation mode and one line per
+    method ({panel: {method: [(length, loss)]}}), the trained length marked: the figure of
+    Press et al. 2021 (their Figure 1) for any set of models."""
+    n_lines = max(len(lines) for lines in panels.values())
+    fig = new_figure(figsize=(6.0 * len(panels), 4.2 + 0.18 * n_lines))
+    for i, (panel, lines) in enumerate(panels.items()):
+        ax = fig.add_subplot(1, len(panels), i + 1)
+        for label, points in lines.items():
+            ax.plot([x for x, _ in points], [y for _, y in points], "o-", ms=3, lw=1.2,
+                    label=label)
+        _mark_trained(ax, trained)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("evaluation length (tokens)")
+        ax.set_ylabel("loss (nats / token)")
+        ax.set_title(panel, fontsize=10)
+        ax.grid(alpha=0.3)
+        _legend_below(ax, len(lines))
+    if title:
+        fig.suptitle(title, fontsize=10)
+    save_figure(fig, path, dpi=100)
+
+
+def _mark_trained(ax: Any, trained: int) -> None:
+    ax.axvline(trained, color="black", lw=0.8, ls="--")
+    ax.annotate(f"trained length {trained}", (trained, 1.0), xycoords=("data", "axes fraction"),
+                xytext=(3, -12), textcoords="offset points", fontsize=7)
+
+
+def _legend_below(ax: Any, n: int) -> None:
+    """The legend under the plot, two entries a row, so that no line hides behind it."""
+    if n:
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2,
+                  frameon=False)

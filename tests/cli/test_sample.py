@@ -140,6 +140,11 @@ def test_model_directory_without_training_files(model_dir):
     (["--device", "garbage"], "unknown device 'garbage'; available here: auto, cpu"),
     (["--device", ""], "unknown device ''"),
     (["--device", "meta"], "device 'meta' is not available"),
+    (["--context", "33"], "block_size = 32 rows, for positions 0..31, and there is no row for "
+                          "position 32"),
+    (["--context", "0"], "argument --context: must be >= 1"),
+    (["--rope-scaling", "yarn:2"], "this model's pos_encoding is 'learned'"),
+    (["--rope-scaling", "yarn"], "argument --rope-scaling: rope scaling must be KIND:FACTOR"),
 ])
 def test_bad_arguments(model_dir, argv, message, gptlab):
     code, out, err = gptlab("sample", model_dir, *argv)

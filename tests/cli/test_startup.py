@@ -125,6 +125,7 @@ REACHES_TORCH = {
     "lens": ["lens", "{tmp}/m", "--text", "ab"],
     "attribute": ["attribute", "{tmp}/m", "--text", "ab", "--target", "a"],
     "patch": ["patch", "{tmp}/m", "--clean", "ab", "--corrupt", "ac"],
+    "experiment": ["experiment", "context", "--quick", "--out", "{tmp}/e"],
     "lab": ["lab", "--runs", "{tmp}"],
 }
 # Commands that never load torch: `gptlab probe` only reads and clears the cache file.

@@ -243,6 +243,10 @@ def test_neox_without_attention_biases_needs_zero_mlp_biases(widen, zero_biases,
     (dict(n_kv_head=2), "no grouped-query attention"),
     (dict(pos_encoding="rope", norm="rmsnorm", mlp="swiglu",
           rope_scaling={"type": "ntk", "factor": 2.0}), "static 'ntk'"),
+    (dict(pos_encoding="rope", norm="rmsnorm", mlp="swiglu",
+          rope_scaling={"type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 8}),
+     "dynamic rope scaling takes max_position_embeddings"),
+    (dict(pos_encoding="alibi"), "pos_encoding 'alibi' is not exported"),
 ])
 def test_to_hf_refuses_what_hf_cannot_express(tmp_path, fields, message):
     model = GPT(GPTConfig(vocab_size=VOCAB, block_size=16, n_layer=1, n_head=4, n_embd=32,
@@ -250,6 +254,33 @@ def test_to_hf_refuses_what_hf_cannot_express(tmp_path, fields, message):
     with pytest.raises(UsageError, match=message):
         hf.to_hf(model, tmp_path)
     assert not (tmp_path / "config.json").exists()
+
+
+@pytest.mark.oracle
+def test_dynamic_ntk_llama_matches_transformers_past_its_training_length(tmp_path, widen):
+    """transformers' dynamic rope recomputes its frequencies for a sequence longer than
+    max_position_embeddings; ours, converted both ways, gives the same logits at lengths
+    below, at and past it (increasing, as their module keeps the longest it has seen)."""
+    config = transformers.LlamaConfig(
+        hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
+        intermediate_size=48, vocab_size=VOCAB, max_position_embeddings=16,
+        rope_scaling={"rope_type": "dynamic", "factor": 3.0}, bos_token_id=None,
+        eos_token_id=None)
+    torch.manual_seed(0)
+    theirs = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    widen(theirs, 0)
+    theirs.eval()
+    ours = hf.from_hf(theirs)
+    assert ours.config.rope_scaling == {"type": "dynamic", "factor": 3.0,
+                                        "original_max_position_embeddings": 16}
+    g = torch.Generator().manual_seed(4)
+    for length in (9, 16, 17, 40, 64):
+        idx = torch.randint(0, VOCAB, (2, length), generator=g)
+        with torch.no_grad():
+            diff = (theirs(idx).logits - ours(idx)[0]).abs().max().item()
+        assert diff <= LOGIT_TOL, (length, diff)
+    hf.to_hf(ours, tmp_path)
+    assert hf.from_hf(tmp_path).config == ours.config
 
 
 def test_missing_transformers_says_what_to_install(without_transformers, tmp_path):

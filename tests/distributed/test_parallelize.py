@@ -119,6 +119,8 @@ def test_layouts_that_do_not_fit_are_refused_by_name(mode, tp, world, config, me
     (dict(parallel="tp", tp=2, optimizer="muon"), SMALL, "does not support optimizer muon"),
     (dict(parallel="tp", batch_rng="nanogpt"), SMALL, "does not support batch_rng nanogpt"),
     (dict(parallel="tp"), SMALL_WITH_DROPOUT, "needs dropout 0"),
+    (dict(parallel="tp"), GPTConfig.from_dict({**SMALL.to_dict(), "pos_encoding": "alibi"}),
+     "does not support pos_encoding 'alibi'"),
 ])
 def test_settings_a_sharded_mode_lacks_are_refused_by_name(settings, config, message):
     world = 2 if settings["parallel"] == "tp" else 1

@@ -5,6 +5,7 @@ command: tests/cli/test_eval.py."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -12,7 +13,11 @@ import torch
 
 from gptlab.convert import hf
 from gptlab.data.tokenizer import CharTokenizer
-from gptlab.inference.evaluate import score_ids, score_text, windows
+from gptlab.errors import UsageError
+from gptlab.inference.evaluate import score_ids, score_positions, score_text, windows
+from gptlab.model.config import GPTConfig
+from gptlab.model.gpt import GPT
+from gptlab.model.positional import ContextWarning
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -93,3 +98,43 @@ def test_score_text_figures():
     assert score.bits_per_char == pytest.approx(math.log2(9))  # one token per character
     assert score.bits_per_byte == pytest.approx(math.log2(9) * 161 / 162)
 
+
+
+def small(pos_encoding: str) -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=11, block_size=16, n_layer=1, n_head=2, n_embd=16,
+                         pos_encoding=pos_encoding)).eval()
+
+
+@pytest.mark.parametrize("context, stride", [(16, 16), (16, 4), (48, 48), (48, 1)])
+def test_by_position_sums_are_the_overall_score(context, stride):
+    """The by-position detail holds every scored token once: its sums are score_ids's,
+    and buckets or spans weighted by their tokens give the mean loss back."""
+    model, ids = small("alibi"), torch.randint(0, 11, (300,), generator=torch.Generator()
+                                                .manual_seed(1))
+    with pytest.warns(ContextWarning) if context > 16 else contextlib.nullcontext():
+        positions = score_positions(model, ids, context, stride)
+        nll, scored = score_ids(model, ids, context, stride)
+    assert sum(positions.scored) == scored == 299 - (len(windows(300, context, stride)) - 1
+                                                       if stride == context else 0)
+    assert math.fsum(positions.nll) == pytest.approx(nll, rel=1e-12)
+    assert positions.scored[0] == 0  # nothing predicts a window's first token
+    starts = [s for s in (0, 16, 32) if s < context]  # the trained positions, then beyond
+    for parts in (positions.buckets(5), positions.spans(starts)):
+        assert sum(p["tokens"] for p in parts) == scored
+        mean = math.fsum(p["loss"] * p["tokens"] for p in parts if p["tokens"]) / scored
+        assert mean == pytest.approx(nll / scored, rel=1e-12)
+    if stride == context:  # non-overlapping: every position after the first about as often
+        assert min(positions.scored[1:]) >= max(positions.scored[1:]) - 1
+    else:  # sliding: after the first window, only the last `stride` positions are scored
+        assert sum(positions.scored[1: context - stride]) <= context - stride - 1
+
+
+def test_a_longer_context_warns_and_learned_positions_refuse():
+    ids = torch.arange(100) % 11
+    with pytest.warns(ContextWarning, match="never saw positions 16..63"):
+        score_positions(small("rope"), ids, context=64)
+    with pytest.raises(UsageError, match="no row for position 16"):
+        score_positions(small("learned"), ids, context=64)
+    with pytest.raises(UsageError, match="spans must start at 0"):
+        score_positions(small("rope"), ids, context=16).spans([4, 8])

@@ -194,7 +194,7 @@ def test_params_edited_config_matches_a_built_model(client, post, bad):
 
 def test_presets_send_the_config_choices_the_server_takes(client, post):
     choices = client.get("/api/presets").json()["choices"]
-    assert choices["pos_encoding"] == ["learned", "sinusoidal", "rope", "none"]
+    assert choices["pos_encoding"] == ["learned", "sinusoidal", "rope", "alibi", "none"]
     for field, values in choices.items():
         for value in values:
             post(client, "/api/params", {"preset": "gpt2", "config": {field: value}})

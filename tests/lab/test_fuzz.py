@@ -23,6 +23,7 @@ from schemathesis.checks import (  # the registry's names, stable across 4.x
 )
 from tools.tinyrun import TEXT
 
+from gptlab.lab import contextview
 from gptlab.lab import play_schemas as mp
 from gptlab.lab import schemas as m
 from gptlab.lab.server import create_app
@@ -80,7 +81,18 @@ def _fit_lens(body: dict, run: str) -> dict:
     return out
 
 
+def _fit_context(body: dict, run: str) -> dict:
+    """A longer-than-trained body: its text fitted as _fit_text does, its context mostly
+    within the tiny run's 32 positions (a tenth past them, which learned positions refuse),
+    its layer and head fitted."""
+    out = _fit_run(_fit_text(body, run), run)
+    if out.get("context", 0) % 10:
+        out["context"] = 2 + out["context"] % 31
+    return out
+
+
 FITS = {
+    "/api/context": (contextview.ContextRequest, _fit_context),
     "/api/next_token": (mp.NextTokenRequest, _fit_text),
     "/api/next_token/append": (mp.AppendRequest, _fit_text),
     "/api/lens": (mp.LensRequest, _fit_lens),
@@ -128,7 +140,7 @@ def test_lab_api_conforms_to_its_schema(case, lab):
 
 def test_every_operation_is_fuzzed():
     operations = {(op.ok().method.upper(), op.ok().path) for op in schema.get_all_operations()}
-    assert len(operations) == 18, operations
+    assert len(operations) == 21, operations
     assert ("POST", "/api/ablate") in operations and ("GET", "/api/runs") in operations
     assert ("GET", "/api/live/events") in operations and ("POST", "/api/lens") in operations
     assert ("POST", "/api/live/start") not in operations

@@ -11,7 +11,7 @@ from gptlab.model.positional import RotaryEmbedding, apply_rope
 
 # Every combination of the architecture switches that change the forward pass.
 ARCHITECTURES = list(itertools.product(
-    ["learned", "sinusoidal", "rope", "none"],
+    ["learned", "sinusoidal", "rope", "alibi", "none"],
     ["layernorm", "rmsnorm"],
     ["gelu", "gelu_tanh", "swiglu"],
     ["pre", "post"],

@@ -16,7 +16,7 @@ from gptlab.model.presets import PRESETS
     (dict(n_embd=100, n_head=12), ["n_embd", "n_head"]),
     (dict(n_head=12, n_kv_head=5), ["n_head", "n_kv_head"]),
     (dict(n_embd=36, n_head=12, pos_encoding="rope"), ["rope", "head"]),  # head size 3
-    (dict(pos_encoding="alibi"), ["pos_encoding", "alibi"]),
+    (dict(pos_encoding="xpos"), ["pos_encoding", "xpos"]),
     (dict(norm="batchnorm"), ["norm", "batchnorm"]),
     (dict(norm_position="middle"), ["norm_position"]),
     (dict(mlp="relu"), ["mlp", "relu"]),

@@ -11,7 +11,8 @@ import torch
 
 from gptlab import GPTConfig
 from gptlab.errors import UsageError
-from gptlab.model.decoding import SamplingSettings, filter_logits, sample_next
+from gptlab.model.decoding import SamplingSettings, filter_logits, generate_tokens, sample_next
+from gptlab.model.positional import ContextWarning
 
 # probabilities 0.4, 0.25, 0.15, 0.1, 0.06, 0.04 (sum 1), shuffled so order is not position
 PROBS = torch.tensor([0.1, 0.4, 0.04, 0.25, 0.06, 0.15])
@@ -135,6 +136,33 @@ def test_generation_slides_past_the_context_for_learned_positions(seeded_model):
     window = out[:, 30 + n_fill - 16 + 1 : 30 + n_fill + 1]
     expected = model(window)[0][:, -1].argmax(-1)
     assert out[0, 30 + n_fill + 1].item() == expected.item()
+
+
+@pytest.mark.parametrize("encoding", ["rope", "alibi", "sinusoidal", "none"])
+def test_generation_runs_past_block_size_when_the_context_is_longer(encoding, small_config,
+                                                                    seeded_model):
+    """With a context of 48 on a model built for 16, the KV cache and the mask grow to 48:
+    greedy decoding equals an argmax loop over the whole text, with no window slid."""
+    model = seeded_model(small_config(pos_encoding=encoding))
+    prompt = torch.randint(0, 23, (2, 5), generator=torch.Generator().manual_seed(3))
+    with pytest.warns(ContextWarning, match="never saw positions 16..47"):
+        new = list(generate_tokens(model, prompt, 43, SamplingSettings(0.0), context=48))
+    idx = prompt
+    for _ in range(43):
+        logits, _ = model(idx)
+        idx = torch.cat([idx, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(torch.cat([prompt, *new], dim=1), idx)
+    with pytest.warns(ContextWarning):
+        model.set_context(48)  # the model's own default from now on
+    assert torch.equal(model.generate(prompt, 43, temperature=0.0), idx)
+
+
+def test_learned_positions_refuse_a_longer_context(small_config, seeded_model):
+    model = seeded_model(small_config(pos_encoding="learned"))
+    with pytest.raises(UsageError, match="no row for position 16"):
+        next(generate_tokens(model, torch.zeros(1, 3, dtype=torch.long), 5, context=17))
+    with pytest.raises(UsageError, match="no row for position 16"):
+        model.set_context(17)
 
 
 def test_long_prompt_is_cropped_from_the_left_with_a_warning(seeded_model):

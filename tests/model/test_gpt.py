@@ -26,10 +26,11 @@ def test_future_tokens_never_change_past_logits(architecture, small_config, seed
 
 def test_learned_positions_refuse_sequences_longer_than_block_size(small_config):
     model = GPT(small_config(pos_encoding="learned"))
-    with pytest.raises(UsageError, match="longer than block_size 16"):
+    with pytest.raises(UsageError, match="block_size = 16 rows.*no row for position 16"):
         model(torch.zeros(1, 17, dtype=torch.long))
     # positions without a table have no such limit
-    GPT(small_config(pos_encoding="rope"))(torch.zeros(1, 17, dtype=torch.long))
+    for encoding in ("rope", "sinusoidal", "alibi", "none"):
+        GPT(small_config(pos_encoding=encoding))(torch.zeros(1, 17, dtype=torch.long))
 
 
 def test_loss_is_cross_entropy_of_the_logits_and_ignores_minus_one(small_config, seeded_model):
@@ -118,7 +119,7 @@ def test_generate_and_forward_name_a_bad_idx(small_config, seeded_model):
     ("n_head", 5, r"n_embd \(16\) must be divisible by n_head \(5\)"),
     ("n_layer", 0, "n_layer must be a positive integer, got 0"),
     ("n_kv_head", 3, r"n_head \(4\) must be divisible by n_kv_head \(3\)"),
-    ("pos_encoding", "alibi", "unknown pos_encoding 'alibi'"),
+    ("pos_encoding", "xpos", "unknown pos_encoding 'xpos'"),
     ("dropout", float("nan"), "dropout must be in"),
     ("norm_eps", float("inf"), "norm_eps must be a finite number > 0"),
 ])

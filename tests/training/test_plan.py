@@ -102,6 +102,28 @@ def test_a_fine_tune_plan_takes_the_starting_models_config(data, tmp_path):
         plan_run(model(), settings(init_from=str(base)), data, tmp_path / "run")
 
 
+def test_a_fine_tune_may_reach_further_where_no_weight_changes(data, tmp_path):
+    """Position Interpolation's fine-tune: the starting model at a longer block_size with
+    linear rope scaling; any other change, or a longer learned table, is refused."""
+    base = tmp_path / "base"
+    config = model(vocab_size=data.vocab_size, pos_encoding="rope")
+    model_dir.save_model(GPT(config), base)
+    shutil.copy(data.tokenizer_path, base / "tokenizer.json")
+    longer = model(block_size=64, pos_encoding="rope",
+                   rope_scaling={"type": "linear", "factor": 4.0})
+    plan = plan_run(longer, settings(init_from=str(base)), data, tmp_path / "run")
+    assert plan.model_config == dataclasses.replace(config, block_size=64,
+                                                    rope_scaling=longer.rope_scaling)
+    with pytest.raises(UsageError, match="has n_layer 1, the model config 2"):
+        plan_run(model(n_layer=2, pos_encoding="rope"), settings(init_from=str(base)), data,
+                 tmp_path / "run")
+    learned = tmp_path / "learned"
+    model_dir.save_model(GPT(model(vocab_size=data.vocab_size)), learned)
+    shutil.copy(data.tokenizer_path, learned / "tokenizer.json")
+    with pytest.raises(UsageError, match="there is no row for position 16"):
+        plan_run(model(block_size=64), settings(init_from=str(learned)), data, tmp_path / "run")
+
+
 def test_a_resume_plan_reads_the_run_and_writes_nothing(data, stopped_run):
     before = files(stopped_run)
     plan = plan_run(None, None, data, stopped_run, resume=True, overrides={"max_iters": 20})

@@ -7,6 +7,9 @@ import argparse
 import math
 import re
 
+from gptlab.errors import UsageError
+from gptlab.model.config import rope_scaling_from_spec
+
 SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes an unsigned 64-bit seed
 
 TOKEN_ID_PREFIX = "id:"  # --target id:42 names a token by its id (see cli.tokeninput)
@@ -76,3 +79,14 @@ def escaped_text(text: str) -> str:
             f"not UTF-8 text: byte 0x{ord(text[exc.start]) - 0xDC00:02x} at offset {exc.start}"
         ) from None
     return unescape(text)
+
+
+def rope_scaling(text: str) -> str:
+    """An argparse type: a RoPE scaling rule KIND:FACTOR (linear:4, ntk:4, yarn:4,
+    dynamic:4), checked as gptlab.model.config.rope_scaling_from_spec reads it; the text
+    itself is passed on (the training length comes from the model, once it is loaded)."""
+    try:
+        rope_scaling_from_spec(text, 1)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text

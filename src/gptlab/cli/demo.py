@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from gptlab.cli import argtypes
-from gptlab.data.corpus import shakespeare_text
+from gptlab.data.corpus import ensure_shakespeare
 from gptlab.errors import UsageError
 from gptlab.files import kinds
 from gptlab.model.config import GPTConfig
@@ -112,17 +112,8 @@ def claim_folders(data_dir: Path, run_dir: Path, force: bool) -> bool:
 
 def ensure_data(data_dir: Path) -> None:
     """Prepare the embedded corpus into data_dir unless a complete copy is already there."""
-    # start-up time: numpy and tokenizers load when the demo runs, not when it is parsed
-    from gptlab.data.prepared import ensure_prepared
-    from gptlab.data.tokenizer import CharTokenizer
-
-    def corpus():
-        text = shakespeare_text()
-        return text, CharTokenizer.from_text(text)
-
     try:
-        meta, reused = ensure_prepared(data_dir, "shakespeare", corpus, kind="char",
-                                       by=OWNER)
+        meta, reused = ensure_shakespeare(data_dir, by=OWNER)
     except UsageError as exc:
         raise UsageError(f"{exc}; give the demo another --data") from None
     if reused:

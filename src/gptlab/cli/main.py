@@ -20,7 +20,9 @@ import importlib
 import io
 import re
 import sys
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from gptlab.errors import GptlabError
 from gptlab.files.atomic import is_bad_path
@@ -28,7 +30,7 @@ from gptlab.version import __version__
 
 # Order is the order `gptlab --help` lists them in.
 COMMANDS = ["demo", "params", "prepare", "train", "eval", "sample", "convert", "heads", "lens",
-            "attribute", "patch", "lab", "probe"]
+            "attribute", "patch", "experiment", "lab", "probe"]
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 
 
@@ -157,6 +159,15 @@ def _list_as_flags(items: str, flags: dict[str, str]) -> str:
     if not all(w in known for w in names) or not any(w.startswith("--") for w in names):
         return items  # not (only) names, or no name of it said as a flag already
     return re.sub(r"[\w-]+", lambda m: flags.get(m.group(0), m.group(0)), items)
+@contextmanager
+def warned(prog: str) -> Iterator[None]:
+    """Warnings the library gives inside (a context past block_size, a prompt cropped) as
+    one line each on stderr, `prog: warning: ...`, each message once."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for message in dict.fromkeys(str(w.message) for w in caught):
+        print(f"{prog}: warning: {_one_line(message)}", file=sys.stderr)
 
 
 def _interrupted() -> int:

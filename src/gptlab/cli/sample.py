@@ -7,6 +7,7 @@ import sys
 import warnings
 
 from gptlab.cli import argtypes
+from gptlab.cli.main import warned
 from gptlab.errors import UsageError
 from gptlab.inference.formats import WEIGHT_CHOICES
 
@@ -22,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "weights; RUN_DIR/best for the best ones) or any model directory holding "
             "config.json, model.safetensors and tokenizer.json (what `gptlab convert` "
             "writes). Text streams to stdout as tokens arrive. Decoding uses a KV cache; "
-            "past the model's context the oldest half is dropped and decoding goes on. "
+            "past the model's context (its block_size, or --context) the oldest half is "
+            "dropped and decoding goes on. "
             "In --prompt and --stop, \\n, \\t, \\r and \\\\ stand for a newline, a tab, "
             "a carriage return and a backslash; other backslashes are kept as typed."
         ),
@@ -61,6 +63,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "machine). A short probe, cached per machine, picks each format's "
                         "fastest kernel; for a format other than fp32, stderr says what it "
                         "chose and why")
+    p.add_argument("--context", type=argtypes.int_in(1), metavar="N",
+                   help="tokens the model sees at once (default its block_size; longer runs "
+                        "it at positions it never saw, with a warning; learned positions "
+                        "refuse)")
+    p.add_argument("--rope-scaling", type=argtypes.rope_scaling, metavar="KIND:F",
+                   help="stretch RoPE at inference time: linear:F, ntk:F, yarn:F or "
+                        "dynamic:F (see gptlab eval --help)")
     p.add_argument("--device", default="auto",
                    help="auto (default: cuda if there is one, else cpu), cpu, cuda, cuda:N, mps")
     p.set_defaults(func=run)
@@ -80,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
     temperature = 0.0 if args.greedy else args.temperature
     settings = SamplingSettings(temperature, args.top_k, args.top_p)
     device = pick_device(args.device)
-    model, tokenizer = load(args.run_dir, device=device, weights=args.weights)
+    with warned("gptlab sample"):
+        model, tokenizer = load(args.run_dir, device=device, weights=args.weights,
+                                context=args.context, rope_scaling=args.rope_scaling)
     if args.weights != "fp32":
         print(f"gptlab sample: {model.decode_choice.reason}", file=sys.stderr)
     prompt = args.prompt

@@ -72,6 +72,10 @@ def gguf_architecture(config: GPTConfig) -> str:
     if config.norm_position != "pre":
         raise UsageError("llama.cpp runs pre-norm models only; this one is post-norm "
                          "(norm_position='post')")
+    if config.pos_encoding == "alibi":
+        raise UsageError("pos_encoding 'alibi' is not exported to GGUF: gptlab writes "
+                         "llama.cpp's llama and gpt2 architectures, neither of which has "
+                         "ALiBi (its mpt and bloom ones do, with their own layers)")
     if (config.norm, config.mlp, config.pos_encoding) == ("rmsnorm", "swiglu", "rope"):
         _rope_scaling_keys(config)  # refuses a scaling llama.cpp does not compute
         return "llama"
@@ -98,6 +102,9 @@ def _rope_scaling_keys(config: GPTConfig) -> dict[str, Any]:
         return {"freq_base": config.rope_base * scaling["factor"] ** (d / (d - 2))}
     if kind == "linear":
         return {"freq_base": config.rope_base, "linear_factor": float(scaling["factor"])}
+    if kind == "dynamic":
+        raise UsageError("gptlab's 'dynamic' rope scaling is not exported to GGUF: llama.cpp "
+                         "has no dynamic NTK (its base would not grow with the length)")
     raise UsageError(f"gptlab's {kind!r} rope scaling is not exported to GGUF: llama.cpp's own "
                      "YaRN computes its ramp and temperature differently")
 

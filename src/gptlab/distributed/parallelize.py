@@ -79,6 +79,10 @@ def check_settings(cfg: TrainConfig, config: GPTConfig, world_size: int) -> Layo
     for name, used, why in refused:
         if used:
             raise UsageError(f"--parallel {layout.mode} does not support {name} ({why})")
+    if layout.tp > 1 and config.pos_encoding == "alibi":
+        raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} does not support "
+                         f"pos_encoding 'alibi': its bias holds every head's slope, and a "
+                         f"rank computes only its share of the heads")
     if layout.tp > 1 and config.dropout:
         raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} needs dropout 0: the "
                          f"ranks of a tensor-parallel group would drop different units of "

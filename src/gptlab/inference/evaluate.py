@@ -10,17 +10,27 @@ first token of every window is left unscored too.
 
 Bits per character and per byte divide the total bits by the text's characters and UTF-8
 bytes, scaled by the share of tokens scored, so they compare across tokenizers.
+
+By position (`score_positions`): the same scoring, its losses kept apart by where the
+scored token sits in its window (position j was predicted from j tokens). With
+non-overlapping windows (stride = context) every position is scored about as often, and
+the curve shows how the loss falls as a token gets more context (the "early token curse" of
+Press et al. 2021); with sliding windows each token is scored near its window's end, with
+the longest context it can have. The context may exceed block_size for every encoding but
+learned positions (gptlab.model.positional.check_context), with a ContextWarning.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from gptlab.errors import UsageError
+from gptlab.model.positional import ContextWarning, check_context
 
 
 @dataclass(frozen=True)
@@ -32,6 +42,7 @@ class Score:
     tokens: int  # tokens in the text(s)
     chars: int  # characters in the text(s)
     bytes: int  # UTF-8 bytes in the text(s)
+    positions: PositionScore | None = None  # the same scores by position in the window
 
     @property
     def loss(self) -> float:
@@ -55,9 +66,12 @@ class Score:
         return self.bits_per_token * self.tokens / self.bytes
 
     def __add__(self, other: Score) -> Score:
+        positions = None
+        if self.positions is not None and other.positions is not None:
+            positions = self.positions + other.positions
         return Score(self.nll + other.nll, self.scored + other.scored,
                      self.tokens + other.tokens, self.chars + other.chars,
-                     self.bytes + other.bytes)
+                     self.bytes + other.bytes, positions)
 
     def to_dict(self) -> dict[str, float | int]:
         return {"tokens_scored": self.scored, "loss": self.loss, "perplexity": self.perplexity,
@@ -83,17 +97,83 @@ def windows(n: int, context: int, stride: int) -> list[tuple[int, int, int]]:
     return out
 
 
+@dataclass(frozen=True)
+class PositionScore:
+    """Summed NLL (nats) and tokens scored at each position 0..context-1 of the windows
+    (position 0 is never scored: nothing predicts it)."""
+
+    context: int
+    stride: int
+    nll: list[float]
+    scored: list[int]
+
+    @property
+    def loss(self) -> float:
+        """The mean over every scored token: score_ids's figure."""
+        return sum(self.nll) / sum(self.scored)
+
+    @property
+    def mode(self) -> str:
+        return "non-overlapping" if self.stride == self.context else "sliding"
+
+    def buckets(self, n: int) -> list[dict[str, float | int | None]]:
+        """The positions in n equal spans (the last takes the remainder): see spans."""
+        if not (isinstance(n, int) and 1 <= n):
+            raise UsageError(f"buckets must be a positive integer, got {n!r}")
+        n = min(n, self.context)
+        size = self.context // n
+        return self.spans([b * size for b in range(n)])
+
+    def spans(self, starts: list[int]) -> list[dict[str, float | int | None]]:
+        """The positions cut where `starts` says (each span runs to the next start, the last
+        to the end of the window): each span's first and last position, tokens scored and
+        mean loss (None where none was scored). Their means weighted by tokens give
+        `loss` back."""
+        if not starts or starts[0] != 0 or sorted(set(starts)) != list(starts) \
+                or starts[-1] >= self.context:
+            raise UsageError(f"spans must start at 0 and rise within the {self.context} "
+                             f"positions, got {starts}")
+        out = []
+        for lo, hi in zip(starts, [*starts[1:], self.context], strict=True):
+            tokens, nll = sum(self.scored[lo:hi]), math.fsum(self.nll[lo:hi])
+            out.append({"first": lo, "last": hi - 1, "tokens": tokens,
+                        "loss": nll / tokens if tokens else None})
+        return out
+
+    def __add__(self, other: PositionScore) -> PositionScore:
+        if (self.context, self.stride) != (other.context, other.stride):
+            raise UsageError("only scores of the same context and stride add up")
+        return PositionScore(self.context, self.stride,
+                             [a + b for a, b in zip(self.nll, other.nll, strict=True)],
+                             [a + b for a, b in zip(self.scored, other.scored, strict=True)])
+
+    def to_dict(self, buckets: int) -> dict:
+        return {"context": self.context, "stride": self.stride, "mode": self.mode,
+                "loss": self.loss, "tokens_scored": sum(self.scored),
+                "buckets": self.buckets(buckets)}
+
+
+def _checked_context(model: torch.nn.Module, context: int | None) -> int:
+    """The context to score with: the model's own (its block_size unless GPT.set_context
+    raised it), or one asked for, past block_size with a ContextWarning."""
+    if context is None:
+        return getattr(model, "context", model.config.block_size)
+    if isinstance(context, int) and context == 1:  # a window of one token predicts nothing
+        raise UsageError("context must be at least 2 to score: a window of one token has "
+                         "nothing to predict from")
+    warning = check_context(model.config, context)
+    if warning:
+        warnings.warn(warning, ContextWarning, stacklevel=3)
+    return context
+
+
 @torch.no_grad()
-def score_ids(model: torch.nn.Module, ids: torch.Tensor, context: int | None = None,
-              stride: int | None = None, batch_size: int = 8) -> tuple[float, int]:
-    """(summed NLL in nats, tokens scored) of a 1-D tensor of token ids under `model`,
-    whose `model(idx)` returns (logits, _). context defaults to the model's block_size,
-    stride to half the context."""
-    block = model.config.block_size
-    context = block if context is None else context
-    if not 2 <= context <= block:  # a window of one token has nothing to predict from
-        raise UsageError(f"context must be between 2 and the model's block_size ({block}), "
-                         f"got {context}")
+def score_positions(model: torch.nn.Module, ids: torch.Tensor, context: int | None = None,
+                    stride: int | None = None, batch_size: int = 8) -> PositionScore:
+    """The loss of a 1-D tensor of token ids under `model` (whose `model(idx)` returns
+    (logits, _)), by position in the window; context defaults to the model's, stride to
+    half the context."""
+    context = _checked_context(model, context)
     stride = max(1, context // 2) if stride is None else stride
     if batch_size < 1:
         raise UsageError(f"batch_size must be >= 1, got {batch_size}")
@@ -103,7 +183,8 @@ def score_ids(model: torch.nn.Module, ids: torch.Tensor, context: int | None = N
     ids = ids.to(device=device, dtype=torch.long)
     was_training = model.training
     model.eval()
-    total, scored = torch.zeros((), dtype=torch.float64, device=device), 0
+    nll_at = torch.zeros(context, dtype=torch.float64, device=device)
+    scored_at = torch.zeros(context, dtype=torch.long, device=device)
     spans = windows(len(ids), context, stride)
     # Windows of one length go through the model together.
     for length in sorted({end - begin for begin, end, _ in spans}):
@@ -115,10 +196,20 @@ def score_ids(model: torch.nn.Module, ids: torch.Tensor, context: int | None = N
             nll = F.cross_entropy(logits[:, :-1].float().flatten(0, 1), x[:, 1:].flatten(),
                                   reduction="none").view(len(batch), length - 1)
             for row, (_, _, first) in enumerate(batch):
-                total += nll[row, first - 1:].double().sum()
-                scored += length - first
+                # position j (first..length-1) was predicted by the logits at j - 1
+                nll_at[first:length] += nll[row, first - 1:].double()
+                scored_at[first:length] += 1
     model.train(was_training)
-    return total.item(), scored
+    return PositionScore(context, stride, nll_at.tolist(), scored_at.tolist())
+
+
+def score_ids(model: torch.nn.Module, ids: torch.Tensor, context: int | None = None,
+              stride: int | None = None, batch_size: int = 8) -> tuple[float, int]:
+    """(summed NLL in nats, tokens scored) of a 1-D tensor of token ids under `model`,
+    whose `model(idx)` returns (logits, _). context defaults to the model's (block_size
+    unless GPT.set_context raised it), stride to half the context."""
+    positions = score_positions(model, ids, context, stride, batch_size)
+    return math.fsum(positions.nll), sum(positions.scored)
 
 
 def score_text(model: torch.nn.Module, tokenizer, text: str, context: int | None = None,
@@ -127,5 +218,13 @@ def score_text(model: torch.nn.Module, tokenizer, text: str, context: int | None
     if not text:
         raise UsageError("the text is empty: nothing to score")
     ids = torch.tensor(tokenizer.encode(text), dtype=torch.long)
-    nll, scored = score_ids(model, ids, context, stride, batch_size)
-    return Score(nll, scored, len(ids), len(text), len(text.encode("utf-8")))
+    return score_of(model, ids, text, context, stride, batch_size)
+
+
+def score_of(model: torch.nn.Module, ids: torch.Tensor, text: str, context: int | None = None,
+             stride: int | None = None, batch_size: int = 8) -> Score:
+    """Score of token ids whose text is `text` (for its characters and bytes), with its
+    by-position detail."""
+    positions = score_positions(model, ids, context, stride, batch_size)
+    return Score(math.fsum(positions.nll), sum(positions.scored), len(ids), len(text),
+                 len(text.encode("utf-8")), positions)

@@ -27,7 +27,9 @@ def attention_modules(model: nn.Module) -> list[CausalSelfAttention]:
 
 def check_tokens(model: nn.Module, idx: Tensor, min_len: int = 1) -> Tensor:
     """idx (T,) or (B, T) integer ids -> (B, T), or a UsageError saying what is wrong."""
-    config = unwrap(model).config
+    gpt = unwrap(model)
+    config = gpt.config
+    context = getattr(gpt, "context", config.block_size)  # GPT.set_context may raise it
     if not isinstance(idx, Tensor):
         idx = torch.as_tensor(idx)
     if idx.dtype.is_floating_point or idx.dtype == torch.bool or idx.is_complex():
@@ -41,10 +43,10 @@ def check_tokens(model: nn.Module, idx: Tensor, min_len: int = 1) -> Tensor:
         raise UsageError("the input is empty: give at least one token")
     if T < min_len:
         raise UsageError(f"the input has {T} token(s); this needs at least {min_len}")
-    if T > config.block_size:
+    if T > context:
         raise UsageError(
-            f"the input has {T} tokens, longer than the model's context of "
-            f"{config.block_size} (block_size)"
+            f"the input has {T} tokens, longer than the model's context of {context}"
+            + (" (block_size)" if context == config.block_size else "")
         )
     low, high = int(idx.min()), int(idx.max())
     if low < 0 or high >= config.vocab_size:

@@ -6,7 +6,7 @@
 
 `attention_weights` is the explicit softmax both share when the weights themselves are wanted.
 
-What a layer needs besides x (rope tables, the mask, the cache) comes in one frozen
+What a layer needs besides x (rope tables, the mask, ALiBi's bias, the cache) comes in one frozen
 `AttentionInputs`, built once per forward by `GPT.forward` and handed to every block as is.
 Each head's output passes through `CausalSelfAttention.heads`, an `nn.Identity` that is there
 as a named hook point: an ordinary torch forward hook on it sees (B, nh, T, hs) before the
@@ -38,11 +38,15 @@ def causal_mask(t_query: int, t_key: int, device: torch.device | str | None = No
 def attention_weights(q: Tensor, k: Tensor, allowed: Tensor | None = None) -> Tensor:
     """softmax(q k^T / sqrt(d_k)) with disallowed positions set to -inf first.
 
-    q (..., Tq, d_k), k (..., Tk, d_k), allowed broadcastable to (..., Tq, Tk) or None.
+    q (..., Tq, d_k), k (..., Tk, d_k), allowed broadcastable to (..., Tq, Tk) or None:
+    bool (True where a query may attend), or float, added to the scores (a bias with -inf
+    where it may not, as AttentionInputs.bias and scaled_dot_product_attention take it).
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if allowed is not None:
+    if allowed is not None and allowed.dtype == torch.bool:
         scores = scores.masked_fill(~allowed, float("-inf"))
+    elif allowed is not None:
+        scores = scores + allowed.to(scores.dtype)
     return torch.softmax(scores, dim=-1)
 
 
@@ -77,6 +81,9 @@ class AttentionInputs:
     # cached one).
     is_causal: bool = True
     cache: KVCache | None = None
+    # float, broadcastable to (B, nh, T, T_keys), added to the scores (ALiBi's), with the
+    # mask folded in as -inf; when set, it stands for allowed and is_causal.
+    bias: Tensor | None = None
 
 
 CAUSAL = AttentionInputs()  # plain causal attention: no positions, no mask, no cache
@@ -130,15 +137,17 @@ class CausalSelfAttention(nn.Module):
         if group > 1:
             k = k.repeat_interleave(group, dim=1)  # (B, nh, T_keys, hs)
             v = v.repeat_interleave(group, dim=1)
+        mask, is_causal = allowed, allowed is None and inputs.is_causal
+        if inputs.bias is not None:
+            mask, is_causal = inputs.bias.to(q.dtype), False
         if self.record_weights:
-            mask = allowed
-            if mask is None and inputs.is_causal:
+            if mask is None and is_causal:
                 mask = causal_mask(T, k.shape[2], x.device)
             self.weights = attention_weights(q, k, mask)
             y = self.weights @ v
         else:
             y = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=allowed, is_causal=allowed is None and inputs.is_causal,
+                q, k, v, attn_mask=mask, is_causal=is_causal,
                 dropout_p=self.dropout if self.training else 0.0,
             )  # (B, nh, T, hs)
         y = self.heads(y)

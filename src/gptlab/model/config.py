@@ -12,12 +12,14 @@ from gptlab.fields import from_dict, is_number
 from gptlab.files.atomic import read_json
 from gptlab.model.presets import preset_dict
 
-POS_ENCODINGS = ("learned", "sinusoidal", "rope", "none")
+POS_ENCODINGS = ("learned", "sinusoidal", "rope", "alibi", "none")
 NORMS = ("layernorm", "rmsnorm")
 NORM_POSITIONS = ("pre", "post")
 # 'gelu' is the exact erf GELU; 'gelu_tanh' is GPT-2's tanh approximation ("gelu_new").
 MLPS = ("gelu", "gelu_tanh", "swiglu")
-ROPE_SCALINGS = ("linear", "ntk", "yarn", "llama3")
+ROPE_SCALINGS = ("linear", "ntk", "yarn", "dynamic", "llama3")
+# The rules that need the training length (original_max_position_embeddings).
+ROPE_SCALINGS_WITH_ORIGINAL = ("yarn", "dynamic", "llama3")
 
 
 @dataclass
@@ -38,10 +40,12 @@ class GPTConfig:
     n_embd          d_model, the width of the residual stream
     ffn_hidden      d_ff, the feed-forward network's inner width (default 4 * d_model)
     pos_encoding    "learned" (GPT-2), "sinusoidal" (the 2017 paper), "rope" (rotary, Su et
-                    al. 2021) or "none"
+                    al. 2021), "alibi" (a linear bias on the scores, Press et al. 2021) or
+                    "none"
     rope_base       RoPE's theta, the base of its wavelengths (10000 in the paper)
     rope_scaling    None, or a long-context rule for RoPE: {"type": "linear" | "ntk" | "yarn"
-                    | "llama3", "factor": ..., ...} (gptlab.model.positional)
+                    | "dynamic" | "llama3", "factor": ..., ...} (gptlab.model.rope_scaling;
+                    `rope_scaling_from_spec` reads "KIND:FACTOR")
     norm            "layernorm" (Ba et al. 2016) or "rmsnorm" (Zhang & Sennrich 2019)
     norm_eps        the epsilon inside the norm's square root
     norm_position   "pre" (norm, sublayer, add: GPT-2 on) or "post" (sublayer, add, norm:
@@ -66,7 +70,8 @@ class GPTConfig:
     ffn_hidden: int | None = None  # None: 4 * n_embd, the 2017 paper's and GPT-2's width
     pos_encoding: str = "learned"
     rope_base: float = 10000.0
-    # None, or {"type": "linear"|"ntk"|"yarn"|"llama3", "factor": float, ...}; see positional.py
+    # None, or {"type": "linear"|"ntk"|"yarn"|"dynamic"|"llama3", "factor": float, ...};
+    # see rope_scaling.py
     rope_scaling: dict[str, Any] | None = None
     norm: str = "layernorm"
     norm_eps: float = 1e-5
@@ -134,7 +139,7 @@ class GPTConfig:
         factor = scaling.get("factor")
         if not (is_number(factor) and factor >= 1):
             raise ConfigError(f"rope_scaling.factor must be a finite number >= 1, got {factor!r}")
-        if scaling["type"] in ("yarn", "llama3"):
+        if scaling["type"] in ROPE_SCALINGS_WITH_ORIGINAL:
             original = scaling.get("original_max_position_embeddings")
             if isinstance(original, bool) or not (isinstance(original, int) and original > 0):
                 raise ConfigError(
@@ -169,6 +174,41 @@ class GPTConfig:
     @classmethod
     def from_json(cls, path: str | Path) -> GPTConfig:
         return cls.from_dict(read_json(path, "config file"))
+
+
+def rope_scaling_from_spec(spec: str, original: int) -> dict[str, Any]:
+    """"KIND:FACTOR" (linear:4, ntk:4, yarn:4, dynamic:4, llama3:4) -> a rope_scaling for a
+    model trained at `original` positions, the rule's other settings at their defaults:
+    the one reading of --rope-scaling (eval, sample, the lab, gptlab.load)."""
+    kind, sep, factor_text = str(spec).partition(":")
+    if not sep or kind not in ROPE_SCALINGS:
+        raise ConfigError(f"rope scaling must be KIND:FACTOR with KIND one of "
+                          f"{', '.join(ROPE_SCALINGS)} (e.g. linear:4), got {spec!r}")
+    try:
+        factor = float(factor_text)
+    except ValueError:
+        factor = float("nan")
+    if not (is_number(factor) and factor >= 1):
+        raise ConfigError(f"rope scaling factor must be a finite number >= 1, got "
+                          f"{factor_text!r} in {spec!r}")
+    scaling: dict[str, Any] = {"type": kind, "factor": factor}
+    if kind in ROPE_SCALINGS_WITH_ORIGINAL:
+        scaling["original_max_position_embeddings"] = original
+    return scaling
+
+
+def with_rope_scaling(config: GPTConfig, spec: str | dict[str, Any]) -> GPTConfig:
+    """A new config: `config` with a RoPE scaling rule applied at inference time ("KIND:F"
+    as rope_scaling_from_spec reads it, the training length being block_size, or a
+    rope_scaling dict). No weight changes; the config given is left as it is."""
+    if config.pos_encoding != "rope":
+        raise ConfigError(f"rope scaling stretches RoPE's frequencies; this model's "
+                          f"pos_encoding is {config.pos_encoding!r}")
+    if config.rope_scaling is not None:
+        raise ConfigError(f"this model already has rope_scaling {config.rope_scaling['type']!r}; "
+                          f"gptlab applies one rule at a time")
+    scaling = spec if isinstance(spec, dict) else rope_scaling_from_spec(spec, config.block_size)
+    return dataclasses.replace(config, rope_scaling=dict(scaling))
 
 
 def _require_positive_int(name: str, value: object) -> None:

@@ -4,10 +4,12 @@ decoding loop that `GPT.generate` and `gptlab sample` share.
 The three knobs travel together as one frozen `SamplingSettings`, checked once when it is
 made, so nothing downstream checks them again per token.
 
-Past the context: once the KV cache holds block_size positions, the oldest half of the
-text is dropped and the newest block_size // 2 tokens are encoded again in one pass, so
-decoding goes on with a cache that is half full. Each new token then sees at least half a
-context of history, and the re-encoding costs one prefill per block_size // 2 tokens.
+Past the context: once the KV cache holds `context` positions (the model's block_size, or
+what GPT.set_context or the `context` argument asks, which may be longer for every encoding
+but learned positions), the oldest half of the text is dropped and the newest context // 2
+tokens are encoded again in one pass, so decoding goes on with a cache that is half full.
+Each new token then sees at least half a context of history, and the re-encoding costs one
+prefill per context // 2 tokens.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from gptlab.errors import UsageError
 from gptlab.fields import is_int, is_number
 from gptlab.model.inputs import check_token_ids
 from gptlab.model.kv_cache import new_kv_cache
+from gptlab.model.positional import ContextWarning, check_context
 
 
 @dataclass(frozen=True)
@@ -98,11 +101,15 @@ def generate_tokens(
     max_new_tokens: int,
     settings: SamplingSettings = SamplingSettings(),
     generator: torch.Generator | None = None,
+    context: int | None = None,
 ) -> Iterator[Tensor]:
     """Yield max_new_tokens next tokens, each (B, 1), as soon as each is chosen.
 
     idx (B, T) is the prompt; a prompt longer than the context is cropped from the left,
-    with a warning. Decoding uses a preallocated KV cache (see the module docstring).
+    with a warning. context: the longest text the model sees at once (default the model's
+    `context`, its block_size unless set_context raised it); past block_size it warns
+    (ContextWarning), and learned positions refuse. Decoding uses a preallocated KV cache
+    (see the module docstring).
     """
     if not isinstance(settings, SamplingSettings):
         raise UsageError(f"settings must be a SamplingSettings, got {type(settings).__name__}")
@@ -115,19 +122,24 @@ def generate_tokens(
     if low < 0 or high >= vocab_size:
         raise UsageError(f"idx holds token ids {low}..{high}, outside the vocabulary "
                          f"0..{vocab_size - 1}")
-    block_size = model.config.block_size
-    if idx.shape[1] > block_size:
+    if context is None:
+        context = getattr(model, "context", model.config.block_size)
+    else:
+        warning = check_context(model.config, context)
+        if warning:
+            warnings.warn(warning, ContextWarning, stacklevel=2)
+    if idx.shape[1] > context:
         warnings.warn(
-            f"prompt of {idx.shape[1]} tokens cropped to the last {block_size} "
+            f"prompt of {idx.shape[1]} tokens cropped to the last {context} "
             f"(the model's context)", stacklevel=2)
-        idx = idx[:, -block_size:]
+        idx = idx[:, -context:]
     was_training = model.training
     model.eval()
     try:
         B, T = idx.shape
         # No bigger than this text needs: a converted long-context model would otherwise
         # allocate its whole context's keys and values for a short sample.
-        cache = new_kv_cache(model, B, min(block_size, T + max_new_tokens))
+        cache = new_kv_cache(model, B, min(context, T + max_new_tokens))
         held = idx.new_empty(B, cache.max_len)  # the tokens whose keys/values are cached
         held[:, :T] = idx
         logits, _ = model(idx, cache=cache)
@@ -137,7 +149,7 @@ def generate_tokens(
             if i == max_new_tokens - 1:
                 return
             if cache.length == cache.max_len:  # the context is full: slide by half
-                keep = max(1, block_size // 2)
+                keep = max(1, context // 2)
                 window = torch.cat([held[:, cache.length - keep + 1:], token], dim=1)
                 cache.reset()
                 held[:, :keep] = window

@@ -1,14 +1,15 @@
 """GPT: token embeddings -> positions -> blocks -> final norm -> lm_head.
 
-`GPT.forward` works out once what attention needs for this chunk (rope tables, the mask, the
-cache) as an `AttentionInputs` and hands the same object to every block. What only decoding
-and padded batches need (the KV cache, the masks, checks on token ids) lives beside it, in
-gptlab.model.kv_cache, inputs and decoding.
+`GPT.forward` works out once what attention needs for this chunk (rope tables, ALiBi's bias,
+the mask, the cache) as an `AttentionInputs` and hands the same object to every block. What
+only decoding and padded batches need (the KV cache, the masks, checks on token ids) lives
+beside it, in gptlab.model.kv_cache, inputs and decoding.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -19,24 +20,32 @@ from gptlab.model.attention import AttentionInputs
 from gptlab.model.block import BLOCKS
 from gptlab.model.config import GPTConfig
 from gptlab.model.decoding import SamplingSettings, generate_tokens
-from gptlab.model.inputs import attention_mask_for, check_token_ids
+from gptlab.model.inputs import attention_mask_for, bias_with_mask, check_token_ids
 from gptlab.model.kv_cache import KVCache
 from gptlab.model.layers import build_norm
-from gptlab.model.positional import RotaryEmbedding, build_absolute_positions
+from gptlab.model.positional import (
+    AlibiBias,
+    ContextWarning,
+    RotaryEmbedding,
+    build_absolute_positions,
+    check_context,
+)
 
 
 class GPT(nn.Module):
     """A decoder-only transformer as `config` describes it.
 
     tokens (B, T) -> token embeddings (W_E, `wte`) + absolute positions (`wpe`, learned or
-    sinusoidal; none with RoPE, which rotates queries and keys inside attention instead)
+    sinusoidal; none with RoPE, which rotates queries and keys inside attention instead,
+    nor with ALiBi, which biases the scores)
     -> n_layer blocks, each `x + attn(norm(x))` then `x + mlp(norm(x))` (pre-norm) or
     `norm(x + attn(x))` then `norm(x + mlp(x))` (post-norm) -> a final norm (pre-norm
     only) -> logits over the vocabulary (`lm_head`, W_U, tied to W_E when
     tie_embeddings). Attention is causal: position t attends to positions <= t.
 
     forward(idx, targets=None) returns (logits (B, T, vocab_size), mean cross-entropy or
-    None); generate continues a prompt with a KV cache (gptlab.model.decoding). Weights are
+    None); generate continues a prompt with a KV cache (gptlab.model.decoding), in windows of
+    `context` tokens (block_size unless set_context raised it). Weights are
     initialised as GPT-2's (normal(0, 0.02), residual projections scaled by
     1/sqrt(2 * n_layer)); gptlab.load and gptlab.files.model_dir load saved ones.
     """
@@ -48,8 +57,12 @@ class GPT(nn.Module):
         config.validate()  # a field may have been changed since the config was made
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
-        self.wpe = build_absolute_positions(config)  # None for RoPE and 'none'
+        self.wpe = build_absolute_positions(config)  # None for RoPE, ALiBi and 'none'
         self.rope = RotaryEmbedding(config) if config.pos_encoding == "rope" else None
+        self.alibi = AlibiBias(config) if config.pos_encoding == "alibi" else None
+        # The longest text decoding and evaluation run at by default: a setting of this
+        # model object, not of its architecture (set_context).
+        self.context = config.block_size
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(
             BLOCKS[config.norm_position](config, layer) for layer in range(config.n_layer)
@@ -75,6 +88,15 @@ class GPT(nn.Module):
             nn.init.normal_(block.attn.proj.weight, mean=0.0, std=residual_std)
             nn.init.normal_(block.mlp.proj.weight, mean=0.0, std=residual_std)
 
+    def set_context(self, context: int) -> None:
+        """Run at `context` positions from now on (generate, gptlab eval, the lab): past
+        block_size with a ContextWarning, for every encoding but learned positions, which
+        refuse (gptlab.model.positional.check_context)."""
+        warning = check_context(self.config, context)
+        if warning:
+            warnings.warn(warning, ContextWarning, stacklevel=2)
+        self.context = context
+
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())  # a tied matrix counts once
 
@@ -97,18 +119,19 @@ class GPT(nn.Module):
         B, T = idx.shape
         start = cache.length if cache is not None else 0
         if self.config.pos_encoding == "learned" and start + T > self.config.block_size:
-            raise UsageError(
-                f"sequence of {start + T} tokens is longer than block_size "
-                f"{self.config.block_size}, the number of learned positions"
-            )
+            check_context(self.config, start + T)  # learned positions: the chapter's refusal
         positions = torch.arange(start, start + T, device=idx.device)
         x = self.wte(idx)  # (B, T, C)
         if self.wpe is not None:
             x = x + self.wpe(positions).to(x.dtype)
         x = self.drop(x)
-        rope = self.rope(positions) if self.rope is not None else None
+        rope = self.rope(positions, start + T) if self.rope is not None else None
         allowed, is_causal = attention_mask_for(T, start, attention_mask, idx.device)
-        inputs = AttentionInputs(rope, allowed, is_causal, cache)
+        bias = None
+        if self.alibi is not None:
+            bias = bias_with_mask(self.alibi(T, start + T), allowed, is_causal, T, start)
+            allowed, is_causal = None, False
+        inputs = AttentionInputs(rope, allowed, is_causal, cache, bias)
         for block in self.blocks:
             x = block(x, inputs)
         if cache is not None:

@@ -1,5 +1,6 @@
 """What the model is handed besides its weights: token ids checked once, the attention
-mask a chunk of them needs (causal, after a cache, around padding), and the GPT inside
+mask a chunk of them needs (causal, after a cache, around padding; folded into ALiBi's bias
+where there is one), and the GPT inside
 whatever wraps it (DistributedDataParallel, torch.compile). Kept out of `gpt.py` so that
 the model's forward reads as the chapter's diagram.
 """
@@ -53,3 +54,14 @@ def attention_mask_for(
             torch.arange(T, device=device)[:, None] + start
         )
         return allowed | diagonal, False
+
+
+def bias_with_mask(bias: Tensor, allowed: Tensor | None, is_causal: bool, T: int, start: int
+                   ) -> Tensor:
+    """A score bias (nh, T, T_keys) with the mask attention_mask_for gave folded in as -inf,
+    the one float mask the fused kernel takes: (nh or B x nh, T, T_keys)."""
+    if allowed is None and is_causal:
+        allowed = causal_mask(T, start + T, bias.device)
+    if allowed is None:
+        return bias
+    return bias.masked_fill(~allowed, float("-inf"))

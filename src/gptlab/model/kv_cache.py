@@ -46,7 +46,7 @@ class KVCache:
 def new_kv_cache(model: nn.Module, batch_size: int, max_len: int | None = None,
                  dtype: torch.dtype | None = None) -> KVCache:
     """An empty cache for `model` (a GPT), on its device and in its weights' dtype; max_len
-    defaults to the model's block_size."""
+    defaults to the model's context (its block_size unless GPT.set_context raised it)."""
     weight = model.wte.weight
-    return KVCache(model.config, batch_size, max_len or model.config.block_size,
+    return KVCache(model.config, batch_size, max_len or model.context,
                    device=weight.device, dtype=dtype or weight.dtype)

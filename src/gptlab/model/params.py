@@ -9,7 +9,8 @@ Conventions (also carried in the output, so a reader need not find this file):
 - FLOPs per token: forward = 2 * N_matmul + 4 * n_layer * seq_len * (n_head * head_dim).
   N_matmul is every weight that multiplies activations: the blocks' Linear weights (qkv,
   proj, feed-forward) and lm_head (counted even when tied: the matmul still happens).
-  Left out: embedding and position lookups (no multiply), norms, biases, softmax, RoPE.
+  Left out: embedding and position lookups (no multiply), norms, biases, softmax, RoPE,
+  ALiBi's bias (one add per score).
   The attention term is QK^T and AV over a full seq_len context, with no halving for the
   causal mask (PaLM, Chowdhery et al. 2022, app. B; nanoGPT's estimate_mfu). Training =
   3 x forward (backward is twice forward) = 6 * N_matmul + 12 * n_layer * seq_len * d_attn.
@@ -223,6 +224,7 @@ def _rows(config: GPTConfig) -> list[Row]:
         "learned": f"learned: {c.block_size:,} x {d:,}",
         "sinusoidal": "sinusoidal: a fixed table, no parameters",
         "rope": "rope: rotates q and k, no parameters",
+        "alibi": f"alibi: a fixed linear bias on the scores, {c.n_head} slopes, no parameters",
         "none": "none: no position signal",
     }
     if c.mlp == "swiglu":

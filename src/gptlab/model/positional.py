@@ -1,19 +1,50 @@
-"""Positions: none, sinusoidal (Vaswani et al. 2017), learned absolute, and rotary (RoPE,
-Su et al. 2021) with long-context scaling (linear interpolation, NTK-aware, YaRN, Llama 3).
+"""Positions: none, sinusoidal (Vaswani et al. 2017), learned absolute, rotary (RoPE, Su et
+al. 2021) with long-context scaling (linear interpolation, NTK-aware, dynamic NTK, YaRN,
+Llama 3), and ALiBi (Press et al. 2021).
 
-Absolute encodings are added to the token embeddings; RoPE is handed to attention and
-rotates queries and keys instead. RoPE here uses the "rotate-half" layout: dimension i is
-paired with dimension i + head_dim/2 (as Hugging Face Llama does), and the pair is rotated
-by the angle m * theta_i at position m.
+Absolute encodings are added to the token embeddings; RoPE and ALiBi are handed to
+attention instead: RoPE rotates queries and keys, ALiBi adds a bias to the scores. RoPE here
+uses the "rotate-half" layout: dimension i is paired with dimension i + head_dim/2 (as
+Hugging Face Llama does), and the pair is rotated by the angle m * theta_i at position m.
+
+Past the training length: every encoding but the learned one has something to give at any
+position (`check_context`); whether the model makes sense of it is what `gptlab experiment
+context` measures.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor, nn
 
+from gptlab.errors import UsageError
+from gptlab.fields import is_int
 from gptlab.model.config import GPTConfig
 from gptlab.model.rope_scaling import rope_inverse_frequencies
+
+
+class ContextWarning(UserWarning):
+    """A model runs at positions it never saw in training (context > block_size)."""
+
+
+def check_context(config: GPTConfig, context: object) -> str | None:
+    """None if a model of `config` may run `context` positions as trained; the one-line
+    warning to give when it runs past block_size; a UsageError for learned positions,
+    which have nothing to give there."""
+    if not (is_int(context) and context >= 1):
+        raise UsageError(f"context must be a positive integer, got {context!r}")
+    block = config.block_size
+    if context <= block:
+        return None
+    if config.pos_encoding == "learned":
+        raise UsageError(
+            f"context {context} needs position {block}, but learned positions are a table "
+            f"with one trained row per position: block_size = {block} rows, for positions "
+            f"0..{block - 1}, and there is no row for position {block}")
+    return (f"context {context} is longer than the {block} positions the model was trained "
+            f"on (block_size): it never saw positions {block}..{context - 1}")
 
 
 def sinusoidal_table(positions: Tensor, d_model: int) -> Tensor:
@@ -58,18 +89,37 @@ def build_absolute_positions(config: GPTConfig) -> nn.Module | None:
 
 
 class RotaryEmbedding(nn.Module):
-    """cos and sin of m * theta_i for the positions asked, in rotate-half layout."""
+    """cos and sin of m * theta_i for the positions asked, in rotate-half layout.
+
+    Dynamic NTK's frequencies depend on the sequence's length: they are computed again for
+    each length past the training length, as a function of that length alone (transformers'
+    module also keeps the longest length it has seen until a shorter-than-trained one comes;
+    within one sequence, as decoding grows it, the two agree)."""
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
+        self.head_dim, self.base, self.scaling = (config.head_dim, config.rope_base,
+                                                  config.rope_scaling)
+        self.dynamic = bool(self.scaling) and self.scaling["type"] == "dynamic"
         inv_freq, self.attention_factor = rope_inverse_frequencies(
             config.head_dim, config.rope_base, config.rope_scaling
         )
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
-    def forward(self, positions: Tensor) -> tuple[Tensor, Tensor]:
-        """positions (T,) -> cos, sin, each (T, head_dim) float32."""
-        angles = positions.to(torch.float32)[:, None] * self.inv_freq[None, :]  # (T, hs/2)
+    def frequencies(self, length: int) -> Tensor:
+        """inv_freq (hs/2,) for a sequence of `length` positions."""
+        if not self.dynamic or length <= self.scaling["original_max_position_embeddings"]:
+            return self.inv_freq
+        inv_freq, _ = rope_inverse_frequencies(self.head_dim, self.base, self.scaling, length)
+        return inv_freq.to(self.inv_freq.device)
+
+    def forward(self, positions: Tensor, length: int | None = None) -> tuple[Tensor, Tensor]:
+        """positions (T,) -> cos, sin, each (T, head_dim) float32. length: the sequence's
+        length so far (default: the last position + 1), which dynamic NTK reads."""
+        if self.dynamic and length is None:
+            length = int(positions.max()) + 1
+        inv_freq = self.frequencies(length) if self.dynamic else self.inv_freq
+        angles = positions.to(torch.float32)[:, None] * inv_freq[None, :]  # (T, hs/2)
         angles = torch.cat((angles, angles), dim=-1)  # (T, hs): pair i with i + hs/2
         return angles.cos() * self.attention_factor, angles.sin() * self.attention_factor
 
@@ -82,3 +132,43 @@ def rotate_half(x: Tensor) -> Tensor:
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """Rotate each pair (x_i, x_{i+d/2}) of x (..., T, hs) by its angle."""
     return (x * cos.to(x.dtype)) + (rotate_half(x) * sin.to(x.dtype))
+
+
+# ----------------------------------------------------------------------------- ALiBi
+
+
+def alibi_slopes(n_head: int) -> Tensor:
+    """Press et al.'s head slopes m_h, (n_head,) float32: for n heads a power of two, the
+    geometric sequence 2^(-8/n), 2^(-16/n), ..., 2^(-8); otherwise the slopes of the
+    closest smaller power of two p, then every other slope of 2p's, as the paper's code
+    does."""
+    def power_of_two(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * (i + 1) / n) for i in range(n)]
+
+    def slopes(n: int) -> list[float]:
+        if math.log2(n).is_integer():
+            return power_of_two(n)
+        closest = 2 ** math.floor(math.log2(n))
+        return power_of_two(closest) + slopes(2 * closest)[0::2][: n - closest]
+
+    return torch.tensor(slopes(n_head), dtype=torch.float64).to(torch.float32)
+
+
+class AlibiBias(nn.Module):
+    """ALiBi: no position is added anywhere; each head's scores get -m_h * (i - j) for query
+    position i and key position j (a penalty linear in the distance), so the scores depend
+    on relative positions only and any length has its bias. No parameters."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.register_buffer("slopes", alibi_slopes(config.n_head), persistent=False)
+
+    def forward(self, t_query: int, t_key: int) -> Tensor:
+        """(n_head, t_query, t_key) float32: the bias for queries at the last t_query of
+        t_key positions (0 on the diagonal, more negative further back; positive above it,
+        where the causal mask rules anyway)."""
+        device = self.slopes.device
+        q_pos = torch.arange(t_key - t_query, t_key, device=device, dtype=torch.float32)
+        k_pos = torch.arange(t_key, device=device, dtype=torch.float32)
+        distance = k_pos[None, :] - q_pos[:, None]  # (Tq, Tk): j - i
+        return self.slopes[:, None, None] * distance[None]

@@ -1,7 +1,9 @@
 """RoPE's inverse frequencies, and the rules that stretch them past the training length:
-Position Interpolation ("linear"), NTK-aware base change ("ntk"), YaRN ("yarn") and
-Llama 3.1's ("llama3"), each as transformers' `ROPE_INIT_FUNCTIONS` computes it (the tests
-check them bit for bit).
+Position Interpolation ("linear"), NTK-aware base change ("ntk", static), dynamic NTK
+("dynamic": the base grows with the sequence's length, as transformers' `dynamic` rope),
+YaRN ("yarn") and Llama 3.1's ("llama3"), each as transformers' `ROPE_INIT_FUNCTIONS`
+computes it (the tests check them bit for bit; static "ntk" has no entry there and is
+checked against its formula).
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ from torch import Tensor
 
 
 def rope_inverse_frequencies(
-    head_dim: int, base: float, scaling: dict[str, Any] | None = None
+    head_dim: int, base: float, scaling: dict[str, Any] | None = None,
+    seq_len: int | None = None,
 ) -> tuple[Tensor, float]:
     """theta_i = base^(-2i/d) for i < d/2, adjusted by a long-context scaling rule.
 
     Returns (inv_freq (head_dim/2,) float32, attention_factor). The factor multiplies cos
     and sin (YaRN's temperature correction); it is 1.0 for every other rule. Arithmetic
     follows Hugging Face's `rope_utils` step for step so converted models match exactly.
+    seq_len: the length of the sequence being run, which only "dynamic" reads.
     """
     exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).to(torch.float32) / head_dim
     kind = scaling["type"] if scaling else None
@@ -29,6 +33,8 @@ def rope_inverse_frequencies(
         # NTK-aware scaling (bloc97, 2023): raise the base so the lowest frequency stretches
         # by `factor` while the highest barely moves.
         base = base * factor ** (head_dim / (head_dim - 2))
+    if kind == "dynamic":
+        base = dynamic_ntk_base(head_dim, base, scaling, seq_len)
     wavelength_scale = base**exponents  # 1 / theta_i
     inv_freq = 1.0 / wavelength_scale
     if kind == "linear":
@@ -39,6 +45,17 @@ def rope_inverse_frequencies(
     if kind == "llama3":
         return _llama3(inv_freq, factor, scaling), 1.0
     return inv_freq, 1.0
+
+
+def dynamic_ntk_base(head_dim: int, base: float, scaling: dict[str, Any],
+                     seq_len: int | None) -> float:
+    """Dynamic NTK (emozilla, 2023, as transformers' `_compute_dynamic_ntk_parameters`):
+    up to the training length L the base is unchanged; at a longer length s it becomes
+    base * (factor * s / L - (factor - 1))^(d / (d - 2)), so the stretch grows with s."""
+    original = scaling["original_max_position_embeddings"]
+    factor = scaling["factor"]
+    seq_len = original if seq_len is None else max(seq_len, original)
+    return base * ((factor * seq_len / original) - (factor - 1)) ** (head_dim / (head_dim - 2))
 
 
 def _yarn(

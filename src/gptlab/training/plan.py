@@ -28,6 +28,7 @@ from gptlab.errors import UsageError
 from gptlab.files import kinds, model_dir
 from gptlab.loading import describe
 from gptlab.model.config import GPTConfig
+from gptlab.model.positional import check_context
 from gptlab.training import precision, rundir
 from gptlab.training.config import TrainConfig
 
@@ -45,6 +46,10 @@ RESUME_OVERRIDES = ("max_iters", "device", "compile", "parallel", "tp",
 # continuation is what diverged, and its checkpoint is the last finite one.
 AFTER_DIVERGENCE = ("learning_rate", "min_lr", "muon_lr", "warmup_iters", "grad_clip")
 _EVAL_SETTINGS = ("eval_interval", "eval_iters")
+# What a fine-tune may change of its starting model's config: how far its positions reach,
+# which no weight's shape depends on but learned positions' (Position Interpolation is a
+# fine-tune at a longer block_size with linear rope scaling, Chen et al. 2023).
+FINE_TUNE_MAY_CHANGE = ("block_size", "rope_scaling")
 
 
 @dataclass(frozen=True)
@@ -215,11 +220,11 @@ def with_precision(plan: TrainPlan, ctx: Dist) -> tuple[TrainPlan, list[str]]:
 
 def _starting_config(init_from: str, model_config: GPTConfig | None,
                      data: TokenData) -> GPTConfig:
-    """The config of the model a fine-tune starts from, checked against the data."""
-    if model_config is not None:
-        raise UsageError("init_from keeps the starting model's architecture; give no model "
-                         "config with it")
+    """The config of the model a fine-tune starts from, checked against the data; or
+    model_config, where it differs from that one in FINE_TUNE_MAY_CHANGE alone."""
     config, tokenizer = describe(init_from)
+    if model_config is not None:
+        config = _with_new_reach(config, model_config, init_from)
     if not same_tokenizer(load_tokenizer(data.tokenizer_path), tokenizer):
         raise UsageError(f"the data in {data.tokenizer_path.parent} was prepared with another "
                          f"tokenizer than {init_from}'s: prepare it with `gptlab prepare "
@@ -228,6 +233,20 @@ def _starting_config(init_from: str, model_config: GPTConfig | None,
         raise UsageError(f"the data's vocabulary ({data.vocab_size}) is larger than "
                          f"{init_from}'s ({config.vocab_size})")
     return config
+
+
+def _with_new_reach(start: GPTConfig, wanted: GPTConfig, init_from: str) -> GPTConfig:
+    """start with wanted's FINE_TUNE_MAY_CHANGE fields, or a UsageError naming the first
+    other field that differs (vocab_size aside: a fresh config's comes from the data)."""
+    ours, theirs = start.to_dict(), wanted.to_dict()
+    for name in ours:
+        if name not in FINE_TUNE_MAY_CHANGE + ("vocab_size",) and ours[name] != theirs[name]:
+            raise UsageError(
+                f"init_from keeps the starting model's architecture: {init_from} has "
+                f"{name} {ours[name]!r}, the model config {theirs[name]!r} (a fine-tune may "
+                f"change only {' and '.join(FINE_TUNE_MAY_CHANGE)})")
+    check_context(start, wanted.block_size)  # learned positions have no rows to add
+    return replace(start, block_size=wanted.block_size, rope_scaling=wanted.rope_scaling)
 
 
 def _check_run(model_config: GPTConfig, train_config: TrainConfig, data: TokenData) -> None:

@@ -2,6 +2,7 @@
 // from the server (gptlab).
 
 import {load as calc} from "./calc.js";
+import {load as context} from "./context.js";
 import {load as heads} from "./heads.js";
 import {load as lens, open as openLens} from "./lens.js";
 import {load as live} from "./live.js";
@@ -13,7 +14,7 @@ import {load as scaling} from "./scaling.js";
 import {load as scores} from "./scores.js";
 
 // Each view loads the first time its tab opens.
-const loaders = {calc, scaling, heads, positions, params, scores, quiz, nexttoken, live, lens};
+const loaders = {calc, scaling, heads, positions, params, scores, quiz, nexttoken, live, lens, context};
 const loaded = new Set();
 
 const tabs = () => [...document.querySelectorAll("#tabs button[data-view]")];

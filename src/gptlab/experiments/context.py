@@ -1,0 +1,312 @@
+"""`gptlab experiment context`: the chapter's claims about positions past the training
+length, measured the way the papers measured them.
+
+One small model per positional encoding (learned, sinusoidal, RoPE, ALiBi, none) is trained
+with the same recipe, seed and batches at a short length L (64), then scored on the same
+held-out text at L, 2L, 4L and 8L, in both of Press et al.'s modes: non-overlapping windows
+of the length (each window's early tokens have little context: the "early token curse") and
+sliding windows that move by a quarter of it (every token scored with at least three
+quarters of a window behind it). RoPE is also stretched at inference time, no retraining,
+by linear (Position Interpolation), NTK-aware, YaRN and dynamic NTK scaling at the factor
+that maps each length back onto L (factor 1 at L itself); and fine-tuned with Position
+Interpolation for a short run at each longer length (Chen et al. 2023 recover in ~200
+steps). Learned positions refuse every length past L: there is no row in their table.
+
+Every number is `gptlab eval RUN --text FOLDER/eval.txt --context N --stride S` (with
+`--rope-scaling KIND:F` where there is one): the experiment calls the same functions.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gptlab.data.corpus import ensure_shakespeare
+from gptlab.data.prepared import load_data
+from gptlab.data.tokenizer import load_tokenizer
+from gptlab.errors import UsageError
+from gptlab.experiments import report
+from gptlab.experiments.grid import Grid, RunRecord, RunSpec, experiment_folder
+from gptlab.files.atomic import atomic_write_text
+from gptlab.inference.evaluate import score_text
+from gptlab.loading import load
+from gptlab.model.config import GPTConfig
+from gptlab.model.positional import ContextWarning
+from gptlab.plots import plot_by_position, plot_loss_by_length
+from gptlab.training.config import recipe, with_settings
+from gptlab.training.recipes import RECIPES
+
+NAME = "context"
+ENCODINGS = ("learned", "sinusoidal", "rope", "alibi", "none")
+SCALINGS = ("linear", "ntk", "yarn", "dynamic")
+MULTIPLES = (1, 2, 4, 8)  # evaluation lengths, in training lengths
+SLIDING_FRACTION = 4  # sliding windows move by length // 4
+MODES = ("non-overlapping", "sliding")
+RECIPE = "shakespeare-char-cpu-fast"  # gptlab's default CPU recipe (training.recipes)
+EVAL_TEXT = "eval.txt"
+FIGURE_LENGTHS = "loss_by_length.png"
+FIGURE_POSITIONS = "by_position.png"
+LABELS = {"learned": "learned", "sinusoidal": "sinusoidal", "rope": "RoPE",
+          "alibi": "ALiBi", "none": "none (NoPE)", "linear": "RoPE + linear (PI), no FT",
+          "ntk": "RoPE + NTK-aware", "yarn": "RoPE + YaRN", "dynamic": "RoPE + dynamic NTK",
+          "pi-ft": "RoPE + PI, fine-tuned"}
+
+
+@dataclass(frozen=True)
+class Size:
+    """How big the experiment is: the models, their training, the text they are scored on."""
+
+    name: str
+    model: dict[str, Any]  # GPTConfig fields besides pos_encoding (and vocab_size)
+    steps: int  # training steps of each encoding's model
+    batch_size: int
+    finetune_steps: int  # Position Interpolation's fine-tune at each longer length
+    warmup: int  # the fine-tune's warm-up steps (Chen et al.: 20)
+    eval_tokens: int  # held-out tokens every model is scored on
+    buckets: int  # position buckets in the by-position figure
+    evals: int = 4  # validation estimates (and checkpoints) during each training
+    eval_iters: int = 10  # batches per estimate
+
+
+SIZES = {
+    # nanoGPT's CPU shape (the shakespeare-char-cpu preset) at its block of 64.
+    "default": Size("default", dict(block_size=64, n_layer=4, n_head=4, n_embd=128, bias=False,
+                                    dropout=0.0),
+                    steps=1000, batch_size=12, finetune_steps=200, warmup=20,
+                    eval_tokens=16384, buckets=16),
+    # For the test suite: seconds, same code paths.
+    "quick": Size("quick", dict(block_size=64, n_layer=2, n_head=2, n_embd=32, bias=False,
+                                dropout=0.0),
+                  steps=30, batch_size=8, finetune_steps=6, warmup=2, eval_tokens=1500,
+                  buckets=16, evals=1, eval_iters=2),
+}
+
+
+def run_context(out: str | Path, data: str | Path | None = None, quick: bool = False,
+                seed: int = 1337, steps: int | None = None, progress: bool = False,
+                log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Train (or reuse) the grid in `out`, score every model, write results.json,
+    report.md and the figures there; returns the results. data: a prepared data directory
+    (default: the embedded Shakespeare, prepared into OUT/data)."""
+    size = SIZES["quick" if quick else "default"]
+    if steps is not None:
+        size = Size(**{**size.__dict__, "steps": steps})
+    folder = experiment_folder(out, NAME)
+    timer = report.Timer()
+    data_dir = Path(data) if data is not None else _embedded_corpus(folder, log)
+    grid = Grid(folder, data_dir)
+    records = grid.train(_specs(size, seed, load_data(data_dir).vocab_size), progress, log)
+    timer.add("train_s", sum(r.train_s for r in records.values() if not r.reused))
+    text = _eval_text(folder, data_dir, size.eval_tokens)
+    t0 = time.perf_counter()
+    rows = _evaluate(grid, records, text, size, log)
+    timer.add("eval_s", time.perf_counter() - t0)
+    results = {
+        "experiment": NAME, "size": size.name, "trained_length": size.model["block_size"],
+        "lengths": [m * size.model["block_size"] for m in MULTIPLES],
+        "model": size.model, "recipe": RECIPE, "steps": size.steps,
+        "finetune_steps": size.finetune_steps,
+        "data": str(data_dir), "eval": {"text": EVAL_TEXT, "tokens": size.eval_tokens,
+                                        "sliding_stride": f"length // {SLIDING_FRACTION}"},
+        "runs": {name: r.to_dict(folder) for name, r in records.items()},
+        "rows": rows,
+        "training_time_s": round(sum(r.train_s for r in records.values()), 1),
+    }
+    _figures(folder, results)
+    results["timing"] = timer.to_dict()
+    results["machine"] = report.machine()
+    report.write_results(folder, results)
+    report.write_report(folder, "Longer than trained: positions past the training length",
+                        _sections(results, records))
+    return results
+
+
+def _embedded_corpus(folder: Path, log: Callable[[str], None]) -> Path:
+    data_dir = folder / "data"
+    meta, reused = ensure_shakespeare(data_dir)
+    if not reused:
+        log(f"prepared the embedded Shakespeare ({meta['train_tokens'] + meta['val_tokens']:,} "
+            f"characters) in {data_dir}/")
+    return data_dir
+
+
+def _specs(size: Size, seed: int, vocab_size: int) -> list[RunSpec]:
+    """One run per encoding, then a Position Interpolation fine-tune of the RoPE run at
+    each longer length (batch cut so that a step sees about as many tokens)."""
+    base = RECIPES[RECIPE]
+    train = recipe(RECIPE, max_iters=size.steps, batch_size=size.batch_size, seed=seed,
+                   eval_interval=max(1, size.steps // size.evals), eval_iters=size.eval_iters,
+                   log_interval=50,
+                   whole_val=False, dtype="float32")
+    specs = [RunSpec(enc, GPTConfig(vocab_size=vocab_size, pos_encoding=enc, **size.model),
+                     train) for enc in ENCODINGS]
+    rope = specs[ENCODINGS.index("rope")].model
+    for m in MULTIPLES[1:]:
+        # Chen et al. fine-tune at 1/10 or less of the pre-training rate, with 20 warm-up
+        # steps; here a tenth of the recipe's, decaying to a hundredth.
+        finetune = with_settings(base, dict(
+            max_iters=size.finetune_steps, warmup_iters=size.warmup,
+            learning_rate=base["learning_rate"] / 10, min_lr=base["learning_rate"] / 100,
+            batch_size=max(2, size.batch_size // m), seed=seed,
+            eval_interval=size.finetune_steps, eval_iters=size.eval_iters, log_interval=50,
+            whole_val=False, dtype="float32"))
+        longer = GPTConfig.from_dict({**rope.to_dict(), "block_size": m * rope.block_size,
+                                      "rope_scaling": {"type": "linear", "factor": float(m)}})
+        specs.append(RunSpec(f"rope-pi-x{m}", longer, finetune, start="rope"))
+    return specs
+
+
+def _eval_text(folder: Path, data_dir: Path, tokens: int) -> str:
+    """The start of the data's validation split, decoded: what every model is scored on,
+    saved as FOLDER/eval.txt so that `gptlab eval --text` reproduces each number."""
+    data = load_data(data_dir)
+    if len(data.val) < tokens:
+        raise UsageError(f"{data_dir}'s validation split has {len(data.val):,} tokens; the "
+                         f"experiment scores {tokens:,}")
+    text = load_tokenizer(data.tokenizer_path).decode([int(i) for i in data.val[:tokens]])
+    atomic_write_text(folder / EVAL_TEXT, text)
+    return text
+
+
+def _evaluate(grid: Grid, records: dict[str, RunRecord], text: str, size: Size,
+              log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Every method's row: its cells at each length."""
+    block = size.model["block_size"]
+    rows = []
+    for enc in ENCODINGS:
+        cells = [_cell(grid.run_dir(enc), text, m * block, None, block, size) for m in MULTIPLES]
+        rows.append({"method": enc, "label": LABELS[enc], "run": enc, "cells": cells})
+        log(f"scored {LABELS[enc]}")
+    for kind in SCALINGS:
+        cells = [_cell(grid.run_dir("rope"), text, m * block, f"{kind}:{m}", block, size)
+                 for m in MULTIPLES]
+        rows.append({"method": kind, "label": LABELS[kind], "run": "rope", "cells": cells})
+        log(f"scored {LABELS[kind]}")
+    cells = [None] + [_cell(grid.run_dir(f"rope-pi-x{m}"), text, m * block, None, block, size)
+                      for m in MULTIPLES[1:]]
+    rows.append({"method": "pi-ft", "label": f"{LABELS['pi-ft']} ({size.finetune_steps} steps "
+                 f"at each length)", "run": "rope-pi-xF", "cells": cells})
+    log(f"scored {LABELS['pi-ft']}")
+    return rows
+
+
+def _cell(run_dir: Path, text: str, length: int, scaling: str | None, block: int,
+          size: Size) -> dict[str, Any]:
+    """One model at one length, in both modes; or the refusal, in its own words."""
+    cell: dict[str, Any] = {"length": length, "rope_scaling": scaling}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ContextWarning)  # the report says it once
+            model, tokenizer = load(run_dir, context=length, rope_scaling=scaling)
+    except UsageError as exc:
+        return {**cell, "refused": str(exc)}
+    starts = [0] + [block * 2**k for k in range(8) if block * 2**k < length]
+    with torch.no_grad():
+        for mode in MODES:
+            stride = length if mode == "non-overlapping" else max(1, length // SLIDING_FRACTION)
+            positions = score_text(model, tokenizer, text, stride=stride).positions
+            cell[mode] = {"loss": positions.loss, "stride": stride,
+                          "tokens_scored": sum(positions.scored),
+                          "by_length": positions.spans(starts),
+                          "by_position": positions.buckets(size.buckets)}
+    return cell
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def table(results: dict[str, Any], mode: str) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of the losses in one mode: a row per method, a column per length."""
+    header = ["method"] + [f"{length // results['trained_length']}x ({length})"
+                           for length in results["lengths"]]
+    rows = []
+    for row in results["rows"]:
+        cells = []
+        for cell in row["cells"]:
+            if cell is None:
+                cells.append("—")
+            elif "refused" in cell:
+                cells.append("refused")
+            else:
+                cells.append(f"{cell[mode]['loss']:.3f}")
+        rows.append([row["label"], *cells])
+    return header, rows
+
+
+def by_position_table(results: dict[str, Any], mode: str = "non-overlapping"
+                      ) -> tuple[list[str], list[list[str]]]:
+    """At the longest length: each method's loss over positions [0, L), [L, 2L), [2L, 4L),
+    [4L, 8L) of its windows (how the loss moves as positions pass the trained ones)."""
+    header, rows = None, []
+    for row in results["rows"]:
+        cell = row["cells"][-1]
+        if cell is None or "refused" in cell:
+            continue
+        spans = cell[mode]["by_length"]
+        header = header or ["method"] + [f"positions {s['first']}-{s['last']}" for s in spans]
+        rows.append([row["label"]] + [("—" if s["loss"] is None else f"{s['loss']:.3f}")
+                                      for s in spans])
+    return header or ["method"], rows
+
+
+def _figures(folder: Path, results: dict[str, Any]) -> None:
+    trained = results["trained_length"]
+    panels: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    for mode in MODES:
+        lines = {}
+        for row in results["rows"]:
+            points = [(c["length"], c[mode]["loss"]) for c in row["cells"]
+                      if c is not None and "refused" not in c]
+            if points:
+                lines[row["label"]] = points
+        panels[f"{mode} windows"] = lines
+    plot_loss_by_length(panels, folder / FIGURE_LENGTHS, trained,
+                        title=f"trained at {trained}, scored at 1x-8x (loss, nats/token)")
+    longest = results["lengths"][-1]
+    series = {row["label"]: {"buckets": row["cells"][-1]["non-overlapping"]["by_position"]}
+              for row in results["rows"]
+              if row["cells"][-1] is not None and "refused" not in row["cells"][-1]}
+    plot_by_position(series, folder / FIGURE_POSITIONS, trained,
+                     title=f"loss by position in non-overlapping windows of {longest}")
+
+
+def _sections(results: dict[str, Any], records: dict[str, RunRecord]) -> list[tuple[str, str]]:
+    trained, m = results["trained_length"], results["model"]
+    learned = next(r for r in results["rows"] if r["method"] == "learned")
+    refusal = next((c["refused"] for c in learned["cells"] if c and "refused" in c), "")
+    setup = (
+        f"Size `{results['size']}`: {m['n_layer']} layers, {m['n_head']} heads, width "
+        f"{m['n_embd']}, trained at block_size {trained} for {results['steps']} steps of "
+        f"`{results['recipe']}` on `{results['data']}`; {report.seeds_line(records)}. "
+        f"Scored on the first {results['eval']['tokens']:,} tokens of the validation split "
+        f"(`{EVAL_TEXT}`). RoPE + PI, fine-tuned: the RoPE model trained "
+        f"{results['finetune_steps']} more steps at each longer length with linear scaling "
+        f"(runs `rope-pi-x2`, `-x4`, `-x8`). Scalings without fine-tuning use factor = "
+        f"length / {trained}. Losses in nats per token (perplexity = e^loss).\n\n"
+        f"Learned positions past {trained}: \"{refusal}\"")
+    sections = [("Setup", setup)]
+    for mode in MODES:
+        header, rows = table(results, mode)
+        stride = "length" if mode == "non-overlapping" else f"length // {SLIDING_FRACTION}"
+        sections.append((f"Loss, {mode} windows (stride = {stride})",
+                         report.markdown_table(header, rows)))
+    header, rows = by_position_table(results)
+    sections.append((f"By position, non-overlapping windows of {results['lengths'][-1]}",
+                     report.markdown_table(header, rows) + f"\n\n![by position]"
+                                                            f"({FIGURE_POSITIONS})"))
+    sections.append(("Figure", f"![loss by length]({FIGURE_LENGTHS})"))
+    sections.append(("Reproduce one number",
+                     f"`gptlab eval {results['runs']['rope']['dir']} --text {EVAL_TEXT} "
+                     f"--context {4 * trained} --stride {4 * trained} --rope-scaling yarn:4` "
+                     f"(run from this folder) prints the RoPE + YaRN cell at 4x, "
+                     f"non-overlapping; any cell likewise."))
+    sections.append(("Time", report.timing_line(results["timing"], results["machine"])
+                     + f". Training the grid took {results['training_time_s']:.0f} s when "
+                       f"it was trained."))
+    return sections

@@ -1,0 +1,185 @@
+"""An experiment's folder and its grid of training runs, trained once.
+
+    folder = experiment_folder("runs/context", "context")   # the one way a folder is opened
+    grid = Grid(folder, data_dir)
+    records = grid.train([RunSpec("rope", model_config, train_config), ...])
+
+Every run is an ordinary run directory (gptlab.training.run.train) under FOLDER/runs/NAME:
+loadable, resumable, listed by the lab. `grid.json` remembers what each run was asked to be
+(its model and training settings, the run it was fine-tuned from, the data's content) and
+whether it finished; a later call reuses a finished run asked for again, resumes an
+interrupted one, and trains afresh a run whose settings or data changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from gptlab import __version__
+from gptlab.data.prepared import load_data
+from gptlab.errors import UsageError
+from gptlab.files.atomic import ensure_dir, read_json_object, write_json
+from gptlab.files.kinds import WEIGHTS_FILE
+from gptlab.files.model_dir import weights_step
+from gptlab.model.config import GPTConfig
+from gptlab.training import rundir
+from gptlab.training.config import TrainConfig
+from gptlab.training.run import train
+
+EXPERIMENT_FILE = "experiment.json"  # marks a folder as an experiment's, and which
+GRID_FILE = "grid.json"
+RUNS_DIR = "runs"
+
+
+def experiment_folder(path: str | Path, name: str) -> Path:
+    """The folder experiment `name` writes into, made ready: created where missing, or one
+    that already holds this experiment (its runs are reused). Anything else is refused
+    before a file is written. Every experiment opens its folder here, and only here."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{path} exists and is not a directory")
+    marker = path / EXPERIMENT_FILE
+    if marker.is_file():
+        found = read_json_object(marker, "experiment marker").get("experiment")
+        if found != name:
+            raise UsageError(f"{path} holds the experiment {found!r}, not {name!r}: choose "
+                             f"another --out")
+    elif path.is_dir() and any(path.iterdir()):
+        raise UsageError(f"{path} is not empty and holds no experiment: choose another --out")
+    ensure_dir(path)
+    write_json(marker, {"kind": "experiment", "experiment": name, "gptlab": __version__})
+    return path
+
+
+def experiment_of(path: str | Path) -> str | None:
+    """The name of the experiment a folder holds, or None."""
+    try:
+        return read_json_object(Path(path) / EXPERIMENT_FILE, "experiment marker").get(
+            "experiment")
+    except UsageError:
+        return None
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of the grid: its name (a folder under FOLDER/runs), model and settings; a
+    fine-tune names the grid run it starts from (`start`), and its model may differ from
+    that one's only where a fine-tune may (gptlab.training.plan.FINE_TUNE_MAY_CHANGE)."""
+
+    name: str
+    model: GPTConfig
+    train: TrainConfig
+    start: str | None = None
+
+    def key(self) -> dict[str, Any]:
+        """What the run was asked to be; a finished run is reused while this is unchanged.
+        vocab_size and init_from are left out: the data and the folder decide them."""
+        model = {k: v for k, v in self.model.to_dict().items() if k != "vocab_size"}
+        settings = {k: v for k, v in self.train.to_dict().items() if k != "init_from"}
+        return {"model": model, "train": settings, "start": self.start}
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run of the grid as it stands: where, its seed and steps, the seconds its training
+    took (when it was trained, if it was reused), and whether this call reused it."""
+
+    name: str
+    run_dir: Path
+    seed: int
+    steps: int
+    train_s: float
+    reused: bool
+
+    def to_dict(self, folder: Path) -> dict[str, Any]:
+        return {"dir": self.run_dir.relative_to(folder).as_posix(), "seed": self.seed,
+                "steps": self.steps, "train_s": round(self.train_s, 2), "reused": self.reused}
+
+
+class Grid:
+    """The runs of one experiment folder, trained on one data directory."""
+
+    def __init__(self, folder: Path, data_dir: str | Path) -> None:
+        self.folder, self.data_dir = Path(folder), Path(data_dir)
+        self.data = data_identity(self.data_dir)
+
+    def run_dir(self, name: str) -> Path:
+        return self.folder / RUNS_DIR / name
+
+    def train(self, specs: Sequence[RunSpec], progress: bool = False,
+              log: Callable[[str], None] = print) -> dict[str, RunRecord]:
+        """Every spec's run, in order (a fine-tune after the run it starts from), trained
+        unless a finished run of the same settings and data is there already."""
+        names = [s.name for s in specs]
+        for spec in specs:
+            if spec.start is not None and spec.start not in names[:names.index(spec.name)]:
+                raise UsageError(f"run {spec.name!r} starts from {spec.start!r}, which is not "
+                                 f"an earlier run of the grid")
+        return {spec.name: self._one(spec, progress, log) for spec in specs}
+
+    def _one(self, spec: RunSpec, progress: bool, log: Callable[[str], None]) -> RunRecord:
+        run_dir, state = self.run_dir(spec.name), self._state()
+        entry = state["runs"].get(spec.name)
+        same = (entry is not None and entry["spec"] == spec.key()
+                and state.get("data") == self.data)
+        steps = spec.train.max_iters
+        if same and entry["finished"] and _finished_at(run_dir) == steps:
+            log(f"{spec.name}: reusing the finished run in {run_dir}")
+            return RunRecord(spec.name, run_dir, spec.train.seed, steps, entry["train_s"], True)
+        settings = spec.train
+        if spec.start is not None:
+            settings = replace(settings, init_from=str(self.run_dir(spec.start)))
+        self._record(spec, finished=False, train_s=0.0)
+        t0 = time.perf_counter()
+        if same and rundir.has_checkpoint(run_dir):
+            log(f"{spec.name}: resuming the interrupted run in {run_dir}")
+            result = train(None, None, self.data_dir, run_dir, resume=True, progress=progress)
+        else:
+            log(f"{spec.name}: training {steps} steps into {run_dir}")
+            result = train(spec.model, settings, self.data_dir, run_dir, overwrite=True,
+                           progress=progress)
+        if result.status != "finished":
+            raise UsageError(f"run {spec.name} stopped at step {result.step}: run the "
+                             f"experiment again to resume it")
+        elapsed = time.perf_counter() - t0
+        self._record(spec, finished=True, train_s=elapsed)
+        return RunRecord(spec.name, run_dir, spec.train.seed, result.step, elapsed, False)
+
+    def _state(self) -> dict[str, Any]:
+        path = self.folder / GRID_FILE
+        state = read_json_object(path, "grid state") if path.is_file() else {}
+        if state.get("data") != self.data:  # new data: nothing trained before counts
+            state = {"data": self.data, "runs": {}}
+        return state
+
+    def _record(self, spec: RunSpec, finished: bool, train_s: float) -> None:
+        state = self._state()
+        state["runs"][spec.name] = {"spec": spec.key(), "finished": finished,
+                                    "train_s": round(train_s, 2)}
+        write_json(self.folder / GRID_FILE, state)
+
+
+def data_identity(data_dir: Path) -> dict[str, Any]:
+    """What the runs were trained on, by content (its meta and each file's SHA-256), so that
+    a folder moved with its data keeps its runs, and other data of the same shape does not."""
+    data = load_data(data_dir)  # refused here if the data is not there
+    digests = {}
+    for path in sorted(p for p in Path(data_dir).iterdir() if p.is_file()):
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        digests[path.name] = digest.hexdigest()
+    return {**data.meta, "files": digests}
+
+
+def _finished_at(run_dir: Path) -> int | None:
+    """The step a run's weights were saved at (None where there are none)."""
+    if not (run_dir / WEIGHTS_FILE).is_file():
+        return None
+    return weights_step(run_dir / WEIGHTS_FILE)

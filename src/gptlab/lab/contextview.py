@@ -1,0 +1,267 @@
+"""The "Longer than trained" view: a model past its training length.
+
+- an experiment of `gptlab experiment context` (its results.json): every encoding's and
+  scaling's loss by position in windows of one length, the training length marked;
+- a run, live: its loss by position in non-overlapping windows of any context (RoPE
+  stretched by a scaling if asked), and one head's attention at a query position, which
+  may be one the model never saw.
+
+Its schemas, routes and computations live here, in one module: server.create_app adds the
+routes with `register`. The numbers are the library's own (gptlab.inference.evaluate's
+score_positions, the attention weights of gptlab.interp.hooks), as `gptlab eval
+--by-position` and `gptlab heads` compute them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from gptlab.data.tokenizer import encode_checked
+from gptlab.errors import UsageError
+from gptlab.experiments.context import EVAL_TEXT, MODES
+from gptlab.experiments.context import NAME as CONTEXT_EXPERIMENT
+from gptlab.experiments.grid import experiment_of
+from gptlab.experiments.report import RESULTS_FILE
+from gptlab.files.atomic import read_json_object
+from gptlab.inference.evaluate import score_positions
+from gptlab.interp.hooks import eval_mode, recording_attention
+from gptlab.lab.runs import MAX_DEPTH, Runs
+from gptlab.lab.schemas import MAX_PROMPT_CHARS, Body, RunName, _int, _text
+from gptlab.loading import with_config
+from gptlab.model.config import with_rope_scaling
+from gptlab.model.positional import ContextWarning, check_context
+
+MAX_CONTEXT = 1024  # the longest window the view runs a model at
+MAX_SCORED = 4096  # tokens of text scored (the first ones)
+MAX_BUCKETS = 64
+SCALINGS = ("linear", "ntk", "yarn", "dynamic")
+
+
+# ----------------------------------------------------------------------------- schemas
+
+
+class ContextRequest(Body):
+    run: RunName
+    context: _int(2, MAX_CONTEXT, "window length; past the run's block_size for every "
+                                  "encoding but learned positions") = 128
+    rope_scaling: Literal[SCALINGS] | None = Field(
+        None, description="stretch RoPE by context / block_size (at least 1) with this rule")
+    text: _text(MAX_PROMPT_CHARS * 8, "text to score (default: the experiment's eval.txt "
+                                      "when the run is one of an experiment's)") | None = None
+    buckets: _int(1, MAX_BUCKETS, "position buckets") = 16
+    layer: _int(0, 1000) = 0
+    head: _int(0, 1000) = 0
+    position: _int(0, MAX_CONTEXT - 1, "query position of the attention row (default: the "
+                                       "window's last)") | None = None
+
+
+class ExperimentRequest(Body):
+    experiment: _text(500, "an experiment's folder inside the runs folder", min_length=1)
+    length: _int(1, 10**6, "one of the experiment's evaluation lengths") = 256
+    mode: Literal[MODES] = "non-overlapping"
+
+
+class Bucket(BaseModel):
+    first: int
+    last: int
+    tokens: int
+    loss: float | None = Field(description="mean loss (nats/token); null: none scored")
+
+
+class AttentionRow(BaseModel):
+    layer: int
+    head: int
+    position: int = Field(description="the query position")
+    weights: list[float] = Field(description="its weight on each key 0..position")
+    tokens: list[str] = Field(description="the window's tokens 0..position")
+
+
+class ContextResponse(BaseModel):
+    run: str
+    block_size: int
+    pos_encoding: str
+    context: int
+    rope_scaling: str | None = Field(description="KIND:FACTOR applied, or null")
+    warning: str | None = Field(description="the model never saw some of these positions")
+    source: str = Field(description="what was scored")
+    loss: float
+    tokens_scored: int
+    buckets: list[Bucket]
+    attention: AttentionRow
+
+
+class Experiment(BaseModel):
+    name: str
+    trained_length: int
+    lengths: list[int]
+    runs: list[str] = Field(description="its runs, as the lab names them")
+
+
+class ExperimentsResponse(BaseModel):
+    experiments: list[Experiment]
+
+
+class Series(BaseModel):
+    method: str
+    label: str
+    refused: str | None = Field(description="why this method has no loss at this length")
+    loss: float | None
+    buckets: list[Bucket]
+
+
+class ExperimentResponse(BaseModel):
+    experiment: str
+    trained_length: int
+    length: int
+    mode: str
+    series: list[Series]
+
+
+# ----------------------------------------------------------------------------- routes
+
+
+def register(app: FastAPI, runs: Runs, bad_input: dict[int, Any]) -> None:
+    @app.post("/api/context", response_model=ContextResponse, responses=bad_input)
+    def context(body: ContextRequest) -> JSONResponse:
+        """A run's loss by position in windows of `context` tokens, and one head's
+        attention at a query position (longer-than-trained view)."""
+        return JSONResponse(context_view(runs, body))
+
+    @app.get("/api/context/experiments", response_model=ExperimentsResponse)
+    def experiments() -> JSONResponse:
+        """The context experiments in the runs folder."""
+        return JSONResponse({"experiments": list_experiments(runs)})
+
+    @app.post("/api/context/experiment", response_model=ExperimentResponse,
+              responses=bad_input)
+    def experiment(body: ExperimentRequest) -> JSONResponse:
+        """Every method's loss by position at one length, from an experiment's
+        results.json (longer-than-trained view)."""
+        return JSONResponse(experiment_view(runs, body))
+
+
+# ----------------------------------------------------------------------------- views
+
+
+def list_experiments(runs: Runs) -> list[dict[str, Any]]:
+    """Folders of the runs folder (to MAX_DEPTH) holding a finished context experiment."""
+    found, frontier = [], [runs.root] if runs.root.is_dir() else []
+    for _ in range(MAX_DEPTH):
+        later = []
+        for folder in frontier:
+            try:
+                children = sorted(p for p in folder.iterdir() if p.is_dir())
+            except OSError:
+                continue
+            for child in children:
+                name = child.relative_to(runs.root).as_posix()
+                results = _results(runs, name, missing_ok=True)
+                if results is not None:
+                    found.append({"name": name, "trained_length": results["trained_length"],
+                                  "lengths": results["lengths"],
+                                  "runs": [f"{name}/{r['dir']}" for r in results["runs"].values()]})
+                else:
+                    later.append(child)
+        frontier = later
+    return found
+
+
+def experiment_view(runs: Runs, body: ExperimentRequest) -> dict[str, Any]:
+    results = _results(runs, body.experiment)
+    if body.length not in results["lengths"]:
+        raise UsageError(f"length {body.length} is not one of the experiment's: "
+                         f"{', '.join(map(str, results['lengths']))}")
+    at = results["lengths"].index(body.length)
+    series = []
+    for row in results["rows"]:
+        cell = row["cells"][at]
+        if cell is None:
+            continue
+        scored = cell.get(body.mode)
+        series.append({"method": row["method"], "label": row["label"],
+                       "refused": cell.get("refused"),
+                       "loss": scored["loss"] if scored else None,
+                       "buckets": scored["by_position"] if scored else []})
+    return {"experiment": body.experiment, "trained_length": results["trained_length"],
+            "length": body.length, "mode": body.mode, "series": series}
+
+
+def context_view(runs: Runs, body: ContextRequest) -> dict[str, Any]:
+    run = runs.load(body.run)
+    config = run.model.config
+    warning = check_context(config, body.context)  # learned positions refuse, by name
+    if not (body.layer < config.n_layer and body.head < config.n_head):
+        raise UsageError(f"layer {body.layer}, head {body.head}: the run has {config.n_layer} "
+                         f"layers of {config.n_head} heads")
+    position = body.context - 1 if body.position is None else body.position
+    if position >= body.context:
+        raise UsageError(f"position {position} is outside the window of {body.context}")
+    text, source = _text_of(runs, body)
+    ids = encode_checked(run.tokenizer, text, "the text", 10**9, min_tokens=2)[:MAX_SCORED]
+    ids = torch.tensor(ids)
+    if position >= len(ids):
+        raise UsageError(f"position {position}: the text has only {len(ids)} tokens")
+    spec = None
+    if body.rope_scaling is not None:
+        factor = max(1.0, body.context / config.block_size)
+        spec = f"{body.rope_scaling}:{factor:g}"
+    with runs.model_lock, torch.no_grad():
+        model = run.model if spec is None else with_config(
+            run.model, with_rope_scaling(config, spec))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ContextWarning)  # answered as `warning`
+            scores = score_positions(model, ids, context=body.context, stride=body.context)
+        window = ids[: position + 1][None]
+        with eval_mode(model), recording_attention(model) as modules:
+            model(window)
+            row = modules[body.layer].weights[0, body.head, -1]
+    decode = run.tokenizer.decode
+    return {
+        "run": run.name, "block_size": config.block_size, "pos_encoding": config.pos_encoding,
+        "context": body.context, "rope_scaling": spec, "warning": warning, "source": source,
+        "loss": scores.loss, "tokens_scored": sum(scores.scored),
+        "buckets": scores.buckets(body.buckets),
+        "attention": {"layer": body.layer, "head": body.head, "position": position,
+                      "weights": [float(w) for w in row.double()],
+                      "tokens": [decode([i]) for i in window[0].tolist()]},
+    }
+
+
+def _text_of(runs: Runs, body: ContextRequest) -> tuple[str, str]:
+    """The text to score: the request's, or the eval.txt of the experiment the run is in."""
+    if body.text:
+        return body.text, "the text given"
+    folder = runs.resolve(body.run).parent.parent  # EXPERIMENT/runs/NAME
+    if experiment_of(folder) == CONTEXT_EXPERIMENT and (folder / EVAL_TEXT).is_file():
+        return (folder / EVAL_TEXT).read_text(encoding="utf-8"), \
+            f"{folder.relative_to(runs.root).as_posix()}/{EVAL_TEXT}"
+    raise UsageError("text is empty and the run is not one of a context experiment's: give "
+                     "a text to score")
+
+
+def _results(runs: Runs, name: str, missing_ok: bool = False) -> dict[str, Any] | None:
+    """A context experiment's results.json, the folder checked to lie inside the runs
+    folder (as a run name is)."""
+    if len(name) > 500 or "\x00" in name or "\\" in name or name.startswith("/") \
+            or ".." in Path(name).parts:
+        raise UsageError(f"experiment {name[:60]!r} must be a path inside the runs folder")
+    try:
+        folder = (runs.root / name).resolve()
+    except (OSError, RuntimeError):  # a name too long, a symlink loop
+        folder = None
+    inside = folder is not None and (folder == runs.root or runs.root in folder.parents)
+    found = inside and experiment_of(folder) == CONTEXT_EXPERIMENT \
+        and (folder / RESULTS_FILE).is_file()
+    if not found:
+        if missing_ok:
+            return None
+        raise UsageError(f"no context experiment named {name!r} in the runs folder (one "
+                         f"holds {RESULTS_FILE} from `gptlab experiment context`)")
+    return read_json_object(folder / RESULTS_FILE, "experiment results")

@@ -1,0 +1,133 @@
+"""`gptlab experiment context` at its --quick size (the session's context_experiment,
+tests/conftest.py), checked only for what must hold whatever the models learned: learned
+positions refuse by name, every 1x loss is `gptlab eval`'s, every scaling at factor 1 is
+RoPE unscaled, the by-position means give the overall loss back, every other encoding
+evaluates and samples at 4x its training length, and a second run reuses the first's."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import pytest
+
+from gptlab.cli.main import main
+from gptlab.experiments import context
+from gptlab.experiments.grid import GRID_FILE
+from gptlab.files.model_dir import load_model
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def results(context_experiment):
+    return json.loads((context_experiment / "results.json").read_text())
+
+
+def row(results, method):
+    return next(r for r in results["rows"] if r["method"] == method)
+
+
+def test_the_folder_holds_runs_results_report_and_figures(context_experiment, results,
+                                                          png_magic):
+    for name in ("report.md", "eval.txt", context.FIGURE_LENGTHS, context.FIGURE_POSITIONS):
+        assert (context_experiment / name).is_file(), name
+    for name in (context.FIGURE_LENGTHS, context.FIGURE_POSITIONS):
+        assert (context_experiment / name).read_bytes().startswith(png_magic)
+    assert results["lengths"] == [64, 128, 256, 512] and results["trained_length"] == 64
+    assert [r["method"] for r in results["rows"]] == [*context.ENCODINGS, *context.SCALINGS,
+                                                      "pi-ft"]
+    assert set(results["runs"]) == {*context.ENCODINGS, "rope-pi-x2", "rope-pi-x4",
+                                    "rope-pi-x8"}
+    for run in results["runs"].values():  # ordinary runs: loadable, resumable
+        run_dir = context_experiment / run["dir"]
+        assert (run_dir / "state.pt").is_file() and run["seed"] == 1337
+        assert load_model(run_dir).config.pos_encoding in context.ENCODINGS
+    report = (context_experiment / "report.md").read_text()
+    assert "seed 1337 for every run" in report and "| RoPE + YaRN |" in report
+
+
+def test_learned_positions_refuse_every_longer_length(results):
+    cells = row(results, "learned")["cells"]
+    assert "refused" not in cells[0]
+    for cell in cells[1:]:
+        assert "learned positions are a table with one trained row per position" in \
+            cell["refused"] and "there is no row for position 64" in cell["refused"]
+
+
+def test_one_x_losses_equal_gptlab_evals(context_experiment, results, capsys):
+    """Each encoding's 1x cell, in both modes, is what `gptlab eval` prints for the run on
+    eval.txt with the same window and stride: the same functions, the same number."""
+    text = context_experiment / context.EVAL_TEXT
+    for enc in context.ENCODINGS:
+        cell = row(results, enc)["cells"][0]
+        for mode in context.MODES:
+            stride = cell[mode]["stride"]
+            assert main(["eval", str(context_experiment / "runs" / enc), "--text-file", str(text),
+                         "--context", "64", "--stride", str(stride), "--json"]) == 0
+            printed = json.loads(capsys.readouterr().out)
+            assert printed["loss"] == cell[mode]["loss"], (enc, mode)
+            assert printed["tokens_scored"] == cell[mode]["tokens_scored"]
+
+
+def test_every_scaling_at_factor_one_is_rope_unscaled(results):
+    rope = row(results, "rope")["cells"][0]
+    for kind in context.SCALINGS:
+        cell = row(results, kind)["cells"][0]
+        assert cell["rope_scaling"] == f"{kind}:1"
+        for mode in context.MODES:
+            assert cell[mode]["loss"] == rope[mode]["loss"], kind
+
+
+def test_by_position_means_equal_the_overall_loss(results):
+    checked = 0
+    for r in results["rows"]:
+        for cell in r["cells"]:
+            if cell is None or "refused" in cell:
+                continue
+            for mode in context.MODES:
+                for parts in (cell[mode]["by_length"], cell[mode]["by_position"]):
+                    tokens = sum(p["tokens"] for p in parts)
+                    mean = math.fsum(p["loss"] * p["tokens"] for p in parts if p["tokens"])
+                    assert tokens == cell[mode]["tokens_scored"]
+                    assert mean / tokens == pytest.approx(cell[mode]["loss"], rel=1e-12)
+                    checked += 1
+    assert checked == 2 * 2 * (1 + 4 * 8 + 3)
+
+
+@pytest.mark.parametrize("encoding", ["rope", "sinusoidal", "alibi", "none"])
+def test_models_trained_at_64_evaluate_and_sample_at_256(encoding, context_experiment,
+                                                         results, capsys):
+    for cell in row(results, encoding)["cells"][1:]:
+        assert cell["length"] >= 128 and math.isfinite(cell["non-overlapping"]["loss"])
+    run_dir = context_experiment / "runs" / encoding
+    code = main(["sample", str(run_dir), "--context", "256", "--max-new-tokens", "300",
+                 "--seed", "1", "--prompt", "the", "--no-prompt"])
+    out, err = capsys.readouterr()
+    assert code == 0 and len(out) >= 300
+    assert err == ("gptlab sample: warning: context 256 is longer than the 64 positions the "
+                   "model was trained on (block_size): it never saw positions 64..255\n")
+
+
+def test_a_second_run_reuses_every_finished_run(context_experiment, tmp_path, capsys):
+    copy = tmp_path / "context"
+    shutil.copytree(context_experiment, copy)
+    before = json.loads((copy / GRID_FILE).read_text())
+    code = main(["experiment", "context", "--quick", "--out", str(copy),
+                 "--data", str(context_experiment.parent / "data")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.count("reusing the finished run") == 8
+    assert "loss (nats/token), non-overlapping windows" in out and "refused" in out
+    assert json.loads((copy / GRID_FILE).read_text()) == before
+    again = json.loads((copy / "results.json").read_text())
+    assert all(r["reused"] for r in again["runs"].values())
+
+
+def test_a_folder_of_something_else_is_refused(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    code = main(["experiment", "context", "--quick", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "is not empty and holds no experiment" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

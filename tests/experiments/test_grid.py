@@ -1,0 +1,65 @@
+"""An experiment's folder and grid (gptlab.experiments.grid): the folder is opened only
+when empty or already this experiment's; a finished run is reused while its settings and
+data are unchanged, trained afresh when they change; a fine-tune follows its start."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from gptlab.errors import UsageError
+from gptlab.experiments.grid import Grid, RunSpec, experiment_folder, experiment_of
+from gptlab.files.model_dir import load_config
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_the_folder_is_this_experiments_or_empty(tmp_path):
+    folder = experiment_folder(tmp_path / "a", "context")
+    assert experiment_of(folder) == "context"
+    assert experiment_folder(folder, "context") == folder  # its own: reopened
+    with pytest.raises(UsageError, match="holds the experiment 'context', not 'norm'"):
+        experiment_folder(folder, "norm")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "x").write_text("")
+    with pytest.raises(UsageError, match="is not empty and holds no experiment"):
+        experiment_folder(tmp_path / "b", "context")
+    (tmp_path / "c").write_text("")
+    with pytest.raises(UsageError, match="is not a directory"):
+        experiment_folder(tmp_path / "c", "context")
+
+
+def test_a_run_is_reused_until_its_settings_or_data_change(tmp_path, data_dir, make_data,
+                                                           tiny_model, tiny_train):
+    grid = Grid(experiment_folder(tmp_path / "e", "test"), data_dir)
+    spec = RunSpec("a", tiny_model(), tiny_train(max_iters=4, whole_val=False))
+    first = grid.train([spec], log=lambda line: None)["a"]
+    assert not first.reused and first.steps == 4 and first.run_dir == tmp_path / "e/runs/a"
+    again = grid.train([spec], log=lambda line: None)["a"]
+    assert again.reused and again.train_s == pytest.approx(first.train_s, abs=0.01)
+    moved = shutil.copytree(data_dir, tmp_path / "moved")  # the same data elsewhere
+    assert Grid(grid.folder, moved).train([spec], log=lambda line: None)["a"].reused
+    other = make_data(tmp_path / "other", n_chars=21_000)
+    assert not Grid(grid.folder, other).train([spec], log=lambda line: None)["a"].reused
+    longer = RunSpec("a", tiny_model(), tiny_train(max_iters=6, whole_val=False))
+    changed = grid.train([longer], log=lambda line: None)["a"]
+    assert not changed.reused and changed.steps == 6
+
+
+def test_a_fine_tune_starts_from_an_earlier_run_of_the_grid(tmp_path, data_dir, tiny_model,
+                                                            tiny_train):
+    grid = Grid(experiment_folder(tmp_path / "e", "test"), data_dir)
+    settings = tiny_train(max_iters=2, whole_val=False)
+    base = tiny_model()
+    longer = base.__class__.from_dict({**base.to_dict(), "pos_encoding": "rope"})
+    with pytest.raises(UsageError, match="starts from 'b', which is not an earlier run"):
+        grid.train([RunSpec("a", longer, settings, start="b"), RunSpec("b", longer, settings)])
+    rope = RunSpec("rope", longer, settings)
+    reach = longer.__class__.from_dict({**longer.to_dict(), "block_size": 32,
+                                        "rope_scaling": {"type": "linear", "factor": 2.0}})
+    records = grid.train([rope, RunSpec("pi", reach, settings, start="rope")],
+                         log=lambda line: None)
+    assert records["pi"].steps == 2
+    tuned = load_config(records["pi"].run_dir)
+    assert tuned.block_size == 32 and tuned.rope_scaling["type"] == "linear"

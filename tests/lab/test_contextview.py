@@ -1,0 +1,98 @@
+"""The longer-than-trained view's API (gptlab.lab.contextview) over a runs folder holding
+a quick context experiment ('ctx') and the tiny run: the experiment's curves come from its
+results.json; a run's live answer is `gptlab eval --by-position`'s arithmetic and a real
+softmax row; learned positions refuse past their table, in the chapter's words."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import pytest
+from fastapi.testclient import TestClient
+
+from gptlab.lab.server import create_app
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, context_experiment, copy_tiny_run):
+    root = tmp_path_factory.mktemp("runs")
+    shutil.copytree(context_experiment, root / "ctx")
+    copy_tiny_run(root / "tiny")
+    return TestClient(create_app(root)), root
+
+
+def test_experiments_are_listed_with_their_runs(lab):
+    client, _ = lab
+    found = client.get("/api/context/experiments").json()["experiments"]
+    assert [e["name"] for e in found] == ["ctx"]
+    assert found[0]["trained_length"] == 64 and found[0]["lengths"] == [64, 128, 256, 512]
+    assert "ctx/runs/alibi" in found[0]["runs"] and len(found[0]["runs"]) == 8
+    runs = client.get("/api/runs").json()["runs"]
+    assert set(found[0]["runs"]) <= set(runs)  # the lab opens them as runs
+
+
+def test_an_experiments_curves_are_its_results(lab, post):
+    client, root = lab
+    results = json.loads((root / "ctx" / "results.json").read_text())
+    d = post(client, "/api/context/experiment", {"experiment": "ctx", "length": 256,
+                                                 "mode": "sliding"})
+    assert d["trained_length"] == 64 and d["length"] == 256
+    by_method = {s["method"]: s for s in d["series"]}
+    assert "no row for position 64" in by_method["learned"]["refused"]
+    rope = next(r for r in results["rows"] if r["method"] == "rope")["cells"][2]["sliding"]
+    assert by_method["rope"]["loss"] == rope["loss"]
+    assert by_method["rope"]["buckets"] == rope["by_position"]
+    assert "pi-ft" in by_method  # fine-tuned at 256
+
+
+@pytest.mark.parametrize("body, fragment", [
+    ({"experiment": "nope"}, "no context experiment named 'nope'"),
+    ({"experiment": "../ctx"}, "must be a path inside the runs folder"),
+    ({"experiment": "tiny"}, "no context experiment named 'tiny'"),
+    ({"experiment": "ctx", "length": 100}, "length 100 is not one of the experiment's: 64"),
+])
+def test_bad_experiment_requests_are_one_line(lab, bad, body, fragment):
+    bad(lab[0], "/api/context/experiment", body, fragment)
+
+
+def test_a_run_live_past_its_training_length(lab, post):
+    client, _ = lab
+    d = post(client, "/api/context", {"run": "ctx/runs/alibi", "context": 256, "buckets": 8,
+                                      "layer": 1, "head": 1, "position": 200})
+    assert d["block_size"] == 64 and d["pos_encoding"] == "alibi"
+    assert "never saw positions 64..255" in d["warning"] and d["source"] == "ctx/eval.txt"
+    tokens = sum(b["tokens"] for b in d["buckets"])
+    mean = math.fsum(b["loss"] * b["tokens"] for b in d["buckets"] if b["tokens"]) / tokens
+    assert tokens == d["tokens_scored"] and mean == pytest.approx(d["loss"], rel=1e-12)
+    a = d["attention"]
+    assert (a["layer"], a["head"], a["position"]) == (1, 1, 200)
+    assert len(a["weights"]) == len(a["tokens"]) == 201
+    assert sum(a["weights"]) == pytest.approx(1.0, abs=1e-5) and min(a["weights"]) >= 0
+
+
+def test_rope_scaling_is_applied_at_context_over_block_size(lab, post):
+    client, _ = lab
+    plain = post(client, "/api/context", {"run": "ctx/runs/rope", "context": 256})
+    yarn = post(client, "/api/context", {"run": "ctx/runs/rope", "context": 256,
+                                         "rope_scaling": "yarn"})
+    assert plain["rope_scaling"] is None and yarn["rope_scaling"] == "yarn:4"
+    assert yarn["loss"] != plain["loss"]
+    assert len(plain["attention"]["weights"]) == 256  # the window's last position
+
+
+@pytest.mark.parametrize("body, fragment", [
+    ({"run": "ctx/runs/learned", "context": 65}, "there is no row for position 64"),
+    ({"run": "tiny", "context": 16}, "give a text to score"),
+    ({"run": "tiny", "context": 40, "text": "the cat sat on the mat"},
+     "no row for position 32"),
+    ({"run": "ctx/runs/rope", "context": 64, "layer": 9}, "the run has 2 layers of 2 heads"),
+    ({"run": "ctx/runs/rope", "context": 64, "position": 64}, "outside the window of 64"),
+    ({"run": "ctx/runs/rope", "context": 64, "rope_scaling": "cubic"}, "rope_scaling"),
+    ({"run": "ctx/runs/alibi", "context": 64, "rope_scaling": "linear"},
+     "pos_encoding is 'alibi'"),
+    ({"run": "ctx/runs/rope", "context": 2000}, "context"),
+])
+def test_bad_context_requests_are_one_line(lab, bad, body, fragment):
+    bad(lab[0], "/api/context", body, fragment)
