@@ -253,9 +253,188 @@ def test_other_views(page):
     verdict.wait_for()
     assert verdict.inner_text() == "Correct."
     assert "softmax" in page.get_by_test_id("quiz-result").inner_text()
-    # regression: a wrong choice showed its internal id ("the answer is mask")
+    # regression: a wrong choice showed its internal id ("the answer is mask"), then its
+    # text mid-sentence ("the answer is The mask leaves...")
     page.get_by_test_id("quiz-choice-largest").check()
     page.get_by_test_id("quiz-submit").click()
     page.wait_for_function("document.querySelector('[data-testid=quiz-verdict]')"
                            ".textContent.startsWith('Not quite')")
-    assert verdict.inner_text() == f"Not quite: the answer is {ROW0_CHOICES['mask']}"
+    assert verdict.inner_text() == f"Not quite. The answer: {ROW0_CHOICES['mask']}"
+
+
+def to_first_stage(page) -> None:
+    page.click("#tab-calc")
+    while page.get_by_test_id("calc-back").is_enabled():
+        page.get_by_test_id("calc-back").click()
+
+
+def test_a_refused_cell_is_marked_and_the_grids_stay(page):
+    # regression: 1e7 in W_Q made the editable grids vanish with the figures; only "reset
+    # edits" recovered, dropping every edit
+    to_first_stage(page)
+    page.get_by_test_id("calc-reset").click()
+    page.wait_for_function("!document.querySelector('.editgrid input.edited')")
+    page.get_by_test_id("x-cell-0-0").fill("2.5")
+    page.get_by_test_id("x-cell-0-0").press("Enter")
+    page.wait_for_selector(".editgrid input.edited")
+    page.get_by_test_id("w_q-cell-0-1").fill("1e7")
+    page.get_by_test_id("w_q-cell-0-1").press("Enter")
+    error = page.get_by_test_id("error")
+    error.wait_for(state="visible")
+    assert "w_q[0][1]" in error.inner_text() and "beyond" in error.inner_text()
+    bad = page.get_by_test_id("w_q-cell-0-1")
+    assert bad.get_attribute("aria-invalid") == "true" and float(bad.input_value()) == 1e7
+    assert page.locator(".editgrid input").count() == 5 * 4 + 3 * 4 * 4
+    assert page.get_by_test_id("x-cell-0-0").input_value() == "2.5"  # the other edit stays
+    assert page.locator("#calc-figures svg").count() == 0  # they no longer match the inputs
+    page.get_by_test_id("calc-stale").wait_for()
+    page.get_by_test_id("calc-next").click()  # no stale figure on another stage either
+    assert page.locator("#calc-figures svg").count() == 0
+    page.get_by_test_id("calc-back").click()
+    page.get_by_test_id("w_q-cell-0-1").fill("0.5")
+    page.get_by_test_id("w_q-cell-0-1").press("Enter")
+    error.wait_for(state="hidden")
+    page.wait_for_selector("[data-testid=fig-q]")
+    assert page.get_by_test_id("w_q-cell-0-1").get_attribute("aria-invalid") is None
+    assert page.locator(".editgrid input.edited").count() == 2
+    page.get_by_test_id("w_q-cell-0-2").fill("")  # not a number: marked the same way
+    page.get_by_test_id("w_q-cell-0-2").press("Enter")
+    error.wait_for(state="visible")
+    assert "w_q[0][2] must be a number" in error.inner_text()
+    assert page.get_by_test_id("w_q-cell-0-2").get_attribute("aria-invalid") == "true"
+    page.get_by_test_id("calc-reset").click()
+    error.wait_for(state="hidden")
+    page.wait_for_selector("[data-testid=fig-q]")
+
+
+def cell_title(page, figure: str, cell: str) -> str:
+    """A large heatmap's hover text: its one <title> moves into the cell under the pointer."""
+    page.hover(f"[data-testid={figure}] rect[data-cell='{cell}']")
+    return page.text_content(f"[data-testid={figure}] rect[data-cell='{cell}'] title")
+
+
+def test_large_inputs_are_edited_one_cell_at_a_time(page):
+    # regression: d = 64 with 64 tokens drew 16,384 input fields and froze the page for
+    # seconds. The time from the change to the drawn page is printed (run with -s), not
+    # asserted: a browser's speed is no test
+    to_first_stage(page)
+    tokens = " ".join(f"t{i}" for i in range(64))
+    page.get_by_test_id("calc-tokens").fill(tokens)
+    page.get_by_test_id("calc-tokens").press("Enter")
+    page.wait_for_function("document.querySelectorAll('[data-testid=fig-q] rect[data-cell]')"
+                           ".length === 64 * 4")
+    took = page.evaluate("""() => new Promise((done) => {
+        const d = document.querySelector('[data-testid=calc-d]'), t0 = performance.now();
+        d.value = '64';
+        d.dispatchEvent(new Event('change'));
+        const drawn = () => document.querySelectorAll('[data-testid=fig-q] rect[data-cell]')
+            .length === 64 * 64;
+        const wait = () => (drawn() ? requestAnimationFrame(() => setTimeout(
+            () => done(performance.now() - t0))) : setTimeout(wait, 5));
+        wait(); })""")
+    print(f"\nview 1 at d = 64, 64 tokens: drawn {took:.0f} ms after the change")
+    inputs = page.locator("#calc-inputs")
+    assert inputs.get_attribute("data-mode") == "read-only"
+    assert page.locator("#calc-inputs input").count() == 3  # row, column, value
+    assert page.locator("#calc-inputs [data-testid=fig-w_q] rect[data-cell]").count() == 64 * 64
+    before = cell_title(page, "fig-q", "63,5")
+    page.get_by_test_id("calc-edit-matrix").select_option("x")
+    page.get_by_test_id("calc-edit-row").fill("63")
+    page.get_by_test_id("calc-edit-col").fill("7")
+    page.get_by_test_id("calc-edit-value").fill("3.5")
+    page.get_by_test_id("calc-edit-set").click()
+    page.wait_for_function("window.__inflight === 0")
+    assert cell_title(page, "fig-x", "63,7").endswith(": 3.50000")
+    assert cell_title(page, "fig-q", "63,5") != before
+    page.get_by_test_id("calc-edit-value").fill("1e9")  # out of range: marked, figures gone
+    page.get_by_test_id("calc-edit-set").click()
+    page.get_by_test_id("error").wait_for(state="visible")
+    assert page.get_by_test_id("calc-edit-value").get_attribute("aria-invalid") == "true"
+    assert page.locator("#calc-figures svg").count() == 0
+    page.get_by_test_id("calc-tokens").fill("cat sat on the mat")
+    page.get_by_test_id("calc-tokens").press("Enter")
+    page.get_by_test_id("calc-d").fill("4")
+    page.get_by_test_id("calc-d").press("Enter")
+    page.wait_for_function("document.querySelectorAll('#calc-inputs input').length === 68")
+    assert inputs.get_attribute("data-mode") == "edit"
+    page.get_by_test_id("error").wait_for(state="hidden")
+
+
+def test_heads_grid_labels_every_row_of_a_22_character_prompt(page):
+    # regression: 11 px cells drew only every second row label
+    page.click("#tab-heads")
+    page.get_by_test_id("heads-head").select_option("all")
+    page.wait_for_selector("[data-testid=fig-head-0-3]")
+    assert len(page.input_value("[data-testid=heads-prompt]")) == 22
+    for h in range(4):
+        labels = page.eval_on_selector_all(f"[data-testid=fig-head-0-{h}] [data-row]",
+                                           "ls => ls.map(l => +l.dataset.row)")
+        assert labels == list(range(22))
+        assert page.locator(f"[data-testid=fig-head-0-{h}] [data-col]").count() == 22
+
+
+def test_positions_labels_scales_and_errors(page):
+    page.click("#tab-positions")
+    page.wait_for_selector("[data-testid=rope-score-5]")
+    # regression: PE·PEᵀ, all positive at 64 dims, had a colour scale centred on 0
+    assert page.get_attribute("[data-testid=fig-sinusoidal-sim]", "data-scale") == "seq"
+    page.fill("#sin-d", "2")  # 2 dims: cos(m - n) goes negative, and the scale two-sided
+    page.press("#sin-d", "Enter")
+    page.wait_for_function("document.querySelector('[data-testid=fig-sinusoidal-sim]')"
+                           "?.dataset.scale === 'div'")
+    page.fill("#sin-d", "64")
+    page.press("#sin-d", "Enter")
+    page.wait_for_function("document.querySelector('[data-testid=fig-sinusoidal-sim]')"
+                           "?.dataset.scale === 'seq'")
+    # regression: the RoPE circle's labels sat at the vectors' tips and piled up in the centre
+    boxes = page.eval_on_selector_all("[data-testid=fig-rope-circle] text[data-label]", """ts =>
+        ts.map(t => { const b = t.getBBox();
+                      return [b.x, b.y, b.x + b.width, b.y + b.height]; })""")
+    assert len(boxes) == 32
+    overlaps = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+                if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]
+    assert not overlaps, overlaps
+    centre, r = (160, 196), 100  # positions.js's circle
+    assert all(math.hypot((x0 + x1) / 2 - centre[0], (y0 + y1) / 2 - centre[1]) > r
+               for x0, y0, x1, y1 in boxes)
+    # regression: offset 16 was refused but the figures still highlighted offset 3
+    page.fill("[data-testid=rope-offset]", "16")
+    page.press("[data-testid=rope-offset]", "Enter")
+    error = page.get_by_test_id("error")
+    error.wait_for(state="visible")
+    assert "offset must be between 0 and 15" in error.inner_text()
+    assert page.locator("#rope-figures svg, #rope-table table").count() == 0
+    page.fill("[data-testid=rope-offset]", "3")
+    page.press("[data-testid=rope-offset]", "Enter")
+    error.wait_for(state="hidden")
+    page.wait_for_selector("[data-testid=fig-rope-scores]")
+
+
+def test_params_error_clears_the_old_total(page):
+    # regression: n_head = 7 (768 is no multiple of 7) left the old parameter total standing
+    page.click("#tab-params")
+    page.get_by_test_id("params-preset").select_option("gpt2")
+    page.wait_for_function("document.querySelector('[data-testid=params-total]')"
+                           "?.textContent === '124,439,808'")
+    page.get_by_test_id("param-n_head").fill("7")
+    error = page.get_by_test_id("error")
+    error.wait_for(state="visible")
+    assert "n_head" in error.inner_text()
+    assert page.get_by_test_id("params-total").count() == 0
+    assert page.locator("#params-figures svg, #params-table tr").count() == 0
+    page.get_by_test_id("param-n_head").fill("12")
+    error.wait_for(state="hidden")
+    page.get_by_test_id("params-total").wait_for()
+
+
+def test_quiz_topics_load_and_read_as_written(page):
+    page.click("#tab-quiz")
+    # regression: the <option> showed "dropping √dk" (an option drops its <sub>)
+    options = page.eval_on_selector_all("[data-testid=quiz-kind] option",
+                                        "os => os.map(o => o.textContent)")
+    assert "dropping √d_k" in options
+    for kind, words in [("masked_row", "attention weights of row"),
+                        ("rope_offset", "to 2 decimals")]:
+        page.get_by_test_id("quiz-kind").select_option(kind)  # no "New question" click
+        page.wait_for_function("w => document.querySelector('[data-testid=quiz-question]')"
+                               ".textContent.includes(w)", arg=words)

@@ -110,3 +110,43 @@ def test_next_token_view_sends_its_chosen_token_to_the_attribution(page, tiny_ru
     values, total, logit = dla(page)
     assert logit == pytest.approx(float(logits[-1, int(chosen)]), abs=1e-5)
     assert abs(sum(values) - logit) < 1e-5
+
+
+def test_the_embed_row_says_why_it_predicts_the_current_token(page, tiny_run):
+    # regression: with tied embeddings the embed row "predicts" the token it sits on, and
+    # nothing said why
+    assert gptlab.load(tiny_run)[0].config.tie_embeddings
+    note = page.text_content("[data-testid=lens-embed-note]")
+    assert "ties" in note and "current token" in note
+
+
+def test_on_a_phone_the_selected_cell_is_in_view(lab_url, open_lab):
+    # regression: at 390 px the grid scrolls sideways and the selected cell (the last
+    # position's) sat off-screen to the right
+    with open_lab(lab_url + "#lens", "[data-testid=lens-dla]",
+                  viewport={"width": 390, "height": 844}) as opened:
+        page = opened.page
+
+        def cell_in_view() -> bool:
+            return page.evaluate("""() => { const g = document.getElementById('lens-grid'),
+                c = g.querySelector('.lens-cell.on'), a = g.getBoundingClientRect(),
+                b = c.getBoundingClientRect();
+                return g.scrollWidth > g.clientWidth
+                       && b.left >= a.left && b.right <= a.right; }""")
+
+        assert cell_in_view()
+        with page.expect_response("**/api/lens"):
+            page.fill("[data-testid=lens-text]", TEXT + "a")
+        page.wait_for_function("window.__inflight === 0")
+        assert cell_in_view()
+
+
+def test_an_error_clears_the_grid_and_attribution(page):
+    with page.expect_response("**/api/lens"):
+        page.fill("[data-testid=lens-text]", "")
+    page.get_by_test_id("error").wait_for(state="visible")
+    assert page.locator("[data-testid=lens-grid], [data-testid=lens-dla]").count() == 0
+    with page.expect_response("**/api/lens"):
+        page.fill("[data-testid=lens-text]", TEXT)
+    page.wait_for_selector("[data-testid=lens-dla]")
+    page.get_by_test_id("error").wait_for(state="hidden")

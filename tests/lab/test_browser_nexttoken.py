@@ -111,12 +111,61 @@ def test_lines_one_colour_per_head_and_hover(page):
     assert "token 2" in page.text_content("#nt-hover")
     on = attribute_of_lines(page, "line.on", "key")
     assert on and set(on) == {"2"}
+    # regression: the tokens were <text> with an aria-label but no role, inside an image;
+    # now buttons in a group, and a tap (or Enter) pins a token's lines (a phone has no hover)
+    assert page.get_attribute("[data-testid=nt-lines]", "role") == "group"
+    assert page.get_attribute("[data-testid=nt-key-2]", "role") == "button"
+    page.click("[data-testid=nt-key-2]")
+    assert page.get_attribute("[data-testid=nt-key-2]", "aria-pressed") == "true"
+    page.hover("[data-testid=nt-summary]")
+    assert set(attribute_of_lines(page, "line.on", "key")) == {"2"}
+    page.focus("[data-testid=nt-key-4]")
+    page.keyboard.press("Enter")
+    assert page.get_attribute("[data-testid=nt-key-4]", "aria-pressed") == "true"
+    assert page.get_attribute("[data-testid=nt-key-2]", "aria-pressed") == "false"
+    page.keyboard.press("Enter")  # again: unpinned
+    assert page.get_attribute("[data-testid=nt-key-4]", "aria-pressed") == "false"
     page.select_option("[data-testid=nt-head]", "3")
     heads = attribute_of_lines(page, "line", "head")
     assert set(heads) == {"3"}
 
 
-def test_live_training_streams_and_stops_on_request(page, runs):
+def test_greedy_is_named_and_cut_tokens_show_their_probability(page):
+    # regression: at temperature 0 with top-k 5 the summary said "1 of 14 tokens pass
+    # top-k" and 13 bars said "cut: top-k", with no probability unless hovered
+    set_slider(page, "temp", 0)
+    set_slider(page, "topk", 5)
+    summary = page.text_content("[data-testid=nt-summary]")
+    assert "greedy" in summary and "pass top-k" not in summary
+    rows = page.eval_on_selector_all("[data-testid^=nt-bar-]", """gs => gs.map(g => [
+        g.dataset.cut, +g.dataset.p, g.querySelector('[data-testid^=nt-note-]').textContent])""")
+    assert rows[0][0] == "" and {cut for cut, _, _ in rows[1:]} == {"greedy"}
+    assert all(note == f"{p:.3f} cut: greedy" for _, p, note in rows[1:])
+    assert sum(p for _, p, _ in rows) == pytest.approx(1.0, abs=1e-6)  # the model's own
+    set_slider(page, "temp", 1)
+    rows = page.eval_on_selector_all("[data-testid^=nt-bar-]", """gs => gs.map(g => [
+        g.dataset.cut, +g.dataset.p, g.querySelector('[data-testid^=nt-note-]').textContent])""")
+    assert [cut for cut, _, _ in rows] == [""] * 5 + ["top_k"] * (len(rows) - 5)
+    assert all(note == f"{p:.3f} cut: top-k" for _, p, note in rows[5:])
+    assert "5 of 14 tokens pass top-k" in page.text_content("[data-testid=nt-summary]")
+    set_slider(page, "topk", 0)
+
+
+def test_an_error_clears_the_bars(page):
+    # regression: emptying the text showed the error under the old 14 bars
+    with page.expect_response("**/api/next_token"):
+        page.fill("[data-testid=nt-text]", "")
+    page.get_by_test_id("error").wait_for(state="visible")
+    assert "empty" in page.get_by_test_id("error").inner_text()
+    assert page.locator("[data-testid^=nt-bar-], [data-testid=nt-lines]").count() == 0
+    assert page.text_content("[data-testid=nt-summary]") == ""
+    with page.expect_response("**/api/next_token"):
+        page.fill("[data-testid=nt-text]", TEXT)
+    page.wait_for_selector("[data-testid=nt-bar-0]")
+    page.get_by_test_id("error").wait_for(state="hidden")
+
+
+def test_live_training_streams_and_stops_on_request(page, runs, lab, open_lab):
     page.click("#tab-live")
     page.fill("[data-testid=live-steps]", "2000")
     page.fill("[data-testid=live-every]", "10")
@@ -124,6 +173,12 @@ def test_live_training_streams_and_stops_on_request(page, runs):
     page.wait_for_function("""() => {
         const s = document.querySelector('[data-testid=fig-live-loss]');
         return s && +s.dataset.points >= 3; }""", timeout=120_000)
+    # regression: a second page following the run showed its own default, "steps 1500"
+    with open_lab(lab + "#live", "[data-testid=fig-live-loss]") as second:
+        assert second.page.input_value("[data-testid=live-steps]") == "2000"
+        assert second.page.input_value("[data-testid=live-every]") == "10"
+    # regression: the loss axis started at 0, flattening the early fall
+    assert float(page.get_attribute("[data-testid=fig-live-loss]", "data-ymin")) > 1
     page.click("[data-testid=live-stop]")
     page.wait_for_selector("[data-testid=live-status][data-status]", timeout=60_000)
     status = page.get_attribute("[data-testid=live-status]", "data-status")
@@ -133,6 +188,10 @@ def test_live_training_streams_and_stops_on_request(page, runs):
     assert page.is_disabled("[data-testid=live-stop]")
     assert page.query_selector("[data-testid=fig-live-induction]") is not None
     assert "live-induction" in Runs(runs).list()
+    # regression: the run pickers kept the list of the page's load; view 8's lists the run
+    page.wait_for_function("[...document.querySelectorAll('#nt-run option')]"
+                           ".some(o => o.value === 'live-induction')")
+    assert page.input_value("[data-testid=nt-run]") == "tiny"
 
 
 @pytest.mark.parametrize("view", ["nexttoken", "live"])

@@ -57,15 +57,20 @@ def test_live_training_streams_stops_and_leaves_a_resumable_run(tmp_path, one_th
     # a normal run: listed, openable in the other views, resumable with the CLI's train()
     assert "live-induction" in client.get("/api/runs").json()["runs"]
     post(client, "/api/head_scores", {"run": "live-induction"})
-    more = int(end["message"].split("--max-iters ")[1])  # the command the page shows
-    assert more >= 50  # warm-up steps: a resumed run may not end before them
+    # regression: stopped at step 976 of 3000, the page said --max-iters 1952; the command
+    # it shows finishes the steps asked for
+    assert "of 2000 in" in end["message"] and "finish it with: gptlab train" in end["message"]
+    assert int(end["message"].split("--max-iters ")[1]) == 2000
+    more = max(end["step"] + 5, 50)  # the warm-up: a resumed run may not end before it
     result = train(None, None, tmp_path / "live-data" / "induction", tmp_path / "live-induction",
                    resume=True, overrides={"max_iters": more}, progress=False)
     assert result.status == "finished" and result.step == more
     # and the slot is free again
     again = post(client, "/api/live/start", {"task": "induction", "steps": 10, "every": 10})
     assert again["running"]
-    assert [e for e in events(client)][-1]["status"] == "finished"
+    last = [e for e in events(client)][-1]
+    assert last["status"] == "finished" and "train on with:" in last["message"]
+    assert int(last["message"].split("--max-iters ")[1]) == 20  # twice as far
 
 
 def test_live_training_never_replaces_a_run_it_did_not_write(tmp_path, one_thread, post,

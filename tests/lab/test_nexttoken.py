@@ -132,3 +132,24 @@ def test_bad_input_is_one_line(client, body, fragment, post):
     assert r.status_code == 400, r.text
     message = r.json()["error"]
     assert fragment in message and "\n" not in message, message
+
+
+def test_temperature_0_cuts_by_greedy_not_top_k(client, tiny, post):
+    # regression: at temperature 0 with top-k 5 the page said "1 of 14 tokens pass top-k"
+    # and marked every other bar "cut: top-k"; greedy cut them, and their p was 0
+    logits = last_logits(tiny, TEXT)
+    own = torch.softmax(logits.double(), -1)
+    d = post(client, "/api/next_token", {"run": "tiny", "text": TEXT, "temperature": 0.0,
+                                         "top_k": 5, "show": 100})
+    assert d["after_top_k"] == 5 and d["survivors"] == 1 and d["settings"]["greedy"]
+    top = int(logits.argmax())
+    for c in d["candidates"]:
+        assert c["p"] == pytest.approx(float(own[c["id"]]), abs=1e-6)  # the model's own
+        assert c["cut"] == (None if c["id"] == top else "greedy")
+        assert c["top_p"] == (c["id"] == top) and c["final"] == float(c["id"] == top)
+    # at temperature 1 the same top-k cuts, and says so
+    d = post(client, "/api/next_token", {"run": "tiny", "text": TEXT, "top_k": 5, "show": 100})
+    cuts = [c["cut"] for c in d["candidates"]]
+    assert cuts == [None] * 5 + ["top_k"] * (len(cuts) - 5)
+    d = post(client, "/api/next_token", {"run": "tiny", "text": TEXT, "top_p": 0.5, "show": 100})
+    assert {c["cut"] for c in d["candidates"] if not c["top_p"]} == {"top_p"}

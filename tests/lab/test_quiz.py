@@ -77,3 +77,25 @@ def test_quiz_rejects_bad_input(client, bad):
     bad(client, "/api/quiz/check", {"kind": "row0", "seed": 1, "answer": 3}, "choices")
     bad(client, "/api/quiz/check", {"kind": "sqrt_dk", "seed": 1, "answer": 10**400},
         "too large a number")
+
+
+def test_quiz_asks_for_the_rounding_it_accepts(client, post):
+    # regression: 3.91 was marked wrong for 3.9111, though the question asked no rounding
+    for seed in (1, 2, 3):
+        q = post(client, "/api/quiz", {"kind": "rope_offset", "seed": seed})
+        assert "to 2 decimals" in q["question"]
+        exact = post(client, "/api/quiz/check", {"kind": "rope_offset", "seed": seed,
+                                                 "answer": "0"})["expected"]
+        for answer, right in [(f"{exact:.2f}", True), (f"{exact:.3f}", True),
+                              (f"{exact + 0.01:.2f}", False)]:
+            r = post(client, "/api/quiz/check", {"kind": "rope_offset", "seed": seed,
+                                                 "answer": answer})
+            assert r["correct"] is right, (answer, exact)
+        assert r["expected_text"] == f"{exact:.2f} ({exact:.4f})"
+
+
+def test_quiz_quotes_its_tokens(client, post):
+    # regression: "Tokens cat sat on the, d_k = 2": the tokens read as a sentence
+    q = post(client, "/api/quiz", {"kind": "masked_row", "seed": 4})
+    tokens = q["question"].split(", d_k")[0].removeprefix("Tokens ")
+    assert re.fullmatch(r'("\w+" ){3}"\w+"', tokens), tokens

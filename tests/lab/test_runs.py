@@ -62,3 +62,24 @@ def test_models_are_cached_until_their_files_change(client, runs_root):
 def test_runs_folder_path_is_relative_to_cwd(tmp_path):
     assert TestClient(create_app(tmp_path / "none")).get("/api/runs").json()["runs"] == []
     assert Path(create_app(tmp_path).state.runs.root) == tmp_path.resolve()
+
+
+def test_runs_encoding_names_the_runs_whose_tokenizer_encodes_the_text(
+        tmp_path, copy_tiny_run, save_char_model, post, bad):
+    # regression: after a training in view 9, views 3, 8 and 10 opened on live-induction,
+    # whose vocabulary has no space, so their default text failed; the pickers now default
+    # to a run this route names
+    root = tmp_path / "runs"
+    copy_tiny_run(root / "tiny")
+    save_char_model(root / "a-no-space", "abcdefghijklmnopqrstuvwxyz", n_layer=1, n_head=1,
+                    n_embd=8, block_size=16)
+    (root / "unreadable").mkdir()
+    copy_tiny_run(root / "unreadable" / "run")
+    (root / "unreadable/run/tokenizer.json").write_text("{not json")
+    c = TestClient(create_app(root))
+    assert c.get("/api/runs").json()["runs"] == ["a-no-space", "tiny", "unreadable/run"]
+    assert post(c, "/api/runs/encoding", {"text": "the cat sat on the m"}) == {
+        "text": "the cat sat on the m", "runs": ["tiny"]}
+    assert post(c, "/api/runs/encoding", {"text": "cat"})["runs"] == ["a-no-space", "tiny"]
+    assert post(c, "/api/runs/encoding", {"text": "\u00e9"})["runs"] == []
+    bad(c, "/api/runs/encoding", {"text": ""}, "text must not be empty")

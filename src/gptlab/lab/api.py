@@ -148,6 +148,10 @@ def runs_view(runs: Runs) -> dict[str, Any]:
     return {"root": str(runs.root), "runs": runs.list()}
 
 
+def runs_encoding_view(runs: Runs, body: m.RunsEncodingRequest) -> dict[str, Any]:
+    return {"text": body.text, "runs": runs.encoding(body.text)}
+
+
 @torch.no_grad()
 def _capture(model, idx: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """Attention weights of every layer (n_layer, nh, T, T) and, for `layer`, each head's

@@ -41,6 +41,7 @@ def lens_view(runs: Runs, body: mp.LensRequest) -> dict[str, Any]:
         "run": run.name, "tokens": [decode([i]) for i in idx[0].tolist()],
         "ids": idx[0].tolist(), "n_layer": cfg.n_layer, "n_head": cfg.n_head,
         "limit": min(cfg.block_size, mp.MAX_NEXT_TOKENS), "vocab_size": cfg.vocab_size,
+        "tie_embeddings": cfg.tie_embeddings,
         "rows": lens.depth_names(cfg.n_layer),
         "top_ids": ids.tolist(), "top_probs": probs.double().tolist(),
         "top_tokens": [[[decode([i]) for i in cell] for cell in row] for row in ids.tolist()],

@@ -174,11 +174,14 @@ class LiveTrainer:
                            progress=False, stop=s.stop,
                            make_reporter=lambda files: LiveReporter(
                                files, s.emit, task.prompt, tokenizer))
+            # Stopped early: resume to the steps asked for; finished: twice as far.
+            done = result.status == "finished"
             end.update(status=result.status, step=result.step,
-                       message=f"{result.status} at step {result.step} in "
-                               f"{result.elapsed_s:.0f} s; resume with: gptlab train "
+                       message=f"{result.status} at step {result.step} of {s.steps} in "
+                               f"{result.elapsed_s:.0f} s; "
+                               f"{'train on' if done else 'finish it'} with: gptlab train "
                                f"--data {data_dir} --out {self.root / s.run} --resume "
-                               f"--max-iters {max(2 * result.step, settings.warmup_iters)}")
+                               f"--max-iters {2 * s.steps if done else s.steps}")
         except Exception as exc:  # the page shows it; the server goes on
             end.update(status="failed", step=s.step, message=str(exc).splitlines()[0]
                        if str(exc) else type(exc).__name__)

@@ -31,24 +31,36 @@ def encode_text(run, text: str) -> torch.Tensor:
 
 
 def distribution(logits: torch.Tensor, settings: SamplingSettings, show: int) -> dict[str, Any]:
-    """logits (V,) -> the `show` likeliest tokens at this temperature, each with its
-    probability before the cuts, whether top-k and then top-p keep it, and its
-    probability after them (renormalised over the survivors, as sample_next draws)."""
+    """logits (V,) -> the `show` likeliest tokens, each with its probability before the
+    cuts, whether top-k and then top-p keep it, what cut it, and its probability after the
+    cuts (renormalised over the survivors, as sample_next draws). At temperature 0 (greedy)
+    every token but the argmax is cut by greedy itself, whatever top-k and top-p say; the
+    probabilities before the cuts are then the model's own (temperature 1), since the limit
+    T -> 0 puts them all on one token."""
     row = logits[None].float()  # (1, V)
-    scaled = filter_logits(row, SamplingSettings(settings.temperature))  # temperature only
-    after_k = filter_logits(row, SamplingSettings(settings.temperature, settings.top_k))
-    after_p = filter_logits(row, settings)
+    greedy = settings.temperature == 0
+    t = 1.0 if greedy else settings.temperature
+    scaled = filter_logits(row, SamplingSettings(t))  # temperature only
+    after_k = filter_logits(row, SamplingSettings(t, settings.top_k))
+    after_p = filter_logits(row, SamplingSettings(t, settings.top_k, settings.top_p))
+    drawn = filter_logits(row, settings)  # what sample_next draws from (greedy: the argmax)
     # float64 softmax of the filtered logits: what sample_next's multinomial draws from
     before = torch.softmax(scaled.double(), dim=-1)[0]
-    final = torch.softmax(after_p.double(), dim=-1)[0]
+    final = torch.softmax(drawn.double(), dim=-1)[0]
     order = torch.argsort(before, descending=True, stable=True)[:show]
-    kept_k, kept_p = ~torch.isinf(after_k[0]), ~torch.isinf(after_p[0])
+    kept_k, kept_p, kept = (~torch.isinf(x[0]) for x in (after_k, after_p, drawn))
+
+    def cut(i: int) -> str | None:
+        return (None if kept[i] else "greedy" if greedy else "top_k" if not kept_k[i]
+                else "top_p")
+
     return {
         "candidates": [{"id": int(i), "p": float(before[i]), "top_k": bool(kept_k[i]),
-                        "top_p": bool(kept_p[i]), "final": float(final[i])}
+                        "top_p": bool(kept[i]), "cut": cut(i), "final": float(final[i])}
                        for i in order.tolist()],
-        "survivors": int(kept_p.sum()), "after_top_k": int(kept_k.sum()),
-        "vocab_size": int(logits.numel()), "greedy_id": int(after_p[0].argmax()),
+        "survivors": int(kept.sum()), "after_top_k": int(kept_k.sum()),
+        "after_top_p": int(kept_p.sum()),
+        "vocab_size": int(logits.numel()), "greedy_id": int(drawn[0].argmax()),
     }
 
 

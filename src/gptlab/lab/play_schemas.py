@@ -50,9 +50,13 @@ class AppendRequest(NextTokenRequest):
 class Candidate(BaseModel):
     id: int
     token: str
-    p: float = Field(description="probability at this temperature, before top-k and top-p")
+    p: float = Field(description="probability at this temperature (at 0: at 1), before the "
+                                 "cuts")
     top_k: bool = Field(description="kept by top-k")
-    top_p: bool = Field(description="kept by top-k and then top-p")
+    top_p: bool = Field(description="kept by every cut: top-k, then top-p (at temperature 0, "
+                                    "greedy keeps only the argmax)")
+    cut: Literal["greedy", "top_k", "top_p"] | None = Field(
+        description="what cut it: greedy (temperature 0), top-k or top-p; null: kept")
     final: float = Field(description="probability sampled from: renormalised over survivors")
 
 
@@ -69,6 +73,7 @@ class NextTokenResponse(ModelOnTokens):
     candidates: list[Candidate] = Field(description="the `show` likeliest, likeliest first")
     survivors: int = Field(description="tokens left after every filter")
     after_top_k: int
+    after_top_p: int = Field(description="tokens top-k and then top-p keep (before greedy)")
     vocab_size: int
     greedy_id: int
     newest_attention: list[list[list[float]]] = Field(
@@ -140,6 +145,8 @@ class LogitAttribution(BaseModel):
 class LensResponse(ModelOnTokens):
     limit: int = Field(description="the most tokens of text this run takes here")
     vocab_size: int
+    tie_embeddings: bool = Field(description="the unembedding is the token embedding: the "
+                                             "embed row then favours the current token")
     rows: list[str] = Field(description="embed, then the stream after each block")
     top_ids: list[list[list[int]]] = Field(description="(rows, T, top) likeliest first")
     top_probs: list[list[list[float]]] = Field(description="(rows, T, top)")

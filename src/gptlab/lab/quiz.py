@@ -69,7 +69,8 @@ def make(kind: str, seed: int) -> dict[str, Any]:
         s = compute.attention(compute.seeded_inputs(tokens, 2, seed % 1000), causal=True)
         weights = s["weights"][row, : row + 1].tolist()
         q, k = s["q"], s["k"]
-        question = (f"Tokens {' '.join(tokens)}, d_k = 2, causal mask. "
+        quoted = " ".join(f'"{t}"' for t in tokens)
+        question = (f"Tokens {quoted}, d_k = 2, causal mask. "
                     f"Q = {_matrix(q.tolist())}, K = {_matrix(k.tolist())}. "
                     f"What are the attention weights of row {row} (\"{tokens[row]}\") over the "
                     f"keys it may see? Give {row + 1} numbers, comma-separated, 2 decimals.")
@@ -100,12 +101,14 @@ def make(kind: str, seed: int) -> dict[str, Any]:
         answer = r["scores"][m2, m2 + offset].item()
         question = (f"RoPE (head_dim 8, base 10000). A query vector q at position {m1} and a key "
                     f"vector k at position {m1 + offset} score {given:.4f}. What do the same q "
-                    f"and k score at positions {m2} and {m2 + offset}?")
+                    f"and k score at positions {m2} and {m2 + offset}? Give it to 2 decimals "
+                    f"(or more).")
         worked = (f"RoPE rotates q by m*theta and k by n*theta, so q_m.k_n = q.R((n-m)*theta)k "
                   f"depends only on n - m = {offset}: {answer:.4f}. (Unrotated, q.k = "
                   f"{(r['q'] @ r['k']).item():.4f}.)")
+        # 2 decimals asked: any rounding of the answer to 2 or more decimals is right
         return {"question": question, "format": "number", "answer": answer,
-                "tolerance": 1e-3, "worked": worked}
+                "tolerance": 0.005 + 1e-9, "decimals": 2, "worked": worked}
     if kind == "sqrt_dk":
         d_k = rng.choice([16, 64, 256, 1024])
         stats = compute.scaling_stats(d_k, n_keys=16, seed=seed % 1000)
@@ -183,6 +186,8 @@ def _shown(q: dict[str, Any]) -> str:
         return _fmt(answer)
     if q["format"] == "integer":
         return f"{answer:,}"
+    if "decimals" in q:  # the rounding asked for, then the number itself
+        return f"{answer:.{q['decimals']}f} ({answer:.4f})"
     return f"{answer:.4f}"
 
 

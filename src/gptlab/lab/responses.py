@@ -187,6 +187,11 @@ class RunsResponse(BaseModel):
     runs: list[str]
 
 
+class RunsEncodingResponse(BaseModel):
+    text: str
+    runs: list[str] = Field(description="the runs whose tokenizer encodes the text")
+
+
 class ModelOnTokens(BaseModel):
     """The start of an answer about a run's model on some tokens (views 3 and 6)."""
 

@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from gptlab.data.tokenizer import encode_checked
 from gptlab.errors import UsageError
 from gptlab.files.model_dir import MODEL_FILES, load_model, load_tokenizer_of
 from gptlab.model.gpt import GPT
@@ -120,3 +121,16 @@ class Runs:
                 del self._cache[next(iter(self._cache))]
             self._cache[key] = run
             return run
+
+    def encoding(self, text: str) -> list[str]:
+        """The runs whose tokenizer encodes text (no character outside its vocabulary),
+        reading only their tokenizers: the page's pickers default to one of them, so a
+        view's default text works."""
+        found = []
+        for name in self.list():
+            try:
+                encode_checked(load_tokenizer_of(self.resolve(name)), text, "text", len(text) + 1)
+            except (UsageError, OSError):  # a character it lacks, or a tokenizer it cannot read
+                continue
+            found.append(name)
+        return found

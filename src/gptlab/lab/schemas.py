@@ -284,6 +284,10 @@ class AblateRequest(HeadScoresRequest):
     head: Annotated[Integer, Field(ge=0, description="below the run's n_head")]
 
 
+class RunsEncodingRequest(Body):
+    text: _text(MAX_PROMPT_CHARS, "a view's text, e.g. its default prompt", min_length=1)
+
+
 class QuizRequest(Body):
     kind: Literal[QUIZ_KINDS] | None = Field(None, description="null: chosen by the seed")
     seed: Seed = 0

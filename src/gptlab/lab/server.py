@@ -174,6 +174,11 @@ def create_app(runs_dir: str | Path = "runs") -> FastAPI:
         """The runs in the runs folder."""
         return JSONResponse(api.runs_view(runs))
 
+    @app.post("/api/runs/encoding", response_model=res.RunsEncodingResponse, responses=BAD_INPUT)
+    def runs_encoding(body: m.RunsEncodingRequest) -> JSONResponse:
+        """The runs whose tokenizer encodes a text: a view's run picker defaults to one."""
+        return JSONResponse(api.runs_encoding_view(runs, body))
+
     @app.get("/api/presets", response_model=res.PresetsResponse)
     def list_presets() -> JSONResponse:
         """Every preset's config, and the choices of the config's string fields."""

@@ -2,12 +2,19 @@
 
 import {$, htmlEl} from "./dom.js";
 
-export async function api(path, body) {
+// A JSON call (GET, or POST with a body); a failure throws its one-line message.
+async function request(path, body) {
   const opts = body === undefined ? {} : {
     method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)};
   const res = await fetch(path, opts);
   const data = await res.json().catch(() => ({error: `HTTP ${res.status}`}));
   if (!res.ok) throw new Error(data.error || `HTTP ${res.status}`);
+  return data;
+}
+
+// A view's call: its success clears the error box.
+export async function api(path, body) {
+  const data = await request(path, body);
   showError(null);
   return data;
 }
@@ -24,19 +31,44 @@ export function guarded(fn, stale = []) {
   return async (...args) => {
     try { await fn(...args); } catch (e) {
       showError(e.message);
-      for (const id of stale) $(id).replaceChildren();
+      for (const id of stale) $(id)?.replaceChildren();
     }
   };
 }
 
-// The runs folder's contents, fetched once for the views that pick a run (3 and 6).
-let runsPromise = null;
-export function fillRuns(select) {
-  runsPromise = runsPromise || api("/api/runs");
-  return runsPromise.then((d) => {
-    select.replaceChildren();
-    if (!d.runs.length) select.appendChild(htmlEl("option", {value: ""}, `no runs in ${d.root}`));
-    d.runs.forEach((r) => select.appendChild(htmlEl("option", {value: r}, r)));
-    return d.runs;
-  });
+// The run pickers (views 3, 6, 8 and 10). Each is filled again when its view opens, when it
+// gets focus and when a training ends (live.js sends gptlab:runs-changed), so a run trained
+// in view 9 appears without a reload. A picker keeps its run while it exists; otherwise it
+// takes the first run whose tokenizer encodes the view's text (`text()`, e.g. not a run
+// whose vocabulary has no space for "the cat sat"), and tells its view (a change event).
+const pickers = [];
+
+export function fillRuns(select, text) {
+  const picker = {select, text};
+  pickers.push(picker);
+  select.addEventListener("focus", () => refill(picker));
+  return refill(picker, true);
 }
+
+async function refill({select, text}, first = false) {
+  const d = await request("/api/runs");  // a picker's refresh leaves the error box alone
+  const names = d.runs, before = select.value;
+  const same = names.length === select.options.length && names.every((r, i) => select.options[i].value === r);
+  if (!same) {
+    select.replaceChildren(...(names.length ? names.map((r) => htmlEl("option", {value: r}, r))
+      : [htmlEl("option", {value: ""}, `no runs in ${d.root}`)]));
+  }
+  if (names.includes(before) && !first) select.value = before;
+  else if (names.length) {
+    const value = text && text() ? (await request("/api/runs/encoding", {text: text()})).runs : [];
+    select.value = value.find((r) => names.includes(r)) || names[0];
+  }
+  if (!first && select.value !== before) select.dispatchEvent(new Event("change"));
+  return names;
+}
+
+// Fill the pickers inside `within` (default: every picker) again.
+export function refreshRuns(within = document) {
+  return Promise.all(pickers.filter((p) => within.contains(p.select)).map((p) => refill(p).catch(() => {})));
+}
+document.addEventListener("gptlab:runs-changed", () => refreshRuns());

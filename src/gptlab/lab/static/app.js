@@ -1,6 +1,7 @@
 // gptlab lab: the page. Vanilla JS + SVG in ES modules, one per view; every number comes
 // from the server (gptlab).
 
+import {refreshRuns} from "./api.js";
 import {load as calc} from "./calc.js";
 import {load as context} from "./context.js";
 import {load as heads} from "./heads.js";
@@ -16,8 +17,11 @@ import {load as scores} from "./scores.js";
 // Each view loads the first time its tab opens.
 const loaders = {calc, scaling, heads, positions, params, scores, quiz, nexttoken, live, lens, context};
 const loaded = new Set();
+let current = null;
 
 const tabs = () => [...document.querySelectorAll("#tabs button[data-view]")];
+// Own keys only: a hash such as #toString names an inherited property, not a view.
+const viewOf = (hash) => (Object.hasOwn(loaders, hash.slice(1)) ? hash.slice(1) : "calc");
 
 function showView(name, focus = false) {
   for (const b of tabs()) {
@@ -26,11 +30,24 @@ function showView(name, focus = false) {
     b.setAttribute("aria-selected", String(on));
     b.tabIndex = on ? 0 : -1;  // roving tabindex: Tab enters the tab list at the open tab
     if (on && focus) b.focus();
+    if (on) b.scrollIntoView({block: "nearest", inline: "nearest"});  // a phone's tab row scrolls
   }
-  document.querySelectorAll(".view").forEach((s) => { s.hidden = s.id !== `view-${name}`; });
   if (location.hash !== `#${name}`) history.replaceState(null, "", `#${name}`);
+  if (name === current) return;
+  current = name;
+  document.querySelectorAll(".view").forEach((s) => { s.hidden = s.id !== `view-${name}`; });
   if (!loaded.has(name) && loaders[name]) { loaded.add(name); loaders[name](); }
+  else refreshRuns(document.getElementById(`view-${name}`));  // runs trained meanwhile
 }
+
+// The address names the open view (#lens). Opening one adds a history entry, so Back
+// steps through the views; a link, a typed address or Back / Forward opens its view.
+function openView(name, focus = false) {
+  if (location.hash !== `#${name}`) history.pushState(null, "", `#${name}`);
+  showView(name, focus);
+}
+window.addEventListener("hashchange", () => showView(viewOf(location.hash)));
+window.addEventListener("popstate", () => showView(viewOf(location.hash)));
 
 // The tabs as an ARIA tab list: roles set here so that every view's tab gets them; the
 // arrow keys (and Home / End) move between tabs, as in the WAI-ARIA tabs pattern.
@@ -43,17 +60,15 @@ for (const b of tabs()) {
   b.setAttribute("aria-controls", panel.id);
   panel.setAttribute("role", "tabpanel");
   panel.setAttribute("aria-labelledby", b.id);
-  b.addEventListener("click", () => showView(b.dataset.view));
+  b.addEventListener("click", () => openView(b.dataset.view));
 }
 nav.addEventListener("keydown", (e) => {
   const all = tabs(), i = all.indexOf(document.activeElement);
   const to = {ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: all.length - 1}[e.key];
   if (i < 0 || to === undefined) return;
   e.preventDefault();
-  showView(all[(to + all.length) % all.length].dataset.view, true);
+  openView(all[(to + all.length) % all.length].dataset.view, true);
 });
 // The next-token view asks why a token: view 10 attributes it for the same run and text.
-document.addEventListener("gptlab:attribute", (e) => { showView("lens"); openLens(e.detail); });
-// Own keys only: a hash such as #toString names an inherited property, not a view.
-const wanted = location.hash.slice(1);
-showView(Object.hasOwn(loaders, wanted) ? wanted : "calc");
+document.addEventListener("gptlab:attribute", (e) => { openView("lens"); openLens(e.detail); });
+showView(viewOf(location.hash));

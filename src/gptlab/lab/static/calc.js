@@ -31,9 +31,17 @@ const STAGES = [
        : " The mask is off: every row averages the values of all tokens, later ones included (switch it on at stage 3 or 4).")},
 ];
 
-// edits: the edited matrices sent to the server; editedCells: which cells the learner typed
-const calc = {stage: 0, data: null, edits: {}, editedCells: new Set(), playing: null};
+// edits: the edited matrices sent to the server; editedCells: which cells the learner typed;
+// bad: the cell whose value was refused ({key, text, message}), kept and marked until fixed
+const calc = {stage: 0, data: null, edits: {}, editedCells: new Set(), bad: null, playing: null,
+  editor: {name: "x", i: 0, j: 0}};
 const cellKey = (name, i, j) => `${name}:${i}:${j}`;
+// Past this many input cells (X and the three W's together) the inputs are drawn as heatmaps
+// and edited one cell at a time: d = 64 with 64 tokens made 16,384 fields, drawn in seconds.
+const MAX_EDIT_CELLS = 1024;
+const MATRICES = {x: "X", w_q: "W_Q", w_k: "W_K", w_v: "W_V"};
+// The server names a refused cell first: "w_q[0][0] = 1e+07 is beyond +-1e+06".
+const CELL_ERROR = /^(x|w_q|w_k|w_v)\[(\d+)\]\[(\d+)\]/;
 
 function calcBody() {
   const body = {tokens: $("calc-tokens").value, d: +$("calc-d").value, seed: +$("calc-seed").value,
@@ -42,11 +50,45 @@ function calcBody() {
   return body;
 }
 
-const calcCompute = guarded(async () => {
-  calc.data = null;  // a failed request leaves nothing stale to step through
-  calc.data = await api("/api/attention", calcBody());
+// A refused cell keeps the grids: the cell is marked and the figures, which no longer
+// match the inputs, are cleared until it is fixed. Any other error clears the view.
+async function calcCompute() {
+  try {
+    calc.data = await api("/api/attention", calcBody());
+    calc.bad = null;
+  } catch (e) {
+    showError(e.message);
+    const at = CELL_ERROR.exec(e.message), m = at && calc.edits[at[1]];
+    if (!m || !calc.data) {
+      calc.data = calc.bad = null;  // nothing stale to step through
+      for (const id of ["calc-inputs", "calc-figures", "calc-changed"]) $(id).replaceChildren();
+      return;
+    }
+    calc.bad = {key: cellKey(at[1], +at[2], +at[3]), text: String(m[+at[2]][+at[3]]), message: e.message};
+  }
   renderCalc();
-}, ["calc-inputs", "calc-figures", "calc-changed"]);
+}
+
+// An edited cell: a number is sent (the server checks its range); anything else is marked.
+function setCell(name, i, j, text) {
+  const value = Number(text), key = cellKey(name, i, j);
+  if (text.trim() === "" || !Number.isFinite(value)) {
+    calc.bad = {key, text, message: `${name}[${i}][${j}] must be a number`};
+    showError(calc.bad.message);
+    renderCalc();
+    return;
+  }
+  const m = (calc.edits[name] || calc.data[name]).map((r) => r.slice());
+  m[i][j] = value;
+  calc.edits[name] = m;
+  calc.editedCells.add(key);
+  calcCompute();
+}
+
+function markBad(input) {
+  input.setAttribute("aria-invalid", "true");
+  input.setAttribute("aria-describedby", "error");
+}
 
 function editGrid(name, short, title, matrix, rows, cols) {
   const box = htmlEl("div", {class: "figure"});
@@ -60,26 +102,50 @@ function editGrid(name, short, title, matrix, rows, cols) {
     const tr = htmlEl("tr");
     tr.appendChild(htmlEl("th", {}, rows[i]));
     row.forEach((v, j) => {
-      const td = htmlEl("td");
-      const input = htmlEl("input", {type: "number", step: "0.01", value: v,
+      const td = htmlEl("td"), key = cellKey(name, i, j), bad = calc.bad && calc.bad.key === key;
+      const input = htmlEl("input", {type: "number", step: "0.01", value: bad ? calc.bad.text : v,
         id: `${name}-${i}-${j}`, "data-testid": `${name}-cell-${i}-${j}`,
         "aria-label": `${short} row ${i} column ${j}`});
-      if (calc.editedCells.has(cellKey(name, i, j))) input.classList.add("edited");
-      input.addEventListener("change", () => {
-        const value = Number(input.value);
-        if (input.value.trim() === "" || !Number.isFinite(value)) { showError(`${title}[${i}][${j}] must be a number`); return; }
-        const m = (calc.edits[name] || calc.data[name]).map((r) => r.slice());
-        m[i][j] = value;
-        calc.edits[name] = m;
-        calc.editedCells.add(cellKey(name, i, j));
-        calcCompute();
-      });
+      if (calc.editedCells.has(key)) input.classList.add("edited");
+      if (bad) markBad(input);
+      input.addEventListener("change", () => setCell(name, i, j, input.value));
       td.appendChild(input);
       tr.appendChild(td);
     });
     table.appendChild(tr);
   });
   box.appendChild(table);
+  return box;
+}
+
+// Past MAX_EDIT_CELLS: one cell at a time (matrix, row, column, value), the inputs as heatmaps.
+function cellEditor(tok, d, count) {
+  const e = calc.editor, box = htmlEl("div", {class: "controls", "data-testid": "calc-cell-editor"});
+  const field = (label, node) => { const l = htmlEl("label", {}, label + " "); l.appendChild(node); return l; };
+  const which = htmlEl("select", {"data-testid": "calc-edit-matrix"});
+  Object.entries(MATRICES).forEach(([k, v]) => which.appendChild(htmlEl("option", {value: k}, v)));
+  which.value = e.name;
+  const row = htmlEl("input", {type: "number", min: 0, value: e.i, "data-testid": "calc-edit-row"});
+  const col = htmlEl("input", {type: "number", min: 0, max: d - 1, value: e.j, "data-testid": "calc-edit-col"});
+  const limits = () => { row.max = which.value === "x" ? tok.length - 1 : d - 1; };
+  limits();
+  which.addEventListener("change", limits);
+  const bad = calc.bad && calc.bad.key === cellKey(e.name, e.i, e.j);
+  const value = htmlEl("input", {type: "number", step: "0.01", "data-testid": "calc-edit-value",
+    value: bad ? calc.bad.text : (calc.edits[e.name] || calc.data[e.name])[e.i]?.[e.j] ?? ""});
+  if (bad) markBad(value);
+  const set = htmlEl("button", {"data-testid": "calc-edit-set"}, "set");
+  set.addEventListener("click", () => {
+    const name = which.value, i = +row.value, j = +col.value;
+    if (!(Number.isInteger(i) && Number.isInteger(j) && i >= 0 && j >= 0 && i <= +row.max && j <= +col.max)) {
+      showError(`row must be 0 to ${row.max} and column 0 to ${col.max} for ${MATRICES[name]}`);
+      return;
+    }
+    calc.editor = {name, i, j};
+    setCell(name, i, j, value.value);
+  });
+  box.append(htmlEl("span", {}, `${count.toLocaleString("en-US")} input cells, too many to edit in place: edit one`),
+    field("matrix", which), field("row", row), field("column", col), field("value", value), set);
   return box;
 }
 
@@ -96,6 +162,7 @@ function renderCalc() {
   $("mask-toggle").parentElement.title = maskLive ? "switch the causal mask" : "live at stages 3 and 4";
   const tok = d.tokens, dims = [...Array(d.d).keys()].map((j) => `d${j}`);
   const inputs = $("calc-inputs"), figs = $("calc-figures");
+  const focused = document.activeElement && inputs.contains(document.activeElement) ? document.activeElement.id : null;
   inputs.replaceChildren();
   figs.replaceChildren();
   // Cells shrink as the matrices grow (up to 64 x 64); numbers show while they fit.
@@ -104,11 +171,26 @@ function renderCalc() {
     values, rows: tok, cols: dims, title: caption, cell, ...extra}));
   const tt = {rows: tok, cols: tok, rowName: "query", colName: "key"};
   if (s === 0) {
-    inputs.appendChild(editGrid("x", "X", "X (embeddings)", d.x, tok, dims));
-    for (const w of ["w_q", "w_k", "w_v"]) {
-      const short = "W_" + w.slice(2).toUpperCase();
-      inputs.appendChild(editGrid(w, short, short, d[w], dims, dims));
+    const count = tok.length * d.d + 3 * d.d * d.d, editable = count <= MAX_EDIT_CELLS;
+    inputs.dataset.mode = editable ? "edit" : "read-only";
+    if (!editable) inputs.appendChild(cellEditor(tok, d.d, count));
+    const grids = htmlEl("div", {class: "row"});
+    inputs.appendChild(grids);
+    for (const [name, short] of Object.entries(MATRICES)) {
+      const matrix = calc.edits[name] || d[name], rows = name === "x" ? tok : dims;
+      const title = name === "x" ? "X (embeddings)" : short;
+      if (editable) grids.appendChild(editGrid(name, short, title, matrix, rows, dims));
+      else figure(grids, name, title, heatmap({id: name, values: matrix, rows, cols: dims, title, cell}));
     }
+    if (focused && $(focused)) $(focused).focus();
+  }
+  if (calc.bad) {  // the figures would not match the inputs
+    $("calc-changed").textContent = "";
+    figs.appendChild(htmlEl("p", {class: "note", "data-testid": "calc-stale"},
+      "The figures return once the marked cell holds a number in range."));
+    return;
+  }
+  if (s === 0) {
     hm("q", "Q = X·W_Q", d.q);
     hm("k", "K = X·W_K", d.k);
     hm("v", "V = X·W_V", d.v);
@@ -177,7 +259,7 @@ const dRange = guarded(async () => {
 });
 
 export function load() {
-  const restart = () => { calc.edits = {}; calc.editedCells.clear(); calcCompute(); };
+  const restart = () => { calc.edits = {}; calc.editedCells.clear(); calc.bad = null; calcCompute(); };
   $("calc-next").addEventListener("click", () => { stopPlaying(); goTo(calc.stage + 1); });
   $("calc-back").addEventListener("click", () => { stopPlaying(); goTo(calc.stage - 1); });
   $("calc-play").addEventListener("click", play);

@@ -8,17 +8,21 @@ import {SVGNS} from "./svg.js";
 export function figure(parent, name, caption, svg, extraClass) {
   const box = htmlEl("div", {class: "figure" + (extraClass ? " " + extraClass : ""), id: `figure-${name}`});
   const cap = htmlEl("div", {class: "caption"});
-  cap.appendChild(htmlEl("span", {}, caption));
+  cap.append(htmlEl("span", {}, caption), exportButtons(svg, name));
+  box.append(cap, svg);
+  parent.appendChild(box);
+  return box;
+}
+
+// The SVG and PNG buttons alone, for a figure laid out by its view.
+export function exportButtons(svg, name) {
   const exp = htmlEl("span", {class: "export"});
   const bs = htmlEl("button", {"data-testid": `export-svg-${name}`, title: "download as SVG"}, "SVG");
   const bp = htmlEl("button", {"data-testid": `export-png-${name}`, title: "download as PNG"}, "PNG");
   bs.addEventListener("click", () => exportSVG(svg, name));
   bp.addEventListener("click", () => exportPNG(svg, name));
   exp.append(bs, bp);
-  cap.appendChild(exp);
-  box.append(cap, svg);
-  parent.appendChild(box);
-  return box;
+  return exp;
 }
 
 function download(blob, filename) {
@@ -28,9 +32,35 @@ function download(blob, filename) {
   setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 1000);
 }
 
+// What the stylesheet decides about a figure's look, written onto the exported copy.
+const INHERITED = ["fill", "stroke", "fill-opacity", "stroke-opacity", "font-family", "font-size", "font-weight"];
+const OWN = {"opacity": "1", "text-decoration-line": "none"};  // not inherited: kept unless the default
+
+// An exported figure is drawn in the light theme whatever the page's: a copy is styled inside
+// an `.export-light` box (style.css gives it the light colours), and what the stylesheet
+// says (classes, CSS variables such as the heads' colours) is written onto the copy as
+// plain styles, so the file, or the PNG drawn from it, needs no stylesheet.
 function svgText(svg) {
+  const box = htmlEl("div", {class: "figure export-light", "aria-hidden": "true"});
+  box.style.cssText = "position: absolute; left: -100000px; top: 0; visibility: hidden";
   const copy = svg.cloneNode(true);
   copy.setAttribute("xmlns", SVGNS);
+  box.appendChild(copy);
+  document.body.appendChild(box);
+  try {
+    const all = [copy, ...copy.querySelectorAll("*")].filter((el) => el.tagName !== "title");
+    const read = (el) => { const cs = getComputedStyle(el); return Object.fromEntries([...INHERITED, ...Object.keys(OWN)].map((p) => [p, cs.getPropertyValue(p)])); };
+    const styles = new Map(all.map((el) => [el, read(el)]));  // read everything, then write
+    for (const [el, st] of styles) {
+      const parent = el === copy ? null : styles.get(el.parentNode);
+      const keep = INHERITED.filter((p) => !parent || st[p] !== parent[p])
+        .concat(Object.keys(OWN).filter((p) => st[p] !== OWN[p]));
+      if (keep.length) el.setAttribute("style", keep.map((p) => `${p}: ${st[p]}`).join("; "));
+      else el.removeAttribute("style");
+    }
+  } finally {
+    box.remove();
+  }
   return '<?xml version="1.0" encoding="UTF-8"?>\n' + new XMLSerializer().serializeToString(copy);
 }
 

@@ -39,7 +39,8 @@ function renderHeads() {
   // The grid, like W_O below it, shows the layer the layer menu names.
   const layers = [d.layer];
   const list = choice === "all" ? [...Array(d.n_head).keys()] : [+choice];
-  const cell = choice === "all" ? Math.max(5, Math.min(22, Math.floor(260 / T))) : Math.max(10, Math.min(40, Math.floor(640 / T)));
+  // 9 px cells at the least: every row's label fits (svg.js shrinks labels to 8 px, no less)
+  const cell = choice === "all" ? Math.max(9, Math.min(22, Math.floor(260 / T))) : Math.max(10, Math.min(40, Math.floor(640 / T)));
   for (const l of layers) {
     const line = htmlEl("div", {class: "row"});
     figs.appendChild(line);
@@ -74,7 +75,7 @@ function renderHeads() {
 }
 
 export function load() {
-  fillRuns($("heads-run")).then((runs) => { if (runs.length) headsCompute(); });
+  fillRuns($("heads-run"), () => $("heads-prompt").value).then((runs) => { if (runs.length) headsCompute(); });
   $("heads-go").addEventListener("click", headsCompute);
   $("heads-layer").addEventListener("change", headsCompute);
   $("heads-run").addEventListener("change", () => { $("heads-layer").value = "0"; headsCompute(); });

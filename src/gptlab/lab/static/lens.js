@@ -5,6 +5,7 @@
 
 import {api, fillRuns, guarded, showError} from "./api.js";
 import {$, debounce, htmlEl, tokenLabel} from "./dom.js";
+import {exportButtons} from "./figure.js";
 import {SVGNS, svgEl} from "./svg.js";
 
 const TOP = 10;  // tokens listed per cell
@@ -19,6 +20,7 @@ const refresh = guarded(async () => {
   const run = $("lens-run").value, text = $("lens-text").value;
   if (!run) { showError("no run chosen: train one into the runs folder"); return; }
   const asked = ++state.asked;
+  state.data = null;
   const d = await api("/api/lens", {run, text, top: TOP, target: state.target});
   if (asked !== state.asked) return;  // a later request (newer text or token) is on its way
   state.data = d;
@@ -27,7 +29,7 @@ const refresh = guarded(async () => {
   const [r, t] = state.cell || [d.rows.length - 1, d.tokens.length - 1];
   showCell(Math.min(r, d.rows.length - 1), Math.min(t, d.tokens.length - 1));
   drawAttribution(d.attribution);
-});
+}, ["lens-grid", "lens-cell-title", "lens-topk", "lens-target", "lens-sum", "lens-dla"]);
 
 // ------------------------------------------------------------------ the grid
 
@@ -53,14 +55,27 @@ function drawGrid(d) {
       tr.appendChild(htmlEl("td", {})).appendChild(cell);
     });
   });
-  $("lens-grid").replaceChildren(table);
+  // Why the first row so often "predicts" the token it sits on.
+  const note = htmlEl("p", {class: "note", "data-testid": "lens-embed-note"}, d.tie_embeddings
+    ? "The embed row reads the stream before any block: the token and position embeddings, through the final norm and the unembedding. " +
+      "This run ties the two (its unembedding is the token-embedding matrix), so a token's embedding scores highest against its own column: " +
+      "the embed row mostly predicts the current token, not the next. The rows below show the blocks turning it into a prediction."
+    : "The embed row reads the stream before any block: the token and position embeddings, through the final norm and the unembedding. " +
+      "No block has looked at the context yet, so it can only guess from the current token.");
+  $("lens-grid").replaceChildren(table, note);
 }
 
 function showCell(r, j) {
   const d = state.data;
   state.cell = [r, j];
   document.querySelectorAll(".lens-cell.on").forEach((c) => c.classList.remove("on"));
-  $("lens-grid").querySelector(`[data-testid=lens-cell-${r}-${j}]`)?.classList.add("on");
+  const on = $("lens-grid").querySelector(`[data-testid=lens-cell-${r}-${j}]`);
+  if (on) {
+    on.classList.add("on");
+    // the grid scrolls sideways (a phone shows a few columns): bring the cell into it
+    const grid = $("lens-grid"), g = grid.getBoundingClientRect(), c = on.getBoundingClientRect();
+    if (c.left < g.left || c.right > g.right) grid.scrollLeft += c.left - g.left - (g.width - c.width) / 2;
+  }
   $("lens-cell-title").textContent = `${d.rows[r]}, after ${JSON.stringify(d.tokens[j])} (position ${j}): ` +
     `the ${d.top_ids[r][j].length} likeliest next tokens`;
   $("lens-topk").replaceChildren(...d.top_ids[r][j].map((id, i) => {
@@ -107,7 +122,9 @@ function drawAttribution(a) {
     g.appendChild(svgEl("text", {x: labelW + 2 * half + 6, y: y + 14}, (v >= 0 ? "+" : "") + v.toFixed(4)));
     svg.appendChild(g);
   });
-  box.appendChild(svg);
+  const caption = htmlEl("div", {class: "caption"});
+  caption.append(htmlEl("span", {}, "direct logit attribution"), exportButtons(svg, "lens-dla"));
+  box.append(caption, svg);
   const sum = $("lens-sum");
   sum.dataset.sum = String(a.sum);
   sum.dataset.logit = String(a.logit);
@@ -120,7 +137,7 @@ export function load() {
   $("lens-text").addEventListener("input", later);
   $("lens-run").addEventListener("change", () => { state.target = null; state.cell = null; refresh(); });
   $("lens-target").addEventListener("change", () => { state.target = +$("lens-target").value; refresh(); });
-  ready = fillRuns($("lens-run"));
+  ready = fillRuns($("lens-run"), () => $("lens-text").value);
   ready.then((runs) => { if (runs.length) refresh(); });
 }
 

@@ -3,6 +3,7 @@
 
 import {api, guarded} from "./api.js";
 import {$} from "./dom.js";
+import {figure} from "./figure.js";
 import {chart} from "./svg.js";
 
 const HEADS = 8;
@@ -15,14 +16,9 @@ function reset(start) {
   $("live-sample").textContent = "";
 }
 
-function headColour(i) {
-  return getComputedStyle(document.documentElement).getPropertyValue(`--head-${i % HEADS}`).trim() || "#555";
-}
-
-function thin(steps) {
-  const every = Math.max(1, Math.ceil(steps.length / 8));
-  return steps.map((s, i) => (i % every === 0 || i === steps.length - 1 ? String(s) : ""));
-}
+// A CSS variable: the page's theme decides the colour, an export takes the light one.
+const headColour = (i) => `var(--head-${i % HEADS})`;
+const steps = (points) => points.map((p) => String(p.step));  // chart() thins them to fit
 
 function draw() {
   pending = false;
@@ -30,13 +26,17 @@ function draw() {
   if (!v) return;
   const w = Math.min(460, document.documentElement.clientWidth - 48);
   if (v.losses.length) {
+    // the y axis spans the losses (not 0..max, which flattens the early fall)
+    const values = v.losses.map((p) => p.loss), lo = Math.min(...values), hi = Math.max(...values);
+    const pad = 0.05 * (hi - lo || 1), digits = hi - lo < 0.5 ? 3 : 2;
     const svg = chart({id: "live-loss", title: "training loss", kind: "line", width: w, height: 220,
-      series: [{name: "loss", values: v.losses.map((p) => p.loss), colour: headColour(0)}],
-      xlabels: thin(v.losses.map((p) => p.step)), xtitle: "step"});
+      series: [{name: "loss", values, colour: headColour(0)}], ymin: Math.max(0, lo - pad), ymax: hi + pad,
+      yformat: (y) => y.toFixed(digits), xlabels: steps(v.losses), xthin: true, xtitle: "step"});
     svg.setAttribute("role", "img");
     svg.setAttribute("aria-label", `training loss, ${v.losses.length} points, last ${v.losses.at(-1).loss.toFixed(3)} at step ${v.losses.at(-1).step}`);
     svg.dataset.points = String(v.losses.length);
-    $("live-loss").replaceChildren(svg);
+    $("live-loss").replaceChildren();
+    figure($("live-loss"), "live-loss", "loss over the steps", svg);
   }
   if (v.evals.length && v.start) {
     const box = $("live-scores");
@@ -49,12 +49,12 @@ function draw() {
       }
       series.push({name: "chance", colour: "#6b7280", values: v.evals.map(() => v.start.chance[name])});
       const svg = chart({id: `live-${name}`, title, kind: "line", width: w, height: 220, ymax: 1, series,
-        xlabels: thin(v.evals.map((e) => e.step)), xtitle: "step"});
+        xlabels: steps(v.evals), xthin: true, xtitle: "step"});
       svg.setAttribute("role", "img");
       const last = v.evals.at(-1);
       svg.setAttribute("aria-label", `${title} per head over steps; at step ${last.step}: ` +
         series.slice(0, -1).map((s) => `${s.name} ${s.values.at(-1).toFixed(2)}`).join(", "));
-      box.appendChild(svg);
+      figure(box, `live-${name}`, `${title} of every head`, svg);
     }
   }
 }
@@ -64,7 +64,14 @@ function later() {
 }
 
 function onEvent(e) {
-  if (e.kind === "start") { reset(e); $("live-status").textContent = `training ${e.run}: ${e.description}, ${e.steps} steps…`; }
+  if (e.kind === "start") {
+    reset(e);
+    // a page that follows a training started elsewhere shows that training's settings
+    $("live-task").value = e.task;
+    $("live-steps").value = e.steps;
+    $("live-every").value = e.every;
+    $("live-status").textContent = `training ${e.run}: ${e.description}, ${e.steps} steps…`;
+  }
   else if (e.kind === "train") { view.losses.push(e); $("live-status").textContent = `step ${e.step} of ${view.start.steps}: loss ${e.loss.toFixed(3)} (${e.elapsed_s.toFixed(0)} s)`; }
   else if (e.kind === "eval") {
     view.evals.push(e);
@@ -73,6 +80,7 @@ function onEvent(e) {
     $("live-status").textContent = e.message;
     $("live-status").dataset.status = e.status;
     finish();
+    document.dispatchEvent(new CustomEvent("gptlab:runs-changed"));  // the run pickers list it
   }
   later();
 }

@@ -3,10 +3,12 @@
 
 import {api, fillRuns, guarded, showError} from "./api.js";
 import {$, debounce, htmlEl, tokenLabel} from "./dom.js";
+import {exportButtons} from "./figure.js";
 import {SVGNS, svgEl} from "./svg.js";
 
 const HEADS = 8;  // --head-0 .. --head-7 in style.css; more heads reuse them
-const state = {data: null, history: [], seed: 0, hover: null};
+const CUT_BY = {greedy: "greedy", top_k: "top-k", top_p: "top-p"};
+const state = {data: null, history: [], seed: 0, hover: null, pinned: null};
 
 function settings() {
   const k = +$("nt-topk").value, p = +$("nt-topp").value;
@@ -22,6 +24,7 @@ function showSettings() {
 
 const refresh = guarded(async () => {
   showSettings();
+  state.data = null;  // a failed request leaves nothing to append to or attribute
   const run = $("nt-run").value, text = $("nt-text").value;
   if (!run) { showError("no run chosen: train one into the runs folder"); return; }
   const d = await api("/api/next_token", {run, text, show: 20, ...settings()});
@@ -33,7 +36,7 @@ const refresh = guarded(async () => {
   fillPickers(d);
   fillWhy(d);
   drawLines();
-});
+}, ["nt-bars", "nt-lines", "nt-lines-export", "nt-summary", "nt-legend", "nt-why"]);
 
 // ------------------------------------------------------------------ the bars
 
@@ -41,10 +44,14 @@ function drawBars(d) {
   const box = $("nt-bars");
   box.replaceChildren();
   const shown = d.candidates.reduce((s, c) => s + c.final, 0);
-  $("nt-summary").textContent = `${d.after_top_k} of ${d.vocab_size} tokens pass top-k, ` +
-    `${d.survivors} pass top-p too; the bars show the ${d.candidates.length} likeliest` +
-    (shown < 0.9999995 ? ` (they hold ${(100 * shown).toFixed(1)}% of what is sampled)` : "") + ".";
-  const rowH = 22, labelW = 64, barW = 260, W = labelW + barW + 120, H = 22 + rowH * d.candidates.length;
+  // At temperature 0 greedy keeps the argmax alone: top-k and top-p have nothing to cut.
+  $("nt-summary").textContent = (d.settings.temperature === 0
+    ? `Temperature 0 is greedy: only the likeliest of the ${d.vocab_size} tokens is kept, whatever top-k and top-p say; ` +
+      `the light bars show the model's own probabilities (temperature 1) of the ${d.candidates.length} likeliest`
+    : `${d.after_top_k} of ${d.vocab_size} tokens pass top-k, ${d.survivors} pass top-p too; ` +
+      `the bars show the ${d.candidates.length} likeliest` +
+      (shown < 0.9999995 ? ` (they hold ${(100 * shown).toFixed(1)}% of what is sampled)` : "")) + ".";
+  const rowH = 22, labelW = 64, barW = 260, W = labelW + barW + 140, H = 22 + rowH * d.candidates.length;
   const svg = svgEl("svg", {xmlns: SVGNS, viewBox: `0 0 ${W} ${H}`, width: W, height: H,
     class: "nt-bars", role: "img", "data-testid": "nt-bars",
     "aria-label": `next-token probabilities of the ${d.candidates.length} likeliest tokens`});
@@ -52,18 +59,22 @@ function drawBars(d) {
   d.candidates.forEach((c, i) => {
     const y = 22 + i * rowH, kept = c.top_p;
     const g = svgEl("g", {"data-testid": `nt-bar-${i}`, "data-final": String(c.final),
-      "data-p": String(c.p), "data-id": String(c.id), "data-kept": String(kept),
-      class: kept ? "kept" : (c.top_k ? "cut-p" : "cut-k")});
+      "data-p": String(c.p), "data-id": String(c.id), "data-kept": String(kept), "data-cut": c.cut || "",
+      class: kept ? "kept" : `cut-${c.cut}`});
     g.appendChild(svgEl("title", {}, `${JSON.stringify(c.token)}: p ${c.p.toFixed(4)} → ${c.final.toFixed(4)}` +
-      (kept ? "" : c.top_k ? " (cut by top-p)" : " (cut by top-k)")));
+      (kept ? "" : ` (cut by ${CUT_BY[c.cut]})`)));
     g.appendChild(svgEl("text", {x: labelW - 6, y: y + 15, "text-anchor": "end", class: "nt-token"}, tokenLabel(c.token)));
     g.appendChild(svgEl("rect", {x: labelW, y: y + 3, width: Math.max(0.5, barW * c.p), height: rowH - 6, class: "nt-before"}));
     if (kept) g.appendChild(svgEl("rect", {x: labelW, y: y + 7, width: Math.max(0.5, barW * c.final), height: rowH - 14, class: "nt-final"}));
-    const note = kept ? c.final.toFixed(3) : c.top_k ? "cut: top-p" : "cut: top-k";
-    g.appendChild(svgEl("text", {x: labelW + barW + 6, y: y + 15, class: kept ? "nt-value" : "nt-cut"}, note));
+    // every row says its probability: a kept token before → after the cuts, a cut one what it had
+    const note = !kept ? `${c.p.toFixed(3)} cut: ${CUT_BY[c.cut]}`
+      : Math.abs(c.final - c.p) < 5e-4 ? c.final.toFixed(3) : `${c.p.toFixed(3)} → ${c.final.toFixed(3)}`;
+    g.appendChild(svgEl("text", {x: labelW + barW + 6, y: y + 15, class: kept ? "nt-value" : "nt-cut", "data-testid": `nt-note-${i}`}, note));
     svg.appendChild(g);
   });
-  box.appendChild(svg);
+  const caption = htmlEl("div", {class: "caption"});
+  caption.append(htmlEl("span", {}, "next-token probabilities"), exportButtons(svg, "nt-bars"));
+  box.append(caption, svg);
 }
 
 // The token to explain in view 10 (its direct logit attribution): one of the bars.
@@ -99,10 +110,13 @@ function drawLines() {
   box.replaceChildren();
   const layer = +$("nt-layer").value, pick = $("nt-head").value;
   const heads = pick === "all" ? [...Array(d.n_head).keys()] : [+pick];
-  const T = d.tokens.length, rowH = 18, top = 24, W = 340, xQ = 70, xK = 250;
+  // 24 px rows: each token is a target a finger can hit (WCAG 2.5.8)
+  const T = d.tokens.length, rowH = 24, top = 24, W = 340, xQ = 70, xK = 250;
   const H = top + rowH * T + 8;
+  // a group, not an image: its tokens are buttons (focus or hover shows a token's lines,
+  // a click or Enter pins them)
   const svg = svgEl("svg", {xmlns: SVGNS, viewBox: `0 0 ${W} ${H}`, width: W, height: H,
-    class: "nt-lines", "data-testid": "nt-lines", role: "img",
+    class: "nt-lines", "data-testid": "nt-lines", role: "group",
     "aria-label": `attention of the newest token, layer ${layer}, ${pick === "all" ? "all heads" : "head " + pick}`});
   svg.appendChild(svgEl("text", {x: xQ, y: 14, "text-anchor": "end", class: "nt-axis"}, "newest"));
   svg.appendChild(svgEl("text", {x: xK, y: 14, class: "nt-axis"}, "looks at"));
@@ -124,18 +138,32 @@ function drawLines() {
   svg.appendChild(lines);
   svg.appendChild(svgEl("text", {x: xQ, y: yOf(T - 1) + 4, "text-anchor": "end", class: "nt-token nt-newest"},
     tokenLabel(d.tokens[T - 1])));
+  state.pinned = null;
   d.tokens.forEach((t, j) => {
     const weights = heads.map((h) => `h${h} ${d.newest_attention[layer][h][j].toFixed(2)}`).join(", ");
-    const label = svgEl("text", {x: xK, y: yOf(j) + 4, class: "nt-token nt-key", tabindex: 0,
-      "data-testid": `nt-key-${j}`, "aria-label": `token ${j} ${JSON.stringify(t)}: ${weights}`}, tokenLabel(t));
-    const on = () => highlight(svg, j, `token ${j} ${JSON.stringify(t)}: ${weights}`);
+    const text = `token ${j} ${JSON.stringify(t)}: ${weights}`;
+    const label = svgEl("text", {x: xK, y: yOf(j) + 4, class: "nt-token nt-key", tabindex: 0, role: "button",
+      "aria-pressed": "false", "data-testid": `nt-key-${j}`, "aria-label": text}, tokenLabel(t));
+    const on = () => highlight(svg, j, text);
+    const off = () => (state.pinned === null ? highlight(svg, null) : highlight(svg, state.pinned.j, state.pinned.text));
+    const pin = () => {
+      state.pinned = state.pinned && state.pinned.j === j ? null : {j, text};
+      svg.querySelectorAll(".nt-key").forEach((k) => k.setAttribute("aria-pressed", String(k === label && state.pinned !== null)));
+      off();
+    };
     label.addEventListener("mouseenter", on);
     label.addEventListener("focus", on);
-    label.addEventListener("mouseleave", () => highlight(svg, null));
-    label.addEventListener("blur", () => highlight(svg, null));
+    label.addEventListener("mouseleave", off);
+    label.addEventListener("blur", off);
+    label.addEventListener("click", pin);
+    label.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); pin(); } });
     svg.appendChild(label);
   });
   box.appendChild(svg);
+  $("nt-lines-export")?.remove();
+  const exp = exportButtons(svg, "nt-lines");
+  exp.id = "nt-lines-export";
+  $("nt-legend").after(exp);
   box.scrollTop = box.scrollHeight;  // the newest token is at the bottom
   $("nt-hover").title = `thickest line: weight ${wmax.toFixed(3)}`;
   $("nt-legend").replaceChildren(...heads.map((h) => {
@@ -148,7 +176,7 @@ function drawLines() {
 function highlight(svg, key, text) {
   svg.classList.toggle("nt-focus", key !== null);
   svg.querySelectorAll("line").forEach((l) => l.classList.toggle("on", key !== null && +l.dataset.key === key));
-  $("nt-hover").textContent = key === null ? "hover or focus a token to see its lines" : text;
+  $("nt-hover").textContent = key === null ? "hover, focus or tap a token to see its lines" : text;
 }
 
 // ------------------------------------------------------------------ appending
@@ -189,5 +217,5 @@ export function load() {
   $("nt-undo").addEventListener("click", undo);
   $("nt-attribute").addEventListener("click", attribute);
   showSettings();
-  fillRuns($("nt-run")).then((runs) => { if (runs.length) refresh(); });
+  fillRuns($("nt-run"), () => $("nt-text").value).then((runs) => { if (runs.length) refresh(); });
 }

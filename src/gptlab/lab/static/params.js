@@ -77,8 +77,8 @@ const paramsCompute = guarded(async () => {
   figure(figs, "params-breakdown", "where the parameters are", chart({id: "params-breakdown", kind: "bar",
     width: 560, title: `parameters by part (total ${humanCount(d.total)})`, yformat: humanCount,
     xlabels: d.rows.map((r) => r.name.split(" (")[0]),
-    series: [{name: "params × count", values: d.rows.map((r) => r.params * r.count), colour: "#2166ac"}]}));
-});
+    series: [{name: "params × count", values: d.rows.map((r) => r.params * r.count), colour: "var(--fig-blue)"}]}));
+}, ["params-summary", "params-figures", "params-table"]);
 const paramsComputeSoon = debounce(paramsCompute, 120);
 
 export const load = guarded(async () => {

@@ -15,29 +15,37 @@ const sinCompute = guarded(async () => {
   figure(figs, "sinusoidal", `PE (${d.positions} positions × ${d.d_model} dims)`, heatmap({id: "sinusoidal",
     values: d.table, rows: pos, cols: dims, title: "sinusoidal PE", cell, showValues: false, max: 1,
     showColLabels: true, rowName: "position", colName: "dim"}));
+  // one-sided colours while every dot product is positive (the default), two-sided once any is not
+  const positive = d.similarity.every((row) => row.every((v) => v >= 0));
   figure(figs, "sinusoidal-sim", "PE·PEᵀ: similarity falls with distance", heatmap({id: "sinusoidal-sim",
     values: d.similarity, rows: pos, cols: pos, title: "PE[m]·PE[n]", cell: Math.max(3, Math.min(10, Math.floor(520 / d.positions))),
-    showValues: false, scale: "div", showColLabels: true, rowName: "m", colName: "n"}));
-});
+    showValues: false, scale: positive ? "seq" : "div", showColLabels: true, rowName: "m", colName: "n"}));
+}, ["sin-figures"]);
+
+// Colours as CSS variables (style.css): the page's theme picks them, an export the light ones.
+const RED = "var(--fig-red)", BLUE = "var(--fig-blue)";
 
 function ropeCircle(d) {
-  const W = 300, H = 320, cx = 150, cy = 180, r = 110;
+  const W = 320, H = 340, cx = 160, cy = 196, r = 100;
   const title = "pair 0 of q (red) and k (blue) at each position";
   const svg = svgEl("svg", {xmlns: SVGNS, width: W, height: H, viewBox: `0 0 ${W} ${H}`,
     "font-family": "system-ui, sans-serif", "data-testid": "fig-rope-circle", role: "img", "aria-label": title});
   svg.appendChild(svgEl("rect", {x: 0, y: 0, width: W, height: H, fill: "#ffffff", class: "fig-bg"}));
   // the title on two lines: on one it is wider than the figure
-  ["pair 0 of q (red) and k (blue)", "at each position m"].forEach((line, k) => svg.appendChild(svgEl("text",
+  ["pair 0 of q (red) and k (blue) at each", "position m; labels on the outer rings"].forEach((line, k) => svg.appendChild(svgEl("text",
     {x: 4, y: 15 + 16 * k, "font-size": 13, "font-weight": 600, fill: "#1b1f24", class: "fig-title"}, line)));
-  svg.appendChild(svgEl("circle", {cx, cy, r, fill: "none", stroke: "#ddd"}));
+  svg.appendChild(svgEl("circle", {cx, cy, r, fill: "none", stroke: "#888"}));
   const maxLen = Math.max(...d.q_pair0.concat(d.k_pair0).map(([a, b]) => Math.hypot(a, b)), 1e-9);
-  const draw = (pts, colour) => pts.forEach(([a, b], m) => {
-    const x = cx + (a / maxLen) * r, y = cy - (b / maxLen) * r;
-    svg.appendChild(svgEl("line", {x1: cx, y1: cy, x2: x, y2: y, stroke: colour, "stroke-width": m === 0 ? 2.5 : 1, opacity: 0.35 + 0.65 * (1 - m / pts.length)}));
-    svg.appendChild(svgEl("text", {x, y: y - 2, "font-size": 9, fill: colour}, String(m)));
+  // Each position's label sits on a ring outside the circle, in its vector's direction (q's
+  // ring inside k's): at the vectors' tips, labels of short vectors piled up in the centre.
+  const draw = (pts, colour, ring, name) => pts.forEach(([a, b], m) => {
+    const x = cx + (a / maxLen) * r, y = cy - (b / maxLen) * r, len = Math.hypot(a, b) || 1;
+    svg.appendChild(svgEl("line", {x1: cx, y1: cy, x2: x, y2: y, style: `stroke: ${colour}`, "stroke-width": m === 0 ? 2.5 : 1.2}));
+    svg.appendChild(svgEl("text", {x: cx + (a / len) * ring, y: cy - (b / len) * ring, dy: "0.35em", "text-anchor": "middle",
+      "font-size": 10, style: `fill: ${colour}`, "data-label": `${name}${m}`}, String(m)));
   });
-  draw(d.q_pair0, "#b2182b");
-  draw(d.k_pair0, "#2166ac");
+  draw(d.q_pair0, RED, r + 12, "q");
+  draw(d.k_pair0, BLUE, r + 30, "k");
   return svg;
 }
 
@@ -65,7 +73,7 @@ const ropeCompute = guarded(async () => {
     t.appendChild(tr);
   });
   tbl.append(htmlEl("p", {}, `Same offset ${d.offset}, anywhere in the sequence: the same score (unrotated q·k = ${d.unrotated_score.toFixed(5)}).`), t);
-});
+}, ["rope-figures", "rope-table"]);
 
 export function load() {
   for (const id of ["sin-positions", "sin-d"]) $(id).addEventListener("change", sinCompute);

@@ -3,11 +3,13 @@
 import {api, guarded, showError} from "./api.js";
 import {$, htmlEl} from "./dom.js";
 
-const quiz = {q: null, seed: Math.floor(Math.random() * 100000)};
+const quiz = {q: null, seed: Math.floor(Math.random() * 100000), asked: 0};
 
 const quizNew = guarded(async () => {
   quiz.seed += 1;
+  const asked = ++quiz.asked;
   const q = await api("/api/quiz", {kind: $("quiz-kind").value || null, seed: quiz.seed});
+  if (asked !== quiz.asked) return;  // a newer question is on its way
   quiz.q = q;
   $("quiz-question").textContent = q.question;
   $("quiz-result").replaceChildren();
@@ -36,12 +38,13 @@ const quizCheck = guarded(async () => {
   const r = await api("/api/quiz/check", {kind: q.kind, seed: q.seed, answer});
   const out = $("quiz-result");
   out.replaceChildren(htmlEl("p", {class: r.correct ? "ok" : "no", "data-testid": "quiz-verdict"},
-    r.correct ? "Correct." : `Not quite: the answer is ${r.expected_text.replace(/\.?$/, ".")}`),
+    r.correct ? "Correct." : `Not quite. The answer: ${r.expected_text.replace(/\.?$/, ".")}`),
     htmlEl("p", {}, "Worked answer: " + r.worked));
 });
 
 export function load() {
   $("quiz-new").addEventListener("click", quizNew);
+  $("quiz-kind").addEventListener("change", quizNew);  // a new topic asks a question of it
   // a form, so Enter in the answer field (or on a choice) checks it
   $("quiz-form").addEventListener("submit", (e) => { e.preventDefault(); quizCheck(); });
   quizNew();

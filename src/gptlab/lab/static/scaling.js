@@ -5,6 +5,9 @@ import {$, fmt, htmlEl} from "./dom.js";
 import {figure} from "./figure.js";
 import {chart} from "./svg.js";
 
+// CSS variables (style.css): the page's theme picks the colours, an export the light ones.
+const RED = "var(--fig-red)", BLUE = "var(--fig-blue)";
+
 const scalingCompute = guarded(async () => {
   const d = await api("/api/scaling", {d_k: +$("scaling-dk").value, n_keys: +$("scaling-keys").value,
     seed: +$("scaling-seed").value});
@@ -27,17 +30,17 @@ const scalingCompute = guarded(async () => {
   const xl = d.hist_raw.map((_, i) => (i % 10 === 0 ? (lo + i * step).toFixed(0) : ""));
   figure(figs, "scaling-hist", "spread of the scores", chart({id: "scaling-hist", kind: "bar",
     title: `scores over ${d.n_queries}×${d.n_keys} pairs, d_k = ${d.d_k}`, xlabels: xl, xtitle: "score",
-    series: [{name: "unscaled q·k", values: d.hist_raw, colour: "#b2182b"},
-             {name: "scaled q·k/√d_k", values: d.hist_scaled, colour: "#2166ac"}]}));
+    series: [{name: "unscaled q·k", values: d.hist_raw, colour: RED},
+             {name: "scaled q·k/√d_k", values: d.hist_scaled, colour: BLUE}]}));
   figure(figs, "scaling-row", "one query's softmax weights", chart({id: "scaling-row", kind: "bar",
     title: "softmax over the keys of query 0", ymax: 1, xlabels: d.example_row_scaled.map((_, i) => String(i)),
-    xtitle: "key", series: [{name: "unscaled", values: d.example_row_unscaled, colour: "#b2182b"},
-                            {name: "scaled", values: d.example_row_scaled, colour: "#2166ac"}]}));
+    xtitle: "key", series: [{name: "unscaled", values: d.example_row_unscaled, colour: RED},
+                            {name: "scaled", values: d.example_row_scaled, colour: BLUE}]}));
   figure(figs, "scaling-sweep", "saturation as d_k grows", chart({id: "scaling-sweep", kind: "line",
     title: "mean max softmax weight vs d_k", ymax: 1, xlabels: d.sweep.map((s) => String(s.d_k)), xtitle: "d_k",
-    series: [{name: "unscaled", values: d.sweep.map((s) => s.unscaled.max_weight), colour: "#b2182b"},
-             {name: "scaled", values: d.sweep.map((s) => s.scaled.max_weight), colour: "#2166ac"}]}));
-});
+    series: [{name: "unscaled", values: d.sweep.map((s) => s.unscaled.max_weight), colour: RED},
+             {name: "scaled", values: d.sweep.map((s) => s.scaled.max_weight), colour: BLUE}]}));
+}, ["scaling-stats", "scaling-figures"]);
 
 export function load() {
   const sel = $("scaling-dk");

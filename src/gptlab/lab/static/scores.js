@@ -57,6 +57,7 @@ const openScoredHead = guarded(async (layer, head) => {
 });
 
 export function load() {
-  fillRuns($("scores-run")).then((runs) => { if (runs.length) scoresCompute(); });
+  fillRuns($("scores-run"), () => $("scores-prompt").value).then((runs) => { if (runs.length) scoresCompute(); });
+  $("scores-run").addEventListener("change", scoresCompute);
   $("scores-go").addEventListener("click", scoresCompute);
 }

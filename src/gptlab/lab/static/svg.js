@@ -77,6 +77,10 @@ function colourBar(svg, x, y, h, scale, max, marks = []) {
 const tickText = (v) => (v === 0 ? "0" : Math.abs(v) >= 100 ? v.toFixed(0) : Number(v.toPrecision(2)).toString());
 const BAR_W = 62;  // the colour bar and its labels
 
+// Past this many cells a heatmap shares one <title> (see heatmap): a title per cell made a
+// 64 x 64 map several times slower to draw.
+const EAGER_TITLES = 1024;
+
 // A matrix as an SVG heatmap. values: rows of numbers (null = −∞). Each cell carries a
 // <title> for hover and, when shown, a text node with data-testid `${id}-${i}-${j}`.
 // Labels that would collide are thinned (rows) or turned upright and thinned (columns);
@@ -90,9 +94,11 @@ export function heatmap(o) {
   const rows = o.rows || values.map((_, i) => String(i));
   const cols = o.cols || values[0].map((_, j) => String(j));
   const longest = (xs) => Math.max(1, ...xs.map((s) => s.length));
-  const rowStep = every(cell, 12), colLong = longest(cols) * 11 * CHAR_W + 4;
+  // Labels shrink with small cells (down to 8 px) before any is left out.
+  const font = Math.max(8, Math.min(11, cell - 1));
+  const rowStep = every(cell, font + 1), colLong = longest(cols) * font * CHAR_W + 4;
   const upright = colLong > cell;  // column labels turn 90° once they are wider than a cell
-  const colStep = upright ? every(cell, 12) : 1;
+  const colStep = upright ? every(cell, font + 1) : 1;
   const labelW = Math.min(90, 10 + 11 * CHAR_W * longest(rows));
   const showCols = o.showColLabels ?? true;
   const top = 24 + (showCols ? (upright ? Math.min(90, colLong) : 16) : 0);
@@ -101,15 +107,30 @@ export function heatmap(o) {
   const height = top + nr * cell + 6 + (bar && nr * cell < 60 ? 60 - nr * cell : 0);
   const svg = frame(o.id, width, height, o.title, "ui-monospace, Menlo, Consolas, monospace");
   if (o.onClick) svg.setAttribute("role", "group");
+  svg.dataset.scale = scale;
   if (showCols) cols.forEach((c, j) => {
     if (j % colStep || c === "") return;
     const x = labelW + j * cell + cell / 2;
     svg.appendChild(upright
-      ? label({x, y: top - 4, transform: `rotate(-90 ${x} ${top - 4})`, dy: "0.35em"}, c)
-      : label({x, y: top - 4, "text-anchor": "middle"}, c));
+      ? label({x, y: top - 4, transform: `rotate(-90 ${x} ${top - 4})`, dy: "0.35em", "font-size": font, "data-col": j}, c)
+      : label({x, y: top - 4, "text-anchor": "middle", "font-size": font, "data-col": j}, c));
   });
   rows.forEach((r, i) => { if (i % rowStep === 0 && r !== "") svg.appendChild(label({
-    x: labelW - 4, y: top + i * cell + cell / 2, dy: "0.35em", "text-anchor": "end"}, r)); });
+    x: labelW - 4, y: top + i * cell + cell / 2, dy: "0.35em", "text-anchor": "end", "font-size": font, "data-row": i}, r)); });
+  const describe = (i, j) => `${o.rowName || "row"} ${rows[i] || i}, ${o.colName || "col"} ${cols[j] || j}: ` +
+    (values[i][j] === null ? "-inf" : Number(values[i][j]).toPrecision(6));
+  const lazy = nr * nc > EAGER_TITLES;
+  if (lazy) {  // one title, moved into the cell under the pointer
+    const tip = svgEl("title");
+    svg.addEventListener("pointerover", (e) => {
+      const rect = e.target.closest?.("rect[data-cell]");
+      if (!rect) return;
+      const [i, j] = rect.dataset.cell.split(",").map(Number);
+      tip.textContent = describe(i, j);
+      rect.appendChild(tip);
+      if (o.onHover) o.onHover(tip.textContent);
+    });
+  }
   for (let i = 0; i < nr; i++) {
     for (let j = 0; j < nc; j++) {
       const v = values[i][j], rgb = rgbOf(v, scale, max);
@@ -117,9 +138,9 @@ export function heatmap(o) {
       const hl = o.highlight && o.highlight[i][j];
       const rect = svgEl("rect", {x, y, width: cell, height: cell, fill: css(rgb),
         stroke: hl ? "#f59f00" : "#ffffff", "stroke-width": hl ? 3 : 1, "data-cell": `${i},${j}`});
-      const text = `${o.rowName || "row"} ${rows[i] || i}, ${o.colName || "col"} ${cols[j] || j}: ${v === null ? "-inf" : Number(v).toPrecision(6)}`;
-      rect.appendChild(svgEl("title", {}, text));
-      if (o.onHover) { rect.addEventListener("mouseenter", () => o.onHover(text)); rect.addEventListener("focus", () => o.onHover(text)); }
+      const text = lazy && !o.onClick ? null : describe(i, j);
+      if (!lazy) rect.appendChild(svgEl("title", {}, text));
+      if (o.onHover && !lazy) { rect.addEventListener("mouseenter", () => o.onHover(text)); rect.addEventListener("focus", () => o.onHover(text)); }
       if (o.onClick) {
         Object.entries({tabindex: 0, role: "button", "aria-label": o.cellAction ? o.cellAction(i, j) : text})
           .forEach(([k, val]) => rect.setAttribute(k, val));
@@ -147,52 +168,80 @@ export function heatmap(o) {
   return svg;
 }
 
+// A colour for a fill or stroke: a CSS variable (`var(--head-0)`, which follows the page's
+// theme and is resolved to its light value on export) goes in a style, any other in the
+// attribute.
+const paint = (prop, colour) => (colour.startsWith("var(") ? {style: `${prop}: ${colour}`} : {[prop]: colour});
+
+// x labels that fit side by side without touching (the first and the last always kept).
+function thinned(labels, xOf) {
+  const w = (s) => s.length * 10 * CHAR_W, kept = [];
+  labels.forEach((s, i) => {
+    if (s === "") return;
+    const last = kept.at(-1);
+    if (last === undefined || xOf(i) - w(s) / 2 >= xOf(last) + w(labels[last]) / 2 + 6) kept.push(i);
+  });
+  const end = labels.findLastIndex((s) => s !== "");
+  if (end >= 0 && kept.at(-1) !== end) {
+    while (kept.length > 1 && xOf(end) - w(labels[end]) / 2 < xOf(kept.at(-1)) + w(labels[kept.at(-1)]) / 2 + 6) kept.pop();
+    kept.push(end);
+  }
+  const keep = new Set(kept);
+  return labels.map((s, i) => (keep.has(i) ? s : ""));
+}
+
 // A simple chart: bars or lines over x, in SVG. series: [{name, values, colour}].
-// The legend sits in its own row under the title; x labels turn 90° when they would touch.
+// The legend sits in its own row under the title; x labels turn 90° when they would touch,
+// or, with xthin, are thinned out until they do not. The y axis runs from ymin (default 0).
 export function chart(o) {
   const W = o.width || 420, yfmt = o.yformat || ((y) => (y >= 1000 ? human(y) : y >= 100 ? y.toFixed(0) : y.toPrecision(2)));
   const n = o.series[0].values.length;
-  const ymax = o.ymax ?? Math.max(1e-12, ...o.series.flatMap((s) => s.values));
-  const ticks = [0, ymax / 2, ymax].map((y) => [y, yfmt(y)]);
+  const ymin = o.ymin ?? 0;
+  const ymax = Math.max(ymin + 1e-12, o.ymax ?? Math.max(1e-12, ...o.series.flatMap((s) => s.values)));
+  const ticks = [ymin, (ymin + ymax) / 2, ymax].map((y) => [y, yfmt(y)]);
   const L = 10 + 10 * CHAR_W * Math.max(...ticks.map(([, t]) => t.length));
-  const labs = o.xlabels || [];
+  let labs = o.xlabels || [];
   const lastW = 10 * CHAR_W * (labs.filter((s) => s !== "").at(-1) || "").length;
   const R = Math.max(12, lastW / 2 + 4);
   const band = (W - L - R) / (o.kind === "bar" ? n : Math.max(1, n - 1));
+  const px = (i) => L + band * (o.kind === "bar" ? i : (n === 1 ? 0.5 : i));
+  const lx = (i) => px(i) + (o.kind === "bar" ? band / 2 : 0);
+  if (o.xthin) labs = thinned(labs, lx);
   const shown = labs.filter((s) => s !== "");
   const spacing = (W - L - R) / Math.max(1, shown.length);
-  const upright = Math.max(0, ...shown.map((s) => s.length)) * 10 * CHAR_W + 4 > spacing;
+  const upright = !o.xthin && Math.max(0, ...shown.map((s) => s.length)) * 10 * CHAR_W + 4 > spacing;
   const B = 30 + (upright ? Math.max(0, ...shown.map((s) => s.length)) * 10 * CHAR_W - 10 : 0);
   const T = 26 + 16 * Math.ceil(o.series.length / 2) + 4;
   const H = (o.height || 220) + (T - 26) + (B - 30);
   const svg = frame(o.id, W, H, o.title, "system-ui, sans-serif");
-  const px = (i) => L + band * (o.kind === "bar" ? i : (n === 1 ? 0.5 : i));
-  const py = (y) => T + (H - T - B) * (1 - y / ymax);
+  svg.dataset.ymin = String(ymin);
+  svg.dataset.ymax = String(ymax);
+  const py = (y) => T + (H - T - B) * (1 - (y - ymin) / (ymax - ymin));
   svg.appendChild(svgEl("line", {x1: L, x2: W - R, y1: H - B, y2: H - B, stroke: "#888"}));
   svg.appendChild(svgEl("line", {x1: L, x2: L, y1: T, y2: H - B, stroke: "#888"}));
-  ticks.forEach(([y, t]) => svg.appendChild(label({x: L - 4, y: py(y) + 4, "font-size": 10, "text-anchor": "end"}, t)));
+  ticks.forEach(([y, t]) => svg.appendChild(label({x: L - 4, y: py(y) + 4, "font-size": 10, "text-anchor": "end", "data-tick": "y"}, t)));
   labs.forEach((lab, i) => {
     if (lab === "") return;
-    const x = px(i) + (o.kind === "bar" ? band / 2 : 0), y = H - B + 13;
+    const x = lx(i), y = H - B + 13;
     svg.appendChild(upright
-      ? label({x, y: H - B + 4, "font-size": 10, "text-anchor": "end", dy: "0.35em", transform: `rotate(-90 ${x} ${H - B + 4})`}, lab)
-      : label({x, y, "font-size": 10, "text-anchor": "middle"}, lab));
+      ? label({x, y: H - B + 4, "font-size": 10, "text-anchor": "end", dy: "0.35em", transform: `rotate(-90 ${x} ${H - B + 4})`, "data-tick": "x"}, lab)
+      : label({x, y, "font-size": 10, "text-anchor": "middle", "data-tick": "x"}, lab));
   });
   if (o.xtitle) svg.appendChild(label({x: (L + W) / 2, y: H - 3, "text-anchor": "middle"}, o.xtitle));
   o.series.forEach((s, k) => {
     if (o.kind === "bar") {
       const bw = band / o.series.length;
       s.values.forEach((v, i) => svg.appendChild(svgEl("rect", {x: px(i) + k * bw, y: py(v),
-        width: Math.max(1, bw - 1), height: H - B - py(v), fill: s.colour, opacity: 0.8})));
+        width: Math.max(1, bw - 1), height: H - B - py(v), ...paint("fill", s.colour)})));
     } else {
       svg.appendChild(svgEl("polyline", {points: s.values.map((v, i) => `${px(i)},${py(v)}`).join(" "),
-        fill: "none", stroke: s.colour, "stroke-width": 2}));
-      s.values.forEach((v, i) => svg.appendChild(svgEl("circle", {cx: px(i), cy: py(v), r: 2.5, fill: s.colour})));
+        fill: "none", ...paint("stroke", s.colour), "stroke-width": 2}));
+      s.values.forEach((v, i) => svg.appendChild(svgEl("circle", {cx: px(i), cy: py(v), r: 2.5, ...paint("fill", s.colour)})));
     }
     // legend: two entries a row, under the title, outside the plot
-    const lx = L + (k % 2) * (W - L) / 2, ly = 24 + 16 * Math.floor(k / 2);
-    svg.appendChild(svgEl("rect", {x: lx, y: ly, width: 10, height: 10, fill: s.colour}));
-    svg.appendChild(svgEl("text", {x: lx + 14, y: ly + 9, "font-size": 11, fill: "#1b1f24", class: "fig-title", "font-weight": 400}, s.name));
+    const gx = L + (k % 2) * (W - L) / 2, gy = 24 + 16 * Math.floor(k / 2);
+    svg.appendChild(svgEl("rect", {x: gx, y: gy, width: 10, height: 10, ...paint("fill", s.colour)}));
+    svg.appendChild(svgEl("text", {x: gx + 14, y: gy + 9, "font-size": 11, fill: "#1b1f24", class: "fig-title", "font-weight": 400}, s.name));
   });
   return svg;
 }
