@@ -25,7 +25,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gptlab.errors import GptlabError, UsageError
-from gptlab.lab import api, live, play_routes, quiz
+from gptlab.lab import api, live, model_routes, play_routes, quiz
 from gptlab.lab import responses as res
 from gptlab.lab import schemas as m
 from gptlab.lab.runs import Runs
@@ -180,6 +180,7 @@ def create_app(runs_dir: str | Path = "runs") -> FastAPI:
         return JSONResponse(api.presets_view())
 
     app.state.live = play_routes.register(app, runs, BAD_INPUT)  # next token, live training
+    model_routes.register(app, runs, BAD_INPUT)  # whole model, all heads, learned positions
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:

@@ -29,7 +29,8 @@ export function guarded(fn, stale = []) {
   };
 }
 
-// The runs folder's contents, fetched once for the views that pick a run (3 and 6).
+// The runs folder's contents, fetched once for the views that pick a run (3 and 6). The
+// first is picked (the shipped model, listed first), or the page address's ?run=NAME.
 let runsPromise = null;
 export function fillRuns(select) {
   runsPromise = runsPromise || api("/api/runs");
@@ -37,6 +38,8 @@ export function fillRuns(select) {
     select.replaceChildren();
     if (!d.runs.length) select.appendChild(htmlEl("option", {value: ""}, `no runs in ${d.root}`));
     d.runs.forEach((r) => select.appendChild(htmlEl("option", {value: r}, r)));
+    const wanted = new URLSearchParams(location.search).get("run");
+    if (d.runs.includes(wanted)) select.value = wanted;
     return d.runs;
   });
 }
