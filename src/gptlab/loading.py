@@ -2,11 +2,13 @@
 
     model, tokenizer = gptlab.load("runs/demo")          # a run: its latest weights
     model, tokenizer = gptlab.load("runs/demo/best")     # ...or its best ones
+    model, tokenizer = gptlab.load("shakespeare")        # a model gptlab ships
     model, tokenizer = gptlab.load("openai-community/gpt2")  # a Hugging Face dir or hub name
 
 A path is read as what it holds: a gptlab model directory (config.json with GPTConfig
 fields, model.safetensors, tokenizer.json; every run directory is one), else a Hugging Face
-directory (config.json with a model_type), else a hub name.
+directory (config.json with a model_type); a name that is no directory here is a model
+gptlab ships (gptlab.pretrained, checksums verified), else a hub name.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from gptlab.inference import quantize
 from gptlab.inference.formats import WEIGHT_CHOICES
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
+from gptlab.pretrained import is_shipped, verified
 
 
 def load(path: str | Path, device: str | torch.device | None = None,
          weights: str | None = None) -> tuple[GPT, Tokenizer]:
     """(model in eval mode on `device`, its tokenizer), from a run or model directory, a
-    directory `gptlab convert` wrote, a Hugging Face directory or a hub name. device None:
+    directory `gptlab convert` wrote, a shipped model's name ("shakespeare"), a Hugging
+    Face directory or a hub name. device None:
     the CPU. The tokenizer has encode, decode and vocab_size, whatever its kind.
 
     weights: None keeps the weights as saved; fp32, fp16, bf16, int8 or auto makes the
@@ -64,10 +68,13 @@ def describe(path: str | Path) -> tuple[GPTConfig, Tokenizer]:
 
 def _locate(path: str | Path) -> tuple[Path, bool]:
     """(the directory to read, whether it is a Hugging Face one): a gptlab model directory
-    as it is, else a Hugging Face directory or hub name (downloaded if need be)."""
+    as it is, a shipped model by name (its checksums verified), else a Hugging Face
+    directory or hub name (downloaded if need be)."""
     source = Path(path).expanduser()
     if (source / model_dir.CONFIG_FILE).is_file() and not kinds.is_hf_dir(source):
         return source, False
+    if is_shipped(str(path)) and not source.exists():
+        return verified(str(path)), False
     if not source.exists() and (source.is_absolute() or str(path).startswith((".", "~"))
                                 or str(path).count("/") > 1):
         raise UsageError(f"model directory not found: {path}")  # a path, not a hub name
