@@ -234,21 +234,16 @@ def test_learned_positions_are_the_runs_wpe(page, runs, settle):
     page.click("#tab-model")
 
 
-def test_export_the_diagram_as_png_and_the_grid_as_svg(page, tmp_path, png_magic, settle):
+def test_export_the_diagram_as_png_and_the_grid_as_svg(page, tmp_path, png_magic, download):
     page.click("#tab-model")
-    with page.expect_download() as info:
-        page.get_by_test_id("export-png-whole-model").click()
-    assert info.value.suggested_filename == "gptlab-whole-model.png"
-    path = tmp_path / "model.png"
-    info.value.save_as(path)
+    name, path = download(page, "export-png-whole-model", tmp_path)
+    assert name == "gptlab-whole-model.png"
     assert path.read_bytes()[:8] == png_magic and path.stat().st_size > 1000
     page.click("#tab-allheads")
-    with page.expect_download() as info:
-        page.get_by_test_id("export-svg-all-heads").click()
-    path = tmp_path / "heads.svg"
-    info.value.save_as(path)
+    name, path = download(page, "export-svg-all-heads", tmp_path)
     text = path.read_text(encoding="utf-8")
-    assert text.startswith("<?xml") and "<image" in text and "data:image/png;base64," in text
+    assert name == "gptlab-all-heads.svg" and text.startswith("<?xml")
+    assert "<image" in text and "data:image/png;base64," in text  # the patterns, embedded
     page.click("#tab-model")
 
 

@@ -13,7 +13,8 @@ from gptlab.lab.server import create_app
 
 def test_runs_listed_and_kept_inside_the_folder(client, runs_root, bad):
     listing = client.get("/api/runs").json()
-    assert listing["runs"] == ["tiny"]  # the symlink out and the non-run are not listed
+    # the shipped model first; the symlink out and the non-run are not listed
+    assert listing["runs"] == ["shakespeare", "tiny"]
     for name, fragment in [
         ("../outside/secret", "without '..'"),
         ("tiny/../../x", "without '..'"),
@@ -60,5 +61,6 @@ def test_models_are_cached_until_their_files_change(client, runs_root):
 
 
 def test_runs_folder_path_is_relative_to_cwd(tmp_path):
-    assert TestClient(create_app(tmp_path / "none")).get("/api/runs").json()["runs"] == []
+    runs = TestClient(create_app(tmp_path / "none")).get("/api/runs").json()["runs"]
+    assert runs == ["shakespeare"]  # only the shipped model
     assert Path(create_app(tmp_path).state.runs.root) == tmp_path.resolve()
