@@ -216,7 +216,7 @@ function showStage(id) {
     line(box, `Each of the ${d.n_head} heads mixes the tokens up to this one by its weights (rows below, each sums to 1); their outputs are concatenated and projected back to ${d.n_embd}.`);
     const cols = d.tokens.map(tokenLabel);
     figure(box, `wm-attn-${l}`, `where ${quoted(d.token)} looks, by head`, heatmap({id: `wm-attn-${l}`, values: b.attention,
-      rows: b.attention.map((_, hd) => `head ${hd}`), cols, scale: "seq", max: 1, cell: Math.max(8, Math.min(22, Math.floor(260 / cols.length))),
+      rows: b.attention.map((_, hd) => `head ${hd}`), cols, scale: "seq", max: 1, cell: Math.max(8, Math.min(22, Math.floor(Math.min(480, innerWidth - 140) / cols.length))),
       showValues: false, title: `layer ${l}: this token's attention`, rowName: "head", colName: "key"}));
     const links = htmlEl("div", {class: "controls"});
     const heads = htmlEl("button", {"data-testid": "wm-open-heads"}, `open layer ${l} in view 3 (heads)`);
