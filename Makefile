@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 # The CPU build of torch; a bare `torch` would pull a multi-GB CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: demo check test lab bench lint clean
+.PHONY: demo check test lab bench lint clean pretrained
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,15 @@ test: $(VENV)/.test
 
 lab: $(VENV)/.base
 	$(VENV)/bin/gptlab lab
+
+# The model gptlab ships (src/gptlab/pretrained/shakespeare): retrained from the embedded corpus
+# with the recipe shakespeare-char-cpu-hour (about an hour on 2 CPU cores), rounded to float16,
+# evaluated on the whole val split, checksummed (tools/pretrained.py). PRETRAINED_ARGS="--max-iters
+# N" makes a shorter placeholder with the same recipe.
+PRETRAINED_ARGS ?=
+
+pretrained: $(VENV)/.base
+	$(PY) -m tools.pretrained $(PRETRAINED_ARGS)
 
 # time_to_quality trains on tiny Shakespeare: the copy the repository ships with its tests.
 TINY_SHAKESPEARE ?= tests/assets/tinyshakespeare/input.txt

@@ -466,10 +466,11 @@ def settle():
 @pytest.fixture(scope="session")
 def lab_url(copy_tiny_run, tmp_path_factory):
     """The lab served on a free 127.0.0.1 port over a runs folder holding a copy of the
-    tiny run ('tiny'), for the session's browser tests that leave the folder as it is."""
+    tiny run ('tiny'), for the session's browser tests that leave the folder as it is. Its
+    address picks the tiny run (?run=tiny) over the shipped model, which is listed first."""
     from gptlab.lab.server import BackgroundServer
 
     runs = tmp_path_factory.mktemp("lab-runs")
     copy_tiny_run(runs / "tiny")
     with BackgroundServer(runs) as url:
-        yield url
+        yield url + "?run=tiny"

@@ -33,31 +33,38 @@ VIEWS = [
     ("7-quiz", "quiz", "quiz-question", []),
     ("8-next-token", "nexttoken", "nt-lines", []),
     ("10-logit-lens", "lens", "lens-dla", []),
+    ("12-whole-model", "model", "fig-whole-model", []),
+    ("13-every-head", "allheads", "fig-all-heads", []),
+    ("4-learned-positions", "positions", "fig-learned-sim", []),
 ]
 LIVE_VIEW = "9-watch-it-learn"  # a training from the page: only with live_steps (minutes)
 
 
 def capture(url: str, out_dir: Path, chromium: str = CHROMIUM,
-            live_steps: int | None = None) -> list[Path]:
+            live_steps: int | None = None, only: list[str] | None = None) -> list[Path]:
     """One PNG per view of the lab served at url, in a fresh headless Chromium."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         try:
-            return capture_views(browser.new_page(), url, out_dir, live_steps)
+            return capture_views(browser.new_page(), url, out_dir, live_steps, only)
         finally:
             browser.close()
 
 
-def capture_views(page, url: str, out_dir: Path, live_steps: int | None = None) -> list[Path]:
-    """Screenshot every view with a Playwright page (sync API); with live_steps, also the
-    live view after an induction training of that many steps started from the page."""
+def capture_views(page, url: str, out_dir: Path, live_steps: int | None = None,
+                  only: list[str] | None = None) -> list[Path]:
+    """Screenshot every view (or those whose file names start with one of `only`) with a
+    Playwright page (sync API); with live_steps, also the live view after an induction
+    training of that many steps started from the page."""
     out_dir.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": 1280, "height": 860})
     page.goto(url)
     written = []
     for name, tab, ready, clicks in VIEWS:
+        if only and not name.startswith(tuple(only)):
+            continue
         page.click(f"#tab-{tab}")
         for button in clicks:
             page.click(f"#{button}")
@@ -77,8 +84,14 @@ def capture_views(page, url: str, out_dir: Path, live_steps: int | None = None) 
             page.hover("[data-testid=nt-key-15]")
         if tab == "lens":  # block 0 at the last position: its top tokens open
             page.click("[data-testid^=lens-cell-1-] >> nth=-1")  # any run, any tokenizer
+        if tab == "model":  # block 0 open, its FFN's numbers beside the diagram
+            page.click("[data-testid=wm-stage-block-0]")
+            page.click("[data-testid=wm-stage-ffn-0]")
+            page.wait_for_selector("[data-testid=wm-ffn-fired]")
+        if name == "4-learned-positions":  # further down view 4: the run's own table
+            page.locator("[data-testid=lp-summary]").scroll_into_view_if_needed()
         path = out_dir / f"{name}.png"
-        page.screenshot(path=str(path), full_page=tab == "lens")
+        page.screenshot(path=str(path), full_page=tab in ("lens", "model"))
         written.append(path)
     if live_steps is not None:
         page.click("#tab-live")
@@ -100,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chromium", default=CHROMIUM, help="Chromium executable")
     parser.add_argument("--live-steps", type=int, default=1500,
                         help="steps of the live induction training shown (0: skip that view)")
+    parser.add_argument("--only", nargs="+", metavar="NAME",
+                        help="only the views whose file names start with these, e.g. 11 12 "
+                             "4-learned (the live view then only if 9 is named)")
     args = parser.parse_args(argv)
     from gptlab.lab.server import BackgroundServer
     from tools.tinyrun import make_tiny_run
@@ -113,8 +129,10 @@ def main(argv: list[str] | None = None) -> int:
             if not Path(args.chromium).exists():
                 raise UsageError(f"Chromium not found at {args.chromium} (--chromium PATH)")
             with BackgroundServer(runs) as url:
-                for path in capture(url, Path(args.out), args.chromium,
-                                    args.live_steps or None):
+                live = args.live_steps or None
+                if args.only and not any(LIVE_VIEW.startswith(o) for o in args.only):
+                    live = None
+                for path in capture(url, Path(args.out), args.chromium, live, args.only):
                     print(path)
     except GptlabError as exc:
         print(f"screenshots: error: {exc}", file=sys.stderr)

@@ -2,12 +2,14 @@
 
     model, tokenizer = gptlab.load("runs/demo")          # a run: its latest weights
     model, tokenizer = gptlab.load("runs/demo/best")     # ...or its best ones
+    model, tokenizer = gptlab.load("shakespeare")        # a model gptlab ships
     model, tokenizer = gptlab.load("openai-community/gpt2")  # a Hugging Face dir or hub name
     model, tokenizer = gptlab.load("runs/rope", context=256, rope_scaling="yarn:4")
 
 A path is read as what it holds: a gptlab model directory (config.json with GPTConfig
 fields, model.safetensors, tokenizer.json; every run directory is one), else a Hugging Face
-directory (config.json with a model_type), else a hub name.
+directory (config.json with a model_type); a name that is no directory here is a model
+gptlab ships (gptlab.pretrained, checksums verified), else a hub name.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from gptlab.inference import quantize
 from gptlab.inference.formats import WEIGHT_CHOICES
 from gptlab.model.config import GPTConfig, with_rope_scaling
 from gptlab.model.gpt import GPT
+from gptlab.pretrained import is_shipped, verified
 
 
 def load(path: str | Path, device: str | torch.device | None = None,
@@ -34,10 +37,11 @@ def load(path: str | Path, device: str | torch.device | None = None,
          context: int | None = None, rope_scaling: str | dict[str, Any] | None = None
          ) -> tuple[GPT, Tokenizer | None]:
     """(model in eval mode on `device`, its tokenizer), from a run or model directory, a
-    directory `gptlab convert` wrote, a Hugging Face directory or a hub name. device None:
-    the CPU ("auto": CUDA if there is one; a device this machine lacks is a UsageError).
-    Weights that are not all finite are refused (require_finite). The tokenizer has
-    encode, decode and vocab_size, whatever its kind.
+    directory `gptlab convert` wrote, a shipped model's name ("shakespeare"), a Hugging
+    Face directory or a hub name. device None: the CPU ("auto": CUDA if there is one; a
+    device this machine lacks is a UsageError). Weights that are not all finite are
+    refused (require_finite). The tokenizer has encode, decode and vocab_size, whatever
+    its kind.
 
     weights: None keeps the weights as saved; fp32, fp16, bf16, int8 or auto makes the
     model an inference model with its matrices in that format (gptlab.inference.quantize; auto: the
@@ -114,11 +118,14 @@ def _config(found: Path, is_hf: bool) -> GPTConfig:
 
 def _locate(path: str | Path, weights: bool = True) -> tuple[Path, bool]:
     """(the directory to read, whether it is a Hugging Face one): a gptlab model directory
-    as it is, else a Hugging Face directory or hub name (fetched if need be; weights False:
-    without its weights). A path that is no directory and no hub name is a UsageError."""
+    as it is, a shipped model by name (its checksums verified), else a Hugging Face
+    directory or hub name (fetched if need be; weights False: without its weights). A path
+    that is no directory and no hub name is a UsageError."""
     source = Path(path).expanduser()
     if (source / model_dir.CONFIG_FILE).is_file() and not kinds.is_hf_dir(source):
         return source, False
+    if is_shipped(str(path)) and not source.exists():
+        return verified(str(path)), False
     if source.exists():
         return hf.resolve_hf_dir(path, weights=weights), True
     if not hf.is_hub_name(str(path)):

@@ -65,7 +65,7 @@ def test_gptlab_lab_serves_on_localhost_and_prints_the_url(tmp_path, copy_tiny_r
             except httpx.ConnectError:
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
-        assert r.json()["runs"] == ["tiny"]
+        assert r.json()["runs"] == ["shakespeare", "tiny"]  # the shipped model first
     finally:
         proc.terminate()
         proc.wait(timeout=10)

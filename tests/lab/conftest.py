@@ -88,3 +88,17 @@ def fits_a_phone():
             page.set_viewport_size({"width": 1280, "height": 900})
 
     return check
+
+
+@pytest.fixture(scope="session")
+def download():
+    """download(page, testid, folder) -> (suggested file name, saved path): click the button
+    `testid` (a figure's export) and keep what the browser downloads."""
+    def save(page, testid: str, folder):
+        with page.expect_download() as info:
+            page.get_by_test_id(testid).click()
+        path = folder / info.value.suggested_filename
+        info.value.save_as(path)
+        return info.value.suggested_filename, path
+
+    return save

@@ -24,6 +24,7 @@ from schemathesis.checks import (  # the registry's names, stable across 4.x
 from tools.tinyrun import TEXT
 
 from gptlab.lab import contextview
+from gptlab.lab import model_schemas as ms
 from gptlab.lab import play_schemas as mp
 from gptlab.lab import schemas as m
 from gptlab.lab.server import create_app
@@ -91,8 +92,19 @@ def _fit_context(body: dict, run: str) -> dict:
     return out
 
 
+def _fit_walk(body: dict, run: str) -> dict:
+    """A whole-model body: its text fitted as _fit_text does, its position mostly inside."""
+    out = _fit_text(body, run)
+    if out.get("position") is not None and out["position"] % 4:  # a quarter stay outside
+        out["position"] %= len(out["text"])
+    return out
+
+
 FITS = {
     "/api/context": (contextview.ContextRequest, _fit_context),
+    "/api/walk": (ms.WalkRequest, _fit_walk),
+    "/api/all_heads": (ms.AllHeadsRequest, _fit_run),
+    "/api/learned_positions": (ms.LearnedPositionsRequest, _fit_run),
     "/api/next_token": (mp.NextTokenRequest, _fit_text),
     "/api/next_token/append": (mp.AppendRequest, _fit_text),
     "/api/lens": (mp.LensRequest, _fit_lens),
@@ -140,8 +152,10 @@ def test_lab_api_conforms_to_its_schema(case, lab):
 
 def test_every_operation_is_fuzzed():
     operations = {(op.ok().method.upper(), op.ok().path) for op in schema.get_all_operations()}
-    assert len(operations) == 22, operations
+    assert len(operations) == 25, operations
     assert ("POST", "/api/runs/encoding") in operations
     assert ("POST", "/api/ablate") in operations and ("GET", "/api/runs") in operations
     assert ("GET", "/api/live/events") in operations and ("POST", "/api/lens") in operations
     assert ("POST", "/api/live/start") not in operations
+    assert {("POST", "/api/walk"), ("POST", "/api/all_heads"),
+            ("POST", "/api/learned_positions")} <= operations

@@ -13,7 +13,8 @@ from gptlab.lab.server import create_app
 
 def test_runs_listed_and_kept_inside_the_folder(client, runs_root, bad):
     listing = client.get("/api/runs").json()
-    assert listing["runs"] == ["tiny"]  # the symlink out and the non-run are not listed
+    # the shipped model first; the symlink out and the non-run are not listed
+    assert listing["runs"] == ["shakespeare", "tiny"]
     for name, fragment in [
         ("../outside/secret", "without '..'"),
         ("tiny/../../x", "without '..'"),
@@ -60,7 +61,8 @@ def test_models_are_cached_until_their_files_change(client, runs_root):
 
 
 def test_runs_folder_path_is_relative_to_cwd(tmp_path):
-    assert TestClient(create_app(tmp_path / "none")).get("/api/runs").json()["runs"] == []
+    runs = TestClient(create_app(tmp_path / "none")).get("/api/runs").json()["runs"]
+    assert runs == ["shakespeare"]  # only the shipped model
     assert Path(create_app(tmp_path).state.runs.root) == tmp_path.resolve()
 
 
@@ -77,9 +79,11 @@ def test_runs_encoding_names_the_runs_whose_tokenizer_encodes_the_text(
     copy_tiny_run(root / "unreadable" / "run")
     (root / "unreadable/run/tokenizer.json").write_text("{not json")
     c = TestClient(create_app(root))
-    assert c.get("/api/runs").json()["runs"] == ["a-no-space", "tiny", "unreadable/run"]
+    assert c.get("/api/runs").json()["runs"] == ["shakespeare", "a-no-space", "tiny",
+                                                 "unreadable/run"]  # the shipped model first
     assert post(c, "/api/runs/encoding", {"text": "the cat sat on the m"}) == {
-        "text": "the cat sat on the m", "runs": ["tiny"]}
-    assert post(c, "/api/runs/encoding", {"text": "cat"})["runs"] == ["a-no-space", "tiny"]
+        "text": "the cat sat on the m", "runs": ["shakespeare", "tiny"]}
+    assert post(c, "/api/runs/encoding", {"text": "cat"})["runs"] == ["shakespeare", "a-no-space",
+                                                                      "tiny"]
     assert post(c, "/api/runs/encoding", {"text": "\u00e9"})["runs"] == []
     bad(c, "/api/runs/encoding", {"text": ""}, "text must not be empty")

@@ -25,7 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="loss, perplexity and bits per character of a model on any text",
         description=(
             "Score MODEL (a run or model directory, RUN/best, a converted or Hugging Face "
-            "directory, or a hub name) on text (--text, --text-file) or a prepared data "
+            "directory, the shipped model's name shakespeare, or a hub name) on text (--text, "
+            "--text-file) or a prepared data "
             "split. Every token after the first is scored exactly once, in windows of "
             "--context tokens sliding by --stride, each token with the longest left context "
             "its window gives it (the method of Hugging Face's 'Perplexity of fixed-length "

@@ -20,9 +20,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="generate text from a trained model",
         description=(
             "Generate text from RUN_DIR: a run directory from `gptlab train` (its latest "
-            "weights; RUN_DIR/best for the best ones) or any model directory holding "
+            "weights; RUN_DIR/best for the best ones), any model directory holding "
             "config.json, model.safetensors and tokenizer.json (what `gptlab convert` "
-            "writes). Text streams to stdout as tokens arrive. Decoding uses a KV cache; "
+            "writes), or the model gptlab ships, by name: shakespeare. Text streams to stdout "
+            "as tokens arrive. Decoding uses a KV cache; "
             "past the model's context (its block_size, or --context) the oldest half is "
             "dropped and decoding goes on. "
             "In --prompt and --stop, \\n, \\t, \\r and \\\\ stand for a newline, a tab, "

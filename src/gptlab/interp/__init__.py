@@ -1,4 +1,5 @@
 """Looking inside a model: hooks (attention patterns and forward hooks), heads (head
 scores and ablation), residuals (the residual stream, split by its writers), lens (the
-logit lens), attribution (direct logit attribution) and patching (activation patching).
+logit lens), attribution (direct logit attribution), patching (activation patching) and
+walk (one token through every stage of the model, as the chapter draws it).
 """

@@ -4,7 +4,9 @@ lets one request at a time use them.
 A run is a model directory with its tokenizer (gptlab.files.model_dir.MODEL_FILES: config.json,
 model.safetensors, tokenizer.json). The page names a run by its path relative to the runs
 folder; anything that resolves outside it (`..`, an absolute path, a symlink pointing out)
-is refused before a file is opened.
+is refused before a file is opened. The models gptlab ships (gptlab.pretrained) are runs
+too, by name, listed first (the page opens on the first): a folder run of the same name
+hides one.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from gptlab import pretrained
 from gptlab.data.tokenizer import encode_checked
-from gptlab.errors import UsageError
+from gptlab.errors import GptlabError, UsageError
 from gptlab.files.model_dir import MODEL_FILES, load_model, load_tokenizer_of
 from gptlab.model.gpt import GPT
 
@@ -43,7 +46,12 @@ class Runs:
         self.model_lock = threading.Lock()
 
     def list(self) -> list[str]:
-        """Run names (posix paths relative to the root), sorted; symlinks out are skipped."""
+        """The shipped models' names, then the runs folder's (posix paths relative to the
+        root, sorted; symlinks out are skipped)."""
+        found = self._folder_runs()
+        return [n for n in pretrained.NAMES if n not in found] + found
+
+    def _folder_runs(self) -> list[str]:
         if not self.root.is_dir():
             return []
         found = []
@@ -89,6 +97,8 @@ class Runs:
 
     def _resolve(self, name: str, pure: PurePosixPath) -> Path:
         path = (self.root / pure).resolve()
+        if pretrained.is_shipped(name) and not is_run(path):
+            return pretrained.folder(name)  # checked against its manifest when loaded
         if not self._inside(path):
             raise UsageError(f"run {name!r} points outside the runs folder")
         if not path.is_dir() or not is_run(path):
@@ -111,7 +121,11 @@ class Runs:
             if hit is not None:
                 return hit
             try:
+                if path.parent == pretrained.HERE:
+                    pretrained.verified(path.name)
                 run = LoadedRun(str(name), load_model(path), load_tokenizer_of(path))
+            except GptlabError as exc:  # a damaged shipped model: one line, as bad input is
+                raise UsageError(str(exc)) from None
             except OSError as exc:  # unreadable files (load_model reports broken ones)
                 raise UsageError(f"run {name!r} cannot be read: {exc.strerror or exc}") from None
             stale = [k for k in self._cache if k[0] == key[0]]

@@ -48,6 +48,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         _SHAKESPEARE_CHAR, block_size=64, n_layer=4, n_head=4, n_embd=128, bias=False,
         dropout=0.0, tie_embeddings=False,
     ),
+    # The model gptlab ships (gptlab.pretrained, `make pretrained`): the speedrun's
+    # untied shape scaled to what 2 CPU cores train in about an hour (trials in
+    # tools/pretrained.py's commit and the README). Its recipe has the same name.
+    "shakespeare-char-cpu-hour": dict(
+        _SHAKESPEARE_CHAR, block_size=128, n_layer=6, n_head=6, n_embd=192, bias=False,
+        dropout=0.0, tie_embeddings=False,
+    ),
     # nanoGPT config/train_shakespeare_char.py (its GPU recipe).
     "shakespeare-char": dict(
         _SHAKESPEARE_CHAR, block_size=256, n_layer=6, n_head=6, n_embd=384, bias=False,

@@ -41,6 +41,18 @@ RECIPES: dict[str, dict[str, Any]] = {
         weight_decay=0.1, beta1=0.9, beta2=0.99, grad_clip=1.0, eval_interval=100,
         eval_iters=20,
     ),
+    # The shipped model's recipe (gptlab.pretrained; `make pretrained`): the speedrun's
+    # (Muon + cosine, AdamW for embeddings, head and norms) run longer on the preset of the
+    # same name, 4000 steps of 32 x 128 tokens (16.4M tokens, ~3.8 passes over the embedded
+    # corpus's train split). fp32 and fp32 Newton-Schulz fixed, not auto: a retrain must not
+    # depend on a timing probe.
+    "shakespeare-char-cpu-hour": dict(
+        batch_size=32, gradient_accumulation_steps=1, max_iters=4000, lr_decay_iters=4000,
+        learning_rate=2e-3, min_lr=2e-4, warmup_iters=100, lr_schedule="cosine",
+        optimizer="muon", muon_lr=0.02, muon_momentum=0.95,
+        weight_decay=0.1, beta1=0.9, beta2=0.99, grad_clip=1.0, eval_interval=500,
+        eval_iters=20, dtype="float32", muon_dtype="float32",
+    ),
     # nanoGPT config/train_shakespeare_char.py (its GPU recipe).
     "shakespeare-char": dict(
         batch_size=64, gradient_accumulation_steps=1, max_iters=5000, lr_decay_iters=5000,

@@ -36,11 +36,13 @@ export function guarded(fn, stale = []) {
   };
 }
 
-// The run pickers (views 3, 6, 8 and 10). Each is filled again when its view opens, when it
-// gets focus and when a training ends (live.js sends gptlab:runs-changed), so a run trained
-// in view 9 appears without a reload. A picker keeps its run while it exists; otherwise it
-// takes the first run whose tokenizer encodes the view's text (`text()`, e.g. not a run
-// whose vocabulary has no space for "the cat sat"), and tells its view (a change event).
+// The run pickers (views 3, 4, 6, 8, 10, 11, 12 and 13). Each is filled again when its view
+// opens, when it gets focus and when a training ends (live.js sends gptlab:runs-changed), so
+// a run trained in view 9 appears without a reload. A picker keeps its run while it exists; otherwise it
+// takes the page address's ?run=NAME, else the first run whose tokenizer encodes the
+// view's text (`text()`, e.g. not a run whose vocabulary has no space for "the cat sat"),
+// else the first run (the shipped model is listed first), and tells its view (a change
+// event).
 const pickers = [];
 
 export function fillRuns(select, text) {
@@ -58,7 +60,9 @@ async function refill({select, text}, first = false) {
     select.replaceChildren(...(names.length ? names.map((r) => htmlEl("option", {value: r}, r))
       : [htmlEl("option", {value: ""}, `no runs in ${d.root}`)]));
   }
+  const wanted = new URLSearchParams(location.search).get("run");
   if (names.includes(before) && !first) select.value = before;
+  else if (first && names.includes(wanted)) select.value = wanted;
   else if (names.length) {
     const value = text && text() ? (await request("/api/runs/encoding", {text: text()})).runs : [];
     select.value = value.find((r) => names.includes(r)) || names[0];

@@ -1,10 +1,12 @@
 // gptlab lab: the page. Vanilla JS + SVG in ES modules, one per view; every number comes
 // from the server (gptlab).
 
+import {load as allheads, open as openAllHeads} from "./allheads.js";
 import {refreshRuns} from "./api.js";
 import {load as calc} from "./calc.js";
 import {load as context} from "./context.js";
-import {load as heads} from "./heads.js";
+import {load as heads, open as openHeads} from "./heads.js";
+import {load as learnedpos} from "./learnedpos.js";
 import {load as lens, open as openLens} from "./lens.js";
 import {load as live} from "./live.js";
 import {load as nexttoken} from "./nexttoken.js";
@@ -13,9 +15,12 @@ import {load as positions} from "./positions.js";
 import {load as quiz} from "./quiz.js";
 import {load as scaling} from "./scaling.js";
 import {load as scores} from "./scores.js";
+import {load as wholemodel} from "./wholemodel.js";
 
 // Each view loads the first time its tab opens.
-const loaders = {calc, scaling, heads, positions, params, scores, quiz, nexttoken, live, lens, context};
+const loaders = {calc, scaling, heads, positions, params, scores, quiz, nexttoken, live, lens,
+  context, model: wholemodel, allheads};
+loaders.positions = () => { positions(); learnedpos(); };
 const loaded = new Set();
 let current = null;
 
@@ -71,4 +76,7 @@ nav.addEventListener("keydown", (e) => {
 });
 // The next-token view asks why a token: view 10 attributes it for the same run and text.
 document.addEventListener("gptlab:attribute", (e) => { openView("lens"); openLens(e.detail); });
+// The whole model and the all-heads grid open a head in view 3, or every head in view 13.
+document.addEventListener("gptlab:heads", (e) => { openView("heads"); openHeads(e.detail); });
+document.addEventListener("gptlab:allheads", (e) => { openView("allheads"); openAllHeads(e.detail); });
 showView(viewOf(location.hash));

@@ -6,6 +6,7 @@ import {figure} from "./figure.js";
 import {heatmap} from "./svg.js";
 
 const heads = {data: null};
+let ready = null, opened = false;  // the run picker filled; opened from another view
 
 const headsCompute = guarded(async () => {
   const run = $("heads-run").value;
@@ -75,10 +76,26 @@ function renderHeads() {
 }
 
 export function load() {
-  fillRuns($("heads-run"), () => $("heads-prompt").value).then((runs) => { if (runs.length) headsCompute(); });
+  ready = fillRuns($("heads-run"), () => $("heads-prompt").value);
+  ready.then((runs) => { if (runs.length && !opened) headsCompute(); });
   $("heads-go").addEventListener("click", headsCompute);
   $("heads-layer").addEventListener("change", headsCompute);
   $("heads-run").addEventListener("change", () => { $("heads-layer").value = "0"; headsCompute(); });
   $("heads-head").addEventListener("change", () => heads.data && renderHeads());
   $("heads-prompt").addEventListener("change", headsCompute);
+}
+
+// Opened from another view (every head at a glance, the whole model): its run, prompt,
+// layer and head ("all": the layer's grid).
+export async function open({run, prompt, layer, head}) {
+  opened = true;
+  await ready;
+  $("heads-run").value = run;
+  $("heads-prompt").value = prompt;
+  const options = (n) => [...Array(n + 1).keys()].map((i) => htmlEl("option", {value: i}, String(i)));
+  $("heads-layer").replaceChildren(...options(layer));  // refilled from the answer
+  $("heads-layer").value = String(layer);
+  $("heads-head").replaceChildren(htmlEl("option", {value: "all"}, "all (grid)"), ...options(head === "all" ? 0 : head));
+  $("heads-head").value = String(head);
+  await headsCompute();
 }

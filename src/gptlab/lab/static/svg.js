@@ -35,13 +35,13 @@ const WHITE = [255, 255, 255], BLUE = [33, 102, 172], RED = [178, 24, 43], DEEP 
 const MASKED = [200, 200, 200];
 
 // Sequential maps run 0..max; diverging maps run -max..max, white at 0 (max = largest |value|).
-function rgbOf(value, scale, max) {
+export function rgbOf(value, scale, max) {
   if (value === null) return MASKED;
   if (scale === "seq") return lerp(WHITE, DEEP, Math.min(1, Math.max(0, value / max)));
   const t = Math.max(-1, Math.min(1, value / max));
   return t >= 0 ? lerp(WHITE, RED, t) : lerp(WHITE, BLUE, -t);
 }
-const css = (rgb) => `rgb(${rgb.join(",")})`;
+export const css = (rgb) => `rgb(${rgb.join(",")})`;
 
 // WCAG relative luminance, and the ink (black or white) with the higher contrast on rgb.
 function luminance(rgb) {

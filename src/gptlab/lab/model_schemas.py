@@ -1,0 +1,154 @@
+"""Request and answer models of the views that look at a whole run: the whole model for
+one token (gptlab.lab.wholemodel), every head at a glance (gptlab.lab.allheads) and a run's
+learned positions (gptlab.lab.learnedpos). Same conventions as gptlab.lab.schemas (strict
+scalars, one-line errors, every limit in the schema) and gptlab.lab.responses."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from gptlab.lab.responses import ModelOnTokens
+from gptlab.lab.schemas import MAX_PROMPT_CHARS, Body, RunName, _int, _text
+
+MAX_WALK_TOKENS = 64  # tokens of text the whole-model view takes
+MAX_WALK_TOP = 20
+MAX_GRID_TOKENS = 64  # tokens of prompt in the all-heads grid
+MAX_POSITIONS = 256  # rows of a learned position table sent
+MAX_NEIGHBOURS = 10
+
+Vector = list[float]
+
+
+# ----------------------------------------------------------------------------- whole model
+
+
+class WalkRequest(Body):
+    run: RunName
+    text: _text(MAX_PROMPT_CHARS, "the text, as the run's tokenizer encodes it", min_length=1)
+    position: _int(0, 10**6, "the token to walk through the model; null: the last") | None = None
+    top: _int(1, MAX_WALK_TOP, "tokens listed by each logit lens and at the end") = 5
+
+
+class TokenP(BaseModel):
+    id: int
+    token: str
+    p: float
+
+
+class Reading(BaseModel):
+    name: str
+    vector: Vector = Field(description="(n_embd,) the residual stream after this add")
+    norm: float = Field(description="its L2 norm")
+    lens: list[TokenP] = Field(description="the logit lens here: final norm, then W_U")
+
+
+class NormStage(BaseModel):
+    kind: str = Field(description="layernorm or rmsnorm")
+    input: Vector
+    mean: float | None = Field(description="removed first (layernorm; null for rmsnorm)")
+    scale: float = Field(description="divided by: the std (rms for rmsnorm), eps included")
+    normalized: Vector = Field(description="(input - mean) / scale, before the gain")
+    weight: Vector = Field(description="the gain")
+    bias: Vector | None
+    output: Vector = Field(description="normalized * weight + bias, as the model computed it")
+
+
+class FFNStage(BaseModel):
+    kind: str = Field(description="gelu, gelu_tanh or swiglu")
+    input: Vector
+    expand: Vector = Field(description="(ffn_hidden,) fc(x); swiglu: gate(x)")
+    up: Vector | None = Field(description="swiglu: up(x); null otherwise")
+    activation: Vector = Field(description="gelu(fc(x)); swiglu: silu(gate(x)) * up(x)")
+    fired: int = Field(description="units whose expand is above 0 (the gate opens)")
+    units: int
+    output: Vector = Field(description="(n_embd,) proj(activation)")
+
+
+class BlockStage(BaseModel):
+    layer: int
+    input: Vector
+    norm_1: NormStage
+    attn_out: Vector
+    attention: list[Vector] = Field(description="(n_head, T): this token's attention weights")
+    add_1: Reading
+    norm_2: NormStage
+    ffn: FFNStage
+    add_2: Reading
+    output: Vector
+
+
+class ParamShare(BaseModel):
+    total: int
+    embeddings: int = Field(description="token embeddings and learned positions")
+    attention: int = Field(description="all blocks")
+    ffn: int = Field(description="all blocks")
+    norms: int = Field(description="the blocks' and the final one")
+    lm_head: int = Field(description="0 when tied to the token embeddings")
+    ffn_share_of_block: float
+    ffn_share_of_total: float
+
+
+class WalkResponse(ModelOnTokens):
+    limit: int
+    position: int
+    token: str
+    n_embd: int
+    ffn_hidden: int
+    vocab_size: int
+    mlp: str
+    norm: str
+    norm_position: str
+    pos_encoding: str
+    tie_embeddings: bool
+    embed: Vector = Field(description="the token's row of W_E")
+    pos_embed: Vector | None = Field(description="its position's vector; null: RoPE or none")
+    embedded: Reading
+    blocks: list[BlockStage]
+    final_norm: NormStage | None = Field(description="null in a post-norm model")
+    top: list[TokenP] = Field(description="the likeliest next tokens, the model's own")
+    logits: list[float] = Field(description="the logits of `top`, in its order")
+    params: ParamShare
+
+
+# ----------------------------------------------------------------------------- all heads
+
+
+class AllHeadsRequest(Body):
+    run: RunName
+    prompt: _text(MAX_PROMPT_CHARS, "text the run's tokenizer encodes", min_length=1)
+
+
+class AllHeadsResponse(ModelOnTokens):
+    limit: int
+    attention: list[list[list[Vector]]] = Field(description="(n_layer, n_head, T, T)")
+
+
+# ----------------------------------------------------------------------------- learned positions
+
+
+class LearnedPositionsRequest(Body):
+    run: RunName
+    positions: _int(2, MAX_POSITIONS, "rows of the table to show; null: all, up to "
+                                      f"{MAX_POSITIONS}") | None = None
+    neighbours: _int(1, MAX_NEIGHBOURS, "nearest positions listed for each") = 3
+
+
+class Neighbour(BaseModel):
+    position: int
+    cosine: float
+
+
+class LearnedPositionsResponse(BaseModel):
+    run: str
+    block_size: int
+    n_embd: int
+    positions: int
+    table: list[Vector] = Field(description="(positions, n_embd): the run's wpe rows")
+    similarity: list[Vector] = Field(description="(positions, positions): PE . PE^T")
+    cosine: list[Vector] = Field(description="(positions, positions): cosine similarity")
+    neighbours: list[list[Neighbour]] = Field(
+        description="per position, the nearest others by cosine, nearest first")
+    adjacent_cosine: float = Field(description="mean cosine of positions p and p + 1")
+    distant_cosine: float | None = Field(
+        description="mean cosine of positions at least 8 apart; null: fewer positions")
+
