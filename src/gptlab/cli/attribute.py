@@ -13,7 +13,7 @@ from gptlab.cli.outdir import check_out_dir
 from gptlab.cli.tokeninput import encode_text, token_id, token_labels
 from gptlab.errors import UsageError
 from gptlab.files.atomic import atomic_write_text
-from gptlab.plots import save_attribution_bars
+from gptlab.plots.interp import attribution_bars
 
 BAR = 30  # characters of the longest bar
 
@@ -75,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
     print(format_bars(result.labels, values))
     if args.out is not None:
         out = Path(args.out)
-        save_attribution_bars(result.labels, values, out / "attribution.png",
-                              title=f"direct logit attribution: {what}")
+        attribution_bars(result.labels, values, title=f"direct logit attribution: {what}"
+                         ).save(out / "attribution.png")
         report = {"tokens": idx[0].tolist(), "position": result.position, "target": target,
                   "versus": versus, "total": float(result.total[0]),
                   "parts": dict(zip(result.labels, values, strict=True))}

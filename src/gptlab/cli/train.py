@@ -59,9 +59,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="RUN_DIR")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in RUN_DIR from its last checkpoint "
-                        "(only --max-iters, --device, --compile and, keeping the global "
-                        "batch, --parallel, --tp, --reshard-after-forward and --batch-size "
-                        "may change)")
+                        "(only --max-iters, --device, --compile, --log and, keeping the "
+                        "global batch, --parallel, --tp, --reshard-after-forward and "
+                        "--batch-size may change)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     model = p.add_argument_group("model overrides")
     for name, kind in MODEL_FLAGS.items():

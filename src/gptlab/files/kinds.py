@@ -12,6 +12,8 @@ TOKENIZER_FILE = "tokenizer.json"
 META_FILE = "meta.json"  # a data directory's (gptlab.data.prepared), written last
 TRAIN_CONFIG_FILE = "train.json"  # a run directory's (gptlab.training.rundir)
 STATE_FILE = "state.pt"  # a run's checkpoint commit point
+METRICS_FILE = "metrics.jsonl"  # a run's log, one JSON object per logged step
+LOCK_FILE = ".lock"  # a run's: held (flock) by its one trainer, holding its PID
 
 
 def is_hf_dir(path: str | Path) -> bool:

@@ -35,7 +35,7 @@ FRESH, RESUME, FINE_TUNE = "fresh", "resume", "fine-tune"
 # What a resume may change. parallel, tp and batch_size: a run may move between sharded
 # modes and numbers of ranks (gptlab.distributed.parallelize), keeping its global batch.
 RESUME_OVERRIDES = ("max_iters", "device", "compile", "parallel", "tp",
-                    "reshard_after_forward", "batch_size")
+                    "reshard_after_forward", "batch_size", "log")
 
 
 @dataclass(frozen=True)

@@ -1,69 +1,20 @@
-"""Every PNG gptlab draws: the loss curve, attention patterns, head-score grids, and the
-logit lens, attribution and patching figures of `gptlab lens`, `attribute` and `patch`.
-
-Figures are built on matplotlib's `Figure` directly, not pyplot: no global figure state,
-no backend switch (a user's notebook keeps its own), and nothing needs a display. Every
-file goes through `save_figure`, one atomic write.
-"""
+"""The figures of `gptlab heads`, `lens`, `attribute` and `patch`: an attention pattern,
+head-score grids, the logit lens grid, attribution bars and patching sweeps."""
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from gptlab.files.atomic import atomic_write_bytes
+from gptlab.plots import MAX_LABELLED, Figure, new_figure
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-# Token labels stop being readable past this many positions; larger patterns go unlabelled.
-MAX_LABELLED = 64
 
-
-def new_figure(**kwargs: Any) -> Any:
-    """A matplotlib Figure (kwargs as Figure's: figsize=(w, h) in inches)."""
-    # start-up time: matplotlib takes ~0.3 s to import; only a drawing waits for it
-    from matplotlib.figure import Figure
-
-    return Figure(**kwargs)
-
-
-def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> None:
-    """Lay out a matplotlib Figure and write it as a PNG, atomically."""
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi)  # a Figure draws itself with Agg for PNG
-    atomic_write_bytes(path, buffer.getvalue())
-
-
-def plot_losses(records: list[dict], path: str | Path, title: str = "") -> None:
-    """Train loss per logged step (thin) and the evaluated train/val losses (markers)."""
-    steps = [r["step"] for r in records if r.get("kind") == "train"]
-    losses = [r["loss"] for r in records if r.get("kind") == "train"]
-    evals = [r for r in records if r.get("kind") == "eval"]
-    fig = new_figure(figsize=(7, 4.2))
-    ax = fig.add_subplot()
-    if steps:
-        ax.plot(steps, losses, lw=0.8, alpha=0.5, color="tab:blue", label="train (batch)")
-    if evals:
-        es = [r["step"] for r in evals]
-        ax.plot(es, [r["train_loss"] for r in evals], "o-", color="tab:blue", label="train")
-        ax.plot(es, [r["val_loss"] for r in evals], "o-", color="tab:orange", label="val")
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss (nats / token)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    if steps or evals:
-        ax.legend()
-    save_figure(fig, path, dpi=100)
-
-
-def save_pattern(
-    pattern: Tensor, path: str | Path, title: str, labels: Sequence[str] | None = None
-) -> None:
-    """One head's attention pattern (T, T), query rows x key columns, as a PNG."""
+def attention_pattern(pattern: Tensor, title: str = "",
+                      labels: Sequence[str] | None = None) -> Figure:
+    """One head's attention pattern (T, T), query rows x key columns."""
     T = pattern.shape[-1]
     size = min(12.0, 3.0 + 0.16 * T)
     fig = new_figure(figsize=(size + 1.2, size))
@@ -79,11 +30,11 @@ def save_pattern(
         font = max(4, min(8, int(400 / T)))
         ax.set_xticks(ticks, [str(s) for s in labels], rotation=90, fontsize=font)
         ax.set_yticks(ticks, [str(s) for s in labels], fontsize=font)
-    save_figure(fig, path)
+    return Figure(fig)
 
 
-def save_score_grid(scores: dict[str, Tensor], path: str | Path, title: str = "") -> None:
-    """Side-by-side (n_layer, n_head) grids, one per score name, as a PNG."""
+def head_scores(scores: dict[str, Tensor], title: str = "") -> Figure:
+    """Side-by-side (n_layer, n_head) grids, one per score name (gptlab.interp.heads)."""
     n_layer, n_head = next(iter(scores.values())).shape
     panel_w = min(8.0, 1.5 + 0.45 * n_head)
     fig = new_figure(figsize=(panel_w * len(scores) + 0.5, min(10.0, 1.8 + 0.4 * n_layer)))
@@ -102,10 +53,11 @@ def save_score_grid(scores: dict[str, Tensor], path: str | Path, title: str = ""
             ax.set_yticks(range(n_layer))
     if title:
         fig.suptitle(title, fontsize=10)
-    save_figure(fig, path)
+    return Figure(fig)
 
-def save_lens_grid(probs: Tensor, tokens: Sequence[Sequence[str]], rows: Sequence[str],
-                   columns: Sequence[str], path: str | Path, title: str = "") -> None:
+
+def lens_grid(probs: Tensor, tokens: Sequence[Sequence[str]], rows: Sequence[str],
+              columns: Sequence[str], title: str = "") -> Figure:
     """Depth x position: each cell coloured by the top token's probability and labelled
     with that token. probs (rows, T); tokens[row][t] the top token's text."""
     n_rows, T = probs.shape
@@ -125,11 +77,10 @@ def save_lens_grid(probs: Tensor, tokens: Sequence[Sequence[str]], rows: Sequenc
     ax.set_yticks(range(n_rows), list(rows), fontsize=8)
     ax.set_xlabel("position (input token)")
     ax.set_title(title, fontsize=10)
-    save_figure(fig, path)
+    return Figure(fig)
 
 
-def save_attribution_bars(labels: Sequence[str], values: Sequence[float], path: str | Path,
-                          title: str = "") -> None:
+def attribution_bars(labels: Sequence[str], values: Sequence[float], title: str = "") -> Figure:
     """One horizontal bar per part of the stream, in the order given."""
     n = len(labels)
     fig = new_figure(figsize=(7.0, min(20.0, 1.2 + 0.22 * n)))
@@ -142,18 +93,18 @@ def save_attribution_bars(labels: Sequence[str], values: Sequence[float], path: 
     ax.set_xlabel("direct contribution to the logit")
     ax.grid(axis="x", alpha=0.3)
     ax.set_title(title, fontsize=10)
-    save_figure(fig, path)
+    return Figure(fig)
 
 
-def save_patch_grids(grids: dict[str, Tensor], columns: dict[str, Sequence[str]],
-                     path: str | Path, title: str = "") -> None:
+def patch_grids(grids: dict[str, Tensor], columns: dict[str, Sequence[str]],
+                title: str = "") -> Figure:
     """Side-by-side (n_layer, columns) sweeps, one per site kind, on one shared colour
     scale centred at zero."""
     top = max(1e-6, max(float(g.abs().max()) for g in grids.values()))
     widths = [g.shape[1] for g in grids.values()]
     n_layer = next(iter(grids.values())).shape[0]
     fig = new_figure(figsize=(min(24.0, 2.0 + sum(1.5 + 0.3 * w for w in widths)),
-                          min(10.0, 2.0 + 0.4 * n_layer)))
+                              min(10.0, 2.0 + 0.4 * n_layer)))
     for i, (name, grid) in enumerate(grids.items()):
         ax = fig.add_subplot(1, len(grids), i + 1)
         image = ax.imshow(grid.float().numpy(), cmap="RdBu", vmin=-top, vmax=top,
@@ -169,4 +120,4 @@ def save_patch_grids(grids: dict[str, Tensor], columns: dict[str, Sequence[str]]
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     if title:
         fig.suptitle(title, fontsize=10)
-    save_figure(fig, path)
+    return Figure(fig)
