@@ -27,7 +27,7 @@ from gptlab.files.atomic import is_bad_path
 
 # Order is the order `gptlab --help` lists them in.
 COMMANDS = ["demo", "params", "prepare", "train", "eval", "sample", "convert", "heads", "lens",
-            "attribute", "patch", "lab"]
+            "attribute", "patch", "runs", "lab"]
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 
 

@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 from gptlab.errors import UsageError
 from gptlab.files.model_dir import MODEL_FILES, load_model, load_tokenizer_of
 from gptlab.model.gpt import GPT
+from gptlab.training.runs import model_dirs
 
 MAX_DEPTH = 3  # runs nested up to runs/<a>/<b>/<c>
 MAX_CACHED = 4
@@ -42,30 +43,9 @@ class Runs:
         self.model_lock = threading.Lock()
 
     def list(self) -> list[str]:
-        """Run names (posix paths relative to the root), sorted; symlinks out are skipped."""
-        if not self.root.is_dir():
-            return []
-        found = []
-        frontier = [self.root]
-        for _ in range(MAX_DEPTH):
-            next_frontier = []
-            for folder in frontier:
-                try:
-                    children = sorted(folder.iterdir())
-                except OSError:  # unreadable: not listed, rather than failing the page
-                    continue
-                for child in children:
-                    try:
-                        if not child.is_dir() or not self._inside(child.resolve()):
-                            continue
-                        if is_run(child):
-                            found.append(child.relative_to(self.root).as_posix())
-                        else:
-                            next_frontier.append(child)
-                    except (OSError, RuntimeError):  # a symlink loop, a name too long
-                        continue
-            frontier = next_frontier
-        return sorted(found)
+        """Run names (posix paths relative to the root), sorted; symlinks out are skipped:
+        gptlab.training.runs's listing, as `gptlab runs` and the notebooks list."""
+        return [p.relative_to(self.root).as_posix() for p in model_dirs(self.root, MAX_DEPTH)]
 
     def _inside(self, resolved: Path) -> bool:
         return resolved == self.root or self.root in resolved.parents

@@ -51,10 +51,14 @@ class Figure:
     def to_bytes(self, format: str = "png") -> bytes:
         if format not in FORMATS:
             raise UsageError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
+        # start-up time: matplotlib loads with a figure (new_figure), never with gptlab
+        from matplotlib import rc_context
+
         buffer = io.BytesIO()
-        # No date in the SVG's metadata: the same drawing gives the same file.
+        # No date and a fixed salt for the SVG's ids: the same drawing gives the same file.
         metadata = {"Date": None} if format == "svg" else None
-        self.matplotlib.savefig(buffer, format=format, dpi=self.dpi, metadata=metadata)
+        with rc_context({"svg.hashsalt": "gptlab"}):
+            self.matplotlib.savefig(buffer, format=format, dpi=self.dpi, metadata=metadata)
         return buffer.getvalue()
 
     def save(self, path: str | Path) -> Path:
