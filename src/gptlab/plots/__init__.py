@@ -71,6 +71,10 @@ class Figure:
         atomic_write_bytes(path, self.to_bytes(format))
         return path
 
+    def __repr__(self) -> str:
+        width, height = self.matplotlib.get_size_inches()
+        return f"<gptlab figure, {width:.1f} x {height:.1f} in: .save(path) as .png or .svg>"
+
     def _repr_png_(self) -> bytes:
         return self.to_bytes("png")
 
