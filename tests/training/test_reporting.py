@@ -126,3 +126,13 @@ def test_the_log_can_start_on_resume_and_a_missing_package_is_refused_first(
 def test_markdown_block_keeps_any_text_verbatim():
     assert markdown_block("a\n b") == "```\na\n b\n```"
     assert markdown_block("x ``` y") == "````\nx ``` y\n````"
+
+
+def test_logging_changes_nothing_that_is_trained(data_dir, tmp_path, tiny_model, tiny_train,
+                                                 losses):
+    """The samples draw from their own generator: with dropout on (torch's global stream),
+    a logged run trains exactly as an unlogged one."""
+    for log in ("none", "tensorboard"):
+        train(tiny_model(dropout=0.1), tiny_train(log=log), data_dir, tmp_path / log,
+              progress=False)
+    assert losses(tmp_path / "none") == losses(tmp_path / "tensorboard")

@@ -163,7 +163,7 @@ def read_run(path: str | Path, name: str | None = None) -> RunInfo:
         parameters=_parameters(config), step=step, max_iters=max_iters, status=status,
         pid=pid, best_val=min(evals) if evals else None,
         whole_val=wholes[-1] if wholes else None,
-        tokens_per_s=statistics.median(speeds) if speeds else None,
+        tokens_per_s=round(statistics.median(speeds), 1) if speeds else None,
         changed=max((p.stat().st_mtime for p in _files(path)), default=0.0))
 
 
