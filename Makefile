@@ -36,7 +36,8 @@ check: $(VENV)/.test
 	$(VENV)/bin/ruff check src tests bench tools
 	$(PY) -m pytest -q -m "not slow"
 
-# Everything, as CI runs it (.ci/run).
+# Everything, as CI runs it (.ci/run): pyproject's testpaths include notebooks/, which nbmake
+# runs in quick mode (notebooks/conftest.py).
 test: $(VENV)/.test
 	@command -v chromium >/dev/null || bash .ci/install-system-deps
 	$(VENV)/bin/ruff check src tests bench tools

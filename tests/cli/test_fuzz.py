@@ -21,6 +21,7 @@ What runs for real and what is stubbed:
 - train, demo: their own argument checks and the config validation run for real; the
   trainer itself is replaced by a stub (training belongs to tests/training/, and 2 CPU cores
   cannot afford a training run per example). demo's data preparation is stubbed too.
+- runs: for real, on the world's folder (its table, --json, and --plot's figure).
 - lab: `serve` is stubbed (no server starts). `python -m bench`'s arguments are driven the
   same way, its runner stubbed (no benchmark).
 Argument vectors never hold NUL (a real argv cannot). Examples are derandomized: the
@@ -563,6 +564,19 @@ def test_lab_arguments(world, capsys, offline, monkeypatch, opts):
 
 
 @fuzz(40)
+@given(folder=mostly(world_path("root", "empty", "missing", "run", "file"), paths()),
+       opts=argsets(dict(sort=st.sampled_from(["name", "best-val", "changed", "status"]),
+                         reverse=SWITCH, json=SWITCH, force=SWITCH,
+                         plot=st.lists(st.sampled_from(["run", "data", "nope", "run/best"]),
+                                       min_size=1, max_size=3),
+                         out=st.one_of(st.sampled_from(["c.png", "c.svg", "c.pdf"]),
+                                       out_paths()))))
+def test_runs(world, capsys, offline, folder, opts):
+    """The table, --json and --plot (a figure into the scratch folder), for real."""
+    check(world, capsys, ["runs", resolve(world, folder), *flags(world, opts)])
+
+
+@fuzz(40)
 @given(opts=argsets(
     dict(quick=SWITCH, smoke=SWITCH,
          only=st.lists(st.sampled_from(["mfu", "train_step,generation", "lab_latency"]),
@@ -582,7 +596,8 @@ def test_bench_arguments(world, capsys, offline, monkeypatch, opts):
 @fuzz(60)
 @given(argv=st.lists(st.one_of(TEXT, st.sampled_from(
     ["sample", "params", "prepare", "convert", "heads", "lens", "attribute", "patch", "train",
-     "lab", "demo", "--help", "--version", "--out", "--seed", "--", "gpt2"])), max_size=5))
+     "runs", "lab", "demo", "--help", "--version", "--out", "--seed", "--", "gpt2"])),
+    max_size=5))
 def test_any_argument_vector(world, capsys, offline, monkeypatch, argv):
     """Whatever the words, main() answers in one line or does its job; what would start
     real work (a server, training) is stubbed."""

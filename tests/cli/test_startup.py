@@ -126,6 +126,7 @@ REACHES_TORCH = {
     "attribute": ["attribute", "{tmp}/m", "--text", "ab", "--target", "a"],
     "patch": ["patch", "{tmp}/m", "--clean", "ab", "--corrupt", "ac"],
     "experiment": ["experiment", "context", "--quick", "--out", "{tmp}/e"],
+    "runs": ["runs", "{tmp}", "--plot", "m", "--out", "{tmp}/p.png"],
     "lab": ["lab", "--runs", "{tmp}"],
 }
 # Commands that never load torch: `gptlab probe` only reads and clears the cache file.
@@ -142,6 +143,9 @@ def test_ctrl_c_during_a_commands_torch_import_is_one_line_and_exit_130(tmp_path
     mid-import."""
     argvs = {name: [a.replace("{tmp}", str(tmp_path)) for a in argv]
              for name, argv in REACHES_TORCH.items()}
+    (tmp_path / "m").mkdir()  # a model directory's files, for `runs --plot` to draw
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        (tmp_path / "m" / name).write_text("{}")
     seen = loaded_after(f"""
 import builtins, contextlib, io, json, sys
 real_import = builtins.__import__

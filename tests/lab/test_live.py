@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import negative_data_rejection, not_a_server_error
 from schemathesis.generation import GenerationMode
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from gptlab.lab.live import Session, sse
 from gptlab.lab.server import create_app
@@ -54,6 +55,11 @@ def test_live_training_streams_stops_and_leaves_a_resumable_run(tmp_path, one_th
     chance = seen[0]["chance"]["induction"]
     assert np.max(evals[0]["scores"]["induction"]) < 3 * chance
     assert not client.get("/api/live/status").json()["running"]
+    # the TensorBoard log beside metrics.jsonl: each evaluation's val loss, at its step
+    board = EventAccumulator(str(tmp_path / "live-induction" / "tb"))
+    board.Reload()
+    assert [(v.step, v.value) for v in board.Scalars("loss/val")] == [
+        (e["step"], np.float32(e["val_loss"])) for e in evals]
     # a normal run: listed, openable in the other views, resumable with the CLI's train()
     assert "live-induction" in client.get("/api/runs").json()["runs"]
     post(client, "/api/head_scores", {"run": "live-induction"})

@@ -1,13 +1,25 @@
-"""What a run reports on stderr (gptlab.training.reporting): a progress bar on a terminal;
+"""What a run reports (gptlab.training.reporting). On stderr: a progress bar on a terminal;
 elsewhere (a CI log, `| tee`, a notebook's captured output) plain lines, never the bar's
 carriage-return frames, one per redraw, that made a 3000-step `make demo` log ~3,000
-frames long (issue 23)."""
+frames long (issue 23). With `log tensorboard`: the event files a run writes, read back
+with TensorBoard's own EventAccumulator, hold every number of metrics.jsonl at its step, a
+sample at every evaluation and the configs as hyper-parameters; a resumed run leaves no
+step twice."""
 
 from __future__ import annotations
 
-import pytest
+import json
+import shutil
+from pathlib import Path
 
-from gptlab.training import reporting
+import numpy as np
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import plugin_data_pb2
+
+from gptlab.errors import UsageError
+from gptlab.training import reporting, rundir
+from gptlab.training.reporting import SCALAR_TAGS, markdown_block
 from gptlab.training.run import train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -36,3 +48,120 @@ def test_plain_lines_are_spaced_in_time_and_a_terminal_gets_the_bar(data_dir, tm
     monkeypatch.setattr(reporting, "is_terminal", lambda stream: True)
     train(tiny_model(), tiny_train(max_iters=4), data_dir, tmp_path / "bar", progress=True)
     assert "\r" in capsys.readouterr().err  # tqdm's frames, where they belong
+
+
+def read_board(run: Path) -> EventAccumulator:
+    board = EventAccumulator(str(run / rundir.TB_DIR), size_guidance={"scalars": 0,
+                                                                      "tensors": 0})
+    board.Reload()
+    return board
+
+
+def records(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def assert_board_equals_metrics(run: Path) -> EventAccumulator:
+    """Every scalar tag holds exactly its records' values, step for step (TensorBoard keeps
+    a float32), and nothing else."""
+    board, logged = read_board(run), records(run)
+    assert sorted(board.Tags()["scalars"]) == sorted(SCALAR_TAGS.values())
+    for (kind, key), tag in SCALAR_TAGS.items():
+        expected = [(r["step"], np.float32(r[key])) for r in logged if r["kind"] == kind]
+        got = [(e.step, np.float32(e.value)) for e in board.Scalars(tag)]
+        assert got == expected and expected, tag
+    return board
+
+
+@pytest.fixture(scope="module")
+def logged_run(data_dir, tmp_path_factory, one_thread_module, tiny_model, tiny_train):
+    run = tmp_path_factory.mktemp("board") / "run"
+    train(tiny_model(), tiny_train(log="tensorboard"), data_dir, run, progress=False)
+    return run
+
+
+def test_every_scalar_is_a_value_of_metrics_jsonl_at_its_step(logged_run):
+    board = assert_board_equals_metrics(logged_run)
+    kinds = {r["kind"] for r in records(logged_run)}
+    assert kinds == {"train", "eval", "whole_val"}
+    steps = [e.step for e in board.Scalars("optimizer/grad_norm")]
+    assert steps == list(range(1, 13))  # log_interval 1: every step's norm
+    assert all(e.value > 0 for e in board.Scalars("optimizer/grad_norm"))
+
+
+def test_a_sample_at_each_evaluation_and_the_configs_as_hyper_parameters(logged_run):
+    board = read_board(logged_run)
+    samples = board.Tensors("sample/text_summary")
+    evals = [r["step"] for r in records(logged_run) if r["kind"] == "eval"]
+    assert [s.step for s in samples] == evals == [0, 4, 8, 12]
+    vocab = set((logged_run / "tokenizer.json").read_text(encoding="utf-8"))
+    for s in samples:
+        text = s.tensor_proto.string_val[0].decode()
+        assert text.startswith("```\n") and text.endswith("\n```")
+        assert len(text) > 8 and set(text[4:-4]) <= vocab | {"\n"}
+    content = board.PluginTagToContent("hparams")["_hparams_/session_start_info"]
+    start = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info
+    config = json.loads((logged_run / "config.json").read_text())
+    settings = json.loads((logged_run / "train.json").read_text())
+    assert start.hparams["model/n_layer"].number_value == config["n_layer"] == 2
+    assert start.hparams["model/pos_encoding"].string_value == config["pos_encoding"]
+    assert start.hparams["train/learning_rate"].number_value == settings["learning_rate"]
+    assert start.hparams["train/log"].string_value == "tensorboard"
+
+
+def test_a_resume_from_an_earlier_checkpoint_logs_no_step_twice(
+        logged_run, data_dir, tmp_path, tiny_model, tiny_train, losses):
+    """A process killed after logging steps 5-7 but before checkpointing them: the resume
+    from step 4 trains them again, and the board, like metrics.jsonl, keeps them once."""
+    run = tmp_path / "run"
+    train(tiny_model(), tiny_train(log="tensorboard"), data_dir, run, progress=False,
+          stop_after=4)
+    kept = tmp_path / "step4"
+    kept.mkdir()
+    for name in ("state.pt", "model.safetensors"):
+        shutil.copy2(run / name, kept / name)
+    result = train(None, None, data_dir, run, resume=True, progress=False, stop_after=7)
+    assert result.step == 7 and max(r["step"] for r in records(run)) == 7
+    for name in ("state.pt", "model.safetensors"):  # back to step 4, as after a kill
+        shutil.copy2(kept / name, run / name)
+    result = train(None, None, data_dir, run, resume=True, progress=False)
+    assert (result.status, result.step) == ("finished", 12)
+    assert len(list((run / rundir.TB_DIR).glob("events.out.tfevents.*"))) >= 3
+    board = assert_board_equals_metrics(run)
+    assert losses(run) == losses(logged_run)  # and the same numbers as one whole run
+    assert [e.step for e in board.Scalars("loss/train_batch")] == list(range(1, 13))
+    assert [s.step for s in board.Tensors("sample/text_summary")] == [0, 4, 8, 12]
+
+
+def test_the_log_can_start_on_resume_and_a_missing_package_is_refused_first(
+        data_dir, tmp_path, tiny_model, tiny_train, monkeypatch):
+    run = tmp_path / "run"
+    train(tiny_model(), tiny_train(), data_dir, run, progress=False, stop_after=4)
+    assert not (run / rundir.TB_DIR).exists()
+    monkeypatch.setattr(reporting.importlib.util, "find_spec", lambda name: None)
+    before = sorted(p.name for p in run.iterdir())
+    with pytest.raises(UsageError, match=r"pip install 'gptlab\[tensorboard\]'"):
+        train(None, None, data_dir, run, resume=True, progress=False,
+              overrides={"log": "tensorboard"})
+    assert sorted(p.name for p in run.iterdir()) == before
+    monkeypatch.undo()
+    train(None, None, data_dir, run, resume=True, progress=False,
+          overrides={"log": "tensorboard", "max_iters": 8})
+    board = read_board(run)
+    assert [e.step for e in board.Scalars("loss/train_batch")] == [5, 6, 7, 8]
+    assert "_hparams_/session_start_info" in board.PluginTagToContent("hparams")
+
+
+def test_markdown_block_keeps_any_text_verbatim():
+    assert markdown_block("a\n b") == "```\na\n b\n```"
+    assert markdown_block("x ``` y") == "````\nx ``` y\n````"
+
+
+def test_logging_changes_nothing_that_is_trained(data_dir, tmp_path, tiny_model, tiny_train,
+                                                 losses):
+    """The samples draw from their own generator: with dropout on (torch's global stream),
+    a logged run trains exactly as an unlogged one."""
+    for log in ("none", "tensorboard"):
+        train(tiny_model(dropout=0.1), tiny_train(log=log), data_dir, tmp_path / log,
+              progress=False)
+    assert losses(tmp_path / "none") == losses(tmp_path / "tensorboard")

@@ -19,7 +19,7 @@ from gptlab.cli.tokeninput import (
 )
 from gptlab.errors import UsageError
 from gptlab.files.atomic import atomic_write_text
-from gptlab.plots import save_attribution_bars
+from gptlab.plots.interp import attribution_bars
 
 BAR = 30  # characters of the longest bar
 
@@ -89,8 +89,8 @@ def run(args: argparse.Namespace) -> int:
     print(format_bars(result.labels, values))
     if args.out is not None:
         out = Path(args.out)
-        save_attribution_bars(result.labels, values, out / "attribution.png",
-                              title=f"direct logit attribution: {what}")
+        attribution_bars(result.labels, values, title=f"direct logit attribution: {what}"
+                         ).save(out / "attribution.png")
         report = {"tokens": idx[0].tolist(), "position": result.position, "target": target,
                   "versus": versus, "total": float(result.total[0]),
                   "parts": dict(zip(result.labels, values, strict=True))}

@@ -101,11 +101,10 @@ def run(args: argparse.Namespace) -> int:
                                   **options)
     by_position = score.positions.to_dict(args.buckets) if args.by_position else None
     if args.plot is not None:
-        from gptlab.plots import plot_by_position  # start-up time: matplotlib
+        from gptlab.plots.positions import loss_by_position  # start-up time: torch
 
-        plot_by_position({args.model: by_position}, args.plot,
-                         trained=model.config.block_size,
-                         title=f"{args.model} on {what}: loss by position")
+        loss_by_position({args.model: by_position}, trained=model.config.block_size,
+                         title=f"{args.model} on {what}: loss by position").save(args.plot)
     if args.json:
         extra = {"context": model.context, "rope_scaling": args.rope_scaling}
         if by_position is not None:

@@ -9,13 +9,13 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gptlab import plots
 from gptlab.cli import argtypes
 from gptlab.cli.outdir import check_out_dir
 from gptlab.cli.tokeninput import add_text_options, input_texts, legacy_notice, token_labels
 from gptlab.errors import UsageError
 from gptlab.files.atomic import atomic_write_text
 from gptlab.interp.head_kinds import ABLATION_MODES, SCORE_NAMES
+from gptlab.plots import interp as plots
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -167,9 +167,9 @@ def _write_outputs(out, patterns, idx, tokenizer, scores, chance, deltas, strong
             filename = f"layer{layer}_head{head}.png"
             title = (f"layer {layer} head {head}: {SHORT[name]} "
                      f"{float(scores[name][layer, head]):.3f} ({ratio:.1f}x chance)")
-            plots.save_pattern(patterns[layer, head], out / filename, title, labels)
+            plots.attention_pattern(patterns[layer, head], title, labels).save(out / filename)
             written.append(filename)
-    plots.save_score_grid(scores, out / "scores.png", title=described)
+    plots.head_scores(scores, title=described).save(out / "scores.png")
     written.append("scores.png")
     report = {
         "input": described,

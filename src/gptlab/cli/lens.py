@@ -11,7 +11,7 @@ from gptlab.cli import argtypes
 from gptlab.cli.outdir import check_out_dir
 from gptlab.cli.tokeninput import add_text_options, encode_text, input_texts, token_labels
 from gptlab.files.atomic import atomic_write_text
-from gptlab.plots import save_lens_grid
+from gptlab.plots.interp import lens_grid
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -73,8 +73,8 @@ def run(args: argparse.Namespace) -> int:
         print(format_following(rows, inputs, following, args.last))
     if args.out is not None:
         out = Path(args.out)
-        save_lens_grid(probs[..., 0], tops, rows, inputs, out / "lens.png",
-                       title="logit lens: top next token by depth")
+        lens_grid(probs[..., 0], tops, rows, inputs,
+                  title="logit lens: top next token by depth").save(out / "lens.png")
         report = {"tokens": idx[0].tolist(), "rows": rows,
                   "top_ids": ids.tolist(), "top_probs": probs.tolist(),
                   "next_token_probs": following.tolist()}

@@ -30,7 +30,7 @@ from gptlab.version import __version__
 
 # Order is the order `gptlab --help` lists them in.
 COMMANDS = ["demo", "params", "prepare", "train", "eval", "sample", "convert", "heads", "lens",
-            "attribute", "patch", "experiment", "lab", "probe"]
+            "attribute", "patch", "experiment", "runs", "lab", "probe"]
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 
 

@@ -14,7 +14,7 @@ from gptlab.cli.outdir import check_out_dir
 from gptlab.cli.tokeninput import encode_text, token_id, token_labels
 from gptlab.errors import UsageError
 from gptlab.files.atomic import atomic_write_text
-from gptlab.plots import save_patch_grids
+from gptlab.plots.interp import patch_grids
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -105,8 +105,8 @@ def run(args: argparse.Namespace) -> int:
         print(format_grid(grids[kind], columns[kind]))
     if args.out is not None:
         out = Path(args.out)
-        save_patch_grids(grids, columns, out / "patch.png",
-                         title=f"share of {described} restored by patching in clean")
+        patch_grids(grids, columns, title=f"share of {described} restored by patching in "
+                                          f"clean").save(out / "patch.png")
         report = {"clean": clean[0].tolist(), "corrupt": corrupt[0].tolist(),
                   "metric": described, "clean_value": clean_value,
                   "corrupt_value": corrupt_value,

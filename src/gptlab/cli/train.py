@@ -79,7 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true",
                    help="continue the run in RUN_DIR from its last checkpoint; only what "
                         "cannot change what is trained may change (--max-iters, --device, "
-                        "--compile, --parallel, --tp, --reshard-after-forward, --batch-size "
+                        "--compile, --log, --parallel, --tp, --reshard-after-forward, --batch-size "
                         "keeping the global batch, --eval-interval, --eval-iters, "
                         "--log-interval, --checkpoint-interval, --whole-val), and after a "
                         "divergence --learning-rate, --min-lr, --muon-lr, --warmup-iters and "

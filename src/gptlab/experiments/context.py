@@ -38,7 +38,7 @@ from gptlab.inference.evaluate import score_text
 from gptlab.loading import load
 from gptlab.model.config import GPTConfig
 from gptlab.model.positional import ContextWarning
-from gptlab.plots import plot_by_position, plot_loss_by_length
+from gptlab.plots.positions import loss_by_length, loss_by_position
 from gptlab.training.config import recipe, with_settings
 from gptlab.training.recipes import RECIPES
 
@@ -266,14 +266,14 @@ def _figures(folder: Path, results: dict[str, Any]) -> None:
             if points:
                 lines[row["label"]] = points
         panels[f"{mode} windows"] = lines
-    plot_loss_by_length(panels, folder / FIGURE_LENGTHS, trained,
-                        title=f"trained at {trained}, scored at 1x-8x (loss, nats/token)")
+    loss_by_length(panels, trained, title=f"trained at {trained}, scored at 1x-8x (loss, "
+                                          f"nats/token)").save(folder / FIGURE_LENGTHS)
     longest = results["lengths"][-1]
     series = {row["label"]: {"buckets": row["cells"][-1]["non-overlapping"]["by_position"]}
               for row in results["rows"]
               if row["cells"][-1] is not None and "refused" not in row["cells"][-1]}
-    plot_by_position(series, folder / FIGURE_POSITIONS, trained,
-                     title=f"loss by position in non-overlapping windows of {longest}")
+    loss_by_position(series, trained, title=f"loss by position in non-overlapping windows "
+                                            f"of {longest}").save(folder / FIGURE_POSITIONS)
 
 
 def _sections(results: dict[str, Any], records: dict[str, RunRecord]) -> list[tuple[str, str]]:

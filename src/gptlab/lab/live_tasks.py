@@ -15,6 +15,7 @@ folder's `live-data/`, so the run it trains resumes with `gptlab train --data ..
 
 from __future__ import annotations
 
+import importlib.util
 import string
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +50,9 @@ class Task:
 # The interp test's recipe (INDUCTION_TRAINING there): AdamW at a constant 2e-3 after a
 # 50-step warm-up, no weight decay, 32 rows a step. Evaluations are cheap (2 batches) since
 # the view evaluates often to draw the scores' curves.
-COMMON = dict(eval_iters=2, log_interval=5, device="cpu", whole_val=False, dtype="float32")
+COMMON = dict(eval_iters=2, log_interval=5, device="cpu", whole_val=False, dtype="float32",
+              # a TensorBoard log beside metrics.jsonl (RUN/tb/), where the package is there
+              log="tensorboard" if importlib.util.find_spec("tensorboard") else "none")
 TRAIN = {
     "induction": dict(COMMON, batch_size=32, learning_rate=2e-3, min_lr=2e-3,
                       weight_decay=0.0),

@@ -20,6 +20,7 @@ from gptlab.data.tokenizer import encode_checked
 from gptlab.errors import GptlabError, UsageError
 from gptlab.files.model_dir import MODEL_FILES, load_model, load_tokenizer_of
 from gptlab.model.gpt import GPT
+from gptlab.training.runs import model_dirs
 
 MAX_DEPTH = 3  # runs nested up to runs/<a>/<b>/<c>
 MAX_CACHED = 4
@@ -47,34 +48,10 @@ class Runs:
 
     def list(self) -> list[str]:
         """The shipped models' names, then the runs folder's (posix paths relative to the
-        root, sorted; symlinks out are skipped)."""
-        found = self._folder_runs()
+        root, sorted; symlinks out are skipped: gptlab.training.runs's listing, as `gptlab
+        runs` and the notebooks list)."""
+        found = [p.relative_to(self.root).as_posix() for p in model_dirs(self.root, MAX_DEPTH)]
         return [n for n in pretrained.NAMES if n not in found] + found
-
-    def _folder_runs(self) -> list[str]:
-        if not self.root.is_dir():
-            return []
-        found = []
-        frontier = [self.root]
-        for _ in range(MAX_DEPTH):
-            next_frontier = []
-            for folder in frontier:
-                try:
-                    children = sorted(folder.iterdir())
-                except OSError:  # unreadable: not listed, rather than failing the page
-                    continue
-                for child in children:
-                    try:
-                        if not child.is_dir() or not self._inside(child.resolve()):
-                            continue
-                        if is_run(child):
-                            found.append(child.relative_to(self.root).as_posix())
-                        else:
-                            next_frontier.append(child)
-                    except (OSError, RuntimeError):  # a symlink loop, a name too long
-                        continue
-            frontier = next_frontier
-        return sorted(found)
 
     def _inside(self, resolved: Path) -> bool:
         return resolved == self.root or self.root in resolved.parents

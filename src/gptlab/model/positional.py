@@ -172,3 +172,28 @@ class AlibiBias(nn.Module):
         k_pos = torch.arange(t_key, device=device, dtype=torch.float32)
         distance = k_pos[None, :] - q_pos[:, None]  # (Tq, Tk): j - i
         return self.slopes[:, None, None] * distance[None]
+
+
+# ----------------------------------------------------------------- the chapter's figures
+
+
+def sinusoidal_similarity(positions: int, d_model: int) -> dict[str, Tensor]:
+    """The sinusoidal table (T, d_model) and its dot products PE[m] . PE[n] (T, T, float64):
+    they depend on |m - n| only, and fall off with the distance."""
+    table = sinusoidal_table(torch.arange(positions), d_model)
+    return {"table": table, "similarity": table.double() @ table.double().T}
+
+
+def rope_scores(head_dim: int, base: float, positions: int, seed: int) -> dict[str, Tensor]:
+    """One random query and one random key (seeded) placed at every position and rotated by
+    RoPE: scores[m, n] = RoPE(q, m) . RoPE(k, n), which depends on n - m only (the relative
+    property, <R_m q, R_n k> = <q, R_(n-m) k>)."""
+    rope = RotaryEmbedding(GPTConfig(vocab_size=1, block_size=positions, n_layer=1, n_head=1,
+                                     n_embd=head_dim, pos_encoding="rope", rope_base=base))
+    cos, sin = rope(torch.arange(positions))  # (P, hs) each
+    g = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(2, head_dim, generator=g)
+    q_rot = apply_rope(q.expand(positions, head_dim), cos, sin)  # (P, hs)
+    k_rot = apply_rope(k.expand(positions, head_dim), cos, sin)
+    return {"q": q, "k": k, "q_rot": q_rot, "k_rot": k_rot, "scores": q_rot @ k_rot.T,
+            "inv_freq": rope.inv_freq}

@@ -20,6 +20,8 @@ PARALLEL_MODES = ("ddp", "fsdp", "tp", "fsdp+tp")  # gptlab.distributed.parallel
 OPTIMIZERS = ("adamw", "muon")
 LR_SCHEDULES = ("cosine", "wsd")
 MUON_DTYPES = ("auto", "float32", "bfloat16")
+# Where a run's progress goes besides metrics.jsonl (gptlab.training.reporting).
+LOGGERS = ("none", "tensorboard")
 
 
 def setting(default: Any, help: str, check: Check | None = None) -> Any:
@@ -119,6 +121,10 @@ class TrainConfig:
         True, "fsdp: free gathered weights after each block's forward and gather again for "
               "backward (ZeRO-3; false keeps them, ZeRO-2-like: more memory, less traffic)",
         BOOLEAN)
+    # Reporting only: what is trained is the same either way.
+    log: str = setting("none", "also log to: none, or tensorboard (scalars, samples and these "
+                               "settings in RUN_DIR/tb/; needs gptlab[tensorboard])",
+                       one_of(LOGGERS))
     whole_val: bool = setting(
         True, "score the whole val split at the end (and a fine-tune's start), beside the "
               "eval_iters-batch estimates", BOOLEAN)

@@ -41,7 +41,7 @@ FRESH, RESUME, FINE_TUNE = "fresh", "resume", "fine-tune"
 # setting given with the value the run already has is no change, and always allowed.
 RESUME_OVERRIDES = ("max_iters", "device", "compile", "parallel", "tp",
                     "reshard_after_forward", "batch_size", "eval_interval", "eval_iters",
-                    "log_interval", "checkpoint_interval", "whole_val")
+                    "log_interval", "checkpoint_interval", "whole_val", "log")
 # What a resume may also change once the run diverged (rundir.divergence): its exact
 # continuation is what diverged, and its checkpoint is the last finite one.
 AFTER_DIVERGENCE = ("learning_rate", "min_lr", "muon_lr", "warmup_iters", "grad_clip")

@@ -4,20 +4,28 @@ Rank 0 keeps the run's record (metrics.jsonl and the loss curve) and shows a pro
 one line per evaluation on stderr; every other rank gets a NullReporter, so the trainer never
 asks which rank it is on. Where stderr is not a terminal (a CI log, `| tee`, a notebook's
 captured output) a bar's carriage-return frames would pile up, one per redraw: there the
-progress is a plain line at most every PLAIN_LINE_S seconds instead. A reporter only
-reports: checkpoints and best/ are the run directory's (gptlab.training.rundir.Checkpoints),
-kept whatever reporter a run has.
+progress is a plain line at most every PLAIN_LINE_S seconds instead. With `log
+tensorboard`, rank 0 also writes a TensorBoard log (TensorBoardReporter), beside the record
+through Reporters. A reporter only reports: checkpoints and best/ are the run directory's
+(gptlab.training.rundir.Checkpoints), kept whatever reporter a run has.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from gptlab.errors import UsageError
+from gptlab.inference.sampling import default_prompt, generate_text
+from gptlab.model.decoding import SamplingSettings
 from gptlab.training.rundir import RunFiles
 
 
@@ -133,3 +141,140 @@ def _duration(seconds: float) -> str:
         return f"{minutes} min {seconds} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes} min"
+
+
+class Reporters(NullReporter):
+    """Several reporters as one: each call goes to each, in the order given."""
+
+    def __init__(self, *reporters: NullReporter) -> None:
+        self.reporters = reporters
+
+    def open(self, total: int, initial: int) -> None:
+        for r in self.reporters:
+            r.open(total, initial)
+
+    def close(self) -> None:
+        for r in self.reporters:
+            r.close()
+
+    def step(self, record: dict[str, Any] | None) -> None:
+        for r in self.reporters:
+            r.step(record)
+
+    def evaluation(self, record: dict[str, Any], model: nn.Module, improved: bool) -> None:
+        for r in self.reporters:
+            r.evaluation(record, model, improved)
+
+    def whole_val(self, record: dict[str, Any]) -> None:
+        for r in self.reporters:
+            r.whole_val(record)
+
+    def diverged(self, record: dict[str, Any]) -> None:
+        for r in self.reporters:
+            r.diverged(record)
+
+
+# --- TensorBoard ----------------------------------------------------------------------------
+
+# Each logged number's TensorBoard tag: (metrics.jsonl record kind, field) -> tag. Every
+# scalar in RUN/tb/ is one of these records' values at the record's step.
+SCALAR_TAGS = {
+    ("train", "loss"): "loss/train_batch",
+    ("eval", "train_loss"): "loss/train",
+    ("eval", "val_loss"): "loss/val",
+    ("eval", "best_val_loss"): "loss/val_best",
+    ("whole_val", "loss"): "loss/whole_val",
+    ("train", "lr"): "optimizer/lr",
+    ("train", "grad_norm"): "optimizer/grad_norm",  # before clipping; when clipping
+    ("train", "tokens_per_s"): "speed/tokens_per_s",
+}
+SAMPLE_TAG = "sample"
+SAMPLE_TOKENS = 64
+SAMPLE_SETTINGS = SamplingSettings(temperature=0.8)
+SAMPLE_SEED = 0  # the same draw at every evaluation: the samples differ by the weights only
+
+
+def require_logger(log: str) -> None:
+    """Refuse a logger whose package is not installed, before anything is trained."""
+    if log == "tensorboard" and importlib.util.find_spec("tensorboard") is None:
+        raise UsageError("log 'tensorboard' needs the tensorboard package: "
+                         "pip install 'gptlab[tensorboard]'")
+
+
+def hparams(model_config: dict[str, Any], train_config: dict[str, Any]) -> dict[str, Any]:
+    """The two configs as TensorBoard hyper-parameters: model/... and train/..., each a
+    number, string or bool (None and nested values as their JSON)."""
+    out = {}
+    for prefix, config in (("model", model_config), ("train", train_config)):
+        for key, value in config.items():
+            plain = isinstance(value, (bool, int, float, str))
+            out[f"{prefix}/{key}"] = value if plain else json.dumps(value)
+    return out
+
+
+class TensorBoardReporter(NullReporter):
+    """Scalars (SCALAR_TAGS), a short seeded sample at each evaluation (text) and the run's
+    configs (hyper-parameters), in a TensorBoard log directory (a run's tb/), through
+    torch.utils.tensorboard.SummaryWriter.
+
+    A resumed run (resumed_at: the checkpoint's step) writes a new event file that starts
+    with a purge at resumed_at + 1: TensorBoard drops what an earlier process logged after
+    that step, as the run directory's metrics.jsonl drops it (RunFiles.reset_metrics), so
+    no step appears twice. The hyper-parameters are written once, by the run's first
+    writer."""
+
+    def __init__(self, log_dir: Path, params: dict[str, Any], tokenizer: Any,
+                 resumed_at: int | None = None) -> None:
+        # the `tensorboard` extra: SummaryWriter needs the tensorboard package
+        from torch.utils.tensorboard import SummaryWriter, summary
+
+        first = not any(log_dir.glob("events.out.tfevents.*"))
+        self.tokenizer = tokenizer
+        self.writer = SummaryWriter(str(log_dir), purge_step=None if resumed_at is None
+                                    else resumed_at + 1)
+        if first:
+            metrics = {tag: 0.0 for tag in ("loss/val", "loss/val_best", "loss/whole_val")}
+            for part in summary.hparams(params, metrics):
+                self.writer.file_writer.add_summary(part)
+
+    def close(self) -> None:
+        self.writer.close()  # a later write (whole_val) opens a new event file
+
+    def step(self, record: dict[str, Any] | None) -> None:
+        if record is not None:
+            self._scalars(record)
+
+    def evaluation(self, record: dict[str, Any], model: nn.Module, improved: bool) -> None:
+        self._scalars(record)
+        text = self.sample(model)
+        if text is not None:
+            self.writer.add_text(SAMPLE_TAG, markdown_block(text), record["step"])
+        self.writer.flush()
+
+    def whole_val(self, record: dict[str, Any]) -> None:
+        self._scalars(record)
+        self.writer.close()
+
+    def _scalars(self, record: dict[str, Any]) -> None:
+        for (kind, key), tag in SCALAR_TAGS.items():
+            if record.get("kind") == kind and key in record:
+                self.writer.add_scalar(tag, record[key], record["step"])
+
+    def sample(self, model: nn.Module) -> str | None:
+        """SAMPLE_TOKENS tokens after the default prompt, seeded; None for a model sharded
+        across processes (this one alone cannot run it)."""
+        if any(hasattr(p, "device_mesh") for p in model.parameters()):  # a DTensor
+            return None
+        encode, decode = self.tokenizer.encode, self.tokenizer.decode
+        return generate_text(model, encode, decode, default_prompt(encode, decode),
+                             SAMPLE_TOKENS, SAMPLE_SETTINGS,
+                             generator=torch.Generator().manual_seed(SAMPLE_SEED))
+
+
+def markdown_block(text: str) -> str:
+    """text as TensorBoard's text plugin shows it verbatim: a fenced block (the plugin
+    reads Markdown, which would join lines and eat symbols)."""
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return f"{fence}\n{text}\n{fence}"

@@ -27,6 +27,7 @@ from torch import nn
 from gptlab.data import prepared
 from gptlab.data.batches import BATCH_STREAMS
 from gptlab.data.prepared import TokenData
+from gptlab.data.tokenizer import load_tokenizer
 from gptlab.distributed import parallelize
 from gptlab.distributed.parallelize import Layout
 from gptlab.distributed.process import Dist, setup
@@ -48,7 +49,14 @@ from gptlab.training.plan import (
     with_precision,
 )
 from gptlab.training.precision import autocast_dtype
-from gptlab.training.reporting import NullReporter, Reporter
+from gptlab.training.reporting import (
+    NullReporter,
+    Reporter,
+    Reporters,
+    TensorBoardReporter,
+    hparams,
+    require_logger,
+)
 from gptlab.training.trainer import Trainer, TrainingDiverged, stop_on_signals
 
 # torch.cuda's before torch 2.5, which made it torch's own (raised by every accelerator).
@@ -127,6 +135,7 @@ def train(
                         overrides=overrides, overwrite=overwrite, owner=owner,
                         rank=int(os.environ.get("RANK", "0")) if world > 1 else 0,
                         world_size=world)
+        require_logger(plan.train_config.log)
         return _carry_out(plan, data, watch)
 
 
@@ -265,8 +274,10 @@ class ShardedGPT:
         return plain
 
 
-def _open_run_dir(plan: TrainPlan, state: dict[str, Any] | None, watch: _Watch) -> Reporter:
-    """Rank 0: a fresh run's first files, or a resumed run's settings; its reporter."""
+def _open_run_dir(plan: TrainPlan, state: dict[str, Any] | None, watch: _Watch
+                  ) -> NullReporter:
+    """Rank 0: a fresh run's first files, or a resumed run's settings; its reporter (and a
+    TensorBoard log beside it, if the settings ask for one)."""
     run_dir, cfg = plan.run_dir, plan.train_config
     if state is None:
         rundir.clear(run_dir)
@@ -279,8 +290,16 @@ def _open_run_dir(plan: TrainPlan, state: dict[str, Any] | None, watch: _Watch) 
     files = rundir.RunFiles(run_dir, title=f"{run_dir.name}: {_describe(plan.model_config)}")
     files.reset_metrics(keep_until_step=state["step"] if state else None)
     if watch.make_reporter is not None:
-        return watch.make_reporter(files)
-    return Reporter(files, progress=watch.progress)
+        reporter = watch.make_reporter(files)
+    else:
+        reporter = Reporter(files, progress=watch.progress)
+    if cfg.log != "tensorboard":
+        return reporter
+    board = TensorBoardReporter(run_dir / rundir.TB_DIR,
+                                hparams(plan.model_config.to_dict(), cfg.to_dict()),
+                                load_tokenizer(run_dir / rundir.TOKENIZER_FILE),
+                                resumed_at=state["step"] if state else None)
+    return Reporters(reporter, board)
 
 
 def _announce(plan: TrainPlan, trainer: Trainer, ctx: Dist) -> None:

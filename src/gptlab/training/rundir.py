@@ -6,6 +6,7 @@ A run directory is a model directory (gptlab.files.model_dir) holding the latest
                  loss; plain tensors and numbers, loaded with torch.load(weights_only=True)
   metrics.jsonl  one JSON object per logged step; loss.png, the curve drawn from it
   best/          a model directory with the weights of the best validation loss so far
+  tb/            with `log tensorboard`: TensorBoard's event files (scalars, samples, configs)
   shards-STEP-ID/  a sharded run's (--parallel fsdp, tp, fsdp+tp) weights and optimizer
                  moments, one file per rank (gptlab.distributed.sharded_checkpoint); state.pt names
                  it
@@ -53,17 +54,18 @@ from gptlab.files.atomic import (
 from gptlab.files.kinds import (
     BEST_DIR,
     CONFIG_FILE,
+    LOCK_FILE,
+    METRICS_FILE,
     RUN,
     STATE_FILE,
     TOKENIZER_FILE,
     TRAIN_CONFIG_FILE,
     WEIGHTS_FILE,
 )
-from gptlab.plots import plot_losses
+from gptlab.plots.training import loss_curves
 
-METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "loss.png"
-LOCK_FILE = ".lock"
+TB_DIR = "tb"  # with `log tensorboard` (gptlab.training.reporting.TensorBoardReporter)
 # Every file a run writes at its top level (best/ and .lock aside).
 RUN_FILES = (CONFIG_FILE, TRAIN_CONFIG_FILE, WEIGHTS_FILE, STATE_FILE, TOKENIZER_FILE,
              METRICS_FILE, PLOT_FILE)
@@ -124,6 +126,7 @@ def clear(run_dir: Path) -> None:
     for name in RUN_FILES:
         (run_dir / name).unlink(missing_ok=True)
     shutil.rmtree(run_dir / BEST_DIR, ignore_errors=True)
+    shutil.rmtree(run_dir / TB_DIR, ignore_errors=True)
     remove_stale_shards(run_dir, keep=None)
     kinds.unmark(run_dir)
 
@@ -335,4 +338,4 @@ class RunFiles:
             f.write(json.dumps(record) + "\n")
 
     def plot(self) -> None:
-        plot_losses(self.records, self.run_dir / PLOT_FILE, title=self.title)
+        loss_curves(self.records, title=self.title).save(self.run_dir / PLOT_FILE)

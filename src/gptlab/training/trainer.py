@@ -137,6 +137,7 @@ class Trainer:
         self.eval_pending = True
         self._unsaved = True  # state has moved on since the last checkpoint
         self.saved_step: int | None = None  # the step of the last checkpoint
+        self.grad_norm: torch.Tensor | None = None  # of the last step, when clipping
 
     # state for --resume: plain tensors and numbers only, so weights_only loading works. The
     # weights and the optimizer's moments go beside it, as the Checkpointer keeps them.
@@ -238,7 +239,10 @@ class Trainer:
             raise self._diverged(f"the loss became {mean_loss}", self.step + 1)
         if cfg.grad_clip > 0:
             self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+            # the norm before clipping, kept as a tensor: read only at a logging step (a
+            # .item() every step would wait for the GPU)
+            self.grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(),
+                                                            cfg.grad_clip).detach()
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
@@ -290,6 +294,8 @@ class Trainer:
                 t_log, step_log = now, self.step
                 record = {"kind": "train", "step": self.step, "loss": loss, "lr": lr,
                           "tokens_per_s": round(tok_s, 1)}
+                if self.grad_norm is not None:
+                    record["grad_norm"] = self._grad_norm()
             self.reporter.step(record)
             if self.step % cfg.eval_interval == 0 or self.step == cfg.max_iters:
                 self.eval_pending = True
@@ -318,6 +324,14 @@ class Trainer:
                 model = self.sharding.gathered()  # every rank gathers; rank 0 gets it
             self.checkpoints.save_best(model, self.step)
         self.reporter.evaluation(record, model, improved)
+
+    def _grad_norm(self) -> float:
+        """The last step's gradient norm (before clipping), over the whole model: a sharded
+        model's is a DTensor, made whole on every rank (each builds the record)."""
+        norm = self.grad_norm
+        if hasattr(norm, "full_tensor"):
+            norm = norm.full_tensor()
+        return float(norm)
 
     @property
     def data_ranks(self) -> int:

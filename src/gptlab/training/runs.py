@@ -1,0 +1,293 @@
+"""The runs under a folder, as a table: what each is, how far it got, how it stands and how
+good it is, read from its files alone (no torch: `gptlab runs` answers at once, even beside
+a training). `gptlab runs`, the lab's run pickers and the notebooks all list through here.
+
+A run directory (gptlab.training.rundir) tells its own story:
+  config.json, train.json      the model's shape and the steps planned (max_iters)
+  model.safetensors            the step of the last checkpoint, in the file's metadata
+  metrics.jsonl                losses, tokens/s and the whole-val score, as logged
+  .lock                        flock-held by the trainer writing it, holding its PID
+so its status is one of: running (the lock is held: by that PID), finished (its checkpoint
+is at max_iters), interrupted (stopped before, with a checkpoint to --resume from).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import math
+import os
+import statistics
+import struct
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from gptlab.errors import GptlabError, UsageError
+from gptlab.files.kinds import (
+    CONFIG_FILE,
+    LOCK_FILE,
+    METRICS_FILE,
+    STATE_FILE,
+    TOKENIZER_FILE,
+    TRAIN_CONFIG_FILE,
+    WEIGHTS_FILE,
+)
+from gptlab.model.config import GPTConfig
+from gptlab.model.params import count_parameters
+
+MAX_DEPTH = 3  # model directories nested up to root/<a>/<b>/<c>
+MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE)  # gptlab.files.model_dir's
+STATUSES = ("running", "interrupted", "finished")
+# --sort keys: the RunInfo field each sorts by.
+SORT_KEYS = {"name": "name", "params": "parameters", "steps": "step", "status": "status",
+             "best-val": "best_val", "whole-val": "whole_val", "tokens-per-s": "tokens_per_s",
+             "changed": "changed"}
+
+
+def is_model_dir(path: Path) -> bool:
+    return all((path / f).is_file() for f in MODEL_FILES)
+
+
+def model_dirs(root: str | Path, max_depth: int = MAX_DEPTH) -> list[Path]:
+    """The model directories under root (config, weights and tokenizer: runs, converted
+    models), up to max_depth folders down, sorted by their path. A model directory is not
+    searched further (its best/ is part of it); folders that resolve outside root (a
+    symlink pointing out), symlink loops and unreadable folders are skipped."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    resolved = root.resolve()
+    found, frontier = [], [root]
+    for _ in range(max_depth):
+        next_frontier = []
+        for folder in frontier:
+            try:
+                children = sorted(folder.iterdir())
+            except OSError:
+                continue
+            for child in children:
+                try:
+                    real = child.resolve()
+                    if not child.is_dir() or not (real == resolved or resolved in real.parents):
+                        continue
+                    (found if is_model_dir(child) else next_frontier).append(child)
+                except (OSError, RuntimeError):  # a symlink loop, a name too long
+                    continue
+        frontier = next_frontier
+    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One run as the table shows it. Numbers a run has not logged yet are None."""
+
+    name: str  # its path relative to the folder listed
+    path: str
+    n_layer: int | None
+    n_head: int | None
+    n_embd: int | None
+    block_size: int | None
+    parameters: int | None
+    step: int | None  # steps done: the checkpoint's (the last logged one while running)
+    max_iters: int | None  # steps planned
+    status: str  # one of STATUSES
+    pid: int | None  # the trainer's, while running
+    best_val: float | None  # the lowest estimated val loss of its evaluations
+    whole_val: float | None  # over the whole val split, at the end
+    tokens_per_s: float | None  # the median of its logged steps
+    changed: float  # the newest of its files' modification times (Unix seconds)
+
+    @property
+    def shape(self) -> str:
+        if self.n_layer is None:
+            return "?"
+        return f"{self.n_layer}L {self.n_head}H d{self.n_embd} ctx{self.block_size}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "changed_iso": time.strftime(
+            "%Y-%m-%dT%H:%M:%S%z", time.localtime(self.changed))}
+
+
+def list_runs(root: str | Path, sort: str = "name", reverse: bool = False) -> list[RunInfo]:
+    """The training runs (model directories with a train.json) under root, sorted by one of
+    SORT_KEYS; runs missing the value sort last."""
+    root = Path(root)
+    runs = [read_run(p, p.relative_to(root).as_posix()) for p in model_dirs(root)
+            if (p / TRAIN_CONFIG_FILE).is_file()]
+    return sort_runs(runs, sort, reverse)
+
+
+def sort_runs(runs: Iterable[RunInfo], key: str, reverse: bool = False) -> list[RunInfo]:
+    if key not in SORT_KEYS:
+        raise UsageError(f"sort must be one of {', '.join(SORT_KEYS)}, not {key!r}")
+    field = SORT_KEYS[key]
+    present = [r for r in runs if getattr(r, field) is not None]
+    missing = [r for r in runs if getattr(r, field) is None]
+    # by name first: sorted() is stable, so ties stay in name order either way round
+    order = sorted(sorted(present, key=lambda r: r.name), key=lambda r: getattr(r, field),
+                   reverse=reverse)
+    return order + sorted(missing, key=lambda r: r.name)
+
+
+def read_run(path: str | Path, name: str | None = None) -> RunInfo:
+    """What path's files say of the run (a file missing or unreadable leaves its fields
+    None)."""
+    path = Path(path)
+    config = _json_object(path / CONFIG_FILE)
+    settings = _json_object(path / TRAIN_CONFIG_FILE)
+    records = read_metrics(path)
+    evals = [r["val_loss"] for r in records if r.get("kind") == "eval"
+             and _is_number(r.get("val_loss"))]
+    wholes = [r["loss"] for r in records if r.get("kind") == "whole_val"
+              and _is_number(r.get("loss"))]
+    speeds = [r["tokens_per_s"] for r in records if r.get("kind") == "train"
+              and _is_number(r.get("tokens_per_s"))]
+    logged = [r["step"] for r in records if isinstance(r.get("step"), int)]
+    step = checkpoint_step(path)
+    max_iters = settings.get("max_iters") if isinstance(settings.get("max_iters"), int) else None
+    pid = lock_holder(path)
+    if pid is not None:
+        status, step = "running", max([s for s in [step, *logged] if s is not None], default=None)
+    elif step is not None and max_iters is not None and step >= max_iters:
+        status = "finished"
+    else:
+        status = "interrupted"
+    return RunInfo(
+        name=name if name is not None else path.name, path=str(path),
+        n_layer=_int(config, "n_layer"), n_head=_int(config, "n_head"),
+        n_embd=_int(config, "n_embd"), block_size=_int(config, "block_size"),
+        parameters=_parameters(config), step=step, max_iters=max_iters, status=status,
+        pid=pid, best_val=min(evals) if evals else None,
+        whole_val=wholes[-1] if wholes else None,
+        tokens_per_s=round(statistics.median(speeds), 1) if speeds else None,
+        changed=max((p.stat().st_mtime for p in _files(path)), default=0.0))
+
+
+def read_metrics(run_dir: str | Path) -> list[dict]:
+    """metrics.jsonl's records (a line cut short by a kill, or not JSON, is skipped)."""
+    out = []
+    with contextlib.suppress(OSError):
+        for line in (Path(run_dir) / METRICS_FILE).read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict):
+                    out.append(record)
+    return out
+
+
+def checkpoint_step(run_dir: str | Path) -> int | None:
+    """The step in model.safetensors' metadata (written with every checkpoint), read from
+    the file's JSON header: 8 bytes of length, then the header."""
+    try:
+        with open(Path(run_dir) / WEIGHTS_FILE, "rb") as f:
+            (size,) = struct.unpack("<Q", f.read(8))
+            if size > 100_000_000:
+                return None
+            header = json.loads(f.read(size))
+    except (OSError, ValueError, struct.error):
+        return None
+    step = (header.get("__metadata__") or {}).get("step") if isinstance(header, dict) else None
+    return int(step) if isinstance(step, str) and step.isdigit() else None
+
+
+def lock_holder(run_dir: str | Path) -> int | None:
+    """The PID of the trainer holding run_dir's lock (gptlab.training.rundir.locked), or
+    None. The PID in .lock is only believed while that process lives and the lock is held:
+    a lock file outlives its trainer, and its PID may be reused."""
+    path = Path(run_dir) / LOCK_FILE
+    try:
+        text = path.read_text(encoding="ascii", errors="replace").strip()
+    except OSError:
+        return None
+    if not text.isdigit() or not _alive(int(text)):
+        return None
+    try:
+        import fcntl  # POSIX only
+    except ImportError:  # Windows: no flock; a live PID is all there is
+        return int(text)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        # A shared lock for an instant: refused while a trainer holds its exclusive one.
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            return int(text)
+        return None
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def format_table(runs: list[RunInfo]) -> str:
+    """One aligned row per run."""
+    header = ("run", "model", "params", "steps", "status", "best val", "whole val",
+              "tok/s", "changed")
+    rows = [header]
+    for r in runs:
+        steps = f"{_or(r.step, '{:,}')}/{_or(r.max_iters, '{:,}')}"
+        status = f"running (PID {r.pid})" if r.status == "running" else r.status
+        rows.append((r.name, r.shape, _or(r.parameters, "{:,}"), steps, status,
+                     _or(r.best_val, "{:.4f}"), _or(r.whole_val, "{:.4f}"),
+                     _or(r.tokens_per_s, "{:,.0f}"),
+                     time.strftime("%Y-%m-%d %H:%M", time.localtime(r.changed))))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    right = {2, 3, 5, 6, 7}  # numbers
+    return "\n".join("  ".join(cell.rjust(w) if i in right else cell.ljust(w)
+                               for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+                               ).rstrip() for row in rows)
+
+
+def _or(value: Any, fmt: str) -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def _files(path: Path) -> Iterator[Path]:
+    for name in (METRICS_FILE, STATE_FILE, WEIGHTS_FILE, CONFIG_FILE, TRAIN_CONFIG_FILE):
+        if (path / name).is_file():
+            yield path / name
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _int(d: dict[str, Any], key: str) -> int | None:
+    value = d.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
+def _parameters(config: dict[str, Any]) -> int | None:
+    if not config:  # missing or unreadable (from_dict would give GPT-2's defaults)
+        return None
+    try:
+        return count_parameters(GPTConfig.from_dict(config))
+    except GptlabError:  # a config gptlab cannot build: the table shows "-" for its count
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:  # alive, someone else's
+        return True
+    return True
