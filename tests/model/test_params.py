@@ -23,6 +23,7 @@ from gptlab.errors import ConfigError, UsageError
 from gptlab.model.config import MLPS, NORM_POSITIONS, NORMS, POS_ENCODINGS
 from gptlab.model.kv_cache import new_kv_cache
 from gptlab.model.params import (
+    Row,
     accounting,
     count_parameters,
     meta_parameter_count,
@@ -40,8 +41,9 @@ def numel(module: nn.Module) -> int:
 
 
 def random_config(rng: random.Random, pos_encoding: str, norm: str, mlp: str,
-                  norm_position: str, bias: bool, tie: bool, grouped: bool) -> GPTConfig:
-    """A small valid config with these switches and otherwise random sizes."""
+                  norm_position: str, bias: bool, tie: bool, grouped: bool,
+                  **options) -> GPTConfig:
+    """A small valid config with these switches (and options) and otherwise random sizes."""
     n_kv_head = rng.choice([1, 2, 3])
     n_head = n_kv_head * rng.choice([2, 3]) if grouped else n_kv_head
     head_dim = rng.choice([2, 4, 6, 8]) if pos_encoding == "rope" else rng.choice([1, 3, 4, 5])
@@ -51,14 +53,19 @@ def random_config(rng: random.Random, pos_encoding: str, norm: str, mlp: str,
         n_layer=rng.randint(1, 3), n_head=n_head, n_kv_head=n_kv_head, n_embd=n_embd,
         ffn_hidden=rng.choice([None, rng.randint(1, 50)]), pos_encoding=pos_encoding,
         norm=norm, mlp=mlp, norm_position=norm_position, bias=bias, tie_embeddings=tie,
+        **options,
     )
 
 
 # The switches of GPTConfig, each with every value it accepts; the grid is every
 # combination of them, and of multi-head against grouped-query attention.
+# The later options (attn_scale off, qk_norm, ...) are drawn at random in each cell.
+OPTIONS = {"attn_scale": (True, False), "qk_norm": (True, False),
+           "zero_init_proj": (True, False), "value_residual": (True, False),
+           "unet_skips": (True, False)}
 SWITCHES = {"pos_encoding": POS_ENCODINGS, "norm": NORMS, "mlp": MLPS,
             "norm_position": NORM_POSITIONS, "bias": (True, False),
-            "tie_embeddings": (True, False)}
+            "tie_embeddings": (True, False), **OPTIONS}
 
 
 def test_the_grid_spans_every_choice_gptconfig_accepts():
@@ -80,7 +87,9 @@ def test_the_grid_spans_every_choice_gptconfig_accepts():
 def test_analytic_count_equals_meta_model_over_a_grid(pos_encoding, norm, mlp, norm_position):
     rng = random.Random(f"{pos_encoding}{norm}{mlp}{norm_position}")
     for bias, tie, grouped in itertools.product([True, False], repeat=3):
-        config = random_config(rng, pos_encoding, norm, mlp, norm_position, bias, tie, grouped)
+        options = {name: rng.choice(values) for name, values in OPTIONS.items()}
+        config = random_config(rng, pos_encoding, norm, mlp, norm_position, bias, tie, grouped,
+                               logit_softcap=rng.choice([None, 15.0]), **options)
         model = meta_model(config)
         acc = accounting(config)
         assert acc.total == model.num_parameters() == count_parameters(config), config
@@ -95,7 +104,13 @@ def test_analytic_count_equals_meta_model_over_a_grid(pos_encoding, norm, mlp, n
         assert rows["final norm (ln_f)"].params == (numel(model.ln_f) if model.ln_f else 0)
         assert rows["lm_head"].params == (0 if tie else numel(model.lm_head))
         assert acc.per_block == numel(block)
-        assert acc.blocks == numel(model.blocks)
+        value_mixes = config.n_layer - 1 if config.value_residual else 0  # not in block 0
+        assert acc.blocks + value_mixes == numel(model.blocks)
+        assert rows.get("value residual mix", Row("", 0, "")).params == value_mixes
+        skips = numel(model) - numel(model.blocks) - sum(
+            numel(m) for m in (model.wte, model.wpe, model.ln_f) if m is not None) - (
+            0 if tie else numel(model.lm_head))
+        assert rows.get("U-net skip weights", Row("", 0, "")).params == skips
         assert sum(r.params * r.count for r in acc.rows) == acc.total
         # N_matmul: the Linear weights (not biases) of the blocks, plus lm_head's.
         linear_weights = sum(m.weight.numel() for m in model.modules()

@@ -69,6 +69,9 @@ def _gguf() -> Any:
 def gguf_architecture(config: GPTConfig) -> str:
     """llama.cpp's architecture that computes what a model of `config` does: "llama" or
     "gpt2"; a one-line error naming what neither can hold."""
+    if config.later_options():
+        raise UsageError(f"no llama.cpp architecture computes "
+                         f"{', '.join(config.later_options())}; export a model without them")
     if config.norm_position != "pre":
         raise UsageError("llama.cpp runs pre-norm models only; this one is post-norm "
                          "(norm_position='post')")

@@ -177,6 +177,9 @@ def rope_from_hf(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
 def keymap_for(config: GPTConfig) -> KeyMap:
     """The Hugging Face architecture that computes exactly what a model of `config` does;
     a one-line error naming what none of them can hold, and why."""
+    if config.later_options():
+        raise UsageError(f"no Hugging Face architecture computes "
+                         f"{', '.join(config.later_options())}; export a model without them")
     if config.pos_encoding == "alibi":
         raise UsageError(
             "pos_encoding 'alibi' is not exported: none of the Hugging Face architectures "

@@ -83,6 +83,10 @@ def check_settings(cfg: TrainConfig, config: GPTConfig, world_size: int) -> Layo
         raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} does not support "
                          f"pos_encoding 'alibi': its bias holds every head's slope, and a "
                          f"rank computes only its share of the heads")
+    if layout.tp > 1 and (config.value_residual or config.unet_skips):
+        raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} has no plan for the "
+                         f"learned scalars of value_residual and unet_skips yet; use "
+                         f"--parallel ddp or fsdp")
     if layout.tp > 1 and config.dropout:
         raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} needs dropout 0: the "
                          f"ranks of a tensor-parallel group would drop different units of "

@@ -128,6 +128,12 @@ class ConfigOut(BaseModel):
     bias: bool
     tie_embeddings: bool
     dropout: float
+    attn_scale: bool
+    qk_norm: bool
+    logit_softcap: float | None
+    zero_init_proj: bool
+    value_residual: bool
+    unet_skips: bool
 
 
 class PresetsResponse(BaseModel):

@@ -256,6 +256,13 @@ class ConfigFields(Closed):
     bias: bool = None
     tie_embeddings: bool = None
     dropout: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = None
+    # The options of later work (gptlab.model.config): the parameters they add are counted.
+    attn_scale: bool = None
+    qk_norm: bool = None
+    logit_softcap: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] | None = None
+    zero_init_proj: bool = None
+    value_residual: bool = None
+    unet_skips: bool = None
 
 
 class ParamsRequest(Body):

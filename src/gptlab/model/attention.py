@@ -35,14 +35,17 @@ def causal_mask(t_query: int, t_key: int, device: torch.device | str | None = No
     return torch.arange(t_key, device=device)[None, :] <= q_pos
 
 
-def attention_weights(q: Tensor, k: Tensor, allowed: Tensor | None = None) -> Tensor:
-    """softmax(q k^T / sqrt(d_k)) with disallowed positions set to -inf first.
+def attention_weights(q: Tensor, k: Tensor, allowed: Tensor | None = None,
+                      scale: float | None = None) -> Tensor:
+    """softmax(q k^T * scale) with disallowed positions set to -inf first; scale None is
+    1/sqrt(d_k).
 
     q (..., Tq, d_k), k (..., Tk, d_k), allowed broadcastable to (..., Tq, Tk) or None:
     bool (True where a query may attend), or float, added to the scores (a bias with -inf
     where it may not, as AttentionInputs.bias and scaled_dot_product_attention take it).
     """
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = q @ k.transpose(-2, -1) * scale
     if allowed is not None and allowed.dtype == torch.bool:
         scores = scores.masked_fill(~allowed, float("-inf"))
     elif allowed is not None:
@@ -84,6 +87,9 @@ class AttentionInputs:
     # float, broadcastable to (B, nh, T, T_keys), added to the scores (ALiBi's), with the
     # mask folded in as -inf; when set, it stands for allowed and is_causal.
     bias: Tensor | None = None
+    # value_residual: the first layer leaves its values here, (B, n_kv, T, hs), for the
+    # later layers of the same forward pass to mix in.
+    first_values: dict[str, Tensor] | None = None
 
 
 CAUSAL = AttentionInputs()  # plain causal attention: no positions, no mask, no cache
@@ -105,6 +111,13 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(config.n_embd, q_dim + 2 * config.kv_dim, bias=config.bias)
         self.proj = nn.Linear(q_dim, config.n_embd, bias=config.bias)
         self.dropout = config.dropout
+        # 1/sqrt(d_k) keeps q.k's variance at 1 for unit-variance q and k (the paper's
+        # argument); attn_scale False leaves the scores unscaled.
+        self.scale = 1 / math.sqrt(config.head_dim) if config.attn_scale else 1.0
+        self.qk_norm = config.qk_norm
+        # lambda of v = lambda * v + (1 - lambda) * v_first, in every layer but the first
+        self.value_mix = (nn.Parameter(torch.full((1,), 0.5))
+                          if config.value_residual and layer > 0 else None)
         self.resid_dropout = nn.Dropout(config.dropout)
         # The hook point for per-head outputs (B, nh, T, hs): no computation, only a name
         # that torch forward hooks can be registered on.
@@ -130,6 +143,10 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, nh, self.head_dim).transpose(1, 2)  # (B, nh, T, hs)
         k = k.view(B, T, nkv, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
         v = v.view(B, T, nkv, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
+        if self.qk_norm:  # per head, no gain: q and k on the sphere of radius sqrt(hs)
+            q, k = F.rms_norm(q, (self.head_dim,)), F.rms_norm(k, (self.head_dim,))
+        if inputs.first_values is not None:
+            v = self._mix_values(v, inputs.first_values)
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if cache is not None:
@@ -143,13 +160,21 @@ class CausalSelfAttention(nn.Module):
         if self.record_weights:
             if mask is None and is_causal:
                 mask = causal_mask(T, k.shape[2], x.device)
-            self.weights = attention_weights(q, k, mask)
+            self.weights = attention_weights(q, k, mask, self.scale)
             y = self.weights @ v
         else:
             y = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, is_causal=is_causal,
-                dropout_p=self.dropout if self.training else 0.0,
+                dropout_p=self.dropout if self.training else 0.0, scale=self.scale,
             )  # (B, nh, T, hs)
         y = self.heads(y)
         y = y.transpose(1, 2).reshape(B, T, nh * self.head_dim)  # concatenate heads
         return self.resid_dropout(self.proj(y))
+
+    def _mix_values(self, v: Tensor, first: dict[str, Tensor]) -> Tensor:
+        """Value residual learning: the first layer keeps its values for the others, which
+        take lambda * v + (1 - lambda) * v_first (the same positions, before the cache)."""
+        if self.value_mix is None:
+            first["v"] = v
+            return v
+        return self.value_mix * v + (1 - self.value_mix) * first["v"]

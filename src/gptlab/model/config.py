@@ -15,8 +15,9 @@ from gptlab.model.presets import preset_dict
 POS_ENCODINGS = ("learned", "sinusoidal", "rope", "alibi", "none")
 NORMS = ("layernorm", "rmsnorm")
 NORM_POSITIONS = ("pre", "post")
-# 'gelu' is the exact erf GELU; 'gelu_tanh' is GPT-2's tanh approximation ("gelu_new").
-MLPS = ("gelu", "gelu_tanh", "swiglu")
+# 'gelu' is the exact erf GELU; 'gelu_tanh' is GPT-2's tanh approximation ("gelu_new");
+# 'relu2' is ReLU squared (So et al. 2021, "Primer"; modded-nanogpt's speedrun MLP).
+MLPS = ("gelu", "gelu_tanh", "swiglu", "relu2")
 ROPE_SCALINGS = ("linear", "ntk", "yarn", "dynamic", "llama3")
 # The rules that need the training length (original_max_position_embeddings).
 ROPE_SCALINGS_WITH_ORIGINAL = ("yarn", "dynamic", "llama3")
@@ -50,12 +51,27 @@ class GPTConfig:
     norm_eps        the epsilon inside the norm's square root
     norm_position   "pre" (norm, sublayer, add: GPT-2 on) or "post" (sublayer, add, norm:
                     the 2017 paper)
-    mlp             "gelu" (exact erf GELU), "gelu_tanh" (GPT-2's approximation) or
-                    "swiglu" (Shazeer 2020, Llama)
+    mlp             "gelu" (exact erf GELU), "gelu_tanh" (GPT-2's approximation),
+                    "swiglu" (Shazeer 2020, Llama) or "relu2" (ReLU squared, So et al. 2021)
     bias            biases in the linear layers and norms (GPT-2 yes, Llama no)
     tie_embeddings  the unembedding reuses the embedding matrix (W_U = W_E^T), as the 2017
                     paper and GPT-2 do
     dropout         dropout on embeddings, attention weights and residual branches (training)
+
+    Options of later work, each off by default (the model is then the chapter's):
+    attn_scale      divide scores by sqrt(d_k) (True, the paper's choice); False leaves them
+                    unscaled, for the experiment that asks why the factor is there
+    qk_norm         RMSNorm (no gain) on each head's queries and keys before RoPE (Dehghani
+                    et al. 2023; modded-nanogpt): bounded logits, so higher learning rates hold
+    logit_softcap   None, or c: logits = c * tanh(logits / c) (Gemma 2; modded-nanogpt)
+    zero_init_proj  the projections that write into the residual stream start at zero, so
+                    every block starts as the identity (modded-nanogpt)
+    value_residual  every layer after the first mixes its values with the first layer's,
+                    v = lambda * v + (1 - lambda) * v_1, lambda learned per layer and starting
+                    at 0.5 (Zhou et al. 2024, "Value Residual Learning")
+    unet_skips      U-net skips: the stream after block i of the first half is added, times a
+                    learned weight starting at 1, before block L-1-i of the second half
+                    (modded-nanogpt)
 
     Every field is checked when the config is made (and again when GPT builds a model from
     it); a message names the field. to_dict/from_dict/from_json make it plain data.
@@ -80,6 +96,12 @@ class GPTConfig:
     bias: bool = True
     tie_embeddings: bool = True
     dropout: float = 0.0
+    attn_scale: bool = True
+    qk_norm: bool = False
+    logit_softcap: float | None = None
+    zero_init_proj: bool = False
+    value_residual: bool = False
+    unet_skips: bool = False
     # Derived in __post_init__; not part of the serialized config.
     head_dim: int = field(init=False, repr=False, compare=False)
 
@@ -123,9 +145,14 @@ class GPTConfig:
             raise ConfigError(f"norm_eps must be a finite number > 0, got {self.norm_eps!r}")
         if not (is_number(self.dropout) and 0 <= self.dropout < 1):
             raise ConfigError(f"dropout must be in [0, 1), got {self.dropout!r}")
-        for name in ("bias", "tie_embeddings"):
+        for name in ("bias", "tie_embeddings", "attn_scale", "qk_norm", "zero_init_proj",
+                     "value_residual", "unet_skips"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.logit_softcap is not None and not (is_number(self.logit_softcap)
+                                                   and self.logit_softcap > 0):
+            raise ConfigError(f"logit_softcap must be null or a finite number > 0, got "
+                              f"{self.logit_softcap!r}")
         if self.rope_scaling is not None:
             self._check_rope_scaling()
 
@@ -146,6 +173,16 @@ class GPTConfig:
                     f"rope_scaling.original_max_position_embeddings must be a positive "
                     f"integer for type {scaling['type']!r}, got {original!r}"
                 )
+
+    def later_options(self) -> list[str]:
+        """The options of later work that change what the model computes (attn_scale off,
+        qk_norm, logit_softcap, value_residual, unet_skips), as `name=value`: what formats
+        made for the chapter's models (Hugging Face's, GGUF) cannot hold. zero_init_proj
+        is not among them: it is a starting point, and the trained weights are ordinary."""
+        defaults = {"attn_scale": True, "qk_norm": False, "logit_softcap": None,
+                    "value_residual": False, "unet_skips": False}
+        return [f"{name}={getattr(self, name)}" for name, default in defaults.items()
+                if getattr(self, name) != default]
 
     # Derived sizes, named so the code that uses them reads plainly.
     @property

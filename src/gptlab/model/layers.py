@@ -1,4 +1,4 @@
-"""Norms, feed-forward networks and the transformer block."""
+"""Norms and feed-forward networks (the block that wraps them is gptlab.model.block)."""
 
 from __future__ import annotations
 
@@ -32,19 +32,31 @@ def build_norm(config: GPTConfig) -> nn.Module:
     return nn.LayerNorm(config.n_embd, eps=config.norm_eps, bias=config.bias)
 
 
-class GeluMLP(nn.Module):
-    """Linear -> GELU -> Linear, width ffn_hidden (4d by default). 'gelu_tanh' is GPT-2's
-    tanh approximation of GELU; 'gelu' is the exact erf form."""
+def relu_squared(x: Tensor) -> Tensor:
+    """max(x, 0)^2 (So et al. 2021, "Primer")."""
+    return F.relu(x).square()
+
+
+ACTIVATIONS = {
+    "gelu": lambda x: F.gelu(x),  # the exact erf form
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2's approximation
+    "relu2": relu_squared,
+}
+
+
+class MLP(nn.Module):
+    """Linear -> activation -> Linear, width ffn_hidden (4d by default): GELU (exact or
+    GPT-2's tanh approximation) or ReLU squared, as config.mlp says."""
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
         self.fc = nn.Linear(config.n_embd, config.ffn_hidden, bias=config.bias)
-        self.approximate = "tanh" if config.mlp == "gelu_tanh" else "none"
+        self.activation = ACTIVATIONS[config.mlp]
         self.proj = nn.Linear(config.ffn_hidden, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.dropout(self.proj(F.gelu(self.fc(x), approximate=self.approximate)))
+        return self.dropout(self.proj(self.activation(self.fc(x))))
 
 
 class SwiGLU(nn.Module):
@@ -62,6 +74,12 @@ class SwiGLU(nn.Module):
 
 
 def build_mlp(config: GPTConfig) -> nn.Module:
-    return SwiGLU(config) if config.mlp == "swiglu" else GeluMLP(config)
+    return SwiGLU(config) if config.mlp == "swiglu" else MLP(config)
+
+
+def soft_cap(logits: Tensor, cap: float | None) -> Tensor:
+    """cap * tanh(logits / cap): every logit within (-cap, cap), nearly unchanged well
+    inside it (Gemma 2's final-logit soft-capping); None leaves them as they are."""
+    return logits if cap is None else cap * torch.tanh(logits / cap)
 
 

@@ -193,6 +193,10 @@ def parameter_shapes(config: GPTConfig, tp: int = 1) -> list[tuple[int, ...]]:
         shapes += norm
     if not c.tie_embeddings:
         shapes.append((c.vocab_size, d))
+    if c.value_residual:
+        shapes += [(1,)] * (c.n_layer - 1)
+    if c.unet_skips:
+        shapes.append((c.n_layer // 2,))
     return shapes
 
 
@@ -248,7 +252,18 @@ def _rows(config: GPTConfig) -> list[Row]:
         Row("lm_head", 0 if c.tie_embeddings else d * v,
             f"tied: reuses wte's {v:,} x {d:,} matrix" if c.tie_embeddings
             else f"untied: {d:,} -> {v:,}, no bias"),
-    ]
+    ] + _option_rows(c)
+
+
+def _option_rows(c: GPTConfig) -> list[Row]:
+    """The learned scalars of the speedrun's options, one row each where switched on."""
+    rows = []
+    if c.value_residual:
+        rows.append(Row("value residual mix", c.n_layer - 1,
+                        "one lambda per block after the first"))
+    if c.unet_skips:
+        rows.append(Row("U-net skip weights", c.n_layer // 2, "one weight per skip"))
+    return rows
 
 
 def accounting(config: GPTConfig, seq_len: int | None = None, name: str | None = None
