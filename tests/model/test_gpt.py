@@ -42,6 +42,11 @@ def test_loss_is_cross_entropy_of_the_logits_and_ignores_minus_one(small_config,
     keep = targets.reshape(-1) != -1
     expected = F.cross_entropy(logits.reshape(-1, 23)[keep], targets.reshape(-1)[keep])
     torch.testing.assert_close(loss, expected)
+    # a float64 model's loss is float64 (half-precision logits are upcast, never down)
+    logits, loss = model.double()(idx, targets)
+    expected = F.cross_entropy(logits.reshape(-1, 23)[keep], targets.reshape(-1)[keep])
+    assert loss.dtype == torch.float64
+    torch.testing.assert_close(loss, expected, rtol=1e-12, atol=1e-12)
     # a fresh GPT-2-init model predicts near-uniformly: loss ~ ln(vocab)
     fresh_loss = GPT(small_config())(idx, targets)[1]
     assert fresh_loss.item() == pytest.approx(math.log(23), rel=0.05)

@@ -14,6 +14,10 @@ def test_rmsnorm_is_x_over_root_mean_square_times_weight(randomize):
     x = torch.randn(3, 8, dtype=torch.float64)
     expected = x / torch.sqrt((x**2).mean(-1, keepdim=True) + 1e-6) * norm.weight
     torch.testing.assert_close(norm(x), expected)
+    # a float64 model computes in float64 (half precision is upcast to float32, never down)
+    wide = norm.double()
+    assert wide(x).dtype == torch.float64
+    torch.testing.assert_close(wide(x), expected.double(), rtol=1e-12, atol=1e-12)
 
 
 def test_layernorm_without_bias_has_only_a_weight(layer_config):

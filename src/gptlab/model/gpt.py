@@ -147,8 +147,10 @@ class GPT(nn.Module):
         logits = soft_cap(self.lm_head(x), self.config.logit_softcap)  # (B, T, vocab_size)
         if targets is None:
             return logits, None
+        # In float32 at least (half-precision logits upcast; a float64 model keeps float64).
+        wide = logits.to(torch.promote_types(logits.dtype, torch.float32))
         loss = F.cross_entropy(
-            logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=-1
+            wide.reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1
         )
         return logits, loss
 
