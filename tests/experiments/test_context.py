@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 
 import pytest
 
 from gptlab.cli.main import main
 from gptlab.experiments import context
-from gptlab.experiments.grid import GRID_FILE
 from gptlab.files.model_dir import load_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -110,19 +108,13 @@ def test_models_trained_at_64_evaluate_and_sample_at_256(encoding, context_exper
                    "model was trained on (block_size): it never saw positions 64..255\n")
 
 
-def test_a_second_run_reuses_every_finished_run(context_experiment, tmp_path, capsys):
-    copy = tmp_path / "context"
-    shutil.copytree(context_experiment, copy)
-    before = json.loads((copy / GRID_FILE).read_text())
-    code = main(["experiment", "context", "--quick", "--out", str(copy),
-                 "--data", str(context_experiment.parent / "data")])
-    out = capsys.readouterr().out
-    assert code == 0
-    assert out.count("reusing the finished run") == 8
-    assert "loss (nats/token), non-overlapping windows" in out and "refused" in out
-    assert json.loads((copy / GRID_FILE).read_text()) == before
-    again = json.loads((copy / "results.json").read_text())
-    assert all(r["reused"] for r in again["runs"].values())
+def test_a_second_run_reuses_every_finished_run(context_experiment, rerun):
+    again = rerun(context_experiment, "context")
+    assert again.code == 0
+    assert again.out.count("reusing the finished run") == 8
+    assert "loss (nats/token), non-overlapping windows" in again.out and "refused" in again.out
+    assert again.grid_after == again.grid_before
+    assert all(r["reused"] for r in again.results["runs"].values())
 
 
 def test_a_folder_of_something_else_is_refused(tmp_path, capsys):

@@ -1,5 +1,6 @@
 """`gptlab experiment NAME`: train a small grid of models and measure them, in one command
-(gptlab.experiments). Today: context (positions past the training length)."""
+(gptlab.experiments): context (positions past the training length), heads (pruning
+heads)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ EXPERIMENTS = {
                "none) trained at 64 tokens, scored at 1x-8x that length in non-overlapping "
                "and sliding windows; RoPE also with linear / NTK / YaRN / dynamic NTK scaling "
                "and with a short Position Interpolation fine-tune",
+    "heads": "a small model trained with two seeds, its heads scored by Michel et al.'s "
+             "importance (the gradient of the loss by a gate on each head), pruned least "
+             "important first in steps of 10% and re-evaluated, and each removed alone",
 }
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "experiment",
-        help="train a small grid of models and measure them (context)",
+        help="train a small grid of models and measure them (context, heads)",
         description=(
             "Run an experiment end to end into --out: its models are ordinary run "
             "directories under OUT/runs (loadable, resumable, listed by the lab), trained "
@@ -46,10 +50,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    out = args.out or f"runs/{args.name}"
+    if args.name == "heads":
+        # start-up time: torch loads here, so that `--help` and usage errors never wait for it
+        from gptlab.experiments import heads
+
+        results = heads.run_heads(out, data=args.data, quick=args.quick, seed=args.seed,
+                                  steps=args.steps, progress=args.progress)
+        print(f"\n{heads.summary(results, out)}")
+        return 0
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
     from gptlab.experiments import context, report
 
-    out = args.out or f"runs/{args.name}"
     results = context.run_context(out, data=args.data, quick=args.quick, seed=args.seed,
                                   steps=args.steps, progress=args.progress)
     for mode in context.MODES:

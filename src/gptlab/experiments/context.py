@@ -27,12 +27,17 @@ from typing import Any
 
 import torch
 
-from gptlab.data.corpus import ensure_shakespeare
 from gptlab.data.prepared import load_data
 from gptlab.data.tokenizer import load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.experiments import report
-from gptlab.experiments.grid import Grid, RunRecord, RunSpec, experiment_folder
+from gptlab.experiments.grid import (
+    Grid,
+    RunRecord,
+    RunSpec,
+    choose_size,
+    open_experiment,
+)
 from gptlab.files.atomic import atomic_write_text
 from gptlab.inference.evaluate import score_text
 from gptlab.loading import load
@@ -94,12 +99,9 @@ def run_context(out: str | Path, data: str | Path | None = None, quick: bool = F
     """Train (or reuse) the grid in `out`, score every model, write results.json,
     report.md and the figures there; returns the results. data: a prepared data directory
     (default: the embedded Shakespeare, prepared into OUT/data)."""
-    size = SIZES["quick" if quick else "default"]
-    if steps is not None:
-        size = Size(**{**size.__dict__, "steps": steps})
-    folder = experiment_folder(out, NAME)
+    size = choose_size(SIZES, quick, steps=steps)
     timer = report.Timer()
-    data_dir = Path(data) if data is not None else _embedded_corpus(folder, log)
+    folder, data_dir = open_experiment(out, NAME, data, log)
     grid = Grid(folder, data_dir)
     records = grid.train(_specs(size, seed, load_data(data_dir).vocab_size), progress, log)
     timer.add("train_s", sum(r.train_s for r in records.values() if not r.reused))
@@ -119,21 +121,9 @@ def run_context(out: str | Path, data: str | Path | None = None, quick: bool = F
         "training_time_s": round(sum(r.train_s for r in records.values()), 1),
     }
     _figures(folder, results)
-    results["timing"] = timer.to_dict()
-    results["machine"] = report.machine()
-    report.write_results(folder, results)
-    report.write_report(folder, "Longer than trained: positions past the training length",
-                        _sections(results, records))
-    return results
-
-
-def _embedded_corpus(folder: Path, log: Callable[[str], None]) -> Path:
-    data_dir = folder / "data"
-    meta, reused = ensure_shakespeare(data_dir)
-    if not reused:
-        log(f"prepared the embedded Shakespeare ({meta['train_tokens'] + meta['val_tokens']:,} "
-            f"characters) in {data_dir}/")
-    return data_dir
+    return report.finish(folder, results, timer,
+                         "Longer than trained: positions past the training length",
+                         lambda done: _sections(done, records))
 
 
 def _specs(size: Size, seed: int, vocab_size: int) -> list[RunSpec]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gptlab import __version__
+from gptlab.data.corpus import ensure_shakespeare
 from gptlab.data.prepared import load_data
 from gptlab.errors import UsageError
 from gptlab.files.atomic import ensure_dir, read_json_object, write_json
@@ -54,6 +55,32 @@ def experiment_folder(path: str | Path, name: str) -> Path:
     ensure_dir(path)
     write_json(marker, {"kind": "experiment", "experiment": name, "gptlab": __version__})
     return path
+
+
+def open_experiment(out: str | Path, name: str, data: str | Path | None,
+                    log: Callable[[str], None] = print) -> tuple[Path, Path]:
+    """(folder, data directory) of experiment `name` writing into `out`: the folder made
+    ready (experiment_folder), the data given or the embedded corpus prepared in it."""
+    folder = experiment_folder(out, name)
+    return folder, (Path(data) if data is not None else embedded_corpus(folder, log))
+
+
+def choose_size(sizes: dict[str, Any], quick: bool, **changes: Any) -> Any:
+    """sizes["quick"] or sizes["default"] (a dataclass), with the changes that are not None
+    (a command's --steps, say) applied."""
+    size = sizes["quick" if quick else "default"]
+    return replace(size, **{k: v for k, v in changes.items() if v is not None})
+
+
+def embedded_corpus(folder: Path, log: Callable[[str], None] = print) -> Path:
+    """The embedded Shakespeare, prepared (once) into FOLDER/data: every experiment's
+    default data."""
+    data_dir = Path(folder) / "data"
+    meta, reused = ensure_shakespeare(data_dir)
+    if not reused:
+        log(f"prepared the embedded Shakespeare ({meta['train_tokens'] + meta['val_tokens']:,} "
+            f"characters) in {data_dir}/")
+    return data_dir
 
 
 def experiment_of(path: str | Path) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,6 +85,17 @@ def write_report(folder: Path, title: str, sections: Sequence[tuple[str, str]]) 
     path = Path(folder) / REPORT_FILE
     atomic_write_text(path, "\n".join(parts))
     return path
+
+
+def finish(folder: Path, results: dict[str, Any], timer: Timer, title: str,
+           sections: Callable[[dict[str, Any]], Sequence[tuple[str, str]]]) -> dict[str, Any]:
+    """The last step of every experiment: the timing and the machine added to results, then
+    results.json and report.md (its sections built from the finished results) written."""
+    results["timing"] = timer.to_dict()
+    results["machine"] = machine()
+    write_results(folder, results)
+    write_report(folder, title, sections(results))
+    return results
 
 
 def seeds_line(records: dict[str, Any]) -> str:
