@@ -15,7 +15,9 @@ from gptlab.distributed.parallelize import check_settings
 from gptlab.errors import UsageError
 from gptlab.interp.attribution import logit_attribution
 from gptlab.interp.lens import logit_lens
+from gptlab.interp.patching import Site, check_site
 from gptlab.interp.residuals import capture_residuals
+from gptlab.interp.walk import walk_token
 from gptlab.model.attention import attention_weights
 from gptlab.model.kv_cache import new_kv_cache
 from gptlab.training.config import TrainConfig
@@ -27,6 +29,7 @@ OPTIONS = {
     "softcap": dict(logit_softcap=3.0),
     "value residual": dict(value_residual=True),
     "U-net": dict(unet_skips=True, n_layer=4),
+    "attention only": dict(mlp="none"),
     "all": dict(attn_scale=False, qk_norm=True, mlp="relu2", logit_softcap=3.0,
                 value_residual=True, unet_skips=True, n_layer=3),
 }
@@ -148,7 +151,7 @@ def test_unet_skips_add_the_mirror_blocks_stream_and_vanish_at_weight_0(small_co
         torch.testing.assert_close(skipping(idx)[0], expected)
 
 
-@pytest.mark.parametrize("name", [n for n in OPTIONS if n != "relu2"])
+@pytest.mark.parametrize("name", [n for n in OPTIONS if n not in ("relu2", "attention only")])
 def test_export_refuses_each_option_by_name(name, small_config):
     llama = dict(pos_encoding="rope", norm="rmsnorm", bias=False, tie_embeddings=False)
     config = small_config(**{**llama, **OPTIONS[name], "mlp": "swiglu"})
@@ -164,6 +167,37 @@ def test_relu2_has_no_export_and_zero_init_needs_none(small_config):
     config = small_config(zero_init_proj=True, norm="rmsnorm", mlp="swiglu",
                           pos_encoding="rope", bias=False, n_kv_head=4)
     assert config.later_options() == [] and keymap_for(config).architecture
+
+
+def test_an_attention_only_model_is_its_attention_and_is_refused_by_name(small_config,
+                                                                         seeded_model):
+    """mlp none: each block is x + attn(norm_1(x)) (pre) or norm_1(x + attn(x)) (post),
+    nothing else; export, tensor parallel and the tools that read an MLP refuse it."""
+    idx = torch.randint(0, 23, (2, 10))
+    for position in ("pre", "post"):
+        model = seeded_model(small_config(mlp="none", norm_position=position))
+        assert all(b.mlp is None and b.norm_2 is None for b in model.blocks)
+        x = model.drop(model.wte(idx) + model.wpe(torch.arange(10)))
+        for block in model.blocks:
+            x = (x + block.attn(block.norm_1(x)) if position == "pre"
+                 else block.norm_1(x + block.attn(x)))
+        expected = model.lm_head(model.ln_f(x) if model.ln_f is not None else x)
+        torch.testing.assert_close(model(idx)[0], expected)
+    config = small_config(mlp="none", pos_encoding="rope", norm="rmsnorm", bias=False,
+                          tie_embeddings=False)
+    assert config.later_options() == ["mlp=none"]
+    for export in (keymap_for, gguf_architecture):
+        with pytest.raises(UsageError, match="mlp=none"):
+            export(config)
+    with pytest.raises(UsageError, match="attention-only model"):
+        check_settings(TrainConfig(parallel="tp", tp=2), config, 2)
+    model = seeded_model(config)
+    with pytest.raises(UsageError, match="attention only"):
+        capture_residuals(model, idx[:1])
+    with pytest.raises(UsageError, match="attention only"):
+        walk_token(model, idx[0], 3)
+    with pytest.raises(UsageError, match="no MLP to patch"):
+        check_site(model, Site("mlp", 0), 10)
 
 
 def test_the_interpretability_tools_refuse_what_they_cannot_decompose(small_config,

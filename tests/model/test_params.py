@@ -36,8 +36,8 @@ def meta_model(config: GPTConfig) -> GPT:
         return GPT(config)
 
 
-def numel(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
+def numel(module: nn.Module | None) -> int:
+    return 0 if module is None else sum(p.numel() for p in module.parameters())
 
 
 def random_config(rng: random.Random, pos_encoding: str, norm: str, mlp: str,

@@ -83,6 +83,9 @@ def check_settings(cfg: TrainConfig, config: GPTConfig, world_size: int) -> Layo
         raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} does not support "
                          f"pos_encoding 'alibi': its bias holds every head's slope, and a "
                          f"rank computes only its share of the heads")
+    if layout.tp > 1 and not config.has_mlp:
+        raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} has no plan for an "
+                         f"attention-only model (mlp none) yet; use --parallel ddp or fsdp")
     if layout.tp > 1 and (config.value_residual or config.unet_skips):
         raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} has no plan for the "
                          f"learned scalars of value_residual and unet_skips yet; use "

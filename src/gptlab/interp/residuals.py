@@ -57,6 +57,9 @@ def check_pre_norm(model: nn.Module) -> GPT:
     if gpt.config.unet_skips:
         raise UsageError("the residual stream decomposes into its writers only without U-net "
                          "skips; this model adds earlier streams back (unet_skips=True)")
+    if not gpt.config.has_mlp:
+        raise UsageError("the residual stream's decomposition reads each block's MLP; this "
+                         "model is attention only (mlp none)")
     return gpt
 
 

@@ -142,6 +142,9 @@ def walk_token(model: nn.Module, idx: Tensor, position: int = -1, top: int = 5) 
         if getattr(gpt.config, option):
             raise UsageError(f"the whole-model walk draws the chapter's model; this one has "
                              f"{option}, which it does not draw")
+    if not gpt.config.has_mlp:
+        raise UsageError("the whole-model walk draws the chapter's model; this one is "
+                         "attention only (mlp none), which it does not draw")
     idx = check_tokens(model, idx)
     if idx.shape[0] != 1:
         raise UsageError(f"walk one sequence at a time, got a batch of {idx.shape[0]}")

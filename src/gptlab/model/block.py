@@ -20,8 +20,9 @@ class Block(nn.Module):
         super().__init__()
         self.norm_1 = build_norm(config)
         self.attn = CausalSelfAttention(config, layer)
-        self.norm_2 = build_norm(config)
-        self.mlp = build_mlp(config)
+        # attention only (mlp "none"): no feed-forward network and no norm of its own
+        self.norm_2 = build_norm(config) if config.has_mlp else None
+        self.mlp = build_mlp(config) if config.has_mlp else None
 
 
 class PreNormBlock(Block):
@@ -29,7 +30,7 @@ class PreNormBlock(Block):
 
     def forward(self, x: Tensor, inputs: AttentionInputs = CAUSAL) -> Tensor:
         x = x + self.attn(self.norm_1(x), inputs)
-        return x + self.mlp(self.norm_2(x))
+        return x if self.mlp is None else x + self.mlp(self.norm_2(x))
 
 
 class PostNormBlock(Block):
@@ -37,7 +38,7 @@ class PostNormBlock(Block):
 
     def forward(self, x: Tensor, inputs: AttentionInputs = CAUSAL) -> Tensor:
         x = self.norm_1(x + self.attn(x, inputs))
-        return self.norm_2(x + self.mlp(x))
+        return x if self.mlp is None else self.norm_2(x + self.mlp(x))
 
 
 BLOCKS: dict[str, type[Block]] = {"pre": PreNormBlock, "post": PostNormBlock}

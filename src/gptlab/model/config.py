@@ -17,7 +17,9 @@ NORMS = ("layernorm", "rmsnorm")
 NORM_POSITIONS = ("pre", "post")
 # 'gelu' is the exact erf GELU; 'gelu_tanh' is GPT-2's tanh approximation ("gelu_new");
 # 'relu2' is ReLU squared (So et al. 2021, "Primer"; modded-nanogpt's speedrun MLP).
-MLPS = ("gelu", "gelu_tanh", "swiglu", "relu2")
+# 'none': no feed-forward network (and no second norm): an attention-only model, as
+# Elhage et al. 2021 and Olsson et al. 2022 study.
+MLPS = ("gelu", "gelu_tanh", "swiglu", "relu2", "none")
 ROPE_SCALINGS = ("linear", "ntk", "yarn", "dynamic", "llama3")
 # The rules that need the training length (original_max_position_embeddings).
 ROPE_SCALINGS_WITH_ORIGINAL = ("yarn", "dynamic", "llama3")
@@ -52,7 +54,9 @@ class GPTConfig:
     norm_position   "pre" (norm, sublayer, add: GPT-2 on) or "post" (sublayer, add, norm:
                     the 2017 paper)
     mlp             "gelu" (exact erf GELU), "gelu_tanh" (GPT-2's approximation),
-                    "swiglu" (Shazeer 2020, Llama) or "relu2" (ReLU squared, So et al. 2021)
+                    "swiglu" (Shazeer 2020, Llama), "relu2" (ReLU squared, So et al. 2021)
+                    or "none": no feed-forward network and no second norm in any block,
+                    an attention-only model (Elhage et al. 2021); ffn_hidden is then unused
     bias            biases in the linear layers and norms (GPT-2 yes, Llama no)
     tie_embeddings  the unembedding reuses the embedding matrix (W_U = W_E^T), as the 2017
                     paper and GPT-2 do
@@ -176,13 +180,20 @@ class GPTConfig:
 
     def later_options(self) -> list[str]:
         """The options of later work that change what the model computes (attn_scale off,
-        qk_norm, logit_softcap, value_residual, unet_skips), as `name=value`: what formats
-        made for the chapter's models (Hugging Face's, GGUF) cannot hold. zero_init_proj
-        is not among them: it is a starting point, and the trained weights are ordinary."""
+        qk_norm, logit_softcap, value_residual, unet_skips, and mlp none: attention only),
+        as `name=value`: what formats made for the chapter's models (Hugging Face's, GGUF)
+        cannot hold. zero_init_proj is not among them: it is a starting point, and the
+        trained weights are ordinary."""
         defaults = {"attn_scale": True, "qk_norm": False, "logit_softcap": None,
                     "value_residual": False, "unet_skips": False}
-        return [f"{name}={getattr(self, name)}" for name, default in defaults.items()
-                if getattr(self, name) != default]
+        options = [f"{name}={getattr(self, name)}" for name, default in defaults.items()
+                   if getattr(self, name) != default]
+        return options + (["mlp=none"] if not self.has_mlp else [])
+
+    @property
+    def has_mlp(self) -> bool:
+        """Whether each block has its feed-forward network (mlp is not "none")."""
+        return self.mlp != "none"
 
     # Derived sizes, named so the code that uses them reads plainly.
     @property

@@ -88,7 +88,7 @@ class GPT(nn.Module):
                 nn.init.zeros_(module.bias)
         residual_std = 0.02 / math.sqrt(2 * self.config.n_layer)
         for block in self.blocks:
-            for proj in (block.attn.proj, block.mlp.proj):
+            for proj in (block.attn.proj, *([block.mlp.proj] if block.mlp else [])):
                 if self.config.zero_init_proj:
                     nn.init.zeros_(proj.weight)
                 else:

@@ -143,12 +143,19 @@ def _norm(config: GPTConfig) -> int:
     return d + d if config.norm == "layernorm" and config.bias else d
 
 
+def _block_norms(config: GPTConfig) -> int:
+    """A block's norms: two (before attention and before the MLP), one when attention only."""
+    return (2 if config.has_mlp else 1) * _norm(config)
+
+
 def _attention(config: GPTConfig) -> int:
     d, q_dim = config.n_embd, config.n_head * config.head_dim
     return _linear(d, q_dim + 2 * config.kv_dim, config.bias) + _linear(q_dim, d, config.bias)
 
 
 def _feed_forward(config: GPTConfig) -> int:
+    if not config.has_mlp:
+        return 0
     d, hidden = config.n_embd, config.ffn_hidden
     n_in = 2 if config.mlp == "swiglu" else 1  # SwiGLU: gate and up; GELU: fc
     return n_in * _linear(d, hidden, config.bias) + _linear(hidden, d, config.bias)
@@ -158,14 +165,15 @@ def _matmul_weights_per_block(config: GPTConfig) -> int:
     """The block's Linear weights without biases: what multiplies activations."""
     d, q_dim, hidden = config.n_embd, config.n_head * config.head_dim, config.ffn_hidden
     n_in = 2 if config.mlp == "swiglu" else 1
-    return d * (q_dim + 2 * config.kv_dim) + q_dim * d + n_in * d * hidden + hidden * d
+    ffn = (n_in * d * hidden + hidden * d) if config.has_mlp else 0
+    return d * (q_dim + 2 * config.kv_dim) + q_dim * d + ffn
 
 
 def check_tp_divides(config: GPTConfig, tp: int) -> None:
     """Tensor parallel gives each rank an equal share of the heads, the kv heads (each
     with its group of query heads) and the FFN's hidden units."""
-    for name, count in (("n_head", config.n_head), ("n_kv_head", config.n_kv_head),
-                        ("ffn_hidden", config.ffn_hidden)):
+    counts = [("n_head", config.n_head), ("n_kv_head", config.n_kv_head)]
+    for name, count in counts + ([("ffn_hidden", config.ffn_hidden)] if config.has_mlp else []):
         if count % tp:
             raise UsageError(f"--tp {tp} does not divide {name} {count}: tensor parallel "
                              f"splits them across ranks")
@@ -180,11 +188,11 @@ def parameter_shapes(config: GPTConfig, tp: int = 1) -> list[tuple[int, ...]]:
     c, d = config, config.n_embd
     q_dim, kv_dim, hidden = c.n_head * c.head_dim // tp, c.kv_dim // tp, c.ffn_hidden // tp
     norm = [(d,), (d,)] if c.norm == "layernorm" and c.bias else [(d,)]
-    block = 2 * norm
-    n_in = 2 if c.mlp == "swiglu" else 1
+    block = (2 if c.has_mlp else 1) * norm
+    n_in = (2 if c.mlp == "swiglu" else 1) if c.has_mlp else 0
     for rows in (q_dim, kv_dim, kv_dim, *[hidden] * n_in):  # split by output
         block += [(rows, d)] + ([(rows,)] if c.bias else [])
-    for cols in (q_dim, hidden):  # split by input; the bias is added once, whole
+    for cols in (q_dim, hidden)[:2 if c.has_mlp else 1]:  # split by input; bias once, whole
         block += [(d, cols)] + ([(d,)] if c.bias else [])
     shapes = [(c.vocab_size, d)] + block * c.n_layer
     if c.pos_encoding == "learned":
@@ -231,7 +239,9 @@ def _rows(config: GPTConfig) -> list[Row]:
         "alibi": f"alibi: a fixed linear bias on the scores, {c.n_head} slopes, no parameters",
         "none": "none: no position signal",
     }
-    if c.mlp == "swiglu":
+    if not c.has_mlp:
+        ffn_note = "none: attention only, no feed-forward network"
+    elif c.mlp == "swiglu":
         ffn_note = (f"swiglu: gate and up {d:,} -> {c.ffn_hidden:,}, "
                     f"proj {c.ffn_hidden:,} -> {d:,}, {biases}")
     else:
@@ -246,7 +256,8 @@ def _rows(config: GPTConfig) -> list[Row]:
             f"{heads} of {c.head_dim}: qkv {d:,} -> {qkv_out:,}, "
             f"proj {q_dim:,} -> {d:,}, {biases}", c.n_layer),
         Row("feed-forward (per block)", _feed_forward(c), ffn_note, c.n_layer),
-        Row("norms (per block)", 2 * _norm(c), f"2 x {norm_kind}", c.n_layer),
+        Row("norms (per block)", _block_norms(c), f"{2 if c.has_mlp else 1} x {norm_kind}",
+            c.n_layer),
         Row("final norm (ln_f)", _norm(c) if c.norm_position == "pre" else 0,
             norm_kind if c.norm_position == "pre" else "post-norm: the last block ends in a norm"),
         Row("lm_head", 0 if c.tie_embeddings else d * v,
@@ -281,7 +292,7 @@ def accounting(config: GPTConfig, seq_len: int | None = None, name: str | None =
         )
     rows = _rows(config)
     total = sum(row.params * row.count for row in rows)
-    per_block = _attention(config) + _feed_forward(config) + 2 * _norm(config)
+    per_block = _attention(config) + _feed_forward(config) + _block_norms(config)
     d_attn = config.n_head * config.head_dim
     n_matmul = (config.n_layer * _matmul_weights_per_block(config)
                 + config.n_embd * config.vocab_size)  # + lm_head, tied or not
@@ -320,7 +331,8 @@ def format_table(acc: Accounting) -> str:
     title = acc.name or "config"
     lines = [
         f"{title}: {c.n_layer} layers, d_model {c.n_embd:,}, {c.n_head} heads "
-        f"({c.n_kv_head} kv) of {c.head_dim}, FFN {c.ffn_hidden:,} ({c.mlp}), "
+        f"({c.n_kv_head} kv) of {c.head_dim}, "
+        f"FFN {f'{c.ffn_hidden:,} ({c.mlp})' if c.has_mlp else 'none (attention only)'}, "
         f"vocab {c.vocab_size:,}, context {c.block_size:,}",
         f"{c.pos_encoding} positions, {c.norm_position}-norm {c.norm}, "
         f"{'biases' if c.bias else 'no biases'}, "
