@@ -1,13 +1,16 @@
-"""Shared by the experiment tests: running an experiment again on a copy of its folder."""
+"""Shared by the experiment tests: an experiment run once at its --quick size, its results,
+and running it again on a copy of its folder."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from gptlab.cli.main import main
 from gptlab.experiments.grid import GRID_FILE
@@ -17,15 +20,51 @@ from gptlab.experiments.grid import GRID_FILE
 def rerun(tmp_path, capsys):
     """rerun(folder, name) -> SimpleNamespace(code, out, grid_before, grid_after, results):
     `gptlab experiment NAME --quick` run again on a copy of folder (its data the folder's
-    sibling data/), what it printed, its grid.json before and after, its new results."""
+    sibling data/), what it printed, its grid.json files before and after ({path: state},
+    every one under the folder), its new results."""
+    def grids(copy: Path) -> dict[str, dict]:
+        return {str(p.relative_to(copy)): json.loads(p.read_text())
+                for p in sorted(copy.rglob(GRID_FILE))}
+
     def run(folder: Path, name: str) -> SimpleNamespace:
         copy = tmp_path / name
         shutil.copytree(folder, copy)
-        before = json.loads((copy / GRID_FILE).read_text())
+        before = grids(copy)
+        assert before, f"no {GRID_FILE} under {folder}"
         code = main(["experiment", name, "--quick", "--out", str(copy),
                      "--data", str(folder.parent / "data")])
         return SimpleNamespace(code=code, out=capsys.readouterr().out, grid_before=before,
-                               grid_after=json.loads((copy / GRID_FILE).read_text()),
+                               grid_after=grids(copy),
                                results=json.loads((copy / "results.json").read_text()))
 
     return run
+
+
+@pytest.fixture(scope="session")
+def quick_experiment(tmp_path_factory, make_data):
+    """quick_experiment(name) -> folder: `gptlab experiment NAME --quick`'s library call,
+    run once per session at one thread on make_data's text (data/ beside the folder).
+    Read-only: a test that writes copies it (rerun)."""
+    done: dict[str, Path] = {}
+
+    def run(name: str) -> Path:
+        if name not in done:
+            module = importlib.import_module(f"gptlab.experiments.{name}")
+            root = tmp_path_factory.mktemp(name)
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                getattr(module, f"run_{name}")(root / name, data=make_data(root / "data"),
+                                               quick=True, log=lambda line: None)
+            finally:
+                torch.set_num_threads(threads)
+            done[name] = root / name
+        return done[name]
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def results(experiment):
+    """The module's experiment's results.json (each module names its `experiment`)."""
+    return json.loads((experiment / "results.json").read_text())

@@ -6,8 +6,6 @@ every trained model."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 
@@ -19,16 +17,8 @@ pytestmark = pytest.mark.usefixtures("one_thread_module")
 
 
 @pytest.fixture(scope="module")
-def experiment(tmp_path_factory, make_data, one_thread_module):
-    root = tmp_path_factory.mktemp("heads")
-    data = make_data(root / "data")
-    heads.run_heads(root / "heads", data=data, quick=True, log=lambda line: None)
-    return root / "heads"
-
-
-@pytest.fixture(scope="module")
-def results(experiment):
-    return json.loads((experiment / "results.json").read_text())
+def experiment(quick_experiment):
+    return quick_experiment("heads")
 
 
 def test_the_grid_is_one_model_per_seed(experiment, results, png_magic):

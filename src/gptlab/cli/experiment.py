@@ -1,6 +1,6 @@
 """`gptlab experiment NAME`: train a small grid of models and measure them, in one command
 (gptlab.experiments): context (positions past the training length), heads (pruning
-heads)."""
+heads), phase (the induction-head phase change)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,17 @@ EXPERIMENTS = {
     "heads": "a small model trained with two seeds, its heads scored by Michel et al.'s "
              "importance (the gradient of the loss by a gate on each head), pruned least "
              "important first in steps of 10% and re-evaluated, and each removed alone",
+    "phase": "attention-only models of 1 and 2 layers (two seeds) trained on repeated "
+             "random segments and on text, their heads' induction and previous-token "
+             "scores and the in-context-learning score recorded as they train: the "
+             "induction-head phase change",
 }
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "experiment",
-        help="train a small grid of models and measure them (context, heads)",
+        help="train a small grid of models and measure them (context, heads, phase)",
         description=(
             "Run an experiment end to end into --out: its models are ordinary run "
             "directories under OUT/runs (loadable, resumable, listed by the lab), trained "
@@ -51,13 +55,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = args.out or f"runs/{args.name}"
-    if args.name == "heads":
+    if args.name in ("heads", "phase"):
         # start-up time: torch loads here, so that `--help` and usage errors never wait for it
-        from gptlab.experiments import heads
+        import importlib
 
-        results = heads.run_heads(out, data=args.data, quick=args.quick, seed=args.seed,
-                                  steps=args.steps, progress=args.progress)
-        print(f"\n{heads.summary(results, out)}")
+        module = importlib.import_module(f"gptlab.experiments.{args.name}")
+        results = getattr(module, f"run_{args.name}")(
+            out, data=args.data, quick=args.quick, seed=args.seed, steps=args.steps,
+            progress=args.progress)
+        print(f"\n{module.summary(results, out)}")
         return 0
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
     from gptlab.experiments import context, report

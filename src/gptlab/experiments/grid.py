@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from gptlab.files.model_dir import weights_step
 from gptlab.model.config import GPTConfig
 from gptlab.training import rundir
 from gptlab.training.config import TrainConfig
+from gptlab.training.reporting import NullReporter, Reporter, Reporters
 from gptlab.training.run import train
 
 EXPERIMENT_FILE = "experiment.json"  # marks a folder as an experiment's, and which
@@ -102,6 +103,9 @@ class RunSpec:
     model: GPTConfig
     train: TrainConfig
     start: str | None = None
+    # What else watches the training (an experiment's measurements at each evaluation):
+    # watcher(run_dir) -> a reporter, beside the run's own. Not part of what the run is.
+    watcher: Callable[[Path], NullReporter] | None = field(default=None, compare=False)
 
     def key(self) -> dict[str, Any]:
         """What the run was asked to be; a finished run is reused while this is unchanged.
@@ -163,13 +167,20 @@ class Grid:
             settings = replace(settings, init_from=str(self.run_dir(spec.start)))
         self._record(spec, finished=False, train_s=0.0)
         t0 = time.perf_counter()
+        make_reporter = None
+        if spec.watcher is not None:
+            watcher = spec.watcher
+
+            def make_reporter(files: rundir.RunFiles) -> NullReporter:
+                return Reporters(Reporter(files, progress=progress), watcher(run_dir))
         if same and rundir.has_checkpoint(run_dir):
             log(f"{spec.name}: resuming the interrupted run in {run_dir}")
-            result = train(None, None, self.data_dir, run_dir, resume=True, progress=progress)
+            result = train(None, None, self.data_dir, run_dir, resume=True, progress=progress,
+                           make_reporter=make_reporter)
         else:
             log(f"{spec.name}: training {steps} steps into {run_dir}")
             result = train(spec.model, settings, self.data_dir, run_dir, overwrite=True,
-                           progress=progress)
+                           progress=progress, make_reporter=make_reporter)
         if result.status != "finished":
             raise UsageError(f"run {spec.name} stopped at step {result.step}: run the "
                              f"experiment again to resume it")

@@ -48,3 +48,31 @@ def _finish_axes(ax: Any, xlabel: str, ylabel: str, title: str, legend: int | No
     ax.grid(alpha=0.3)
     if legend is not None:
         ax.legend(fontsize=legend)
+
+
+def phase_curves(series: dict[str, dict[str, Any]], threshold: float, title: str = "") -> Figure:
+    """Four panels over training steps, a line per run ({run: {"loss", "induction",
+    "previous_token", "icl": [(step, value)], "crossing": step or None}}): the training
+    loss, the best head's induction score (the threshold dotted, each run's crossing
+    marked), the best previous-token score and the in-context-learning score. One-layer
+    runs (names starting "L1") dashed."""
+    fig = new_figure(figsize=(11, 7.5))
+    panels = (("loss", "training loss (nats / token)"),
+              ("induction", "best head's induction score"),
+              ("previous_token", "best head's previous-token score"),
+              ("icl", "ICL score: late-token loss - early-token loss"))
+    for p, (key, label) in enumerate(panels):
+        ax = fig.add_subplot(2, 2, p + 1)
+        for i, (run, data) in enumerate(series.items()):
+            points = data[key]
+            style = "--" if run.startswith("L1") else "-"
+            ax.plot([s for s, _ in points], [v for _, v in points], style, color=f"C{i}",
+                    lw=1.2, label=run)
+            if key == "induction" and data["crossing"] is not None:
+                ax.axvline(data["crossing"], color=f"C{i}", lw=0.8, alpha=0.6)
+        if key == "induction":
+            ax.axhline(threshold, color="0.3", ls=":", lw=1.0, label="5x chance")
+        _finish_axes(ax, "step", label, label, legend=7 if p == 1 else None)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return Figure(fig, dpi=100)

@@ -1,0 +1,331 @@
+"""`gptlab experiment phase`: the induction-head phase change (Olsson et al. 2022, "In-context
+Learning and Induction Heads"), watched as it happens.
+
+Attention-only models (mlp "none") of one and two layers are trained, two seeds each, on the
+repeated-random-segments task (gptlab.data.synthetic: the next symbol can only be read off an
+earlier copy) and on text (the embedded Shakespeare, or --data). At every evaluation during
+training a watcher records, on fixed probes:
+
+- each head's previous-token and induction scores (gptlab.interp.heads.head_scores) on
+  random tokens repeated twice (the standard induction probe), beside the chance level (a
+  head that attends uniformly: chance_scores);
+- the in-context-learning score: the mean loss at a late token of the context minus the
+  mean loss at an early one (Olsson et al.: the 500th token minus the 50th; here token
+  LATE = block_size - 1 minus token EARLY = block_size // 10), on held-out windows of the
+  run's own data.
+
+The report gives the step (and tokens seen) at which a model's best induction score first
+reaches 5x chance, or that it never does (Olsson et al.: one-layer attention-only models
+never form induction heads; two-layer ones do, in a sudden phase change visible as a bump
+in the loss curve).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from gptlab.data.prepared import load_data
+from gptlab.data.synthetic import ensure_repeated_segments
+from gptlab.experiments import report
+from gptlab.experiments.grid import Grid, RunRecord, RunSpec, choose_size, open_experiment
+from gptlab.files.atomic import ensure_dir
+from gptlab.files.model_dir import load_config
+from gptlab.interp.heads import chance_scores, head_scores, per_token_loss, repeated_random_tokens
+from gptlab.model.config import GPTConfig
+from gptlab.plots.heads import phase_curves
+from gptlab.training.config import recipe
+from gptlab.training.reporting import NullReporter
+from gptlab.training.rundir import METRICS_FILE
+
+NAME = "phase"
+RECIPE = "shakespeare-char-cpu-fast"
+TASKS = ("segments", "text")  # the repeated-segments task, then text (Shakespeare or --data)
+LAYERS = (1, 2)
+PHASE_FILE = "phase.jsonl"  # the watcher's records, in each run's directory
+CHANCE_MULTIPLE = 5.0
+PROBE_SEED = 0  # the probes' tokens and windows never change with the training seed
+LABELS = {"segments": "repeated random segments", "text": "text"}
+
+
+@dataclass(frozen=True)
+class Size:
+    name: str
+    model: dict[str, Any]  # GPTConfig fields besides n_layer (and vocab_size)
+    steps: int
+    batch_size: int
+    seeds: int
+    eval_every: int  # steps between the watcher's records
+    segments_chars: int  # length of the synthetic task's text
+    probe_batch: int  # repeated-random-token sequences in the induction probe
+    icl_windows: int  # held-out windows the in-context-learning score averages over
+    learning_rate: float = 2e-3
+    warmup: int = 50
+    eval_iters: int = 4
+
+
+SIZES = {
+    "default": Size("default", dict(block_size=64, n_head=4, n_embd=64, pos_encoding="rope",
+                                    mlp="none", bias=False, dropout=0.0),
+                    steps=1500, batch_size=32, seeds=2, eval_every=50,
+                    segments_chars=2_000_000, probe_batch=16, icl_windows=64),
+    "quick": Size("quick", dict(block_size=32, n_head=2, n_embd=16, pos_encoding="rope",
+                                mlp="none", bias=False, dropout=0.0),
+                  steps=12, batch_size=4, seeds=2, eval_every=4, segments_chars=20_000,
+                  probe_batch=2, icl_windows=4, warmup=2, eval_iters=1),
+}
+
+
+def run_phase(out: str | Path, data: str | Path | None = None, quick: bool = False,
+              seed: int = 1337, steps: int | None = None, progress: bool = False,
+              log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Train (or reuse) the grid in `out` with the watcher on, read what it recorded, write
+    results.json, report.md and the figures there; returns the results. data: a prepared
+    data directory for the text task (default: the embedded Shakespeare, in OUT/data)."""
+    size = choose_size(SIZES, quick, steps=steps)
+    timer = report.Timer()
+    folder, text_dir = open_experiment(out, NAME, data, log)
+    segments_dir = folder / "segments-data"
+    meta, reused = ensure_repeated_segments(segments_dir, size.segments_chars, PROBE_SEED,
+                                            by="experiment")
+    if not reused:
+        log(f"prepared the repeated-segments task ({meta['train_tokens'] + meta['val_tokens']:,}"
+            f" characters) in {segments_dir}/")
+    data_dirs = {"segments": segments_dir, "text": text_dir}
+    records: dict[str, RunRecord] = {}
+    tasks = {}
+    for task, data_dir in data_dirs.items():
+        probe = Probe.build(data_dir, size)
+        grid = Grid(ensure_dir(folder / task), data_dir)
+        found = grid.train(specs(size, seed, task, probe), progress, log)
+        records.update({f"{task}/{name}": r for name, r in found.items()})
+        tasks[task] = {"data": str(data_dir), "chance": probe.chance,
+                       "runs": {name: summarize(grid.run_dir(name), r, size, probe)
+                                for name, r in found.items()}}
+    timer.add("train_s", sum(r.train_s for r in records.values() if not r.reused))
+    results = {
+        "experiment": NAME, "size": size.name, "model": size.model, "layers": list(LAYERS),
+        "recipe": RECIPE, "steps": size.steps, "batch_size": size.batch_size,
+        "learning_rate": size.learning_rate, "warmup": size.warmup,
+        "eval_every": size.eval_every, "chance_multiple": CHANCE_MULTIPLE,
+        "icl_positions": list(icl_positions(size.model["block_size"])),
+        "probe": {"seed": PROBE_SEED, "batch": size.probe_batch,
+                  "seq_len": size.model["block_size"] // 2, "icl_windows": size.icl_windows},
+        "runs": {name: r.to_dict(folder) for name, r in records.items()},
+        "tasks": tasks,
+        "training_time_s": round(sum(r.train_s for r in records.values()), 1),
+    }
+    t0 = time.perf_counter()
+    for task in tasks:
+        figure(results, task).save(folder / figure_name(task))
+    timer.add("report_s", time.perf_counter() - t0)
+    return report.finish(folder, results, timer, "The induction-head phase change",
+                         lambda done: sections(done, records))
+
+
+def icl_positions(block: int) -> tuple[int, int]:
+    """(early, late) token positions of the in-context-learning score."""
+    return block // 10, block - 1
+
+
+def specs(size: Size, seed: int, task: str, probe: Probe) -> list[RunSpec]:
+    """A run per depth and seed, named L{layers}-seed-S, each watched by the probe."""
+    out = []
+    for layers in LAYERS:
+        for s in range(seed, seed + size.seeds):
+            train = recipe(RECIPE, max_iters=size.steps, batch_size=size.batch_size, seed=s,
+                           learning_rate=size.learning_rate, min_lr=size.learning_rate / 10,
+                           warmup_iters=size.warmup, eval_interval=size.eval_every,
+                           eval_iters=size.eval_iters, log_interval=max(1, size.eval_every // 5),
+                           whole_val=False, dtype="float32")
+            model = GPTConfig(vocab_size=probe.vocab_size, n_layer=layers, **size.model)
+            out.append(RunSpec(f"L{layers}-seed-{s}", model, train,
+                               watcher=lambda run_dir: PhaseWatcher(run_dir / PHASE_FILE,
+                                                                    probe)))
+    return out
+
+
+@dataclass
+class Probe:
+    """The fixed inputs every record is measured on: repeated random tokens (induction and
+    previous-token scores) and held-out windows of the data (the in-context-learning
+    score)."""
+
+    tokens: torch.Tensor  # (probe_batch, block): seq_len random ids, then the same again
+    windows: torch.Tensor  # (icl_windows, block) from the start of the validation split
+    vocab_size: int
+    block: int
+    chance: dict[str, float]
+
+    @classmethod
+    def build(cls, data_dir: Path, size: Size) -> Probe:
+        data = load_data(data_dir)
+        block = size.model["block_size"]
+        tokens = repeated_random_tokens(data.vocab_size, block // 2, size.probe_batch,
+                                        torch.Generator().manual_seed(PROBE_SEED))
+        val = data.val[:size.icl_windows * block].astype("int64")
+        windows = torch.as_tensor(val).view(size.icl_windows, block)
+        return cls(tokens, windows, data.vocab_size, block, chance_scores(tokens))
+
+    def measure(self, model: nn.Module) -> dict[str, Any]:
+        """Every head's scores and the in-context-learning score of the model as it is."""
+        scores = head_scores(model, self.tokens)
+        losses = per_token_loss(model, self.windows).mean(dim=0)  # entry t predicts t+1
+        early, late = icl_positions(self.block)
+        return {"previous_token": scores["previous_token"].tolist(),
+                "induction": scores["induction"].tolist(),
+                "loss_early": float(losses[early - 1]), "loss_late": float(losses[late - 1]),
+                "icl": float(losses[late - 1] - losses[early - 1])}
+
+
+class PhaseWatcher(NullReporter):
+    """At each evaluation, the probe's measurements of the model, a line of `path`. A
+    fresh run starts the file afresh; a resumed one keeps the lines up to where it
+    resumes."""
+
+    def __init__(self, path: Path, probe: Probe) -> None:
+        self.path, self.probe = path, probe
+
+    def open(self, total: int, initial: int) -> None:
+        kept = [r for r in read_records(self.path) if r["step"] <= initial] if initial else []
+        self.path.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
+
+    def evaluation(self, record: dict[str, Any], model: nn.Module, improved: bool) -> None:
+        line = {"step": record["step"], **self.probe.measure(model)}
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The watcher's records, one per step (a step recorded twice, by a run resumed after
+    it: the last)."""
+    if not path.is_file():
+        return []
+    by_step = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            r = json.loads(line)
+            by_step[r["step"]] = r
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def crossing(records: list[dict[str, Any]], threshold: float) -> int | None:
+    """The first recorded step at which some head's induction score reaches threshold."""
+    return next((r["step"] for r in records
+                 if max(max(row) for row in r["induction"]) >= threshold), None)
+
+
+def summarize(run_dir: Path, record: RunRecord, size: Size, probe: Probe) -> dict[str, Any]:
+    """One run: its watcher's records, its loss curve, and the crossing step."""
+    phase = read_records(run_dir / PHASE_FILE)
+    metrics = [json.loads(line) for line in (run_dir / METRICS_FILE).read_text(
+        encoding="utf-8").splitlines() if line.strip()]
+    curve = [(m["step"], m["loss"]) for m in metrics if "loss" in m and "step" in m
+             and "val_loss" not in m and isinstance(m["loss"], float)]
+    threshold = CHANCE_MULTIPLE * probe.chance["induction"]
+    step = crossing(phase, threshold)
+    final = phase[-1] if phase else None
+    return {"seed": record.seed, "layers": load_config(run_dir).n_layer, "records": phase,
+            "loss_curve": curve,
+            "crossing_step": step,
+            "crossing_tokens": None if step is None else step * size.batch_size * probe.block,
+            "final": None if final is None else {
+                "induction_max": max(max(row) for row in final["induction"]),
+                "previous_token_max": max(max(row) for row in final["previous_token"]),
+                "icl": final["icl"], "loss_early": final["loss_early"],
+                "loss_late": final["loss_late"]}}
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def figure_name(task: str) -> str:
+    return f"phase-{task}.png"
+
+
+def table(results: dict[str, Any], task: str) -> tuple[list[str], list[list[str]]]:
+    """A row per run of the task: depth, seed, the crossing, the final scores."""
+    chance = results["tasks"][task]["chance"]
+    header = ["run", f"reaches {results['chance_multiple']:g}x chance induction at step "
+                     f"(tokens)", "final best induction", "final best previous-token",
+              "final ICL score", "loss early / late"]
+    rows = []
+    for name, run in results["tasks"][task]["runs"].items():
+        f = run["final"]
+        cross = ("never" if run["crossing_step"] is None
+                 else f"{run['crossing_step']} ({run['crossing_tokens']:,})")
+        rows.append([name, cross,
+                     f"{f['induction_max']:.2f} ({f['induction_max'] / chance['induction']:.0f}x)",
+                     f"{f['previous_token_max']:.2f} "
+                     f"({f['previous_token_max'] / chance['previous_token']:.0f}x)",
+                     f"{f['icl']:+.3f}", f"{f['loss_early']:.3f} / {f['loss_late']:.3f}"])
+    return header, rows
+
+
+def chance_line(results: dict[str, Any], task: str) -> str:
+    chance = results["tasks"][task]["chance"]
+    return (f"chance (a head attending uniformly): induction {chance['induction']:.3f}, "
+            f"previous-token {chance['previous_token']:.3f}")
+
+
+def summary(results: dict[str, Any], out: str | Path) -> str:
+    early, late = results["icl_positions"]
+    lines = []
+    for task in results["tasks"]:
+        header, rows = table(results, task)
+        lines += [f"{LABELS[task]} ({results['tasks'][task]['data']}); ICL score = loss at "
+                  f"token {late} - loss at token {early}:",
+                  report.text_table(header, rows), chance_line(results, task), ""]
+    files = ", ".join(f"{out}/{figure_name(t)}" for t in results["tasks"])
+    lines += [report.timing_line(results["timing"], results["machine"]),
+              f"wrote {out}/results.json, {out}/report.md, {files}"]
+    return "\n".join(lines)
+
+
+def figure(results: dict[str, Any], task: str) -> Any:
+    runs = results["tasks"][task]["runs"]
+    series = {name: {"loss": run["loss_curve"],
+                     "induction": [(r["step"], max(max(row) for row in r["induction"]))
+                                   for r in run["records"]],
+                     "previous_token": [(r["step"], max(max(row) for row in r["previous_token"]))
+                                        for r in run["records"]],
+                     "icl": [(r["step"], r["icl"]) for r in run["records"]],
+                     "crossing": run["crossing_step"]}
+              for name, run in runs.items()}
+    chance = results["tasks"][task]["chance"]
+    return phase_curves(series, threshold=results["chance_multiple"] * chance["induction"],
+                        title=f"{LABELS[task]}: attention-only models of 1 and 2 layers")
+
+
+def sections(results: dict[str, Any], records: dict[str, RunRecord]) -> list[tuple[str, str]]:
+    m, probe = results["model"], results["probe"]
+    early, late = results["icl_positions"]
+    setup = (
+        f"Size `{results['size']}`: attention-only models (mlp none) of 1 and 2 layers, "
+        f"{m['n_head']} heads, width {m['n_embd']}, {m['pos_encoding']} positions, block "
+        f"{m['block_size']}; {results['steps']} steps of batch {results['batch_size']} "
+        f"(learning rate {results['learning_rate']:g}, {results['warmup']} warm-up steps, "
+        f"then the recipe's cosine decay); {report.seeds_line(records)}. Every "
+        f"{results['eval_every']} steps: each head's previous-token and induction scores on "
+        f"{probe['batch']} sequences of {probe['seq_len']} random tokens repeated twice "
+        f"(seed {probe['seed']}), and the in-context-learning score, loss at token {late} "
+        f"minus loss at token {early}, averaged over the first {probe['icl_windows']} "
+        f"windows of the validation split. A model 'reaches {results['chance_multiple']:g}x "
+        f"chance' at the first recorded step where its best head's induction score is "
+        f"{results['chance_multiple']:g} times a uniform head's.")
+    out = [("Setup", setup)]
+    for task in results["tasks"]:
+        header, rows = table(results, task)
+        out.append((f"{LABELS[task]} (`{results['tasks'][task]['data']}`)",
+                    report.markdown_table(header, rows) + "\n\n" + chance_line(results, task)
+                    + f"\n\n![{task}]({figure_name(task)})"))
+    out.append(("Time", report.timing_line(results["timing"], results["machine"])
+                + f". Training took {results['training_time_s']:.0f} s when it was trained."))
+    return out

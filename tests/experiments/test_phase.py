@@ -1,0 +1,129 @@
+"""`gptlab experiment phase` at its --quick size, and the repeated-segments task it trains on,
+checked for what must hold whatever the models learned: the grid is 1- and 2-layer
+attention-only models, two seeds, on both tasks; every evaluation left a record; the last
+record's head scores and in-context-learning score are the final weights' own, recomputed
+directly; the crossing is the first record past 5x chance; a resumed watcher keeps what came
+before; a second run reuses every run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gptlab.data.prepared import load_data
+from gptlab.data.synthetic import SYMBOLS, ensure_repeated_segments, repeated_segments_text
+from gptlab.errors import UsageError
+from gptlab.experiments import phase
+from gptlab.files.model_dir import load_model
+from gptlab.interp.heads import chance_scores, head_scores, repeated_random_tokens
+
+pytestmark = pytest.mark.usefixtures("one_thread_module")
+QUICK = phase.SIZES["quick"]
+
+
+@pytest.fixture(scope="module")
+def experiment(quick_experiment):
+    return quick_experiment("phase")
+
+
+def test_the_task_repeats_segments_of_distinct_symbols(tmp_path):
+    text = repeated_segments_text(5000, seed=3)
+    assert len(text) == 5000 and set(text) <= set(SYMBOLS)
+    assert text == repeated_segments_text(5000, seed=3) != repeated_segments_text(5000, seed=4)
+    # an earlier copy predicts most symbols (find the previous symbol in the last 24 and
+    # copy what followed it: an induction head's rule); the previous symbol alone does not
+    induction = sum(text[text.rindex(text[i - 1], i - 25, i - 1) + 1] == text[i]
+                    for i in range(25, len(text)) if text[i - 1] in text[i - 25:i - 1])
+    assert induction / (len(text) - 25) > 0.6
+    successors: dict[str, dict[str, int]] = {}
+    for a, b in zip(text, text[1:], strict=False):
+        successors.setdefault(a, {}).setdefault(b, 0)
+        successors[a][b] += 1
+    assert sum(max(s.values()) for s in successors.values()) / (len(text) - 1) < 0.2
+    meta, reused = ensure_repeated_segments(tmp_path / "d", 5000, seed=3)
+    assert not reused and ensure_repeated_segments(tmp_path / "d", 5000, seed=3)[1]
+    data = load_data(tmp_path / "d")
+    assert data.vocab_size == len(SYMBOLS) and meta["train_tokens"] + meta["val_tokens"] == 5000
+    with pytest.raises(UsageError, match="segment lengths"):
+        repeated_segments_text(10, segment=(1, 3))
+
+
+def test_the_grid_is_one_and_two_layers_attention_only_two_seeds_two_tasks(experiment,
+                                                                            results, png_magic):
+    names = {f"{task}/L{n}-seed-{s}" for task in phase.TASKS for n in phase.LAYERS
+             for s in (1337, 1338)}
+    assert set(results["runs"]) == names
+    for name, run in results["runs"].items():
+        config = load_model(experiment / run["dir"]).config
+        assert config.mlp == "none" and f"L{config.n_layer}-" in name
+        assert all(b.mlp is None for b in load_model(experiment / run["dir"]).blocks)
+        steps = [r["step"] for r in phase.read_records(experiment / run["dir"] / phase.PHASE_FILE)]
+        assert steps == list(range(0, QUICK.steps + 1, QUICK.eval_every))
+    for task in phase.TASKS:
+        assert (experiment / phase.figure_name(task)).read_bytes().startswith(png_magic)
+    assert "seed-1337 1337" in (experiment / "report.md").read_text()
+
+
+def test_the_last_record_is_the_final_models_own(experiment, results):
+    block = QUICK.model["block_size"]
+    early, late = phase.icl_positions(block)
+    for task, found in results["tasks"].items():
+        data = load_data(found["data"])
+        tokens = repeated_random_tokens(data.vocab_size, block // 2, QUICK.probe_batch,
+                                        torch.Generator().manual_seed(phase.PROBE_SEED))
+        assert found["chance"] == chance_scores(tokens)
+        windows = torch.as_tensor(data.val[:QUICK.icl_windows * block].astype("int64")).view(
+            QUICK.icl_windows, block)
+        for name, run in found["runs"].items():
+            model = load_model(experiment / task / "runs" / name).eval()
+            last = run["records"][-1]
+            scores = head_scores(model, tokens)
+            assert last["induction"] == scores["induction"].tolist()
+            assert last["previous_token"] == scores["previous_token"].tolist()
+            with torch.no_grad():
+                logits, _ = model(windows)
+            # the loss of token k, predicted from tokens 0..k-1, averaged over the windows
+            loss = F.cross_entropy(logits[:, :-1].transpose(1, 2), windows[:, 1:],
+                                   reduction="none").mean(dim=0)
+            assert last["loss_early"] == pytest.approx(float(loss[early - 1]), abs=1e-5)
+            assert last["loss_late"] == pytest.approx(float(loss[late - 1]), abs=1e-5)
+            assert last["icl"] == pytest.approx(float(loss[late - 1] - loss[early - 1]),
+                                                abs=1e-5)
+            threshold = phase.CHANCE_MULTIPLE * found["chance"]["induction"]
+            assert run["crossing_step"] == phase.crossing(run["records"], threshold)
+
+
+def test_the_crossing_is_the_first_record_at_the_threshold():
+    records = [{"step": s, "induction": [[a, b]]}
+               for s, a, b in ((0, 0.1, 0.0), (50, 0.2, 0.49), (100, 0.5, 0.1), (150, 0.9, 0))]
+    assert phase.crossing(records, 0.5) == 100
+    assert phase.crossing(records, 0.49) == 50
+    assert phase.crossing(records, 1.0) is None
+
+
+def test_a_resumed_watcher_keeps_the_records_before_it(tmp_path):
+    path = tmp_path / phase.PHASE_FILE
+    path.write_text("".join(json.dumps({"step": s, "icl": s}) + "\n" for s in (0, 4, 8, 8)))
+    assert [r["step"] for r in phase.read_records(path)] == [0, 4, 8]
+    watcher = phase.PhaseWatcher(path, probe=None)
+    watcher.open(total=12, initial=4)
+    assert [r["step"] for r in phase.read_records(path)] == [0, 4]
+    watcher.open(total=12, initial=0)
+    assert phase.read_records(path) == []
+
+
+def test_a_second_run_reuses_every_run(experiment, results, rerun):
+    again = rerun(experiment, "phase")
+    assert again.code == 0
+    assert again.out.count("reusing the finished run") == 8 and "training" not in again.out
+    assert "repeated random segments" in again.out and "final ICL score" in again.out
+    assert all(r["reused"] for r in again.results["runs"].values())
+    assert again.grid_after == again.grid_before and len(again.grid_after) == 2
+    def without_data(tasks):  # the copy's data paths are its own
+        return {task: {k: v for k, v in found.items() if k != "data"}
+                for task, found in tasks.items()}
+
+    assert without_data(again.results["tasks"]) == without_data(results["tasks"])
