@@ -36,7 +36,7 @@ from gptlab.data.prepared import load_data
 from gptlab.data.synthetic import ensure_repeated_segments
 from gptlab.experiments import report
 from gptlab.experiments.grid import Grid, RunRecord, RunSpec, choose_size, open_experiment
-from gptlab.files.atomic import ensure_dir
+from gptlab.files.atomic import atomic_write_text, ensure_dir
 from gptlab.files.model_dir import load_config
 from gptlab.interp.heads import chance_scores, head_scores, per_token_loss, repeated_random_tokens
 from gptlab.model.config import GPTConfig
@@ -195,7 +195,7 @@ class PhaseWatcher(NullReporter):
 
     def open(self, total: int, initial: int) -> None:
         kept = [r for r in read_records(self.path) if r["step"] <= initial] if initial else []
-        self.path.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
+        atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in kept))
 
     def evaluation(self, record: dict[str, Any], model: nn.Module, improved: bool) -> None:
         line = {"step": record["step"], **self.probe.measure(model)}
