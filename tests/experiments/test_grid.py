@@ -11,6 +11,7 @@ import pytest
 from gptlab.errors import UsageError
 from gptlab.experiments.grid import Grid, RunSpec, experiment_folder, experiment_of
 from gptlab.files.model_dir import load_config
+from gptlab.training.reporting import NullReporter
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -63,3 +64,20 @@ def test_a_fine_tune_starts_from_an_earlier_run_of_the_grid(tmp_path, data_dir, 
     assert records["pi"].steps == 2
     tuned = load_config(records["pi"].run_dir)
     assert tuned.block_size == 32 and tuned.rope_scaling["type"] == "linear"
+
+
+def test_a_watcher_sees_every_evaluation_and_is_not_part_of_the_run(tmp_path, data_dir,
+                                                                     tiny_model, tiny_train):
+    seen = []
+
+    class Watcher(NullReporter):
+        def evaluation(self, record, model, improved):
+            seen.append((record["step"], model.training))
+
+    grid = Grid(experiment_folder(tmp_path / "e", "test"), data_dir)
+    settings = tiny_train(max_iters=8, eval_interval=4, whole_val=False)
+    watched = RunSpec("a", tiny_model(), settings, watcher=lambda run_dir: Watcher())
+    assert not grid.train([watched], log=lambda line: None)["a"].reused
+    assert [step for step, _ in seen] == [0, 4, 8]
+    assert (grid.run_dir("a") / "metrics.jsonl").is_file()  # the run's own reporter too
+    assert grid.train([RunSpec("a", tiny_model(), settings)], log=lambda line: None)["a"].reused
