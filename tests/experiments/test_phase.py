@@ -127,3 +127,16 @@ def test_a_second_run_reuses_every_run(experiment, results, rerun):
                 for task, found in tasks.items()}
 
     assert without_data(again.results["tasks"]) == without_data(results["tasks"])
+
+
+def test_the_depth_line_compares_the_gap_with_the_seed_spread():
+    def run(layers, icl, induction):
+        return {"layers": layers, "final": {"icl": icl, "induction_max": induction}}
+
+    results = {"tasks": {"t": {"runs": {"a": run(1, -0.5, 0.02), "b": run(1, -0.7, 0.03),
+                                        "c": run(2, -2.8, 0.22), "d": run(2, -2.7, 0.04)}}}}
+    line = phase.depth_line(results, "t")
+    assert ("final ICL score: 1 layer -0.600, 2 layers -2.750 (seed means), a gap larger "
+            "than the seed-to-seed spread (0.200)") in line
+    assert ("best induction score: 1 layer +0.025, 2 layers +0.130 (seed means), a gap not "
+            "larger than the seed-to-seed spread (0.180)") in line

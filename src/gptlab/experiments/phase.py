@@ -269,6 +269,23 @@ def table(results: dict[str, Any], task: str) -> tuple[list[str], list[list[str]
     return header, rows
 
 
+def depth_line(results: dict[str, Any], task: str) -> str:
+    """Whether 1 and 2 layers differ by more than the seeds do, in the final ICL score and
+    the final best induction score."""
+    runs = results["tasks"][task]["runs"].values()
+    parts = []
+    for key, label in (("icl", "ICL score"), ("induction_max", "best induction score")):
+        by_depth = {n: [r["final"][key] for r in runs if r["layers"] == n] for n in LAYERS}
+        means = {n: sum(v) / len(v) for n, v in by_depth.items()}
+        spread = max(max(v) - min(v) for v in by_depth.values())
+        gap = abs(means[LAYERS[-1]] - means[LAYERS[0]])
+        verdict = "larger" if gap > spread else "not larger"
+        parts.append(f"final {label}: {LAYERS[0]} layer {means[LAYERS[0]]:+.3f}, "
+                     f"{LAYERS[-1]} layers {means[LAYERS[-1]]:+.3f} (seed means), a gap "
+                     f"{verdict} than the seed-to-seed spread ({spread:.3f})")
+    return "; ".join(parts)
+
+
 def chance_line(results: dict[str, Any], task: str) -> str:
     chance = results["tasks"][task]["chance"]
     return (f"chance (a head attending uniformly): induction {chance['induction']:.3f}, "
@@ -282,7 +299,8 @@ def summary(results: dict[str, Any], out: str | Path) -> str:
         header, rows = table(results, task)
         lines += [f"{LABELS[task]} ({results['tasks'][task]['data']}); ICL score = loss at "
                   f"token {late} - loss at token {early}:",
-                  report.text_table(header, rows), chance_line(results, task), ""]
+                  report.text_table(header, rows), chance_line(results, task),
+                  depth_line(results, task), ""]
     files = ", ".join(f"{out}/{figure_name(t)}" for t in results["tasks"])
     lines += [report.timing_line(results["timing"], results["machine"]),
               f"wrote {out}/results.json, {out}/report.md, {files}"]
@@ -325,6 +343,7 @@ def sections(results: dict[str, Any], records: dict[str, RunRecord]) -> list[tup
         header, rows = table(results, task)
         out.append((f"{LABELS[task]} (`{results['tasks'][task]['data']}`)",
                     report.markdown_table(header, rows) + "\n\n" + chance_line(results, task)
+                    + ".\n\n" + depth_line(results, task) + "."
                     + f"\n\n![{task}]({figure_name(task)})"))
     out.append(("Time", report.timing_line(results["timing"], results["machine"])
                 + f". Training took {results['training_time_s']:.0f} s when it was trained."))
