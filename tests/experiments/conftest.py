@@ -20,17 +20,17 @@ from gptlab.experiments.grid import GRID_FILE
 def rerun(tmp_path, capsys):
     """rerun(folder, name) -> SimpleNamespace(code, out, grid_before, grid_after, results):
     `gptlab experiment NAME --quick` run again on a copy of folder (its data the folder's
-    sibling data/), what it printed, its grid.json files before and after ({path: state},
-    every one under the folder), its new results."""
+    sibling data/), what it printed, its grid state files before and after ({name: state}:
+    grid.json, or one per data directory), its new results."""
     def grids(copy: Path) -> dict[str, dict]:
         return {str(p.relative_to(copy)): json.loads(p.read_text())
-                for p in sorted(copy.rglob(GRID_FILE))}
+                for p in sorted(copy.glob("grid*.json"))}
 
     def run(folder: Path, name: str) -> SimpleNamespace:
         copy = tmp_path / name
         shutil.copytree(folder, copy)
         before = grids(copy)
-        assert before, f"no {GRID_FILE} under {folder}"
+        assert before, f"no {GRID_FILE} (or grid-*.json) in {folder}"
         code = main(["experiment", name, "--quick", "--out", str(copy),
                      "--data", str(folder.parent / "data")])
         return SimpleNamespace(code=code, out=capsys.readouterr().out, grid_before=before,

@@ -19,6 +19,7 @@ from gptlab.errors import UsageError
 from gptlab.experiments import phase
 from gptlab.files.model_dir import load_model
 from gptlab.interp.heads import chance_scores, head_scores, repeated_random_tokens
+from gptlab.training.runs import list_runs
 
 pytestmark = pytest.mark.usefixtures("one_thread_module")
 QUICK = phase.SIZES["quick"]
@@ -53,7 +54,7 @@ def test_the_task_repeats_segments_of_distinct_symbols(tmp_path):
 
 def test_the_grid_is_one_and_two_layers_attention_only_two_seeds_two_tasks(experiment,
                                                                             results, png_magic):
-    names = {f"{task}/L{n}-seed-{s}" for task in phase.TASKS for n in phase.LAYERS
+    names = {f"{task}-L{n}-seed-{s}" for task in phase.TASKS for n in phase.LAYERS
              for s in (1337, 1338)}
     assert set(results["runs"]) == names
     for name, run in results["runs"].items():
@@ -62,6 +63,9 @@ def test_the_grid_is_one_and_two_layers_attention_only_two_seeds_two_tasks(exper
         assert all(b.mlp is None for b in load_model(experiment / run["dir"]).blocks)
         steps = [r["step"] for r in phase.read_records(experiment / run["dir"] / phase.PHASE_FILE)]
         assert steps == list(range(0, QUICK.steps + 1, QUICK.eval_every))
+    # where `gptlab runs` and the lab look: a runs folder holding the experiment's folder
+    listed = {r.name for r in list_runs(experiment.parent)}
+    assert {f"{experiment.name}/runs/{name}" for name in names} <= listed
     for task in phase.TASKS:
         assert (experiment / phase.figure_name(task)).read_bytes().startswith(png_magic)
     assert "seed-1337 1337" in (experiment / "report.md").read_text()
@@ -70,7 +74,7 @@ def test_the_grid_is_one_and_two_layers_attention_only_two_seeds_two_tasks(exper
 def test_the_last_record_is_the_final_models_own(experiment, results):
     block = QUICK.model["block_size"]
     early, late = phase.icl_positions(block)
-    for task, found in results["tasks"].items():
+    for found in results["tasks"].values():
         data = load_data(found["data"])
         tokens = repeated_random_tokens(data.vocab_size, block // 2, QUICK.probe_batch,
                                         torch.Generator().manual_seed(phase.PROBE_SEED))
@@ -78,7 +82,7 @@ def test_the_last_record_is_the_final_models_own(experiment, results):
         windows = torch.as_tensor(data.val[:QUICK.icl_windows * block].astype("int64")).view(
             QUICK.icl_windows, block)
         for name, run in found["runs"].items():
-            model = load_model(experiment / task / "runs" / name).eval()
+            model = load_model(experiment / "runs" / name).eval()
             last = run["records"][-1]
             scores = head_scores(model, tokens)
             assert last["induction"] == scores["induction"].tolist()

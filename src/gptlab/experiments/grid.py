@@ -133,10 +133,14 @@ class RunRecord:
 
 
 class Grid:
-    """The runs of one experiment folder, trained on one data directory."""
+    """The runs of one experiment folder trained on one data directory, their state in
+    FOLDER/grid.json. An experiment with runs on several data directories has a grid per
+    directory, each its own `state` file, all their runs in FOLDER/runs (where `gptlab runs`
+    and the lab find them)."""
 
-    def __init__(self, folder: Path, data_dir: str | Path) -> None:
+    def __init__(self, folder: Path, data_dir: str | Path, state: str = GRID_FILE) -> None:
         self.folder, self.data_dir = Path(folder), Path(data_dir)
+        self.state_path = self.folder / state
         self.data = data_identity(self.data_dir)
 
     def run_dir(self, name: str) -> Path:
@@ -189,7 +193,7 @@ class Grid:
         return RunRecord(spec.name, run_dir, spec.train.seed, result.step, elapsed, False)
 
     def _state(self) -> dict[str, Any]:
-        path = self.folder / GRID_FILE
+        path = self.state_path
         state = read_json_object(path, "grid state") if path.is_file() else {}
         if state.get("data") != self.data:  # new data: nothing trained before counts
             state = {"data": self.data, "runs": {}}
@@ -199,7 +203,7 @@ class Grid:
         state = self._state()
         state["runs"][spec.name] = {"spec": spec.key(), "finished": finished,
                                     "train_s": round(train_s, 2)}
-        write_json(self.folder / GRID_FILE, state)
+        write_json(self.state_path, state)
 
 
 def data_identity(data_dir: Path) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from gptlab.data.prepared import load_data
 from gptlab.data.synthetic import ensure_repeated_segments
 from gptlab.experiments import report
 from gptlab.experiments.grid import Grid, RunRecord, RunSpec, choose_size, open_experiment
-from gptlab.files.atomic import atomic_write_text, ensure_dir
+from gptlab.files.atomic import atomic_write_text
 from gptlab.files.model_dir import load_config
 from gptlab.interp.heads import chance_scores, head_scores, per_token_loss, repeated_random_tokens
 from gptlab.model.config import GPTConfig
@@ -103,9 +103,9 @@ def run_phase(out: str | Path, data: str | Path | None = None, quick: bool = Fal
     tasks = {}
     for task, data_dir in data_dirs.items():
         probe = Probe.build(data_dir, size)
-        grid = Grid(ensure_dir(folder / task), data_dir)
+        grid = Grid(folder, data_dir, state=f"grid-{task}.json")
         found = grid.train(specs(size, seed, task, probe), progress, log)
-        records.update({f"{task}/{name}": r for name, r in found.items()})
+        records.update(found)
         tasks[task] = {"data": str(data_dir), "chance": probe.chance,
                        "runs": {name: summarize(grid.run_dir(name), r, size, probe)
                                 for name, r in found.items()}}
@@ -136,7 +136,7 @@ def icl_positions(block: int) -> tuple[int, int]:
 
 
 def specs(size: Size, seed: int, task: str, probe: Probe) -> list[RunSpec]:
-    """A run per depth and seed, named L{layers}-seed-S, each watched by the probe."""
+    """A run per depth and seed, named TASK-L{layers}-seed-S, each watched by the probe."""
     out = []
     for layers in LAYERS:
         for s in range(seed, seed + size.seeds):
@@ -146,7 +146,7 @@ def specs(size: Size, seed: int, task: str, probe: Probe) -> list[RunSpec]:
                            eval_iters=size.eval_iters, log_interval=max(1, size.eval_every // 5),
                            whole_val=False, dtype="float32")
             model = GPTConfig(vocab_size=probe.vocab_size, n_layer=layers, **size.model)
-            out.append(RunSpec(f"L{layers}-seed-{s}", model, train,
+            out.append(RunSpec(f"{task}-L{layers}-seed-{s}", model, train,
                                watcher=lambda run_dir: PhaseWatcher(run_dir / PHASE_FILE,
                                                                     probe)))
     return out
@@ -315,7 +315,7 @@ def figure(results: dict[str, Any], task: str) -> Any:
                      "previous_token": [(r["step"], max(max(row) for row in r["previous_token"]))
                                         for r in run["records"]],
                      "icl": [(r["step"], r["icl"]) for r in run["records"]],
-                     "crossing": run["crossing_step"]}
+                     "crossing": run["crossing_step"], "layers": run["layers"]}
               for name, run in runs.items()}
     chance = results["tasks"][task]["chance"]
     return phase_curves(series, threshold=results["chance_multiple"] * chance["induction"],

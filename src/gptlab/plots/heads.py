@@ -52,10 +52,10 @@ def _finish_axes(ax: Any, xlabel: str, ylabel: str, title: str, legend: int | No
 
 def phase_curves(series: dict[str, dict[str, Any]], threshold: float, title: str = "") -> Figure:
     """Four panels over training steps, a line per run ({run: {"loss", "induction",
-    "previous_token", "icl": [(step, value)], "crossing": step or None}}): the training
-    loss, the best head's induction score (the threshold dotted, each run's crossing
-    marked), the best previous-token score and the in-context-learning score. One-layer
-    runs (names starting "L1") dashed."""
+    "previous_token", "icl": [(step, value)], "crossing": step or None, "layers": n}}):
+    the training loss, the best head's induction score (the threshold dotted, each run's
+    crossing marked), the best previous-token score and the in-context-learning score.
+    One-layer runs dashed."""
     fig = new_figure(figsize=(11, 7.5))
     panels = (("loss", "training loss (nats / token)"),
               ("induction", "best head's induction score"),
@@ -65,7 +65,7 @@ def phase_curves(series: dict[str, dict[str, Any]], threshold: float, title: str
         ax = fig.add_subplot(2, 2, p + 1)
         for i, (run, data) in enumerate(series.items()):
             points = data[key]
-            style = "--" if run.startswith("L1") else "-"
+            style = "--" if data["layers"] == 1 else "-"
             ax.plot([s for s, _ in points], [v for _, v in points], style, color=f"C{i}",
                     lw=1.2, label=run)
             if key == "induction" and data["crossing"] is not None:
