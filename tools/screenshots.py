@@ -113,8 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chromium", default=CHROMIUM, help="Chromium executable")
     parser.add_argument("--live-steps", type=int, default=1500,
                         help="steps of the live induction training shown (0: skip that view)")
+    parser.add_argument("--run", metavar="NAME",
+                        help="the run the views open on (?run=NAME; default: the lab's own "
+                             "choice, the shipped model first)")
     parser.add_argument("--only", nargs="+", metavar="NAME",
-                        help="only the views whose file names start with these, e.g. 11 12 "
+                        help="only the views whose file names start with these, e.g. 12 13 "
                              "4-learned (the live view then only if 9 is named)")
     args = parser.parse_args(argv)
     from gptlab.lab.server import BackgroundServer
@@ -129,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             if not Path(args.chromium).exists():
                 raise UsageError(f"Chromium not found at {args.chromium} (--chromium PATH)")
             with BackgroundServer(runs) as url:
+                if args.run:
+                    url += f"?run={args.run}"
                 live = args.live_steps or None
                 if args.only and not any(LIVE_VIEW.startswith(o) for o in args.only):
                     live = None

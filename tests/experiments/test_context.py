@@ -121,5 +121,5 @@ def test_a_folder_of_something_else_is_refused(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("mine")
     code = main(["experiment", "context", "--quick", "--out", str(tmp_path)])
     err = capsys.readouterr().err
-    assert code == 2 and "is not empty and holds no experiment" in err
+    assert code == 2 and "holds files gptlab did not write" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

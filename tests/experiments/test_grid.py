@@ -10,6 +10,7 @@ import pytest
 
 from gptlab.errors import UsageError
 from gptlab.experiments.grid import Grid, RunSpec, experiment_folder, experiment_of
+from gptlab.files import kinds
 from gptlab.files.model_dir import load_config
 from gptlab.training.reporting import NullReporter
 
@@ -24,11 +25,28 @@ def test_the_folder_is_this_experiments_or_empty(tmp_path):
         experiment_folder(folder, "norm")
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "x").write_text("")
-    with pytest.raises(UsageError, match="is not empty and holds no experiment"):
+    with pytest.raises(UsageError, match="holds files gptlab did not write"):
         experiment_folder(tmp_path / "b", "context")
     (tmp_path / "c").write_text("")
     with pytest.raises(UsageError, match="is not a directory"):
         experiment_folder(tmp_path / "c", "context")
+    # one rule for every folder (gptlab.files.kinds): it is marked as an experiment, other
+    # commands refuse it by that name, and it refuses a folder of another kind
+    assert kinds.recognise(folder).kind == kinds.EXPERIMENT
+    assert kinds.read_marker(folder)["by"] == "experiment"
+    with pytest.raises(UsageError, match="is an experiment"):
+        kinds.claim(folder, kinds.RUN)
+    kinds.mark(tmp_path / "d", kinds.RUN, "train")
+    (tmp_path / "d" / "state.pt").write_bytes(b"")
+    with pytest.raises(UsageError, match="is a training run"):
+        experiment_folder(tmp_path / "d", "context")
+
+
+def test_a_folder_from_before_the_mark_is_known_by_its_experiment_json(tmp_path):
+    folder = experiment_folder(tmp_path / "a", "context")
+    kinds.unmark(folder)
+    assert kinds.recognise(folder).kind == kinds.EXPERIMENT
+    assert experiment_folder(folder, "context") == folder
 
 
 def test_a_run_is_reused_until_its_settings_or_data_change(tmp_path, data_dir, make_data,

@@ -20,20 +20,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gptlab import __version__
 from gptlab.data.corpus import ensure_shakespeare
 from gptlab.data.prepared import load_data
 from gptlab.errors import UsageError
-from gptlab.files.atomic import ensure_dir, read_json_object, write_json
-from gptlab.files.kinds import WEIGHTS_FILE
+from gptlab.files import kinds
+from gptlab.files.atomic import read_json_object, write_json
+from gptlab.files.kinds import EXPERIMENT_FILE, WEIGHTS_FILE
 from gptlab.files.model_dir import weights_step
 from gptlab.model.config import GPTConfig
 from gptlab.training import rundir
 from gptlab.training.config import TrainConfig
 from gptlab.training.reporting import NullReporter, Reporter, Reporters
 from gptlab.training.run import train
+from gptlab.version import __version__
 
-EXPERIMENT_FILE = "experiment.json"  # marks a folder as an experiment's, and which
 GRID_FILE = "grid.json"
 RUNS_DIR = "runs"
 
@@ -41,20 +41,19 @@ RUNS_DIR = "runs"
 def experiment_folder(path: str | Path, name: str) -> Path:
     """The folder experiment `name` writes into, made ready: created where missing, or one
     that already holds this experiment (its runs are reused). Anything else is refused
-    before a file is written. Every experiment opens its folder here, and only here."""
+    before a file is written, by the rule every folder gptlab writes follows
+    (gptlab.files.kinds). Every experiment opens its folder here, and only here."""
     path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"{path} exists and is not a directory")
-    marker = path / EXPERIMENT_FILE
-    if marker.is_file():
-        found = read_json_object(marker, "experiment marker").get("experiment")
+    if kinds.recognise(path).kind == kinds.EXPERIMENT:
+        found = experiment_of(path)
         if found != name:
             raise UsageError(f"{path} holds the experiment {found!r}, not {name!r}: choose "
                              f"another --out")
-    elif path.is_dir() and any(path.iterdir()):
-        raise UsageError(f"{path} is not empty and holds no experiment: choose another --out")
-    ensure_dir(path)
-    write_json(marker, {"kind": "experiment", "experiment": name, "gptlab": __version__})
+    else:
+        kinds.claim(path, kinds.EXPERIMENT)  # absent or empty; any other folder is refused
+    kinds.mark(path, kinds.EXPERIMENT, "experiment")
+    write_json(path / EXPERIMENT_FILE, {"kind": "experiment", "experiment": name,
+                                        "gptlab": __version__})
     return path
 
 

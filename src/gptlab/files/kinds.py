@@ -48,6 +48,7 @@ TOKENIZER_FILE = "tokenizer.json"
 META_FILE = "meta.json"  # a data directory's (gptlab.data.prepared), written last
 TRAIN_CONFIG_FILE = "train.json"  # a run directory's (gptlab.training.rundir)
 STATE_FILE = "state.pt"  # a run's checkpoint commit point
+EXPERIMENT_FILE = "experiment.json"  # an experiment's (gptlab.experiments.grid): which one
 METRICS_FILE = "metrics.jsonl"  # a run's log, one JSON object per logged step
 LOCK_FILE = ".lock"  # a run's: held (flock) by its one trainer, holding its PID
 BEST_DIR = "best"  # a run's best weights, a model directory inside it
@@ -210,6 +211,8 @@ def _unmarked_kind(path: Path) -> str | None:
 
     if is_hf_dir(path):
         return EXPORT
+    if has(EXPERIMENT_FILE):
+        return EXPERIMENT
     if has(META_FILE) and _json_keys(path / META_FILE) >= {"vocab_size", "train_tokens"}:
         return DATA
     if has(TRAIN_CONFIG_FILE) and has(CONFIG_FILE) and (has(STATE_FILE) or has(WEIGHTS_FILE)):
