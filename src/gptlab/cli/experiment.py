@@ -35,7 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             + "; ".join(f"{name}: {what}" for name, what in EXPERIMENTS.items()) + "."
         ),
         examples=["gptlab experiment context --out runs/context",
-                  "gptlab experiment context --out /tmp/context-quick --quick"],
+                  "gptlab experiment context --out /tmp/context-quick --quick",
+                  "gptlab experiment heads --out runs/heads",
+                  "gptlab experiment phase --out runs/phase"],
     )
     p.add_argument("name", choices=sorted(EXPERIMENTS), metavar="NAME",
                    help=f"one of: {', '.join(EXPERIMENTS)}")
@@ -48,7 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=argtypes.int_in(1), metavar="N",
                    help="training steps of each model (default: the size's)")
     p.add_argument("--seed", type=argtypes.int_in(0, 2**63 - 1), default=1337, metavar="S",
-                   help="the seed of every run's weights and batches (default 1337)")
+                   help="the seed of every run's weights and batches (default 1337; heads and "
+                        "phase train a second seed, S+1, beside it)")
     p.add_argument("--progress", action="store_true", help="progress bars while training")
     p.set_defaults(func=run)
 
