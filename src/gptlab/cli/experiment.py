@@ -1,9 +1,12 @@
 """`gptlab experiment NAME`: train a small grid of models and measure them, in one command
-(gptlab.experiments). Today: context (positions past the training length)."""
+(gptlab.experiments). Each experiment is the module gptlab.experiments.NAME, which gives
+`run(out, data=, quick=, seed=, steps=, progress=) -> results` and
+`print_results(results, out)`."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 
 from gptlab.cli import argtypes
 
@@ -12,13 +15,19 @@ EXPERIMENTS = {
                "none) trained at 64 tokens, scored at 1x-8x that length in non-overlapping "
                "and sliding windows; RoPE also with linear / NTK / YaRN / dynamic NTK scaling "
                "and with a short Position Interpolation fine-tune",
+    "norm": "Pre-LN against Post-LN, with and without warm-up, at two depths and two "
+            "learning rates: final loss, divergence, and each layer's gradient norm at step 0 "
+            "and during training (Xiong et al. 2020)",
+    "scale": "attention with and without the 1/sqrt(d_k) factor at head dimensions 8, 32 "
+             "and 128 (width 128): loss, attention entropy per head, the share of saturated "
+             "softmax rows, and the gradient norm reaching the query and key weights",
 }
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "experiment",
-        help="train a small grid of models and measure them (context)",
+        help=f"train a small grid of models and measure them ({', '.join(EXPERIMENTS)})",
         description=(
             "Run an experiment end to end into --out: its models are ordinary run "
             "directories under OUT/runs (loadable, resumable, listed by the lab), trained "
@@ -47,19 +56,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
-    from gptlab.experiments import context, report
+    experiment = importlib.import_module(f"gptlab.experiments.{args.name}")
 
     out = args.out or f"runs/{args.name}"
-    results = context.run_context(out, data=args.data, quick=args.quick, seed=args.seed,
-                                  steps=args.steps, progress=args.progress)
-    for mode in context.MODES:
-        header, rows = context.table(results, mode)
-        print(f"\nloss (nats/token), {mode} windows; trained at {results['trained_length']}:")
-        print(report.text_table(header, rows))
-    header, rows = context.by_position_table(results)
-    print(f"\nby position, non-overlapping windows of {results['lengths'][-1]}:")
-    print(report.text_table(header, rows))
-    print(f"\n{report.timing_line(results['timing'], results['machine'])}")
-    print(f"wrote {out}/results.json, {out}/report.md, {out}/{context.FIGURE_LENGTHS}, "
-          f"{out}/{context.FIGURE_POSITIONS}")
+    results = experiment.run(out, data=args.data, quick=args.quick, seed=args.seed,
+                             steps=args.steps, progress=args.progress)
+    experiment.print_results(results, out)
     return 0

@@ -27,12 +27,11 @@ from typing import Any
 
 import torch
 
-from gptlab.data.corpus import ensure_shakespeare
 from gptlab.data.prepared import load_data
 from gptlab.data.tokenizer import load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.experiments import report
-from gptlab.experiments.grid import Grid, RunRecord, RunSpec, experiment_folder
+from gptlab.experiments.grid import Grid, RunRecord, RunSpec, embedded_corpus, experiment_folder
 from gptlab.files.atomic import atomic_write_text
 from gptlab.inference.evaluate import score_text
 from gptlab.loading import load
@@ -99,7 +98,7 @@ def run_context(out: str | Path, data: str | Path | None = None, quick: bool = F
         size = Size(**{**size.__dict__, "steps": steps})
     folder = experiment_folder(out, NAME)
     timer = report.Timer()
-    data_dir = Path(data) if data is not None else _embedded_corpus(folder, log)
+    data_dir = Path(data) if data is not None else embedded_corpus(folder, log)
     grid = Grid(folder, data_dir)
     records = grid.train(_specs(size, seed, load_data(data_dir).vocab_size), progress, log)
     timer.add("train_s", sum(r.train_s for r in records.values() if not r.reused))
@@ -116,24 +115,11 @@ def run_context(out: str | Path, data: str | Path | None = None, quick: bool = F
                                         "sliding_stride": f"length // {SLIDING_FRACTION}"},
         "runs": {name: r.to_dict(folder) for name, r in records.items()},
         "rows": rows,
-        "training_time_s": round(sum(r.train_s for r in records.values()), 1),
     }
     _figures(folder, results)
-    results["timing"] = timer.to_dict()
-    results["machine"] = report.machine()
-    report.write_results(folder, results)
-    report.write_report(folder, "Longer than trained: positions past the training length",
-                        _sections(results, records))
-    return results
-
-
-def _embedded_corpus(folder: Path, log: Callable[[str], None]) -> Path:
-    data_dir = folder / "data"
-    meta, reused = ensure_shakespeare(data_dir)
-    if not reused:
-        log(f"prepared the embedded Shakespeare ({meta['train_tokens'] + meta['val_tokens']:,} "
-            f"characters) in {data_dir}/")
-    return data_dir
+    return report.finish(folder, results, records, timer,
+                         "Longer than trained: positions past the training length",
+                         lambda results: _sections(results, records))
 
 
 def _specs(size: Size, seed: int, vocab_size: int) -> list[RunSpec]:
@@ -306,7 +292,20 @@ def _sections(results: dict[str, Any], records: dict[str, RunRecord]) -> list[tu
                      f"--context {4 * trained} --stride {4 * trained} --rope-scaling yarn:4` "
                      f"(run from this folder) prints the RoPE + YaRN cell at 4x, "
                      f"non-overlapping; any cell likewise."))
-    sections.append(("Time", report.timing_line(results["timing"], results["machine"])
-                     + f". Training the grid took {results['training_time_s']:.0f} s when "
-                       f"it was trained."))
+    sections.append(report.time_section(results))
     return sections
+
+
+def print_results(results: dict[str, Any], out: str) -> None:
+    """What `gptlab experiment context` prints."""
+    for mode in MODES:
+        header, rows = table(results, mode)
+        print(f"\nloss (nats/token), {mode} windows; trained at {results['trained_length']}:")
+        print(report.text_table(header, rows))
+    header, rows = by_position_table(results)
+    print(f"\nby position, non-overlapping windows of {results['lengths'][-1]}:")
+    print(report.text_table(header, rows))
+    report.print_footer(results, out, [FIGURE_LENGTHS, FIGURE_POSITIONS])
+
+
+run = run_context  # every experiment module's entry point has this name (gptlab.cli.experiment)
