@@ -152,10 +152,11 @@ def test_lab_api_conforms_to_its_schema(case, lab):
 
 def test_every_operation_is_fuzzed():
     operations = {(op.ok().method.upper(), op.ok().path) for op in schema.get_all_operations()}
-    assert len(operations) == 25, operations
+    assert len(operations) == 27, operations
     assert ("POST", "/api/runs/encoding") in operations
     assert ("POST", "/api/ablate") in operations and ("GET", "/api/runs") in operations
     assert ("GET", "/api/live/events") in operations and ("POST", "/api/lens") in operations
     assert ("POST", "/api/live/start") not in operations
     assert {("POST", "/api/walk"), ("POST", "/api/all_heads"),
-            ("POST", "/api/learned_positions")} <= operations
+            ("POST", "/api/learned_positions"), ("GET", "/api/experiments"),
+            ("POST", "/api/experiments/report")} <= operations

@@ -1,12 +1,11 @@
 """`gptlab experiment NAME`: train a small grid of models and measure them, in one command
-(gptlab.experiments). Each experiment is the module gptlab.experiments.NAME, which gives
-`run(out, data=, quick=, seed=, steps=, progress=) -> results` and
-`print_results(results, out)`."""
+(gptlab.experiments). Each experiment is the module gptlab.experiments.NAME (listed in
+gptlab.experiments.catalog), which gives `run(out, data=, quick=, seed=, steps=, progress=)
+-> results`, the `tables(results)` it prints and the FIGURES it draws."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 
 from gptlab.cli import argtypes
 
@@ -56,10 +55,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
-    experiment = importlib.import_module(f"gptlab.experiments.{args.name}")
+    from gptlab.experiments import catalog, report
 
+    experiment = catalog.module(args.name)
     out = args.out or f"runs/{args.name}"
     results = experiment.run(out, data=args.data, quick=args.quick, seed=args.seed,
                              steps=args.steps, progress=args.progress)
-    experiment.print_results(results, out)
+    report.print_tables(results, out, experiment.tables(results), experiment.FIGURES)
     return 0

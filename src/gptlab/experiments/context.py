@@ -51,6 +51,8 @@ RECIPE = "shakespeare-char-cpu-fast"  # gptlab's default CPU recipe (training.re
 EVAL_TEXT = "eval.txt"
 FIGURE_LENGTHS = "loss_by_length.png"
 FIGURE_POSITIONS = "by_position.png"
+FIGURES = (FIGURE_LENGTHS, FIGURE_POSITIONS)
+TITLE = "Longer than trained: positions past the training length"
 LABELS = {"learned": "learned", "sinusoidal": "sinusoidal", "rope": "RoPE",
           "alibi": "ALiBi", "none": "none (NoPE)", "linear": "RoPE + linear (PI), no FT",
           "ntk": "RoPE + NTK-aware", "yarn": "RoPE + YaRN", "dynamic": "RoPE + dynamic NTK",
@@ -117,8 +119,7 @@ def run_context(out: str | Path, data: str | Path | None = None, quick: bool = F
         "rows": rows,
     }
     _figures(folder, results)
-    return report.finish(folder, results, records, timer,
-                         "Longer than trained: positions past the training length",
+    return report.finish(folder, results, records, timer, TITLE,
                          lambda results: _sections(results, records))
 
 
@@ -296,16 +297,13 @@ def _sections(results: dict[str, Any], records: dict[str, RunRecord]) -> list[tu
     return sections
 
 
-def print_results(results: dict[str, Any], out: str) -> None:
-    """What `gptlab experiment context` prints."""
-    for mode in MODES:
-        header, rows = table(results, mode)
-        print(f"\nloss (nats/token), {mode} windows; trained at {results['trained_length']}:")
-        print(report.text_table(header, rows))
-    header, rows = by_position_table(results)
-    print(f"\nby position, non-overlapping windows of {results['lengths'][-1]}:")
-    print(report.text_table(header, rows))
-    report.print_footer(results, out, [FIGURE_LENGTHS, FIGURE_POSITIONS])
+def tables(results: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[list[str]]]]]:
+    """The tables `gptlab experiment context` prints (and the lab shows)."""
+    trained = results["trained_length"]
+    return [*[(f"loss (nats/token), {mode} windows; trained at {trained}:", table(results, mode))
+              for mode in MODES],
+            (f"by position, non-overlapping windows of {results['lengths'][-1]}:",
+             by_position_table(results))]
 
 
 run = run_context  # every experiment module's entry point has this name (gptlab.cli.experiment)

@@ -29,6 +29,8 @@ from gptlab.training.runs import read_metrics
 NAME = "norm"
 NORMS = ("pre", "post")
 FIGURE = "norm.png"
+FIGURES = (FIGURE,)
+TITLE = "Pre-LN against Post-LN, with and without warm-up"
 LABELS = {"pre": "Pre-LN", "post": "Post-LN"}
 
 
@@ -95,8 +97,7 @@ def run_norm(out: str | Path, data: str | Path | None = None, quick: bool = Fals
     results = {**probes.results_head(NAME, size, seed, trained), "depths": list(size.depths),
                "lrs": list(size.lrs), "cells": _cells(size, seed, trained.runs)}
     _figure(folder, results)
-    return report.finish(folder, results, records, trained.timer,
-                         "Pre-LN against Post-LN, with and without warm-up", sections)
+    return report.finish(folder, results, records, trained.timer, TITLE, sections)
 
 
 def _measure(record: RunRecord) -> dict[str, Any]:
@@ -222,11 +223,10 @@ def sections(results: dict[str, Any]) -> list[tuple[str, str]]:
             *report.closing(results, FIGURE)]
 
 
-def print_results(results: dict[str, Any], out: str) -> None:
-    """What `gptlab experiment norm` prints."""
-    report.print_tables(results, out, [
-        (f"final validation loss (nats/token), seeds {results['seeds']}:", table(results)),
-        ("gradient norm per layer at step 0:", grad_table(results))], [FIGURE])
+def tables(results: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[list[str]]]]]:
+    """The tables `gptlab experiment norm` prints (and the lab shows)."""
+    return [(f"final validation loss (nats/token), seeds {results['seeds']}:", table(results)),
+            ("gradient norm per layer at step 0:", grad_table(results))]
 
 
 run = run_norm  # every experiment module's entry point has this name (gptlab.cli.experiment)

@@ -30,6 +30,8 @@ from gptlab.training.runs import read_metrics
 NAME = "scale"
 SCALES = (True, False)
 FIGURE = "scale.png"
+FIGURES = (FIGURE,)
+TITLE = "Scaled against unscaled dot-product attention"
 
 
 def label(scaled: bool) -> str:
@@ -99,8 +101,7 @@ def run_scale(out: str | Path, data: str | Path | None = None, quick: bool = Fal
         "cells": _cells(size, seed, trained.runs),
     }
     _figure(folder, results)
-    return report.finish(folder, results, records, trained.timer,
-                         "Scaled against unscaled dot-product attention", sections)
+    return report.finish(folder, results, records, trained.timer, TITLE, sections)
 
 
 def _measure(record: RunRecord) -> dict[str, Any]:
@@ -227,11 +228,10 @@ def sections(results: dict[str, Any]) -> list[tuple[str, str]]:
             *report.closing(results, FIGURE)]
 
 
-def print_results(results: dict[str, Any], out: str) -> None:
-    """What `gptlab experiment scale` prints."""
-    report.print_tables(results, out, [
-        (f"scaled against unscaled attention, seeds {results['seeds']}:", table(results)),
-        ("unscaled against scaled, per head dimension:", comparison(results))], [FIGURE])
+def tables(results: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[list[str]]]]]:
+    """The tables `gptlab experiment scale` prints (and the lab shows)."""
+    return [(f"scaled against unscaled attention, seeds {results['seeds']}:", table(results)),
+            ("unscaled against scaled, per head dimension:", comparison(results))]
 
 
 run = run_scale  # every experiment module's entry point has this name (gptlab.cli.experiment)
