@@ -204,8 +204,9 @@ def _figure(folder: Path, results: dict[str, Any]) -> None:
          "log_x": True},
         {"title": "gradient norm reaching W_q, W_k", "xlabel": "step", "ylabel":
          "‖∇W_q,k‖", "lines": grads, "log_y": True},
-    ], title=f"attention with and without 1/sqrt(d_k), width {results['model']['n_embd']}, "
-             f"seed {results['seeds'][0]}").save(folder / FIGURE)
+    ], title=f"attention with and without 1/sqrt(d_k), width {results['model']['n_embd']}: "
+             f"means over seeds {', '.join(map(str, results['seeds']))} (right: seed "
+             f"{results['seeds'][0]})").save(folder / FIGURE)
 
 
 SETUP = """Size `{size}`: {n_layer} layers of width {n_embd} (n_head = {n_embd} / d_k),
