@@ -45,8 +45,11 @@ def test_the_folder_holds_results_report_and_figure(norm_experiment, results, pn
     report = (norm_experiment / "report.md").read_text()
     assert "Seeds 1337 for every cell" in report and "| 2 | 0.01 | none |" in report
     for run in results["runs"].values():
-        assert math.isfinite(run["start_loss"]) and run["diverged"] in (
-            None, "loss ended above its start") or run["diverged"].startswith("the loss")
+        assert math.isfinite(run["start_loss"])
+        assert run["diverged"] is None or run["diverged"] == "loss ended above its start" \
+            or run["diverged"].startswith("the loss became")
+        if run["diverged"] is None:  # a finished run's loss, below where it started
+            assert run["final_loss"] <= run["start_loss"]
         steps = [s for s, _ in run["layer_grad_norms"]]
         assert steps == [0, 3, 6]  # step 0, then every evaluation
 

@@ -13,6 +13,7 @@ import torch
 from gptlab.experiments import probes
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
+from gptlab.training.run import train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -94,3 +95,27 @@ def test_attention_stats_equal_a_direct_reading_of_the_weights():
         assert stats["entropy"][0][h] == pytest.approx(sum(ent) / len(ent), rel=1e-6)
         share = sum(float(r.max()) > probes.SATURATED for r in rows) / len(rows)
         assert stats["saturated"][0][h] == pytest.approx(share, abs=1e-12)
+
+
+def test_a_probed_run_interrupted_and_resumed_probes_as_one_uninterrupted(
+        tmp_path, data_dir, tiny_model, tiny_train):
+    """ProbeReporter through gptlab.training.run.train: a probe at step 0 and at every
+    evaluation; a run stopped at step 6 and resumed has the same probes, step by step, as
+    one that ran through (the probe draws no random number and touches no .grad)."""
+    x, y = probes.probe_batch(data_dir, 16, 2)
+
+    def reporter(files):
+        return probes.ProbeReporter(files, lambda model: {
+            "layers": probes.layer_grad_norms(model, x, y)})
+
+    settings = tiny_train(max_iters=12, whole_val=False)
+    whole = tmp_path / "whole"
+    train(tiny_model(), settings, data_dir, whole, progress=False, make_reporter=reporter)
+    cut = tmp_path / "cut"
+    first = train(tiny_model(), settings, data_dir, cut, progress=False, stop_after=6,
+                  make_reporter=reporter)
+    assert first.status == "interrupted"
+    train(None, None, data_dir, cut, resume=True, progress=False, make_reporter=reporter)
+    expected = probes.read_probes(whole)
+    assert [p["step"] for p in expected] == [0, 4, 8, 12]
+    assert probes.read_probes(cut) == expected
