@@ -244,6 +244,32 @@ def context_experiment(tmp_path_factory) -> Path:
     return root / "context"
 
 
+def _quick_experiment(tmp_path_factory, name: str) -> Path:
+    # start-up time: an experiment's module loads the trainer; collection need not wait
+    from gptlab.experiments import catalog
+
+    root = tmp_path_factory.mktemp(f"experiment-{name}")
+    data = _make_data(root / "data")
+    with _torch_threads(1):
+        catalog.module(name).run(root / name, data=data, quick=True, log=lambda line: None)
+    return root / name
+
+
+@pytest.fixture(scope="session")
+def norm_experiment(tmp_path_factory) -> Path:
+    """`gptlab experiment norm --quick` run once for the session on make_data's text (the
+    folder 'norm', data/ beside it): 16 tiny runs (pre/post, warm-up or none, depths 1 and
+    2, two rates, seed 1337), results.json, report.md, norm.png. Read-only."""
+    return _quick_experiment(tmp_path_factory, "norm")
+
+
+@pytest.fixture(scope="session")
+def scale_experiment(tmp_path_factory) -> Path:
+    """`gptlab experiment scale --quick`, likewise: 4 tiny runs (d_k 8 and 32, scaled or
+    not, seed 1337), results.json, report.md, scale.png. Read-only."""
+    return _quick_experiment(tmp_path_factory, "scale")
+
+
 # ----------------------------------------------------------------------------- Hugging Face
 
 HF_VOCAB = 101

@@ -4,15 +4,18 @@ data are unchanged, trained afresh when they change; a fine-tune follows its sta
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
 
+from gptlab.cli.main import main
 from gptlab.errors import UsageError
-from gptlab.experiments.grid import Grid, RunSpec, experiment_folder, experiment_of
+from gptlab.experiments.grid import GRID_FILE, Grid, RunSpec, experiment_folder, experiment_of
 from gptlab.files import kinds
 from gptlab.files.model_dir import load_config
 from gptlab.training.reporting import NullReporter
+from gptlab.training.trainer import TrainingDiverged
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -99,3 +102,45 @@ def test_a_watcher_sees_every_evaluation_and_is_not_part_of_the_run(tmp_path, da
     assert [step for step, _ in seen] == [0, 4, 8]
     assert (grid.run_dir("a") / "metrics.jsonl").is_file()  # the run's own reporter too
     assert grid.train([RunSpec("a", tiny_model(), settings)], log=lambda line: None)["a"].reused
+
+
+def test_a_diverged_run_is_kept_as_a_result_and_reused(tmp_path, data_dir, tiny_model,
+                                                       tiny_train):
+    """keep_diverged: a run whose loss became NaN is recorded (step, what) and a later call
+    reuses it rather than training it again; without it the divergence is an error."""
+    wild = RunSpec("wild", tiny_model(), tiny_train(max_iters=6, learning_rate=1e30,
+                                                    grad_clip=0.0, warmup_iters=0,
+                                                    whole_val=False))
+    with pytest.raises(TrainingDiverged, match="the loss became nan"):
+        Grid(experiment_folder(tmp_path / "strict", "test"), data_dir).train(
+            [wild], log=lambda line: None)
+    grid = Grid(experiment_folder(tmp_path / "e", "test"), data_dir, keep_diverged=True)
+    lines = []
+    first = grid.train([wild], log=lines.append)["wild"]
+    assert first.diverged["what"] == "the loss became nan" and first.steps == first.diverged[
+        "step"] < 6 and not first.reused
+    again = grid.train([wild], log=lines.append)["wild"]
+    assert again.reused and again.diverged == first.diverged
+    assert lines[-1] == f"wild: reusing the diverged run in {first.run_dir}"
+    assert again.to_dict(grid.folder)["diverged"]["step"] == first.steps
+
+
+@pytest.mark.parametrize(("name", "runs", "printed"), [("norm", 16, "Post - Pre"),
+                                                       ("scale", 4, "unscaled - scaled loss")])
+def test_a_second_run_of_an_experiment_retrains_nothing(name, runs, printed, request,
+                                                        tmp_path, capsys):
+    """`gptlab experiment NAME` again on its folder: every run reused, grid.json unchanged,
+    the same numbers (read back from the runs' directories), the table printed."""
+    done = request.getfixturevalue(f"{name}_experiment")
+    copy = shutil.copytree(done, tmp_path / name)
+    before = json.loads((copy / GRID_FILE).read_text())
+    old = json.loads((copy / "results.json").read_text())
+    code = main(["experiment", name, "--quick", "--out", str(copy),
+                 "--data", str(done.parent / "data")])
+    out = capsys.readouterr().out
+    assert code == 0 and out.count("reusing the finished run") == runs
+    assert "steps into" not in out and printed in out
+    assert json.loads((copy / GRID_FILE).read_text()) == before
+    again = json.loads((copy / "results.json").read_text())
+    assert all(r["reused"] for r in again["runs"].values()) and len(again["runs"]) == runs
+    assert again["cells"] == old["cells"]

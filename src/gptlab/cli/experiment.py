@@ -1,6 +1,7 @@
 """`gptlab experiment NAME`: train a small grid of models and measure them, in one command
-(gptlab.experiments): context (positions past the training length), heads (pruning
-heads), phase (the induction-head phase change)."""
+(gptlab.experiments). Each experiment is the module gptlab.experiments.NAME (listed in
+gptlab.experiments.catalog), which gives `run(out, data=, quick=, seed=, steps=, progress=)
+-> results`, the `tables(results)` it prints and the FIGURES it draws."""
 
 from __future__ import annotations
 
@@ -13,6 +14,12 @@ EXPERIMENTS = {
                "none) trained at 64 tokens, scored at 1x-8x that length in non-overlapping "
                "and sliding windows; RoPE also with linear / NTK / YaRN / dynamic NTK scaling "
                "and with a short Position Interpolation fine-tune",
+    "norm": "Pre-LN against Post-LN, with and without warm-up, at two depths and two "
+            "learning rates: final loss, divergence, and each layer's gradient norm at step 0 "
+            "and during training (Xiong et al. 2020)",
+    "scale": "attention with and without the 1/sqrt(d_k) factor at head dimensions 8, 32 "
+             "and 128 (width 128): loss, attention entropy per head, the share of saturated "
+             "softmax rows, and the gradient norm reaching the query and key weights",
     "heads": "a small model trained with two seeds, its heads scored by Michel et al.'s "
              "importance (the gradient of the loss by a gate on each head), pruned least "
              "important first in steps of 10% and re-evaluated, and each removed alone",
@@ -26,7 +33,7 @@ EXPERIMENTS = {
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "experiment",
-        help="train a small grid of models and measure them (context, heads, phase)",
+        help=f"train a small grid of models and measure them ({', '.join(EXPERIMENTS)})",
         description=(
             "Run an experiment end to end into --out: its models are ordinary run "
             "directories under OUT/runs (loadable, resumable, listed by the lab), trained "
@@ -35,9 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             + "; ".join(f"{name}: {what}" for name, what in EXPERIMENTS.items()) + "."
         ),
         examples=["gptlab experiment context --out runs/context",
-                  "gptlab experiment context --out /tmp/context-quick --quick",
-                  "gptlab experiment heads --out runs/heads",
-                  "gptlab experiment phase --out runs/phase"],
+                  "gptlab experiment norm --out /tmp/norm-quick --quick",
+                  "gptlab experiment heads --data runs/demo-data --out runs/heads"],
     )
     p.add_argument("name", choices=sorted(EXPERIMENTS), metavar="NAME",
                    help=f"one of: {', '.join(EXPERIMENTS)}")
@@ -57,30 +63,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    out = args.out or f"runs/{args.name}"
-    if args.name in ("heads", "phase"):
-        # start-up time: torch loads here, so that `--help` and usage errors never wait for it
-        import importlib
-
-        module = importlib.import_module(f"gptlab.experiments.{args.name}")
-        results = getattr(module, f"run_{args.name}")(
-            out, data=args.data, quick=args.quick, seed=args.seed, steps=args.steps,
-            progress=args.progress)
-        print(f"\n{module.summary(results, out)}")
-        return 0
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
-    from gptlab.experiments import context, report
+    from gptlab.experiments import catalog, report
 
-    results = context.run_context(out, data=args.data, quick=args.quick, seed=args.seed,
-                                  steps=args.steps, progress=args.progress)
-    for mode in context.MODES:
-        header, rows = context.table(results, mode)
-        print(f"\nloss (nats/token), {mode} windows; trained at {results['trained_length']}:")
-        print(report.text_table(header, rows))
-    header, rows = context.by_position_table(results)
-    print(f"\nby position, non-overlapping windows of {results['lengths'][-1]}:")
-    print(report.text_table(header, rows))
-    print(f"\n{report.timing_line(results['timing'], results['machine'])}")
-    print(f"wrote {out}/results.json, {out}/report.md, {out}/{context.FIGURE_LENGTHS}, "
-          f"{out}/{context.FIGURE_POSITIONS}")
+    experiment = catalog.module(args.name)
+    out = args.out or f"runs/{args.name}"
+    results = experiment.run(out, data=args.data, quick=args.quick, seed=args.seed,
+                             steps=args.steps, progress=args.progress)
+    notes = experiment.notes(results) if hasattr(experiment, "notes") else []
+    report.print_tables(results, out, experiment.tables(results), experiment.FIGURES, notes)
     return 0

@@ -57,6 +57,8 @@ RECIPE = "shakespeare-char-cpu-fast"  # gptlab's default CPU recipe (training.re
 EVAL_TEXT = "eval.txt"
 FIGURE_LENGTHS = "loss_by_length.png"
 FIGURE_POSITIONS = "by_position.png"
+FIGURES = (FIGURE_LENGTHS, FIGURE_POSITIONS)
+TITLE = "Longer than trained: positions past the training length"
 LABELS = {"learned": "learned", "sinusoidal": "sinusoidal", "rope": "RoPE",
           "alibi": "ALiBi", "none": "none (NoPE)", "linear": "RoPE + linear (PI), no FT",
           "ntk": "RoPE + NTK-aware", "yarn": "RoPE + YaRN", "dynamic": "RoPE + dynamic NTK",
@@ -118,12 +120,10 @@ def run_context(out: str | Path, data: str | Path | None = None, quick: bool = F
                                         "sliding_stride": f"length // {SLIDING_FRACTION}"},
         "runs": {name: r.to_dict(folder) for name, r in records.items()},
         "rows": rows,
-        "training_time_s": round(sum(r.train_s for r in records.values()), 1),
     }
     _figures(folder, results)
-    return report.finish(folder, results, timer,
-                         "Longer than trained: positions past the training length",
-                         lambda done: _sections(done, records))
+    return report.finish(folder, results, records, timer, TITLE,
+                         lambda results: _sections(results, records))
 
 
 def _specs(size: Size, seed: int, vocab_size: int) -> list[RunSpec]:
@@ -296,7 +296,17 @@ def _sections(results: dict[str, Any], records: dict[str, RunRecord]) -> list[tu
                      f"--context {4 * trained} --stride {4 * trained} --rope-scaling yarn:4` "
                      f"(run from this folder) prints the RoPE + YaRN cell at 4x, "
                      f"non-overlapping; any cell likewise."))
-    sections.append(("Time", report.timing_line(results["timing"], results["machine"])
-                     + f". Training the grid took {results['training_time_s']:.0f} s when "
-                       f"it was trained."))
+    sections.append(report.time_section(results))
     return sections
+
+
+def tables(results: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[list[str]]]]]:
+    """The tables `gptlab experiment context` prints (and the lab shows)."""
+    trained = results["trained_length"]
+    return [*[(f"loss (nats/token), {mode} windows; trained at {trained}:", table(results, mode))
+              for mode in MODES],
+            (f"by position, non-overlapping windows of {results['lengths'][-1]}:",
+             by_position_table(results))]
+
+
+run = run_context  # every experiment module's entry point has this name (gptlab.cli.experiment)

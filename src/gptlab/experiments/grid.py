@@ -8,7 +8,9 @@ Every run is an ordinary run directory (gptlab.training.run.train) under FOLDER/
 loadable, resumable, listed by the lab. `grid.json` remembers what each run was asked to be
 (its model and training settings, the run it was fine-tuned from, the data's content) and
 whether it finished; a later call reuses a finished run asked for again, resumes an
-interrupted one, and trains afresh a run whose settings or data changed.
+interrupted one, and trains afresh a run whose settings or data changed. A grid that
+studies stability (`Grid(..., keep_diverged=True)`) keeps a run whose loss became NaN as a
+result, recorded and reused like a finished one, instead of stopping there.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from gptlab.training import rundir
 from gptlab.training.config import TrainConfig
 from gptlab.training.reporting import NullReporter, Reporter, Reporters
 from gptlab.training.run import train
+from gptlab.training.trainer import TrainingDiverged
 from gptlab.version import __version__
 
 GRID_FILE = "grid.json"
@@ -117,7 +120,8 @@ class RunSpec:
 @dataclass(frozen=True)
 class RunRecord:
     """A run of the grid as it stands: where, its seed and steps, the seconds its training
-    took (when it was trained, if it was reused), and whether this call reused it."""
+    took (when it was trained, if it was reused), whether this call reused it, and, for a
+    run that diverged, its record of it (TrainingDiverged.record: step, what)."""
 
     name: str
     run_dir: Path
@@ -125,22 +129,33 @@ class RunRecord:
     steps: int
     train_s: float
     reused: bool
+    diverged: dict[str, Any] | None = None
 
     def to_dict(self, folder: Path) -> dict[str, Any]:
         return {"dir": self.run_dir.relative_to(folder).as_posix(), "seed": self.seed,
-                "steps": self.steps, "train_s": round(self.train_s, 2), "reused": self.reused}
+                "steps": self.steps, "train_s": round(self.train_s, 2), "reused": self.reused,
+                "diverged": self.diverged}
 
 
 class Grid:
     """The runs of one experiment folder trained on one data directory, their state in
     FOLDER/grid.json. An experiment with runs on several data directories has a grid per
     directory, each its own `state` file, all their runs in FOLDER/runs (where `gptlab runs`
-    and the lab find them)."""
+    and the lab find them).
 
-    def __init__(self, folder: Path, data_dir: str | Path, state: str = GRID_FILE) -> None:
+    make_reporter(run_name, files): a Reporter for each training (gptlab.training.run.train's
+    make_reporter), for an experiment that measures its models while they train (a RunSpec's
+    watcher measures beside the run's own reporter); keep_diverged: a run whose loss or
+    weights became NaN is a result, not an error."""
+
+    def __init__(self, folder: Path, data_dir: str | Path, state: str = GRID_FILE,
+                 keep_diverged: bool = False,
+                 make_reporter: Callable[[str, rundir.RunFiles], NullReporter] | None = None
+                 ) -> None:
         self.folder, self.data_dir = Path(folder), Path(data_dir)
         self.state_path = self.folder / state
         self.data = data_identity(self.data_dir)
+        self.keep_diverged, self.make_reporter = keep_diverged, make_reporter
 
     def run_dir(self, name: str) -> Path:
         return self.folder / RUNS_DIR / name
@@ -162,28 +177,42 @@ class Grid:
         same = (entry is not None and entry["spec"] == spec.key()
                 and state.get("data") == self.data)
         steps = spec.train.max_iters
-        if same and entry["finished"] and _finished_at(run_dir) == steps:
-            log(f"{spec.name}: reusing the finished run in {run_dir}")
-            return RunRecord(spec.name, run_dir, spec.train.seed, steps, entry["train_s"], True)
+        diverged = entry.get("diverged") if same else None
+        if same and entry["finished"] and (diverged or _finished_at(run_dir) == steps):
+            log(f"{spec.name}: reusing the {'diverged' if diverged else 'finished'} run in "
+                f"{run_dir}")
+            return RunRecord(spec.name, run_dir, spec.train.seed,
+                             diverged["step"] if diverged else steps, entry["train_s"], True,
+                             diverged)
         settings = spec.train
         if spec.start is not None:
             settings = replace(settings, init_from=str(self.run_dir(spec.start)))
         self._record(spec, finished=False, train_s=0.0)
         t0 = time.perf_counter()
-        make_reporter = None
-        if spec.watcher is not None:
-            watcher = spec.watcher
+        reporter = None
+        if spec.watcher is not None or self.make_reporter is not None:
+            watcher, own = spec.watcher, self.make_reporter
 
-            def make_reporter(files: rundir.RunFiles) -> NullReporter:
-                return Reporters(Reporter(files, progress=progress), watcher(run_dir))
-        if same and rundir.has_checkpoint(run_dir):
-            log(f"{spec.name}: resuming the interrupted run in {run_dir}")
-            result = train(None, None, self.data_dir, run_dir, resume=True, progress=progress,
-                           make_reporter=make_reporter)
-        else:
-            log(f"{spec.name}: training {steps} steps into {run_dir}")
-            result = train(spec.model, settings, self.data_dir, run_dir, overwrite=True,
-                           progress=progress, make_reporter=make_reporter)
+            def reporter(files: rundir.RunFiles) -> NullReporter:
+                main = own(spec.name, files) if own else Reporter(files, progress=progress)
+                return Reporters(main, watcher(run_dir)) if watcher else main
+        try:
+            if same and rundir.has_checkpoint(run_dir):
+                log(f"{spec.name}: resuming the interrupted run in {run_dir}")
+                result = train(None, None, self.data_dir, run_dir, resume=True,
+                               progress=progress, make_reporter=reporter)
+            else:
+                log(f"{spec.name}: training {steps} steps into {run_dir}")
+                result = train(spec.model, settings, self.data_dir, run_dir, overwrite=True,
+                               progress=progress, make_reporter=reporter)
+        except TrainingDiverged as exc:
+            if not self.keep_diverged:
+                raise
+            elapsed = time.perf_counter() - t0
+            log(f"{spec.name}: diverged ({exc.happened} at step {exc.step})")
+            self._record(spec, finished=True, train_s=elapsed, diverged=exc.record())
+            return RunRecord(spec.name, run_dir, spec.train.seed, exc.step, elapsed, False,
+                             exc.record())
         if result.status != "finished":
             raise UsageError(f"run {spec.name} stopped at step {result.step}: run the "
                              f"experiment again to resume it")
@@ -198,10 +227,11 @@ class Grid:
             state = {"data": self.data, "runs": {}}
         return state
 
-    def _record(self, spec: RunSpec, finished: bool, train_s: float) -> None:
+    def _record(self, spec: RunSpec, finished: bool, train_s: float,
+                diverged: dict[str, Any] | None = None) -> None:
         state = self._state()
         state["runs"][spec.name] = {"spec": spec.key(), "finished": finished,
-                                    "train_s": round(train_s, 2)}
+                                    "train_s": round(train_s, 2), "diverged": diverged}
         write_json(self.state_path, state)
 
 

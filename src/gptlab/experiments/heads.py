@@ -45,6 +45,8 @@ RECIPE = "shakespeare-char-cpu-fast"  # gptlab's default CPU recipe (training.re
 FRACTIONS = tuple(i / 10 for i in range(11))  # Michel et al. prune in steps of 10%
 THRESHOLD = 0.01  # a change of the loss smaller than 1% counts as none
 FIGURE = "pruning.png"
+FIGURES = (FIGURE,)
+TITLE = "Pruning heads: are sixteen heads better than one?"
 # The orders heads are pruned in: Michel et al.'s importance (normalised per layer), the
 # same without the normalisation, and a random order (seeded by the run's seed).
 ORDERS = {"importance": "by importance", "unnormalized": "by importance, not normalised",
@@ -113,8 +115,7 @@ def run_heads(out: str | Path, data: str | Path | None = None, quick: bool = Fal
         "training_time_s": round(sum(r.train_s for r in records.values()), 1),
     }
     figure(results).save(folder / FIGURE)
-    return report.finish(folder, results, timer,
-                         "Pruning heads: are sixteen heads better than one?",
+    return report.finish(folder, results, records, timer, TITLE,
                          lambda done: sections(done, records))
 
 
@@ -245,18 +246,16 @@ def single_table(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return header, body
 
 
-def summary(results: dict[str, Any], out: str | Path) -> str:
-    """What the command prints: both tables, the seed spread, the timing, the files."""
-    lines = []
-    header, rows = pruning_table(results)
-    lines += ["the validation loss's change with heads pruned (each seed):",
-              report.text_table(header, rows), ""]
-    header, rows = single_table(results)
-    lines += ["one head removed at a time:", report.text_table(header, rows), "",
-              spread_line(results),
-              report.timing_line(results["timing"], results["machine"]),
-              f"wrote {out}/results.json, {out}/report.md, {out}/{FIGURE}"]
-    return "\n".join(lines)
+def tables(results: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[list[str]]]]]:
+    """The tables the command prints and the lab shows."""
+    return [("the validation loss's change with heads pruned (each seed):",
+             pruning_table(results)),
+            ("one head removed at a time:", single_table(results))]
+
+
+def notes(results: dict[str, Any]) -> list[str]:
+    """What the command prints after the tables."""
+    return [spread_line(results)]
 
 
 def spread_line(results: dict[str, Any]) -> str:
@@ -311,3 +310,6 @@ def sections(results: dict[str, Any], records: dict[str, RunRecord]) -> list[tup
             ("Figure", f"![pruning]({FIGURE})"),
             ("Time", report.timing_line(results["timing"], results["machine"])
              + f". Training took {results['training_time_s']:.0f} s when it was trained.")]
+
+
+run = run_heads  # every experiment module's entry point has this name (gptlab.cli.experiment)

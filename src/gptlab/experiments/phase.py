@@ -53,6 +53,8 @@ PHASE_FILE = "phase.jsonl"  # the watcher's records, in each run's directory
 CHANCE_MULTIPLE = 5.0
 PROBE_SEED = 0  # the probes' tokens and windows never change with the training seed
 LABELS = {"segments": "repeated random segments", "text": "text"}
+TITLE = "The induction-head phase change"
+FIGURES = tuple(f"phase-{task}.png" for task in TASKS)
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ def run_phase(out: str | Path, data: str | Path | None = None, quick: bool = Fal
     for task in tasks:
         figure(results, task).save(folder / figure_name(task))
     timer.add("report_s", time.perf_counter() - t0)
-    return report.finish(folder, results, timer, "The induction-head phase change",
+    return report.finish(folder, results, records, timer, TITLE,
                          lambda done: sections(done, records))
 
 
@@ -292,19 +294,18 @@ def chance_line(results: dict[str, Any], task: str) -> str:
             f"previous-token {chance['previous_token']:.3f}")
 
 
-def summary(results: dict[str, Any], out: str | Path) -> str:
+def tables(results: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[list[str]]]]]:
+    """The tables the command prints and the lab shows: one per task."""
     early, late = results["icl_positions"]
-    lines = []
-    for task in results["tasks"]:
-        header, rows = table(results, task)
-        lines += [f"{LABELS[task]} ({results['tasks'][task]['data']}); ICL score = loss at "
-                  f"token {late} - loss at token {early}:",
-                  report.text_table(header, rows), chance_line(results, task),
-                  depth_line(results, task), ""]
-    files = ", ".join(f"{out}/{figure_name(t)}" for t in results["tasks"])
-    lines += [report.timing_line(results["timing"], results["machine"]),
-              f"wrote {out}/results.json, {out}/report.md, {files}"]
-    return "\n".join(lines)
+    return [(f"{LABELS[task]} ({results['tasks'][task]['data']}); ICL score = loss at token "
+             f"{late} - loss at token {early}:", table(results, task))
+            for task in results["tasks"]]
+
+
+def notes(results: dict[str, Any]) -> list[str]:
+    """What the command prints after the tables: each task's crossing and depth lines."""
+    return [line for task in results["tasks"]
+            for line in (chance_line(results, task), depth_line(results, task))]
 
 
 def figure(results: dict[str, Any], task: str) -> Any:
@@ -348,3 +349,6 @@ def sections(results: dict[str, Any], records: dict[str, RunRecord]) -> list[tup
     out.append(("Time", report.timing_line(results["timing"], results["machine"])
                 + f". Training took {results['training_time_s']:.0f} s when it was trained."))
     return out
+
+
+run = run_phase  # every experiment module's entry point has this name (gptlab.cli.experiment)

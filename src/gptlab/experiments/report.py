@@ -7,6 +7,7 @@ same table reads in the terminal, in report.md and in the README.
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import time
@@ -87,15 +88,74 @@ def write_report(folder: Path, title: str, sections: Sequence[tuple[str, str]]) 
     return path
 
 
-def finish(folder: Path, results: dict[str, Any], timer: Timer, title: str,
-           sections: Callable[[dict[str, Any]], Sequence[tuple[str, str]]]) -> dict[str, Any]:
-    """The last step of every experiment: the timing and the machine added to results, then
-    results.json and report.md (its sections built from the finished results) written."""
+def finish(folder: Path, results: dict[str, Any], records: dict[str, Any], timer: Timer,
+           title: str, sections: Callable[[dict[str, Any]], Sequence[tuple[str, str]]]
+           ) -> dict[str, Any]:
+    """What every experiment does last, its figures drawn: the grid's training time (when
+    it was trained), the timing and the machine added to `results`, then results.json and
+    report.md (title, sections(results)) written. Returns results."""
+    results["training_time_s"] = round(sum(r.train_s for r in records.values()), 1)
     results["timing"] = timer.to_dict()
     results["machine"] = machine()
     write_results(folder, results)
     write_report(folder, title, sections(results))
     return results
+
+
+def closing(results: dict[str, Any], figure: str) -> list[tuple[str, str]]:
+    """A probed experiment's last sections: its figure, then the time."""
+    return [("Figure", f"![{Path(figure).stem}]({figure})"), time_section(results)]
+
+
+def time_section(results: dict[str, Any]) -> tuple[str, str]:
+    """The report's last section: the timing line, and what training the grid took."""
+    return ("Time", timing_line(results["timing"], results["machine"])
+            + f". Training the grid took {results['training_time_s']:.0f} s when it was "
+              f"trained.")
+
+
+def print_tables(results: dict[str, Any], out: str,
+                 tables: Sequence[tuple[str, tuple[Sequence[str], Sequence[Sequence[Any]]]]],
+                 files: Sequence[str], notes: Sequence[str] = ()) -> None:
+    """What an experiment prints: each (title, (header, rows)) as a text table, the notes,
+    then the footer (print_footer)."""
+    for title, (header, rows) in tables:
+        print(f"\n{title}")
+        print(text_table(header, rows))
+    if notes:
+        print("\n" + "\n".join(notes))
+    print_footer(results, out, files)
+
+
+def print_footer(results: dict[str, Any], out: str, files: Sequence[str]) -> None:
+    """The last lines an experiment prints: its timing, and the files it wrote in out."""
+    print(f"\n{timing_line(results['timing'], results['machine'])}")
+    print("wrote " + ", ".join(f"{out}/{name}" for name in (RESULTS_FILE, REPORT_FILE, *files)))
+
+
+def find(cells: Sequence[dict[str, Any]], **where: Any) -> dict[str, Any]:
+    """The cell of a grid whose keys have the values given."""
+    return next(c for c in cells if all(c[k] == v for k, v in where.items()))
+
+
+def loss_cell(loss: dict[str, Any], diverged: Sequence[str | None]) -> str:
+    """A cell's loss (spread's) for a table: the mean ± half the seeds' range, with how
+    many of its runs diverged; NaN where one became NaN."""
+    flags = sum(d is not None for d in diverged)
+    note = f" ({flags}/{len(diverged)} diverged)" if flags else ""
+    if loss["mean"] is None:
+        return "NaN" + note
+    text = f"{loss['mean']:.3f}"
+    if len(loss["values"]) > 1:
+        text += f" ± {loss['spread'] / 2:.3f}"
+    return text + note
+
+
+def difference_cell(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """b's mean minus a's, signed, or a dash where either has none."""
+    if a["mean"] is None or b["mean"] is None:
+        return "—"
+    return f"{b['mean'] - a['mean']:+.3f}"
 
 
 def seeds_line(records: dict[str, Any]) -> str:
@@ -115,3 +175,26 @@ def timing_line(timing: dict[str, float], machine_info: dict[str, Any]) -> str:
     return (f"{timing['total_s']:.0f} s in all ({phases}) on {machine_info['cpus']} CPU "
             f"cores, {machine_info['torch_threads']} torch thread(s){busy}; a shared "
             f"machine's times are indicative only")
+
+
+def spread(values: Sequence[float | None]) -> dict[str, Any]:
+    """One cell over its seeds: the mean, the seed-to-seed spread (max - min; 0 for one
+    seed) and the values. A missing value (None: a diverged run) makes mean and spread None
+    (results.json stays strict JSON: no NaN)."""
+    finite = all(v is not None and math.isfinite(v) for v in values)
+    return {"mean": sum(values) / len(values) if finite else None,
+            "spread": (max(values) - min(values)) if finite else None,
+            "values": list(values)}
+
+
+def beyond_spread(a: dict[str, Any], b: dict[str, Any]) -> bool | None:
+    """Whether two cells (spread's) differ by more than the larger of their seed spreads;
+    None where that cannot be said (one seed, or a cell without a mean)."""
+    if len(a["values"]) < 2 or len(b["values"]) < 2 or a["mean"] is None or b["mean"] is None:
+        return None
+    return abs(a["mean"] - b["mean"]) > max(a["spread"], b["spread"])
+
+
+def verdict_cell(flag: bool | None) -> str:
+    """beyond_spread as a table cell."""
+    return {True: "yes", False: "no", None: "—"}[flag]

@@ -15,7 +15,6 @@ score_positions, the attention weights of gptlab.interp.hooks), as `gptlab eval
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -32,7 +31,8 @@ from gptlab.experiments.report import RESULTS_FILE
 from gptlab.files.atomic import read_json_object
 from gptlab.inference.evaluate import score_positions
 from gptlab.interp.hooks import eval_mode, recording_attention
-from gptlab.lab.runs import MAX_DEPTH, Runs
+from gptlab.lab.experimentsview import experiment_folder, experiment_folders
+from gptlab.lab.runs import Runs
 from gptlab.lab.schemas import MAX_PROMPT_CHARS, Body, RunName, _int, _text
 from gptlab.loading import with_config
 from gptlab.model.config import with_rope_scaling
@@ -152,24 +152,12 @@ def register(app: FastAPI, runs: Runs, bad_input: dict[int, Any]) -> None:
 
 def list_experiments(runs: Runs) -> list[dict[str, Any]]:
     """Folders of the runs folder (to MAX_DEPTH) holding a finished context experiment."""
-    found, frontier = [], [runs.root] if runs.root.is_dir() else []
-    for _ in range(MAX_DEPTH):
-        later = []
-        for folder in frontier:
-            try:
-                children = sorted(p for p in folder.iterdir() if p.is_dir())
-            except OSError:
-                continue
-            for child in children:
-                name = child.relative_to(runs.root).as_posix()
-                results = _results(runs, name, missing_ok=True)
-                if results is not None:
-                    found.append({"name": name, "trained_length": results["trained_length"],
-                                  "lengths": results["lengths"],
-                                  "runs": [f"{name}/{r['dir']}" for r in results["runs"].values()]})
-                else:
-                    later.append(child)
-        frontier = later
+    found = []
+    for name, folder in experiment_folders(runs, CONTEXT_EXPERIMENT):
+        results = read_json_object(folder / RESULTS_FILE, "experiment results")
+        found.append({"name": name, "trained_length": results["trained_length"],
+                      "lengths": results["lengths"],
+                      "runs": [f"{name}/{r['dir']}" for r in results["runs"].values()]})
     return found
 
 
@@ -246,22 +234,11 @@ def _text_of(runs: Runs, body: ContextRequest) -> tuple[str, str]:
                      "a text to score")
 
 
-def _results(runs: Runs, name: str, missing_ok: bool = False) -> dict[str, Any] | None:
+def _results(runs: Runs, name: str) -> dict[str, Any]:
     """A context experiment's results.json, the folder checked to lie inside the runs
     folder (as a run name is)."""
-    if len(name) > 500 or "\x00" in name or "\\" in name or name.startswith("/") \
-            or ".." in Path(name).parts:
-        raise UsageError(f"experiment {name[:60]!r} must be a path inside the runs folder")
-    try:
-        folder = (runs.root / name).resolve()
-    except (OSError, RuntimeError):  # a name too long, a symlink loop
-        folder = None
-    inside = folder is not None and (folder == runs.root or runs.root in folder.parents)
-    found = inside and experiment_of(folder) == CONTEXT_EXPERIMENT \
-        and (folder / RESULTS_FILE).is_file()
-    if not found:
-        if missing_ok:
-            return None
+    folder = experiment_folder(runs, name, CONTEXT_EXPERIMENT)
+    if folder is None:
         raise UsageError(f"no context experiment named {name!r} in the runs folder (one "
                          f"holds {RESULTS_FILE} from `gptlab experiment context`)")
     return read_json_object(folder / RESULTS_FILE, "experiment results")

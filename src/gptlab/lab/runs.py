@@ -53,7 +53,8 @@ class Runs:
         found = [p.relative_to(self.root).as_posix() for p in model_dirs(self.root, MAX_DEPTH)]
         return [n for n in pretrained.NAMES if n not in found] + found
 
-    def _inside(self, resolved: Path) -> bool:
+    def inside(self, resolved: Path) -> bool:
+        """Whether a resolved path is the runs folder or lies inside it."""
         return resolved == self.root or self.root in resolved.parents
 
     def resolve(self, name: object) -> Path:
@@ -76,13 +77,13 @@ class Runs:
         path = (self.root / pure).resolve()
         if pretrained.is_shipped(name) and not is_run(path):
             return pretrained.folder(name)  # checked against its manifest when loaded
-        if not self._inside(path):
+        if not self.inside(path):
             raise UsageError(f"run {name!r} points outside the runs folder")
         if not path.is_dir() or not is_run(path):
             raise UsageError(f"no run named {name!r} in the runs folder "
                              f"(a run holds {', '.join(MODEL_FILES)})")
         for f in MODEL_FILES:  # a file symlinked out of the folder is refused too
-            if not self._inside((path / f).resolve()):
+            if not self.inside((path / f).resolve()):
                 raise UsageError(f"run {name!r}: {f} points outside the runs folder")
         return path
 

@@ -25,7 +25,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gptlab.errors import GptlabError, UsageError
-from gptlab.lab import api, contextview, live, model_routes, play_routes, quiz
+from gptlab.lab import api, contextview, experimentsview, live, model_routes, play_routes, quiz
 from gptlab.lab import responses as res
 from gptlab.lab import schemas as m
 from gptlab.lab.runs import Runs
@@ -186,6 +186,7 @@ def create_app(runs_dir: str | Path = "runs") -> FastAPI:
 
     app.state.live = play_routes.register(app, runs, BAD_INPUT)  # next token, live training
     contextview.register(app, runs, BAD_INPUT)  # longer than trained
+    experimentsview.register(app, runs, BAD_INPUT)  # any experiment's report
     model_routes.register(app, runs, BAD_INPUT)  # whole model, all heads, learned positions
 
     @app.get("/", include_in_schema=False)

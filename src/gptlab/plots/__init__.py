@@ -8,6 +8,7 @@ so a notebook shows exactly the drawing `gptlab heads` or `gptlab train` writes.
                           patch_grids (`gptlab heads`, `lens`, `attribute`, `patch`)
   gptlab.plots.positions  sinusoidal_table, sinusoidal_similarity, rope_scores (the
                           positions the chapter shows, as the lab's view 4 computes them)
+  gptlab.plots.experiments line_panels (the experiments' figures: `gptlab experiment`)
 
 Figures are built on matplotlib's `Figure` directly, not pyplot: no global figure state, no
 backend switch (a user's notebook keeps its own), and nothing needs a display. matplotlib is
@@ -34,6 +35,13 @@ def new_figure(**kwargs: Any) -> Any:
     from matplotlib.figure import Figure as MatplotlibFigure
 
     return MatplotlibFigure(**kwargs)
+
+
+def legend_below(ax: Any, n: int) -> None:
+    """The legend under the plot, two entries a row, so that no line hides behind it."""
+    if n:
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2,
+                  frameon=False)
 
 
 class Figure:

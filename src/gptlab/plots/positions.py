@@ -9,7 +9,7 @@ from typing import Any
 
 from gptlab.model.positional import rope_scores as rope_score_grid
 from gptlab.model.positional import sinusoidal_similarity as similarity
-from gptlab.plots import Figure, new_figure
+from gptlab.plots import Figure, legend_below, new_figure
 
 
 def sinusoidal_table(positions: int = 64, d_model: int = 64) -> Figure:
@@ -85,7 +85,7 @@ def loss_by_position(series: dict[str, dict], trained: int, title: str = "") -> 
     ax.set_ylabel("loss (nats / token)")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    _legend_below(ax, len(series))
+    legend_below(ax, len(series))
     return Figure(fig, dpi=100)
 
 
@@ -107,7 +107,7 @@ def loss_by_length(panels: dict[str, dict[str, list[tuple[int, float]]]], traine
         ax.set_ylabel("loss (nats / token)")
         ax.set_title(panel, fontsize=10)
         ax.grid(alpha=0.3)
-        _legend_below(ax, len(lines))
+        legend_below(ax, len(lines))
     if title:
         fig.suptitle(title, fontsize=10)
     return Figure(fig, dpi=100)
@@ -117,10 +117,3 @@ def _mark_trained(ax: Any, trained: int) -> None:
     ax.axvline(trained, color="black", lw=0.8, ls="--")
     ax.annotate(f"trained length {trained}", (trained, 1.0), xycoords=("data", "axes fraction"),
                 xytext=(3, -12), textcoords="offset points", fontsize=7)
-
-
-def _legend_below(ax: Any, n: int) -> None:
-    """The legend under the plot, two entries a row, so that no line hides behind it."""
-    if n:
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2,
-                  frameon=False)

@@ -5,6 +5,7 @@ import {load as allheads, open as openAllHeads} from "./allheads.js";
 import {refreshRuns} from "./api.js";
 import {load as calc} from "./calc.js";
 import {load as context} from "./context.js";
+import {load as experiments} from "./experiments.js";
 import {load as heads, open as openHeads} from "./heads.js";
 import {load as learnedpos} from "./learnedpos.js";
 import {load as lens, open as openLens} from "./lens.js";
@@ -19,7 +20,7 @@ import {load as wholemodel} from "./wholemodel.js";
 
 // Each view loads the first time its tab opens.
 const loaders = {calc, scaling, heads, positions, params, scores, quiz, nexttoken, live, lens,
-  context, model: wholemodel, allheads};
+  context, model: wholemodel, allheads, experiments};
 loaders.positions = () => { positions(); learnedpos(); };
 const loaded = new Set();
 let current = null;

@@ -1,0 +1,134 @@
+"""The "Experiments" view: any experiment's report (`gptlab experiment NAME`) from its
+results.json, as the tables it prints and the figures it drew, with the runs of its grid
+(ordinary runs: every other view opens them).
+
+Its schemas, routes and computations live here, in one module: server.create_app adds the
+routes with `register`. The tables are the experiment module's own (gptlab.experiments.
+catalog.summary), the same `gptlab experiment` prints.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from gptlab.errors import UsageError
+from gptlab.experiments import catalog
+from gptlab.experiments.grid import RUNS_DIR, experiment_of
+from gptlab.lab.runs import MAX_DEPTH, Runs, is_run
+from gptlab.lab.schemas import Body, _text
+
+# ----------------------------------------------------------------------------- schemas
+
+
+class ReportRequest(Body):
+    experiment: _text(500, "an experiment's folder inside the runs folder", min_length=1)
+
+
+class ExperimentEntry(BaseModel):
+    name: str = Field(description="its folder, relative to the runs folder")
+    experiment: str = Field(description="which experiment (context, norm, scale, ...)")
+
+
+class ExperimentList(BaseModel):
+    experiments: list[ExperimentEntry]
+
+
+class Table(BaseModel):
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+
+
+class Figure(BaseModel):
+    file: str
+    png: str = Field(description="the figure as a data: URL (image/png, base64)")
+
+
+class ReportResponse(BaseModel):
+    name: str
+    experiment: str
+    title: str
+    tables: list[Table]
+    figures: list[Figure]
+    timing: str
+    runs: list[str] = Field(description="its runs, as the lab names them")
+
+
+# ----------------------------------------------------------------------------- routes
+
+
+def register(app: FastAPI, runs: Runs, bad_input: dict[int, Any]) -> None:
+    @app.get("/api/experiments", response_model=ExperimentList)
+    def experiments() -> JSONResponse:
+        """Every experiment in the runs folder that has written its results."""
+        return JSONResponse({"experiments": [
+            {"name": name, "experiment": experiment_of(folder)}
+            for name, folder in experiment_folders(runs)]})
+
+    @app.post("/api/experiments/report", response_model=ReportResponse, responses=bad_input)
+    def report(body: ReportRequest) -> JSONResponse:
+        """One experiment's tables and figures, from its results.json (experiments view)."""
+        return JSONResponse(report_view(runs, body.experiment))
+
+
+# ----------------------------------------------------------------------------- views
+
+
+def experiment_folders(runs: Runs, kind: str | None = None) -> list[tuple[str, Path]]:
+    """(name, folder) of every folder of the runs folder (to MAX_DEPTH) holding a known
+    experiment's results, of `kind` if given; an experiment's own folder is not searched."""
+    found, frontier = [], [runs.root] if runs.root.is_dir() else []
+    for _ in range(MAX_DEPTH):
+        later = []
+        for folder in frontier:
+            try:
+                children = sorted(p for p in folder.iterdir() if p.is_dir())
+            except OSError:
+                continue
+            for child in children:
+                if not runs.inside(child.resolve()):  # a symlink out
+                    continue
+                if catalog.has_results(child):
+                    if kind is None or experiment_of(child) == kind:
+                        found.append((child.relative_to(runs.root).as_posix(), child))
+                else:
+                    later.append(child)
+        frontier = later
+    return found
+
+
+def experiment_folder(runs: Runs, name: str, kind: str | None = None) -> Path | None:
+    """The folder of experiment `name` (of `kind` if given), or None; a name that is not a
+    path inside the runs folder is refused."""
+    pure = PurePosixPath(name)
+    if len(name) > 500 or "\x00" in name or "\\" in name or pure.is_absolute() \
+            or ".." in pure.parts:
+        raise UsageError(f"experiment {name[:60]!r} must be a path inside the runs folder")
+    try:
+        folder = (runs.root / pure).resolve()
+    except (OSError, RuntimeError):  # a name too long, a symlink loop
+        return None
+    if not runs.inside(folder) or not catalog.has_results(folder):
+        return None
+    return folder if kind is None or experiment_of(folder) == kind else None
+
+
+def report_view(runs: Runs, name: str) -> dict[str, Any]:
+    folder = experiment_folder(runs, name)
+    if folder is None:
+        raise UsageError(f"no experiment named {name!r} in the runs folder (one holds "
+                         f"results.json from `gptlab experiment NAME`)")
+    summary = catalog.summary(folder)
+    grid = folder / RUNS_DIR
+    members = sorted(p for p in grid.iterdir() if is_run(p)) if grid.is_dir() else []
+    return {"name": name, **summary,
+            "figures": [{"file": f, "png": "data:image/png;base64,"
+                         + base64.b64encode((folder / f).read_bytes()).decode("ascii")}
+                        for f in summary["figures"]],
+            "runs": [f"{name}/{RUNS_DIR}/{p.name}" for p in members]}

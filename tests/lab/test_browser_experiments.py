@@ -1,0 +1,58 @@
+"""View 14 (experiments) in real headless Chromium (the session's browser), over a runs
+folder holding a quick norm experiment: the tables are the API's, the figure is the PNG the
+experiment drew, shown with a text alternative, each run of the grid opens in the heads
+view; at phone width nothing overflows and axe-core finds nothing serious."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from gptlab.lab.server import BackgroundServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, norm_experiment, open_lab):
+    """(page, address) of view 14 over a runs folder holding the experiment as 'norm'."""
+    root = tmp_path_factory.mktemp("experiment-runs")
+    shutil.copytree(norm_experiment, root / "norm")
+    with BackgroundServer(root) as url:
+        with open_lab(f"{url}#experiments", "[data-testid=exp-figure]",
+                      viewport={"width": 1280, "height": 900}) as opened:
+            yield opened.page, url
+
+
+def test_the_tables_and_figure_are_the_reports(lab, settle):
+    page, _ = lab
+    settle(page)
+    assert page.input_value("[data-testid=exp-experiment]") == "norm"
+    assert "Pre-LN against Post-LN" in page.text_content("[data-testid=exp-title]")
+    rows = page.eval_on_selector_all("[data-testid=exp-table-0] tr",
+                                     "trs => trs.map(tr => [...tr.cells].map(c => c.textContent))")
+    assert rows[0][:5] == ["depth", "lr", "warm-up", "Pre-LN loss", "Post-LN loss"]
+    assert len(rows) == 1 + 8
+    image = page.eval_on_selector("[data-testid=exp-figure]",
+                                  "i => [i.naturalWidth, i.alt, i.dataset.file]")
+    assert image[0] > 300 and "norm.png" in image[1] and image[2] == "norm.png"
+
+
+def test_a_run_of_the_grid_opens_in_the_heads_view(lab, settle):
+    page, _ = lab
+    link = page.locator("[data-testid=exp-runs] a", has_text="heads").first
+    href = link.get_attribute("href")
+    assert href.startswith("?run=norm%2Fruns%2F") and href.endswith("#heads")
+    link.click()
+    page.wait_for_selector("#view-heads:not([hidden])")
+    settle(page)
+    run = href.split("=", 1)[1].split("#")[0].replace("%2F", "/")
+    assert page.input_value("[data-testid=heads-run]") == run
+    page.goto(page.url.split("?")[0] + "#experiments")
+    page.wait_for_selector("[data-testid=exp-figure]")
+
+
+def test_phone_width_and_axe(lab, fits_a_phone):
+    with fits_a_phone(lab[0]):
+        assert lab[0].is_visible("[data-testid=exp-figure]")
