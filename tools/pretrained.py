@@ -96,13 +96,20 @@ def build(data: Path, run: Path, out: Path, max_iters: int | None, seed: int) ->
     gptlab(*train)
     train_seconds = time.perf_counter() - start
     steps = json.loads((run / "train.json").read_text())["max_iters"]
+    from gptlab.files.kinds import WEIGHTS_FILE
+    from gptlab.files.model_dir import weights_step
+
+    done = weights_step(run / WEIGHTS_FILE)
+    if done != steps:  # a SIGTERM or Ctrl-C stops training cleanly, with exit code 0
+        raise GptlabError(f"the training stopped at step {done} of {steps}: nothing shipped; "
+                          f"run `make pretrained` again")
     parameters = ship(run, out)
     evaluate = ["eval", str(out), "--data", str(data), "--json"]
     whole = json.loads(gptlab(*evaluate).strip().splitlines()[-1])
     with tempfile.TemporaryDirectory() as tmp:
         piece = Path(tmp) / "val-slice.txt"
         piece.write_text(val_slice_text(data), encoding="utf-8")
-        part = json.loads(gptlab("eval", str(out), "--text", str(piece), "--json"
+        part = json.loads(gptlab("eval", str(out), "--text-file", str(piece), "--json"
                                  ).strip().splitlines()[-1])
     manifest = {
         "name": NAME,
@@ -119,7 +126,7 @@ def build(data: Path, run: Path, out: Path, max_iters: int | None, seed: int) ->
         "val_slice": {"tokens": VAL_SLICE, "scored": part["tokens_scored"],
                       "loss": round(part["loss"], 4),
                       "what": f"the val split's first {VAL_SLICE} tokens as one text "
-                              "(gptlab eval --text)"},
+                              "(gptlab eval --text-file)"},
         "eval": "gptlab eval's sliding windows: context = block_size, stride = half of it",
         "make": "make pretrained" + (f" PRETRAINED_ARGS='--max-iters {max_iters}'"
                                      if max_iters is not None else ""),

@@ -38,3 +38,16 @@ def test_retrains_ships_and_states_its_loss(tmp_path, data_dir, monkeypatch, cap
     score = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert score["loss"] == pytest.approx(manifest["val_loss"], abs=6e-5)
     assert score["tokens_scored"] == manifest["val_tokens_scored"]
+
+
+def test_a_training_that_stopped_early_ships_nothing(tmp_path, data_dir, monkeypatch, capsys,
+                                                     one_thread):
+    """`gptlab train` stops cleanly, exit 0, on SIGTERM or Ctrl-C: the tool must not ship
+    those weights as the recipe's (it did once, when its process was stopped)."""
+    import tools.pretrained as tool
+
+    monkeypatch.setattr("gptlab.files.model_dir.weights_step", lambda path: 1)
+    out = tmp_path / "out"
+    assert tool.main(["--data", str(data_dir), "--out", str(out), "--max-iters", "2"]) == 1
+    assert "the training stopped at step 1 of 2: nothing shipped" in capsys.readouterr().err
+    assert not out.exists()
