@@ -94,6 +94,7 @@ def test_a_damaged_or_missing_file_is_one_line(shipped_copy, capsys):
     assert err.count("\n") == 1 and "damaged" in err and "reinstall" in err
     with pytest.raises(UsageError, match="damaged"):  # the lab: a 400, not a 500
         Runs(shipped_copy.parent / "empty-runs").load(NAME)
+    weights.write_bytes(bytes(raw[:-1] + bytes([raw[-1] ^ 0xFF])))  # mended: the next file
     (shipped_copy / "tokenizer.json").unlink()
     with pytest.raises(GptlabError, match="cannot read tokenizer.json"):
         pretrained.verified(NAME)

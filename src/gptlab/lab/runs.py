@@ -47,11 +47,11 @@ class Runs:
         self.model_lock = threading.Lock()
 
     def list(self) -> list[str]:
-        """The shipped models' names, then the runs folder's (posix paths relative to the
-        root, sorted; symlinks out are skipped: gptlab.training.runs's listing, as `gptlab
-        runs` and the notebooks list)."""
+        """The shipped models' names first (a run folder of that name in its place), then the
+        runs folder's (posix paths relative to the root, sorted; symlinks out are skipped:
+        gptlab.training.runs's listing, as `gptlab runs` and the notebooks list)."""
         found = [p.relative_to(self.root).as_posix() for p in model_dirs(self.root, MAX_DEPTH)]
-        return [n for n in pretrained.NAMES if n not in found] + found
+        return [*pretrained.NAMES, *(n for n in found if n not in pretrained.NAMES)]
 
     def inside(self, resolved: Path) -> bool:
         """Whether a resolved path is the runs folder or lies inside it."""
