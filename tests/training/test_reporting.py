@@ -165,3 +165,23 @@ def test_logging_changes_nothing_that_is_trained(data_dir, tmp_path, tiny_model,
         train(tiny_model(dropout=0.1), tiny_train(log=log), data_dir, tmp_path / log,
               progress=False)
     assert losses(tmp_path / "none") == losses(tmp_path / "tensorboard")
+
+
+def test_event_files_opened_in_one_second_are_read_in_the_order_written(
+        data_dir, tmp_path, tiny_model, tiny_train, monkeypatch):
+    """Regression: a fast resumed run opened its event files within one second, named
+    ...<second>.<host>.<pid>.9 and ...10: TensorBoard reads them in name order, ".10"
+    first, and the resume's purge then dropped the whole-val score (a CI failure that came
+    and went with how many writers the session had opened; without the wait in
+    sort_after_existing_files this test fails whenever the run takes under a second)."""
+    import tensorboard.summary.writer.event_file_writer as event_files
+
+    monkeypatch.setattr(event_files._global_uid, "_value", 8)  # the next files: .8, .9, .10
+    run = tmp_path / "run"
+    train(tiny_model(), tiny_train(log="tensorboard"), data_dir, run, progress=False,
+          stop_after=4)
+    train(None, None, data_dir, run, resume=True, progress=False)
+    names = sorted(p.name for p in (run / rundir.TB_DIR).glob("events.out.tfevents.*"))
+    uids = [int(n.split(".")[-1]) for n in names]
+    assert uids == sorted(uids) and len(uids) >= 3  # name order is the order written
+    assert_board_equals_metrics(run)

@@ -212,6 +212,18 @@ def hparams(model_config: dict[str, Any], train_config: dict[str, Any]) -> dict[
     return out
 
 
+def sort_after_existing_files(log_dir: Path) -> None:
+    """TensorBoard reads a directory's event files in name order, and a name starts with the
+    second it was opened in: a file opened in the same second as another may sort before it
+    (the names then differ by a counter compared as text, ".10" before ".9"), and its purge
+    or its steps would be read out of order. Wait for the next second when that could be."""
+    stamps = [int(p.name.split(".")[3]) for p in log_dir.glob("events.out.tfevents.*")
+              if p.name.split(".")[3].isdigit()]
+    wait = max(stamps, default=0) + 1 - time.time()
+    if wait > 0:
+        time.sleep(wait)
+
+
 class TensorBoardReporter(NullReporter):
     """Scalars (SCALAR_TAGS), a short seeded sample at each evaluation (text) and the run's
     configs (hyper-parameters), in a TensorBoard log directory (a run's tb/), through
@@ -229,7 +241,8 @@ class TensorBoardReporter(NullReporter):
         from torch.utils.tensorboard import SummaryWriter, summary
 
         first = not any(log_dir.glob("events.out.tfevents.*"))
-        self.tokenizer = tokenizer
+        self.tokenizer, self.log_dir = tokenizer, log_dir
+        sort_after_existing_files(log_dir)
         self.writer = SummaryWriter(str(log_dir), purge_step=None if resumed_at is None
                                     else resumed_at + 1)
         if first:
@@ -252,6 +265,7 @@ class TensorBoardReporter(NullReporter):
         self.writer.flush()
 
     def whole_val(self, record: dict[str, Any]) -> None:
+        sort_after_existing_files(self.log_dir)  # the writer was closed: a new file opens
         self._scalars(record)
         self.writer.close()
 
