@@ -15,6 +15,8 @@ import math
 import os
 import random
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -500,3 +502,32 @@ def lab_url(copy_tiny_run, tmp_path_factory):
     copy_tiny_run(runs / "tiny")
     with BackgroundServer(runs) as url:
         yield url + "?run=tiny"
+
+
+# Another process holding a run's lock, as a running trainer holds it (gptlab.training.rundir).
+_HOLD_LOCK = """
+import sys, time
+from pathlib import Path
+from gptlab.training.rundir import locked
+with locked(Path(sys.argv[1])):
+    print("locked", flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.fixture(scope="session")
+def lock_held():
+    """lock_held(run_dir): a context manager under which another process holds run_dir's
+    lock; it yields that process (its pid is the one a refusal or `gptlab runs` names)."""
+    @contextlib.contextmanager
+    def held(run_dir: Path):
+        proc = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(run_dir)],
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline().strip() == "locked"
+            yield proc
+        finally:
+            proc.kill()
+            proc.wait()
+
+    return held

@@ -4,22 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
 
 from gptlab.training.run import train
-
-HOLD_LOCK = """
-import sys, time
-from pathlib import Path
-from gptlab.training.rundir import locked
-with locked(Path(sys.argv[1])):
-    print("locked", flush=True)
-    time.sleep(120)
-"""
 
 
 @pytest.fixture(scope="module")
@@ -33,15 +22,9 @@ def folder(tmp_path_factory, trained_run, data_dir, tiny_model, tiny_train,
     return root
 
 
-def test_the_table_shows_every_status_with_the_running_pid(folder, gptlab):
-    proc = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(folder / "live")],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "locked"
+def test_the_table_shows_every_status_with_the_running_pid(folder, gptlab, lock_held):
+    with lock_held(folder / "live") as proc:
         code, out, err = gptlab("runs", folder, "--sort", "steps", "--reverse")
-    finally:
-        proc.kill()
-        proc.wait()
     assert code == 0 and err == ""
     lines = out.splitlines()
     assert lines[0].split() == ["run", "model", "params", "steps", "status", "best", "val",

@@ -259,31 +259,16 @@ def test_a_run_whose_checkpoint_is_gone_keeps_its_weights(data_dir, tmp_path, ca
 
 # --- one writer -----------------------------------------------------------------------------
 
-HOLD_LOCK = """
-import sys, time
-from pathlib import Path
-from gptlab.training.rundir import locked
-with locked(Path(sys.argv[1])):
-    print("locked", flush=True)
-    time.sleep(60)
-"""
-
-
-def test_a_second_trainer_fails_at_once_naming_the_first(data_dir, tmp_path, capsys):
+def test_a_second_trainer_fails_at_once_naming_the_first(data_dir, tmp_path, capsys,
+                                                         lock_held):
     run = tmp_path / "run"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(run)],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with lock_held(run) as holder:
         code = main(["train", "--preset", "tiny-gpt2", "--data", str(data_dir), "--out",
                      str(run), "--max-iters", "2", "--no-progress"])
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1
         assert f"{run} is in use by another trainer (PID {holder.pid})" in err
         assert not (run / "train.json").exists()
-    finally:
-        holder.kill()
-        holder.wait()
     # The lock went with the process that held it: no stale lock to clean up.
     assert main(["train", "--preset", "tiny-gpt2", "--data", str(data_dir), "--out",
                  str(run), "--max-iters", "2", "--eval-iters", "1", "--no-progress"]) == 0

@@ -27,15 +27,6 @@ from gptlab.training.runs import (
     sort_runs,
 )
 
-HOLD_LOCK = """
-import sys, time
-from pathlib import Path
-from gptlab.training.rundir import locked
-with locked(Path(sys.argv[1])):
-    print("locked", flush=True)
-    time.sleep(120)
-"""
-
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory, trained_run, data_dir, tiny_model, tiny_train,
@@ -57,17 +48,10 @@ def folder(tmp_path_factory, trained_run, data_dir, tiny_model, tiny_train,
 
 
 @pytest.fixture
-def holder(folder):
+def holder(folder, lock_held):
     """nested/deep/live's lock held by another process, as a trainer holds it."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLD_LOCK,
-                             str(folder / "nested" / "deep" / "live")],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "locked"
+    with lock_held(folder / "nested" / "deep" / "live") as proc:
         yield proc
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def metrics(run: Path) -> list[dict]:
