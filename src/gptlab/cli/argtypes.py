@@ -14,6 +14,10 @@ SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes an unsigned 64-bit see
 
 TOKEN_ID_PREFIX = "id:"  # --target id:42 names a token by its id (see cli.tokeninput)
 
+# The help of every command's MODEL argument: what gptlab.load takes.
+MODEL_HELP = ("anything gptlab.load takes: a run or model directory, RUN/best, the shipped "
+              "model's name (shakespeare), a Hugging Face directory or hub name")
+
 # The escapes --prompt and --stop understand; any other backslash stays as typed.
 ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
 

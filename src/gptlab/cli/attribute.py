@@ -40,8 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "--out runs/demo/attr",
         ],
     )
-    p.add_argument("run_dir", metavar="MODEL", help="anything gptlab.load takes: a run or "
-                   "model directory, a Hugging Face directory or hub name")
+    p.add_argument("run_dir", metavar="MODEL", help=argtypes.MODEL_HELP)
     text = p.add_mutually_exclusive_group(required=True)
     add_text_options(text)
     p.add_argument("--target", required=True, type=argtypes.escaped_text, metavar="TOKEN",

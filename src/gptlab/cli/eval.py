@@ -44,8 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "--by-position --plot by-position.png",
         ],
     )
-    p.add_argument("model", metavar="MODEL", help="anything gptlab.load takes: a run or "
-                   "model directory, RUN/best, a Hugging Face directory or hub name")
+    p.add_argument("model", metavar="MODEL", help=argtypes.MODEL_HELP)
     source = p.add_mutually_exclusive_group(required=True)
     add_text_options(source, many=True, what="text to score")
     source.add_argument("--data", metavar="DATA_DIR",

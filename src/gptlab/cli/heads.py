@@ -43,8 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "gptlab heads runs/demo --text 'to be or not to be' --top 1",
         ],
     )
-    p.add_argument("run_dir", metavar="MODEL", help="anything gptlab.load takes: a run or "
-                   "model directory, a Hugging Face directory or hub name")
+    p.add_argument("run_dir", metavar="MODEL", help=argtypes.MODEL_HELP)
     text = p.add_mutually_exclusive_group()
     add_text_options(text, what="text to analyse (at most the model's context in tokens)")
     p.add_argument("--out", metavar="DIR", help="where to write the PNGs and scores.json "

@@ -35,8 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "gptlab lens runs/demo --text-file line.txt --last 20 --out runs/demo/lens",
         ],
     )
-    p.add_argument("run_dir", metavar="MODEL", help="anything gptlab.load takes: a run or "
-                   "model directory, a Hugging Face directory or hub name")
+    p.add_argument("run_dir", metavar="MODEL", help=argtypes.MODEL_HELP)
     text = p.add_mutually_exclusive_group(required=True)
     add_text_options(text)
     p.add_argument("--last", type=argtypes.int_in(1), default=10, metavar="N",

@@ -42,8 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "--sweep head",
         ],
     )
-    p.add_argument("run_dir", metavar="MODEL", help="anything gptlab.load takes: a run or "
-                   "model directory, a Hugging Face directory or hub name")
+    p.add_argument("run_dir", metavar="MODEL", help=argtypes.MODEL_HELP)
     p.add_argument("--clean", required=True, type=argtypes.escaped_text, metavar="TEXT",
                    help="the text whose activations are patched in (\\n, \\t, \\r, \\\\ "
                         "escapes understood)")

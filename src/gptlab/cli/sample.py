@@ -35,8 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "gptlab sample openai-community/gpt2 --prompt 'Hello' --top-p 0.9 --weights auto",
         ],
     )
-    p.add_argument("run_dir", metavar="RUN_DIR", help="anything gptlab.load takes: a run or "
-                   "model directory, RUN/best, a Hugging Face directory or hub name")
+    p.add_argument("run_dir", metavar="RUN_DIR", help=argtypes.MODEL_HELP)
     p.add_argument("--prompt", type=argtypes.escaped_text, metavar="TEXT",
                    help="text to continue (default: a newline, or the vocabulary's first "
                         "token if it has no newline); a prompt longer than the context is "
