@@ -194,8 +194,8 @@ class Grid:
             watcher, own = spec.watcher, self.make_reporter
 
             def reporter(files: rundir.RunFiles) -> NullReporter:
-                main = own(spec.name, files) if own else Reporter(files, progress=progress)
-                return Reporters(main, watcher(run_dir)) if watcher else main
+                record = own(spec.name, files) if own else Reporter(files, progress=progress)
+                return Reporters(record, watcher(run_dir)) if watcher else record
         try:
             if same and rundir.has_checkpoint(run_dir):
                 log(f"{spec.name}: resuming the interrupted run in {run_dir}")

@@ -54,7 +54,8 @@ CHANCE_MULTIPLE = 5.0
 PROBE_SEED = 0  # the probes' tokens and windows never change with the training seed
 LABELS = {"segments": "repeated random segments", "text": "text"}
 TITLE = "The induction-head phase change"
-FIGURES = tuple(f"phase-{task}.png" for task in TASKS)
+FIGURE_NAME = "phase-{}.png"  # one figure per task
+FIGURES = tuple(FIGURE_NAME.format(task) for task in TASKS)
 
 
 @dataclass(frozen=True)
@@ -249,7 +250,7 @@ def summarize(run_dir: Path, record: RunRecord, size: Size, probe: Probe) -> dic
 
 
 def figure_name(task: str) -> str:
-    return f"phase-{task}.png"
+    return FIGURE_NAME.format(task)
 
 
 def table(results: dict[str, Any], task: str) -> tuple[list[str], list[list[str]]]:
