@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from gptlab.data.prepared import load_data
 from gptlab.errors import UsageError
 from gptlab.experiments import report
-from gptlab.experiments.grid import Grid, RunRecord, RunSpec, embedded_corpus, experiment_folder
+from gptlab.experiments.grid import Grid, RunRecord, RunSpec, open_experiment
 from gptlab.model.config import GPTConfig
 from gptlab.training.config import TrainConfig, recipe
 from gptlab.training.reporting import Reporter
@@ -247,9 +247,8 @@ def train_probed(out: str | Path, name: str, size: ProbedSize, data: str | Path 
     """Open experiment `name`'s folder, train (or reuse) the runs make_specs(vocab_size)
     on `data` (default: the embedded Shakespeare in OUT/data), each probed by probe at
     every evaluation, then measure each run from its directory."""
-    folder = experiment_folder(out, name)
     timer = report.Timer()
-    data_dir = Path(data) if data is not None else embedded_corpus(folder, log)
+    folder, data_dir = open_experiment(out, name, data, log)
     grid = probed_grid(folder, data_dir, size.model["block_size"], size.probe_rows, probe)
     records = grid.train(make_specs(load_data(data_dir).vocab_size), progress, log)
     timer.add("train_s", sum(r.train_s for r in records.values() if not r.reused))
