@@ -22,6 +22,7 @@ from gptlab.experiments import catalog
 from gptlab.experiments.grid import RUNS_DIR, experiment_of
 from gptlab.lab.runs import MAX_DEPTH, Runs, is_run
 from gptlab.lab.schemas import Body, _text
+from gptlab.training.runs import find_folders
 
 # ----------------------------------------------------------------------------- schemas
 
@@ -83,24 +84,9 @@ def register(app: FastAPI, runs: Runs, bad_input: dict[int, Any]) -> None:
 def experiment_folders(runs: Runs, kind: str | None = None) -> list[tuple[str, Path]]:
     """(name, folder) of every folder of the runs folder (to MAX_DEPTH) holding a known
     experiment's results, of `kind` if given; an experiment's own folder is not searched."""
-    found, frontier = [], [runs.root] if runs.root.is_dir() else []
-    for _ in range(MAX_DEPTH):
-        later = []
-        for folder in frontier:
-            try:
-                children = sorted(p for p in folder.iterdir() if p.is_dir())
-            except OSError:
-                continue
-            for child in children:
-                if not runs.inside(child.resolve()):  # a symlink out
-                    continue
-                if catalog.has_results(child):
-                    if kind is None or experiment_of(child) == kind:
-                        found.append((child.relative_to(runs.root).as_posix(), child))
-                else:
-                    later.append(child)
-        frontier = later
-    return found
+    return [(folder.relative_to(runs.root).as_posix(), folder)
+            for folder in find_folders(runs.root, catalog.has_results, MAX_DEPTH)
+            if kind is None or experiment_of(folder) == kind]
 
 
 def experiment_folder(runs: Runs, name: str, kind: str | None = None) -> Path | None:

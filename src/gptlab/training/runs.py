@@ -21,7 +21,7 @@ import os
 import statistics
 import struct
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -54,9 +54,17 @@ def is_model_dir(path: Path) -> bool:
 
 def model_dirs(root: str | Path, max_depth: int = MAX_DEPTH) -> list[Path]:
     """The model directories under root (config, weights and tokenizer: runs, converted
-    models), up to max_depth folders down, sorted by their path. A model directory is not
-    searched further (its best/ is part of it); folders that resolve outside root (a
-    symlink pointing out), symlink loops and unreadable folders are skipped."""
+    models), up to max_depth folders down, sorted by their path (see find_folders: a model
+    directory is not searched further, its best/ being part of it)."""
+    return find_folders(root, is_model_dir, max_depth)
+
+
+def find_folders(root: str | Path, matches: Callable[[Path], bool],
+                 max_depth: int = MAX_DEPTH) -> list[Path]:
+    """The folders under root for which matches(folder) holds, up to max_depth folders
+    down, sorted by their path. A match is not searched further; folders that resolve
+    outside root (a symlink pointing out), symlink loops and unreadable folders are
+    skipped."""
     root = Path(root)
     if not root.is_dir():
         return []
@@ -74,7 +82,7 @@ def model_dirs(root: str | Path, max_depth: int = MAX_DEPTH) -> list[Path]:
                     real = child.resolve()
                     if not child.is_dir() or not (real == resolved or resolved in real.parents):
                         continue
-                    (found if is_model_dir(child) else next_frontier).append(child)
+                    (found if matches(child) else next_frontier).append(child)
                 except (OSError, RuntimeError):  # a symlink loop, a name too long
                     continue
         frontier = next_frontier
