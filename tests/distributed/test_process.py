@@ -9,7 +9,9 @@ sums done in a different order. float32 rounding (relative ~1e-7 per operation) 
 that separates them: measured, the logged losses differ by at most 3.6e-7 over these 12
 steps. We allow 1e-5 (30x that), still 20x below the smallest step-to-step change of the
 curve (2e-4) and far below what a rank that saw the wrong rows, an unsynced gradient or a
-missed all-reduce would do (differences of 1e-2 and more).
+missed all-reduce would do (differences of 1e-2 and more). The same holds with Muon
+(issue 28): each rank orthogonalises the same all-reduced gradient; measured, the logged
+losses are at most 2.4e-7 apart with either optimizer.
 """
 
 from __future__ import annotations
@@ -31,16 +33,21 @@ def records(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
+# Muon's Newton-Schulz in fp32 (auto would run a timing probe); its lr as the speedrun's.
+OPTIMIZERS = {"adamw": {}, "muon": dict(optimizer="muon", muon_lr=0.02, muon_dtype="float32")}
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("optimizer", list(OPTIMIZERS))
 def test_two_ranks_match_one_process_with_the_same_global_batch(tmp_path, sentences_data, torchrun,
-                                                                one_thread):
+                                                                one_thread, optimizer):
     sentences_data(tmp_path / "data")
     model = GPTConfig(vocab_size=1, block_size=16, n_layer=2, n_head=2, n_embd=32, bias=False)
     (tmp_path / "model.json").write_text(json.dumps(model.to_dict()))
     common = dict(max_iters=STEPS, warmup_iters=2, eval_interval=6, eval_iters=2,
                   log_interval=1, gradient_accumulation_steps=2, learning_rate=3e-3,
-                  device="cpu")
+                  device="cpu", **OPTIMIZERS[optimizer])
 
     train(model, TrainConfig(batch_size=8, **common), tmp_path / "data", tmp_path / "one",
           progress=False)
@@ -55,10 +62,10 @@ def test_two_ranks_match_one_process_with_the_same_global_batch(tmp_path, senten
 
     one, two = records(tmp_path / "one"), records(tmp_path / "two")
     assert [(r["kind"], r["step"]) for r in one] == [(r["kind"], r["step"]) for r in two]
-    for a, b in zip(one, two, strict=True):
-        for key in ("loss", "train_loss", "val_loss"):
-            if key in a:
-                assert b[key] == pytest.approx(a[key], abs=1e-5), (a, b)
+    diffs = [abs(a[key] - b[key]) for a, b in zip(one, two, strict=True)
+             for key in ("loss", "train_loss", "val_loss") if key in a]
+    print(f"{optimizer}: max logged-loss difference to one process {max(diffs):.2e}")
+    assert max(diffs) < 1e-5
     # and it learned: the curve moves far more than the tolerance
     evals = [r for r in one if r["kind"] == "eval"]
     assert evals[-1]["val_loss"] < evals[0]["val_loss"] - 0.3

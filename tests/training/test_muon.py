@@ -100,6 +100,35 @@ def test_fp32_iteration_agrees_with_float64():
     assert sv.min() >= LOW - 1e-6 and sv.max() <= HIGH + 1e-6
 
 
+@pytest.mark.parametrize("shape", [(3, 64, 32), (4, 32, 96)])
+def test_a_stack_is_orthogonalised_matrix_by_matrix(shape):
+    # Muon.step runs the iteration once per shape, on the stack of that shape's updates.
+    g = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    stacked = orthogonalize(g)
+    for i in range(shape[0]):
+        torch.testing.assert_close(stacked[i], orthogonalize(g[i]), rtol=1e-5, atol=1e-6)
+
+
+def test_a_step_over_same_shaped_matrices_equals_one_matrix_at_a_time():
+    gen = torch.Generator().manual_seed(1)
+    shapes = [(32, 16)] * 3 + [(16, 16)]
+    weights = [torch.randn(shape, generator=gen) for shape in shapes]
+    together = [torch.nn.Parameter(w.clone()) for w in weights]
+    apart = [torch.nn.Parameter(w.clone()) for w in weights]
+    opt_together = Muon(together, weight_decay=0.1)
+    opt_apart = [Muon([p], weight_decay=0.1) for p in apart]
+    for _ in range(3):
+        grads = [torch.randn(w.shape, generator=gen) for w in weights]
+        for p, q, grad in zip(together, apart, grads, strict=True):
+            p.grad, q.grad = grad.clone(), grad.clone()
+        opt_together.step()
+        for opt in opt_apart:
+            opt.step()
+    for p, q in zip(together, apart, strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+        assert not torch.equal(p, torch.zeros_like(p))
+
+
 def test_the_iteration_runs_in_fp32_on_a_cpu_by_default():
     gen = torch.Generator().manual_seed(3)
     w, grad = torch.randn(32, 48, generator=gen), torch.randn(32, 48, generator=gen)
@@ -148,6 +177,18 @@ def test_make_optimizer_gives_every_parameter_once():
     # The trainer sets lr * lr_scale on every group: Muon follows the schedule at its own lr.
     assert opt.muon.param_groups[0]["lr_scale"] == pytest.approx(50.0)
     assert all("lr_scale" not in g for g in opt.adamw.param_groups)
+
+
+def test_the_muon_variant_settings_reach_the_optimizer():
+    model = GPT(GPTConfig.from_preset("tiny-gpt2"))
+    plain = make_optimizer(model, TrainConfig(optimizer="muon"), torch.device("cpu"))
+    assert plain.muon.param_groups[0]["nesterov"] and plain.muon.param_groups[0]["ns_steps"] == 5
+    variant = make_optimizer(model, TrainConfig(optimizer="muon", muon_nesterov=False,
+                                                muon_ns_steps=3), torch.device("cpu"))
+    group = variant.muon.param_groups[0]
+    assert group["nesterov"] is False and group["ns_steps"] == 3
+    with pytest.raises(UsageError, match="muon_ns_steps must be an integer in"):
+        TrainConfig(muon_ns_steps=0)
 
 
 @pytest.fixture(scope="session")

@@ -184,8 +184,9 @@ def test_resolve_settings_leaves_concrete_choices_alone(probed, monkeypatch):
 
 
 def test_measure_muon_times_every_hidden_matrix_in_each_dtype(clock, monkeypatch):
-    """Newton-Schulz on one matrix costs 3 ms in float32 and 1 ms in bfloat16: one
-    measured step is every hidden matrix once, in the dtype being timed."""
+    """Newton-Schulz on one stack of same-shaped matrices costs 3 ms in float32 and 1 ms
+    in bfloat16: one measured step is every shape's stack once, as Muon.step runs it (a
+    stack of each layer's matrix of that shape), in the dtype being timed."""
     cost = {torch.float32: 3e-3, torch.bfloat16: 1e-3}
     real, seen = precision.orthogonalize, []
 
@@ -196,9 +197,8 @@ def test_measure_muon_times_every_hidden_matrix_in_each_dtype(clock, monkeypatch
 
     monkeypatch.setattr(precision, "orthogonalize", charged)
     shapes = precision.hidden_shapes(CONFIG)
-    assert len(shapes) == 4 * CONFIG.n_layer
+    assert len(shapes) == 4 * CONFIG.n_layer and len(set(shapes)) == 4
     ms = precision.measure_muon(shapes, CPU, budget_s=0.01)
-    assert ms == {"float32": pytest.approx(3.0 * len(shapes)),
-                  "bfloat16": pytest.approx(1.0 * len(shapes))}
-    assert {s for s, _ in seen} == set(shapes)
+    assert ms == {"float32": pytest.approx(3.0 * 4), "bfloat16": pytest.approx(1.0 * 4)}
+    assert {s for s, _ in seen} == {(CONFIG.n_layer, *shape) for shape in shapes}
     assert {d for _, d in seen} == {torch.float32, torch.bfloat16}

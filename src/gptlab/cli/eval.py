@@ -67,8 +67,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--buckets", type=argtypes.int_in(1), default=DEFAULT_BUCKETS, metavar="K",
                    help=f"position buckets for --by-position (default {DEFAULT_BUCKETS})")
     p.add_argument("--plot", metavar="PNG", help="with --by-position: draw it into this file")
-    p.add_argument("--batch-size", type=argtypes.int_in(1), default=8, metavar="B",
-                   help="windows per forward pass (default 8)")
+    p.add_argument("--batch-size", type=argtypes.int_in(1), metavar="B",
+                   help="windows per forward pass (default: 8,192 tokens' worth, 8 windows "
+                        "of 1024, 128 of 64)")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     p.set_defaults(func=run)

@@ -32,6 +32,12 @@ import torch.nn.functional as F
 from gptlab.errors import UsageError
 from gptlab.model.positional import ContextWarning, check_context
 
+# Tokens per forward pass when no batch size is given: GPT-2's 1024-token windows go 8 at a
+# time, a 64-token character model's 128 (bench/eval_throughput.py measures what the
+# larger batches buy a small model; the logits of a 50k vocabulary at 8,192 tokens take
+# 1.6 GB in fp32).
+DEFAULT_EVAL_TOKENS = 8192
+
 
 @dataclass(frozen=True)
 class Score:
@@ -169,12 +175,14 @@ def _checked_context(model: torch.nn.Module, context: int | None) -> int:
 
 @torch.no_grad()
 def score_positions(model: torch.nn.Module, ids: torch.Tensor, context: int | None = None,
-                    stride: int | None = None, batch_size: int = 8) -> PositionScore:
+                    stride: int | None = None, batch_size: int | None = None) -> PositionScore:
     """The loss of a 1-D tensor of token ids under `model` (whose `model(idx)` returns
     (logits, _)), by position in the window; context defaults to the model's, stride to
-    half the context."""
+    half the context, batch_size (windows per forward) to DEFAULT_EVAL_TOKENS' worth."""
     context = _checked_context(model, context)
     stride = max(1, context // 2) if stride is None else stride
+    if batch_size is None:
+        batch_size = max(1, DEFAULT_EVAL_TOKENS // context)
     if batch_size < 1:
         raise UsageError(f"batch_size must be >= 1, got {batch_size}")
     if ids.dim() != 1 or len(ids) < 2:
@@ -195,16 +203,20 @@ def score_positions(model: torch.nn.Module, ids: torch.Tensor, context: int | No
             logits, _ = model(x)
             nll = F.cross_entropy(logits[:, :-1].float().flatten(0, 1), x[:, 1:].flatten(),
                                   reduction="none").view(len(batch), length - 1)
-            for row, (_, _, first) in enumerate(batch):
-                # position j (first..length-1) was predicted by the logits at j - 1
-                nll_at[first:length] += nll[row, first - 1:].double()
-                scored_at[first:length] += 1
+            # Position j (first..length-1) was predicted by the logits at j - 1. Windows
+            # scored from the same first position (all but a text's first window, at a
+            # sliding stride) are summed together.
+            firsts = torch.tensor([first for _, _, first in batch], device=device)
+            for first in firsts.unique().tolist():
+                rows = firsts == first
+                nll_at[first:length] += nll[rows, first - 1:].double().sum(0)
+                scored_at[first:length] += rows.sum()
     model.train(was_training)
     return PositionScore(context, stride, nll_at.tolist(), scored_at.tolist())
 
 
 def score_ids(model: torch.nn.Module, ids: torch.Tensor, context: int | None = None,
-              stride: int | None = None, batch_size: int = 8) -> tuple[float, int]:
+              stride: int | None = None, batch_size: int | None = None) -> tuple[float, int]:
     """(summed NLL in nats, tokens scored) of a 1-D tensor of token ids under `model`,
     whose `model(idx)` returns (logits, _). context defaults to the model's (block_size
     unless GPT.set_context raised it), stride to half the context."""
@@ -213,7 +225,7 @@ def score_ids(model: torch.nn.Module, ids: torch.Tensor, context: int | None = N
 
 
 def score_text(model: torch.nn.Module, tokenizer, text: str, context: int | None = None,
-               stride: int | None = None, batch_size: int = 8) -> Score:
+               stride: int | None = None, batch_size: int | None = None) -> Score:
     """Score of one text (a document: no context crosses into another text)."""
     if not text:
         raise UsageError("the text is empty: nothing to score")
@@ -222,7 +234,7 @@ def score_text(model: torch.nn.Module, tokenizer, text: str, context: int | None
 
 
 def score_of(model: torch.nn.Module, ids: torch.Tensor, text: str, context: int | None = None,
-             stride: int | None = None, batch_size: int = 8) -> Score:
+             stride: int | None = None, batch_size: int | None = None) -> Score:
     """Score of token ids whose text is `text` (for its characters and bytes), with its
     by-position detail."""
     positions = score_positions(model, ids, context, stride, batch_size)

@@ -138,13 +138,13 @@ class CausalSelfAttention(nn.Module):
         group = self.n_head // self.n_kv_head  # query heads per kv head
         nkv = qkv.shape[-1] // ((group + 2) * self.head_dim)
         nh = nkv * group
-        q, k, v = qkv.split([nh * self.head_dim, nkv * self.head_dim, nkv * self.head_dim],
-                            dim=-1)
-        q = q.view(B, T, nh, self.head_dim).transpose(1, 2)  # (B, nh, T, hs)
-        k = k.view(B, T, nkv, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
-        v = v.view(B, T, nkv, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
+        qk, v = qkv.split([(nh + nkv) * self.head_dim, nkv * self.head_dim], dim=-1)
+        qk = qk.view(B, T, nh + nkv, self.head_dim)
         if self.qk_norm:  # per head, no gain: q and k on the sphere of radius sqrt(hs)
-            q, k = F.rms_norm(q, (self.head_dim,)), F.rms_norm(k, (self.head_dim,))
+            # one call for both (on a CPU rms_norm is several small ops, each with its cost)
+            qk = F.rms_norm(qk, (self.head_dim,))
+        q, k = qk.transpose(1, 2).split([nh, nkv], dim=1)  # (B, nh, T, hs), (B, nkv, T, hs)
+        v = v.view(B, T, nkv, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
         if inputs.first_values is not None:
             v = self._mix_values(v, inputs.first_values)
         if rope is not None:

@@ -39,18 +39,27 @@ def orthogonalize(g: Tensor, dtype: torch.dtype = torch.float32, steps: int = NS
                   eps: float = EPS) -> Tensor:
     """About U V^T for G = U S V^T (rows x cols), computed in `dtype`: G / ||G||_F, then
     X <- a X + (b A + c A^2) X with A = X X^T, `steps` times, on the wide orientation (so
-    A is the smaller Gram matrix). The same operations, in the same order, as torch's."""
+    A is the smaller Gram matrix). The same operations, in the same order, as torch's.
+    A stack of matrices (n, rows, cols) is orthogonalised matrix by matrix, in batched
+    matmuls: on a CPU, a model's same-shaped matrices cost less together than one by one."""
     a, b, c = coefficients
-    tall = g.size(0) > g.size(1)
+    tall = g.size(-2) > g.size(-1)
     x = g.to(dtype)
     if tall:
-        x = x.T
-    x = x / x.norm().clamp(min=eps)
-    for _ in range(steps):
-        gram = x @ x.T
-        poly = torch.addmm(gram, gram, gram, beta=b, alpha=c)  # b A + c A^2
-        x = torch.addmm(x, poly, x, beta=a)
-    return x.T if tall else x
+        x = x.mT
+    if x.dim() == 2:
+        x = x / x.norm().clamp(min=eps)
+        for _ in range(steps):
+            gram = x @ x.T
+            poly = torch.addmm(gram, gram, gram, beta=b, alpha=c)  # b A + c A^2
+            x = torch.addmm(x, poly, x, beta=a)
+    else:
+        x = x / torch.linalg.matrix_norm(x, keepdim=True).clamp(min=eps)
+        for _ in range(steps):
+            gram = x @ x.mT
+            poly = torch.baddbmm(gram, gram, gram, beta=b, alpha=c)
+            x = torch.baddbmm(x, poly, x, beta=a)
+    return x.mT if tall else x
 
 
 def adjusted_lr(lr: float, shape: torch.Size, rule: str) -> float:
@@ -104,6 +113,9 @@ class Muon(torch.optim.Optimizer):
                 loss = closure()
         for group in self.param_groups:
             lr, mu, wd = group["lr"], group["momentum"], group["weight_decay"]
+            # Momentum per matrix; then the Newton-Schulz iteration once per shape, on the
+            # stack of that shape's updates.
+            by_shape: dict[tuple, list[tuple[Tensor, Tensor]]] = {}
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -114,11 +126,19 @@ class Muon(torch.optim.Optimizer):
                 buf = state["momentum_buffer"]
                 buf.lerp_(g, 1 - mu)  # mu buf + (1 - mu) g
                 update = g.lerp(buf, mu) if group["nesterov"] else buf
+                by_shape.setdefault((tuple(p.shape), p.device), []).append((p, update))
+            for pairs in by_shape.values():
+                params = [p for p, _ in pairs]
                 dtype = (NS_DTYPES[group["ns_dtype"]] if group["ns_dtype"]
-                         else default_ns_dtype(p.device))
-                update = orthogonalize(update, dtype, group["ns_steps"])
-                p.mul_(1 - lr * wd)  # decoupled weight decay, unscaled lr as torch's
-                p.add_(update.to(p.dtype), alpha=-adjusted_lr(lr, p.shape, group["adjust_lr"]))
+                         else default_ns_dtype(params[0].device))
+                updates = ([orthogonalize(pairs[0][1], dtype, group["ns_steps"])]
+                           if len(pairs) == 1 else
+                           orthogonalize(torch.stack([u for _, u in pairs]), dtype,
+                                         group["ns_steps"]).unbind(0))
+                step_lr = adjusted_lr(lr, params[0].shape, group["adjust_lr"])
+                for p, update in zip(params, updates, strict=True):
+                    p.mul_(1 - lr * wd)  # decoupled weight decay, unscaled lr as torch's
+                    p.add_(update.to(p.dtype), alpha=-step_lr)
         return loss
 
 

@@ -44,7 +44,8 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device,
         named = dict(model.named_parameters())
         muon = Muon([{"params": [named[n] for n in matrices],
                       "lr_scale": cfg.muon_lr / cfg.learning_rate}],
-                    lr=cfg.muon_lr, momentum=cfg.muon_momentum,
+                    lr=cfg.muon_lr, momentum=cfg.muon_momentum, nesterov=cfg.muon_nesterov,
+                    ns_steps=cfg.muon_ns_steps,
                     weight_decay=cfg.muon_weight_decay,
                     ns_dtype=None if cfg.muon_dtype == "auto" else cfg.muon_dtype)
         return MuonWithAdamW(muon, _adamw([named[n] for n in rest], cfg, implementation))

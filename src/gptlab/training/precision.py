@@ -54,7 +54,8 @@ def resolve_muon(config: GPTConfig, device: torch.device) -> tuple[str, str]:
     if device.type != "cpu":
         return "bfloat16", f"muon_dtype auto: bfloat16 (on {device.type})"
     shapes = hidden_shapes(config)
-    key = f"{probe.machine_key(device)}; Newton-Schulz on {probe.config_key(config)}"
+    key = (f"{probe.machine_key(device)}; Newton-Schulz stacked by shape on "
+           f"{probe.config_key(config)}")
     ms, measured = probe.cached("muon_dtype", key, lambda: measure_muon(shapes, device))
     return _pick("muon_dtype auto", "bfloat16", ms, measured,
                  f"Newton-Schulz for {len(shapes)} matrices")
@@ -111,14 +112,19 @@ def hidden_shapes(config: GPTConfig) -> list[tuple[int, int]]:
 
 def measure_muon(shapes: list[tuple[int, int]], device: torch.device,
                  budget_s: float = 0.3) -> dict[str, float | None]:
-    """Median ms of one Newton-Schulz orthogonalisation of every matrix, per dtype."""
+    """Median ms of one Newton-Schulz orthogonalisation of every matrix, per dtype, as
+    Muon.step runs it: once per shape, on the stack of that shape's matrices."""
+    count: dict[tuple[int, int], int] = {}
+    for shape in shapes:
+        count[shape] = count.get(shape, 0) + 1
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        grads = [torch.randn(s, device=device) for s in shapes]
+        stacks = [torch.randn(shape, device=device) if n == 1 else
+                  torch.randn((n, *shape), device=device) for shape, n in count.items()]
     out: dict[str, float | None] = {}
     for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
         def step(dtype=dtype) -> None:
-            for g in grads:
+            for g in stacks:
                 orthogonalize(g, dtype)
 
         try:

@@ -28,7 +28,7 @@ from gptlab.training.config import TrainConfig
 from gptlab.training.optim import make_optimizer
 from gptlab.training.precision import autocast_dtype
 from gptlab.training.reporting import NullReporter
-from gptlab.training.schedule import lr_at
+from gptlab.training.schedule import lr_at, ramped
 
 
 class TrainingDiverged(GptlabError):
@@ -129,6 +129,7 @@ class Trainer:
                 model, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None)
         self.model = model
         self.step = 0
+        self.tokens = 0  # trained on since this process began (for tokens/s; not saved)
         self.best_val = math.inf
         self.last_eval: dict[str, float] = {}
         self.stop = stop or threading.Event()
@@ -222,7 +223,8 @@ class Trainer:
         accum = cfg.gradient_accumulation_steps
         loss_sum = torch.zeros(1, device=self.ctx.device, dtype=torch.float64)
         for micro in range(accum):
-            x, y = self.batches.train_batch()
+            x, y = self._ramped(*self.batches.train_batch())
+            self.tokens += x.numel() * self.data_ranks
             # DDP all-reduces gradients on every backward; only the last micro-step needs it.
             last = micro == accum - 1
             ddp = self.ctx.enabled and hasattr(model, "no_sync")
@@ -250,6 +252,15 @@ class Trainer:
         self._unsaved = True
         return mean_loss
 
+    def _ramped(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The batch's first rows or positions while the ramp (cfg.ramp) lasts."""
+        cfg = self.cfg
+        if cfg.ramp == "none" or self.step >= cfg.ramp_iters:
+            return x, y
+        dim = 0 if cfg.ramp == "batch" else 1
+        keep = ramped(x.size(dim), self.step, cfg.ramp_start, cfg.ramp_iters)
+        return x.narrow(dim, 0, keep), y.narrow(dim, 0, keep)
+
     def _diverged(self, happened: str, step: int) -> TrainingDiverged:
         return TrainingDiverged(happened, step, self.saved_step, self.checkpoints.where,
                                 self.cfg.learning_rate)
@@ -259,15 +270,13 @@ class Trainer:
         "interrupted". A checkpoint is saved before returning either way, and on a fresh
         run before anything else, so --resume works from the first moment on."""
         cfg = self.cfg
-        tokens_per_step = (cfg.batch_size * cfg.gradient_accumulation_steps
-                           * self.data_ranks * self.batches.block_size)
         self.reporter.open(cfg.max_iters, self.step)
         try:
             if not resumed:
                 self._save_checkpoint()  # step 0, its evaluation pending
             if self.eval_pending:
                 self._evaluate_and_record()
-            status = self._loop(stop_after, tokens_per_step)
+            status = self._loop(stop_after)
             if self._unsaved:
                 self._save_checkpoint()
             return status
@@ -277,9 +286,9 @@ class Trainer:
         finally:
             self.reporter.close()
 
-    def _loop(self, stop_after: int | None, tokens_per_step: int) -> str:
+    def _loop(self, stop_after: int | None) -> str:
         cfg = self.cfg
-        t_log, step_log = time.perf_counter(), self.step
+        t_log, tokens_log = time.perf_counter(), self.tokens
         while True:
             if self.step >= cfg.max_iters:
                 return "finished"
@@ -290,8 +299,8 @@ class Trainer:
             record = None
             if self.step % cfg.log_interval == 0 or self.step == cfg.max_iters:
                 now = time.perf_counter()
-                tok_s = tokens_per_step * (self.step - step_log) / max(now - t_log, 1e-9)
-                t_log, step_log = now, self.step
+                tok_s = (self.tokens - tokens_log) / max(now - t_log, 1e-9)
+                t_log, tokens_log = now, self.tokens
                 record = {"kind": "train", "step": self.step, "loss": loss, "lr": lr,
                           "tokens_per_s": round(tok_s, 1)}
                 if self.grad_norm is not None:
