@@ -1,6 +1,8 @@
 """The speedrun's levers, one at a time: each a change to the candidate recipe (training
 settings and/or model shape), trained by bench.speedrun's own loop with its rules (whole
-val split, training time only, evaluations every 100 steps, every 25 near a rung), one seed.
+val split, training time only), one seed, evaluated every 100 steps and every 25 within 0.1 of
+a rung (LEVER_CADENCE: the resolution every sweep in BENCHMARKS.md had; the speedrun itself
+looks closer, bench.speedrun.CADENCE).
 
 Step counts to a rung do not depend on the machine's load; times do, so run it on a quiet
 machine and read the times as ratios within one run. Each lever is run once, in the order
@@ -13,60 +15,122 @@ given, after the base recipe; `--lever` picks some.
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
 from bench.common import setup_threads, table, write_result
-from bench.speedrun import DEFAULT_TEXT, FIRST_SEED, RUNGS, model_for, train_to_rungs
+from bench.speedrun import CADENCE, DEFAULT_TEXT, FIRST_SEED, RUNGS, model_for, train_to_rungs
 from bench.time_to_quality import encode, tiny_shakespeare
 
 BASE = "shakespeare-char-cpu-speedrun"
-# The levers were measured against the first, provisional candidate: the recipe's Muon and
-# batch with warm-up-stable-decay (the last 40% cooling down) and nanoGPT's tied head.
-# Every lever starts from it, so each row reproduces; "cosine + untied" was adopted.
+# Lap 1 (issue 14) measured its levers against the first, provisional candidate: the
+# recipe's Muon and batch with warm-up-stable-decay (the last 40% cooling down) and
+# nanoGPT's tied head; "cosine + untied" was adopted. Its rows keep that starting point, so
+# each reproduces.
 PROVISIONAL = ({"lr_schedule": "wsd", "cooldown_frac": 0.4}, {"tie_embeddings": True})
-# name: (training settings, model shape changes), on top of PROVISIONAL
+
+
+def _lap1(settings: dict[str, Any], shape: dict[str, Any]) -> tuple[dict, dict]:
+    return {**PROVISIONAL[0], **settings}, {**PROVISIONAL[1], **shape}
+
+
+# The model options that reached 1.88 sooner alone in lap 2 (sweep 3)
+_COMBO = {"logit_softcap": 30.0, "zero_init_proj": True, "value_residual": True}
+
+_LAP2 = {"warmup_iters": 20, "muon_lr": 0.04, "max_iters": 500, "lr_decay_iters": 500}
+_LAP2_MODEL = {**_COMBO, "qk_norm": True}
+_LEAN = {**_LAP2, "max_iters": 450, "lr_decay_iters": 450}
+
+# name: (training settings, model shape changes) on top of BASE's recipe and preset
 LEVERS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "base": ({}, {}),
-    # Muon against AdamW alone (1e-2: the best AdamW rate of issue 14's exploratory run)
-    "AdamW lr=1e-2": ({"optimizer": "adamw", "learning_rate": 1e-2, "min_lr": 1e-3}, {}),
-    "AdamW lr=4e-3": ({"optimizer": "adamw", "learning_rate": 4e-3, "min_lr": 4e-4}, {}),
-    "Muon NS fp32": ({"muon_dtype": "float32"}, {}),
-    "Muon NS bf16": ({"muon_dtype": "bfloat16"}, {}),
-    "muon_lr=0.03": ({"muon_lr": 0.03}, {}),
-    "muon_lr=0.015": ({"muon_lr": 0.015}, {}),
-    "adam_lr=4e-3": ({"learning_rate": 4e-3, "min_lr": 4e-4}, {}),
+    # Lap 2 (issue 28): modded-nanogpt's levers after Muon, each alone on the adopted recipe
+    "QK-norm": ({}, {"qk_norm": True}),
+    "ReLU^2": ({}, {"mlp": "relu2"}),
+    "softcap=30": ({}, {"logit_softcap": 30.0}),
+    "softcap=15": ({}, {"logit_softcap": 15.0}),
+    "zero-init proj": ({}, {"zero_init_proj": True}),
+    "value residual": ({}, {"value_residual": True}),
+    "U-net skips": ({}, {"unet_skips": True}),
+    "iters=400": ({"max_iters": 400, "lr_decay_iters": 400}, {}),
+    "iters=500": ({"max_iters": 500, "lr_decay_iters": 500}, {}),
     "warmup=20": ({"warmup_iters": 20}, {}),
-    "cosine": ({"lr_schedule": "cosine"}, {}),
-    "iters=450": ({"max_iters": 450, "lr_decay_iters": 450}, {}),
-    "cooldown=0.6": ({"cooldown_frac": 0.6}, {}),
-    "B=24": ({"batch_size": 24}, {}),
-    "B=48": ({"batch_size": 48}, {}),
-    "T=128, B=16": ({"batch_size": 16}, {"block_size": 128}),
-    "untied head": ({}, {"tie_embeddings": False}),
-    "3 layers x 160": ({}, {"n_layer": 3, "n_embd": 160, "n_head": 5}),
-    "6 layers x 96": ({}, {"n_layer": 6, "n_embd": 96, "n_head": 4}),
-    "compile": ({"compile": True}, {}),
-    "bf16 autocast": ({"dtype": "bfloat16"}, {}),
+    "muon_lr=0.04": ({"muon_lr": 0.04}, {}),
+    "adam_lr=6e-3": ({"learning_rate": 6e-3, "min_lr": 6e-4}, {}),
+    "QK-norm + muon_lr=0.04": ({"muon_lr": 0.04}, {"qk_norm": True}),
+    "Muon 3 NS steps": ({"muon_ns_steps": 3}, {}),
+    "Muon without Nesterov": ({"muon_nesterov": False}, {}),
+    "batch ramp 150": ({"ramp": "batch", "ramp_iters": 150, "ramp_start": 0.25}, {}),
+    "sequence ramp 150": ({"ramp": "sequence", "ramp_iters": 150, "ramp_start": 0.25}, {}),
+    "min_lr=0": ({"min_lr": 0.0}, {}),
+    # together: the levers that gained alone (steps to 1.88; none moved 1.70)
+    "combo": ({"warmup_iters": 20}, _COMBO),
+    "combo + iters=450": ({"warmup_iters": 20, "max_iters": 450, "lr_decay_iters": 450},
+                          _COMBO),
+    "combo + iters=500": ({"warmup_iters": 20, "max_iters": 500, "lr_decay_iters": 500},
+                          _COMBO),
+    "combo + iters=450 + min_lr=0": ({"warmup_iters": 20, "max_iters": 450,
+                                      "lr_decay_iters": 450, "min_lr": 0.0}, _COMBO),
+    "combo + QK-norm + muon_lr=0.04 + iters=500": (
+        {"warmup_iters": 20, "muon_lr": 0.04, "max_iters": 500, "lr_decay_iters": 500},
+        {**_COMBO, "qk_norm": True}),
+    # around the best of those (sweep 6, at the speedrun's own cadence)
+    "lap2": (_LAP2, _LAP2_MODEL),
+    "lap2 + muon_lr=0.06": ({**_LAP2, "muon_lr": 0.06}, _LAP2_MODEL),
+    "lap2 + adam_lr=4e-3": ({**_LAP2, "learning_rate": 4e-3, "min_lr": 4e-4}, _LAP2_MODEL),
+    "lap2 + iters=450": ({**_LAP2, "max_iters": 450, "lr_decay_iters": 450}, _LAP2_MODEL),
+    "lap2 without value residual": (_LAP2, {**_LAP2_MODEL, "value_residual": False}),
+    "lap2 without softcap": (_LAP2, {**_LAP2_MODEL, "logit_softcap": None}),
+    # what is left of it once the levers within a seed's spread are dropped (sweep 7)
+    "QK-norm + zero-init, 450": (_LEAN, {"qk_norm": True, "zero_init_proj": True}),
+    "QK-norm + zero-init + value residual, 450": (
+        _LEAN, {"qk_norm": True, "zero_init_proj": True, "value_residual": True}),
+    "QK-norm, 450": (_LEAN, {"qk_norm": True}),
+    # Lap 1 (issue 14), on the provisional candidate
+    "lap1 base": _lap1({}, {}),
+    # Muon against AdamW alone (1e-2: the best AdamW rate of issue 14's exploratory run)
+    "AdamW lr=1e-2": _lap1({"optimizer": "adamw", "learning_rate": 1e-2, "min_lr": 1e-3}, {}),
+    "AdamW lr=4e-3": _lap1({"optimizer": "adamw", "learning_rate": 4e-3, "min_lr": 4e-4}, {}),
+    "Muon NS fp32": _lap1({"muon_dtype": "float32"}, {}),
+    "Muon NS bf16": _lap1({"muon_dtype": "bfloat16"}, {}),
+    "muon_lr=0.03": _lap1({"muon_lr": 0.03}, {}),
+    "muon_lr=0.015": _lap1({"muon_lr": 0.015}, {}),
+    "adam_lr=4e-3": _lap1({"learning_rate": 4e-3, "min_lr": 4e-4}, {}),
+    "lap1 warmup=20": _lap1({"warmup_iters": 20}, {}),
+    "cosine": _lap1({"lr_schedule": "cosine"}, {}),
+    "iters=450": _lap1({"max_iters": 450, "lr_decay_iters": 450}, {}),
+    "cooldown=0.6": _lap1({"cooldown_frac": 0.6}, {}),
+    "B=24": _lap1({"batch_size": 24}, {}),
+    "B=48": _lap1({"batch_size": 48}, {}),
+    "T=128, B=16": _lap1({"batch_size": 16}, {"block_size": 128}),
+    "untied head": _lap1({}, {"tie_embeddings": False}),
+    "3 layers x 160": _lap1({}, {"n_layer": 3, "n_embd": 160, "n_head": 5}),
+    "6 layers x 96": _lap1({}, {"n_layer": 6, "n_embd": 96, "n_head": 4}),
+    "compile": _lap1({"compile": True}, {}),
+    "bf16 autocast": _lap1({"dtype": "bfloat16"}, {}),
     # together: the levers that won alone (steps to both rungs, one seed each)
-    "cosine + B=24": ({"lr_schedule": "cosine", "batch_size": 24}, {}),
-    "cosine + untied": ({"lr_schedule": "cosine"}, {"tie_embeddings": False}),
-    "cosine + B=24 + untied": ({"lr_schedule": "cosine", "batch_size": 24},
-                               {"tie_embeddings": False}),
-    "cosine + B=24 + untied + muon_lr=0.03": (
+    "cosine + B=24": _lap1({"lr_schedule": "cosine", "batch_size": 24}, {}),
+    "cosine + untied": _lap1({"lr_schedule": "cosine"}, {"tie_embeddings": False}),
+    "cosine + B=24 + untied": _lap1({"lr_schedule": "cosine", "batch_size": 24},
+                                    {"tie_embeddings": False}),
+    "cosine + B=24 + untied + muon_lr=0.03": _lap1(
         {"lr_schedule": "cosine", "batch_size": 24, "muon_lr": 0.03}, {"tie_embeddings": False}),
 }
 
 
-def run_levers(names: list[str], text_path: Path, seed: int, log=print) -> dict[str, Any]:
+LEVER_CADENCE = ((math.inf, 100), (0.1, 25))
+
+
+def run_levers(names: list[str], text_path: Path, seed: int, log=print,
+               cadence: tuple[tuple[float, int], ...] = LEVER_CADENCE) -> dict[str, Any]:
     train, val, vocab = encode(tiny_shakespeare(text_path))
     rows, results = [], {}
     for name in names:
-        settings = {**PROVISIONAL[0], **LEVERS[name][0]}
-        shape = {**PROVISIONAL[1], **LEVERS[name][1]}
+        settings, shape = LEVERS[name]
         log(f"lever {name!r}: {settings} {shape}")
         r = train_to_rungs(train, val, vocab, {"recipe": BASE, "seed": seed, **settings},
-                           model_for(BASE, **shape), RUNGS, coarse=100, fine=25)
+                           model_for(BASE, **shape), RUNGS, cadence)
         results[name] = r
         ms = r["train_s"] / max(r["steps"], 1) * 1e3
         cells = [name, f"{ms:.1f}"]
@@ -78,7 +142,7 @@ def run_levers(names: list[str], text_path: Path, seed: int, log=print) -> dict[
                                           for c in (f"step {rung}", f"s {rung}")]
                   + ["last val"], rows))
     return {"size": "full", "base": BASE, "seed": seed, "levers": {n: LEVERS[n] for n in names},
-            "results": results}
+            "cadence": [list(c) for c in cadence], "results": results}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -87,9 +151,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=FIRST_SEED)
     p.add_argument("--lever", action="append", choices=list(LEVERS))
     p.add_argument("--out", type=Path, default=Path("bench/results"))
+    p.add_argument("--speedrun-cadence", action="store_true",
+                   help="evaluate as the speedrun does (every 10 steps within 0.025 of a "
+                        "rung) instead of LEVER_CADENCE")
     args = p.parse_args(argv)
     setup_threads()
-    data = run_levers(args.lever or list(LEVERS), args.text, args.seed)
+    data = run_levers(args.lever or list(LEVERS), args.text, args.seed,
+                      cadence=CADENCE if args.speedrun_cadence else LEVER_CADENCE)
     write_result(args.out, "speedrun_levers", data)
 
 

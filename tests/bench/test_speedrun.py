@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 from bench.run import main  # python -m bench
-from bench.speedrun import REFERENCE, summarize
+from bench.speedrun import CADENCE, REFERENCE, eval_every, summarize
 
 from gptlab.training.config import recipe
 
-CANDIDATE = "shakespeare-char-cpu-speedrun"
+CANDIDATE = "shakespeare-char-cpu-speedrun"  # the first lap's record
+LAP2 = "shakespeare-char-cpu-speedrun-2"
 
 
 @pytest.fixture(scope="module")
@@ -27,13 +28,15 @@ def smoke(tmp_path_factory) -> Path:
 def test_reference_and_candidate_both_ran_every_seed(smoke):
     data = json.loads((smoke / "speedrun.json").read_text())
     assert data["benchmark"] == "speedrun" and data["size"] == "smoke"
-    assert data["reference"] == REFERENCE and data["candidates"] == [CANDIDATE]
+    assert data["reference"] == REFERENCE and data["candidates"] == [CANDIDATE, LAP2]
     assert data["seeds"] == 2 and data["seed_values"] == [1337, 1338]
-    assert set(data["runs"]) == set(data["summary"]) == {REFERENCE, CANDIDATE}
+    assert set(data["runs"]) == set(data["summary"]) == {REFERENCE, CANDIDATE, LAP2}
     for runs in data["runs"].values():
         assert [r["settings"]["seed"] for r in runs] == [1337, 1338]
         for r in runs:
             assert r["steps"] > 0 and r["train_s"] > 0 and r["eval_s"] > 0
+            # `gptlab train`'s start-up was measured in its own process, before step 1
+            assert 0.5 < r["startup_s"] < 120 and 0 < r["step1_s"] < 10
             assert [c["step"] for c in r["curve"]] == sorted({c["step"] for c in r["curve"]})
             # a rung is the first evaluation at or below it, timed by training alone
             for rung, hit in r["rungs"].items():
@@ -49,6 +52,10 @@ def test_reference_and_candidate_both_ran_every_seed(smoke):
     assert not data["runs"][CANDIDATE][0]["model"]["tie_embeddings"]
     assert data["runs"][REFERENCE][0]["model"]["tie_embeddings"]
     assert cand["muon_lr"] == recipe(CANDIDATE).muon_lr
+    # the second lap: its recipe, and its preset's model options on the smoke run's shape
+    lap2 = data["runs"][LAP2][0]
+    assert (lap2["settings"]["muon_lr"], lap2["settings"]["warmup_iters"]) == (0.04, 5)
+    assert all(lap2["model"][k] for k in ("qk_norm", "zero_init_proj", "value_residual"))
     for rung in map(str, data["rungs"]):
         assert data["summary"][REFERENCE][rung]["ratio_vs_reference"] in (1.0, None)
 
@@ -56,13 +63,15 @@ def test_reference_and_candidate_both_ran_every_seed(smoke):
 def test_record_rows_name_both_recipes(smoke):
     rows = (smoke / "speedrun.md").read_text().splitlines()
     assert rows[0].startswith("| date | machine | recipe | seeds | time to 2.6 |")
-    assert [r.split(" | ")[2] for r in rows[2:]] == [f"`{REFERENCE}`", f"`{CANDIDATE}`"]
+    assert [r.split(" | ")[2] for r in rows[2:]] == [f"`{REFERENCE}`", f"`{CANDIDATE}`",
+                                                     f"`{LAP2}`"]
     assert all(r.split(" | ")[3] == "2" for r in rows[2:])
 
 
-def run(t: float | None, total: float = 10.0) -> dict:
-    """A made-up run: time to rung 1.88 (None: missed), `total` seconds of training."""
-    return {"train_s": total,
+def run(t: float | None, total: float = 10.0, startup: float = 0.0) -> dict:
+    """A made-up run: training time to rung 1.88 (None: missed), `total` seconds of
+    training, `startup` seconds before its first step."""
+    return {"train_s": total, "startup_s": startup,
             "rungs": {"1.88": {"step": 100, "train_s": t}} if t is not None else {}}
 
 
@@ -70,7 +79,7 @@ def test_medians_count_a_miss_as_infinitely_slow():
     runs = {REFERENCE: [run(4.0), run(6.0), run(5.0)],
             CANDIDATE: [run(1.0), run(None), run(3.0)]}
     s = summarize(runs, (1.88,), REFERENCE)
-    assert s[CANDIDATE]["1.88"]["median_train_s"] == 3.0  # median of 1, 3, inf
+    assert s[CANDIDATE]["1.88"]["median_s"] == 3.0  # median of 1, 3, inf
     assert s[CANDIDATE]["1.88"]["ratio_vs_reference"] == pytest.approx(3.0 / 5.0)
     assert s[CANDIDATE]["1.88"]["seeds_reached"] == 2
     assert not s[CANDIDATE]["1.88"]["ratio_is_upper_bound"]
@@ -78,15 +87,31 @@ def test_medians_count_a_miss_as_infinitely_slow():
     assert summarize(runs, (1.88,), REFERENCE)[CANDIDATE]["1.88"]["ratio_vs_reference"] is None
 
 
+def test_the_start_up_counts_in_every_time():
+    runs = {REFERENCE: [run(4.0, startup=2.0), run(6.0, startup=2.0), run(5.0, startup=3.0)],
+            CANDIDATE: [run(1.0, startup=1.5), run(2.0, startup=1.5), run(3.0, startup=1.5)]}
+    s = summarize(runs, (1.88,), REFERENCE)
+    assert s[REFERENCE]["1.88"]["median_s"] == 8.0  # 6, 8, 8
+    assert s[CANDIDATE]["1.88"]["median_s"] == 3.5  # 2.5, 3.5, 4.5
+    assert s[CANDIDATE]["1.88"]["ratio_vs_reference"] == pytest.approx(3.5 / 8.0)
+    assert s[CANDIDATE]["1.88"]["median_startup_s"] == 1.5
+    assert s[CANDIDATE]["1.88"]["median_total_s"] == 11.5
+
+
 def test_a_reference_that_misses_gives_an_upper_bound():
     runs = {REFERENCE: [run(None, total=50.0), run(None, total=40.0), run(9.0, total=60.0)],
             CANDIDATE: [run(20.0), run(22.0), run(18.0)]}
     s = summarize(runs, (1.88,), REFERENCE)
-    assert s[REFERENCE]["1.88"]["median_train_s"] is None
+    assert s[REFERENCE]["1.88"]["median_s"] is None
     # its whole training time (median of 50, 40, 9) stands in: the ratio is at most 20 / 40
     assert s[CANDIDATE]["1.88"]["ratio_vs_reference"] == pytest.approx(20.0 / 40.0)
     assert s[CANDIDATE]["1.88"]["ratio_is_upper_bound"]
-    assert math.isclose(s[REFERENCE]["1.88"]["median_total_train_s"], 50.0)
+    assert math.isclose(s[REFERENCE]["1.88"]["median_total_s"], 50.0)
+
+
+def test_evaluations_come_closer_together_near_the_next_rung():
+    assert [eval_every(gap, CADENCE) for gap in (0.5, 0.1, 0.05, 0.025, 0.0)] == [
+        100, 25, 25, 10, 10]
 
 
 def test_bad_seeds_is_one_line(capsys, tmp_path):

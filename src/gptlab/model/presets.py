@@ -48,6 +48,16 @@ PRESETS: dict[str, dict[str, Any]] = {
         _SHAKESPEARE_CHAR, block_size=64, n_layer=4, n_head=4, n_embd=128, bias=False,
         dropout=0.0, tie_embeddings=False,
     ),
+    # The CPU speedrun's second lap (issue 28; BENCHMARKS.md, lap 2): the same shape with
+    # QK-norm, zero-initialised output projections and a value residual. Lever by lever on
+    # seed 1337 with its recipe, steps to whole-val 1.88 / 1.70: 200 / 370, against 210 /
+    # 415 without the value residual and 230 / 410 with QK-norm alone. Not exportable to
+    # Hugging Face or GGUF (those formats have no QK-norm or value residual for this shape).
+    "shakespeare-char-cpu-speedrun-2": dict(
+        _SHAKESPEARE_CHAR, block_size=64, n_layer=4, n_head=4, n_embd=128, bias=False,
+        dropout=0.0, tie_embeddings=False, qk_norm=True, zero_init_proj=True,
+        value_residual=True,
+    ),
     # The model gptlab ships (gptlab.pretrained, `make pretrained`): the speedrun's
     # untied shape scaled to what 2 CPU cores train in about an hour (trials in
     # tools/pretrained.py's commit and the README). Its recipe has the same name.
