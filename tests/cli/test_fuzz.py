@@ -489,6 +489,34 @@ def test_demo_arguments(world, capsys, offline, monkeypatch, opts):
         capsys.readouterr()  # valid arguments: training would start here
 
 
+@fuzz(40)
+@given(name=st.one_of(st.sampled_from(["context", "norm", "scale", "heads", "phase"]), TEXT),
+       out=out_paths("run", "data", "empty"),
+       opts=argsets(dict(data=world_path("data", "small"), quick=SWITCH, steps=ints(1, 10**6),
+                         seed=ints(0, 2**32), progress=SWITCH)))
+def test_experiment_arguments(world, capsys, offline, monkeypatch, name, out, opts):
+    """experiment up to its folder, claimed and made for real; what it would train next is
+    stubbed."""
+    from gptlab.experiments import grid
+
+    class Reached(Exception):
+        pass
+
+    real = grid.experiment_folder
+
+    def folder_then_stop(*args, **kwargs):
+        real(*args, **kwargs)
+        raise Reached
+
+    # undone after each example (hypothesis runs them all inside one test call)
+    with monkeypatch.context() as patched:
+        patched.setattr(grid, "experiment_folder", folder_then_stop)
+        try:
+            check(world, capsys, ["experiment", name, *flags(world, {**opts, "out": out})])
+        except Reached:
+            capsys.readouterr()  # valid arguments: training would start here
+
+
 # What kind of folder each command writes (gptlab.files.kinds), and its argv given the folder.
 FOLDER_COMMANDS = {
     "train": (kinds.RUN, lambda w, f: ["train", "--config", str(w.config), "--data",

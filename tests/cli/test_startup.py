@@ -172,7 +172,10 @@ def test_a_real_sigint_while_torch_loads_prints_interrupted_and_exits_130():
     """SIGINT sent as soon as the command has started, which is while `gptlab params
     --check` imports torch (a second or more). Retried if the signal came too late, on a
     machine that imports torch unusually fast."""
-    code = ("import sys; from gptlab.cli.main import main; print('go', flush=True); "
+    # SIGINT's handler put back first: a shell starts a background job (`make test &`) with
+    # SIGINT ignored, and Python keeps an ignored SIGINT ignored.
+    code = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "from gptlab.cli.main import main; print('go', flush=True); "
             "sys.exit(main(['params', 'llama2-70b', '--check']))")
     for _ in range(3):
         proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
