@@ -143,9 +143,8 @@ def summarize(runs: dict[str, list[dict[str, Any]]], rungs: tuple[float, ...],
               reference: str) -> dict[str, dict[str, Any]]:
     """Per recipe and rung: the median time, start-up plus training (None: not reached by
     most seeds), how many seeds reached it, the median steps, and the ratio to the
-    reference's median. Where the
-    reference misses a rung (nanoGPT's recipe ends right at 1.88), its whole training time
-    stands in, a lower bound: the ratio is then an upper bound."""
+    reference's median. Where the reference misses a rung (nanoGPT's recipe ends right at
+    1.88), its whole time stands in, a lower bound: the ratio is then an upper bound."""
     out = {}
     for name, seeds in runs.items():
         per_rung = {}
@@ -161,7 +160,7 @@ def summarize(runs: dict[str, list[dict[str, Any]]], rungs: tuple[float, ...],
                 "seeds_reached": len(hit),
                 "median_steps": statistics.median(h["step"] for h in hit) if hit else None,
                 "median_total_s": statistics.median(s["startup_s"] + s["train_s"]
-                                                          for s in seeds),
+                                                    for s in seeds),
                 "median_startup_s": statistics.median(s["startup_s"] for s in seeds),
                 "ratio_vs_reference": t / ref if math.isfinite(t) else None,
                 "ratio_is_upper_bound": bound,
