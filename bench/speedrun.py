@@ -59,8 +59,9 @@ RUNGS = (1.88, 1.70)  # 1.88: nanoGPT README's val loss for its CPU recipe
 CADENCE = ((math.inf, 100), (0.1, 25), (0.025, 10))
 SMOKE_CADENCE = ((math.inf, 10), (0.1, 5))
 REFERENCE = "shakespeare-char-cpu"  # nanoGPT's CPU recipe, re-created (presets.RECIPES)
-# the first lap's record (issue 14) and the second's (issue 28)
-CANDIDATES = ("shakespeare-char-cpu-speedrun", "shakespeare-char-cpu-speedrun-2")
+# the first lap's record (issue 14), the second's (issue 28) and its 1.88 track (one block)
+CANDIDATES = ("shakespeare-char-cpu-speedrun", "shakespeare-char-cpu-speedrun-2",
+              "shakespeare-char-cpu-speedrun-188")
 SEEDS = 3
 FIRST_SEED = 1337  # nanoGPT's
 DEFAULT_TEXT = Path(__file__).resolve().parents[1] / "tests/assets/tinyshakespeare/input.txt"

@@ -41,6 +41,7 @@ _COMBO = {"logit_softcap": 30.0, "zero_init_proj": True, "value_residual": True}
 _LAP2 = {"warmup_iters": 20, "muon_lr": 0.04, "max_iters": 500, "lr_decay_iters": 500}
 _LAP2_MODEL = {**_COMBO, "qk_norm": True}
 _LEAN = {**_LAP2, "max_iters": 450, "lr_decay_iters": 450}
+_ADOPTED = {"qk_norm": True, "zero_init_proj": True, "value_residual": True}
 
 # name: (training settings, model shape changes) on top of BASE's recipe and preset
 LEVERS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
@@ -87,6 +88,45 @@ LEVERS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "QK-norm + zero-init + value residual, 450": (
         _LEAN, {"qk_norm": True, "zero_init_proj": True, "value_residual": True}),
     "QK-norm, 450": (_LEAN, {"qk_norm": True}),
+    # around the adopted recipe, `shakespeare-char-cpu-speedrun-2` (sweep 8)
+    "lap2 adopted": (_LEAN, _ADOPTED),
+    "lap2 adopted + B=24": ({**_LEAN, "batch_size": 24}, _ADOPTED),
+    "lap2 adopted, 3 layers": (_LEAN, {**_ADOPTED, "n_layer": 3}),
+    "lap2 adopted + muon_lr=0.05, 400 steps": (
+        {**_LEAN, "muon_lr": 0.05, "max_iters": 400, "lr_decay_iters": 400}, _ADOPTED),
+    "lap2 adopted, tanh GELU": (_LEAN, {**_ADOPTED, "mlp": "gelu_tanh"}),
+    "lap2 adopted, 2 heads of 64": (_LEAN, {**_ADOPTED, "n_head": 2}),
+    # a recipe for the 1.88 rung alone, from the two levers that reached it sooner but
+    # never reached 1.70 (sweep 9)
+    "1.88 track: 3 layers, B=24": ({**_LEAN, "batch_size": 24}, {**_ADOPTED, "n_layer": 3}),
+    "1.88 track: 3 layers, 350 steps": ({**_LEAN, "max_iters": 350, "lr_decay_iters": 350},
+                                        {**_ADOPTED, "n_layer": 3}),
+    "1.88 track: 3 layers, B=24, 350 steps": (
+        {**_LEAN, "batch_size": 24, "max_iters": 350, "lr_decay_iters": 350},
+        {**_ADOPTED, "n_layer": 3}),
+    "1.88 track: B=24, 350 steps": (
+        {**_LEAN, "batch_size": 24, "max_iters": 350, "lr_decay_iters": 350}, _ADOPTED),
+    "1.88 track: 3 layers, B=24, 300 steps": (
+        {**_LEAN, "batch_size": 24, "max_iters": 300, "lr_decay_iters": 300},
+        {**_ADOPTED, "n_layer": 3}),
+    "1.88 track: 2 layers, B=24, 350 steps": (
+        {**_LEAN, "batch_size": 24, "max_iters": 350, "lr_decay_iters": 350},
+        {**_ADOPTED, "n_layer": 2}),
+    "1.88 track: 3 layers, B=16, 400 steps": (
+        {**_LEAN, "batch_size": 16, "max_iters": 400, "lr_decay_iters": 400},
+        {**_ADOPTED, "n_layer": 3}),
+    "1.88 track: 2 layers, B=32, 350 steps": (
+        {**_LEAN, "max_iters": 350, "lr_decay_iters": 350}, {**_ADOPTED, "n_layer": 2}),
+    "1.88 track: 2 layers, B=24, 400 steps": (
+        {**_LEAN, "batch_size": 24, "max_iters": 400, "lr_decay_iters": 400},
+        {**_ADOPTED, "n_layer": 2}),
+    "1.88 track: 1 layer, B=24, 400 steps": (
+        {**_LEAN, "batch_size": 24, "max_iters": 400, "lr_decay_iters": 400},
+        {**_ADOPTED, "n_layer": 1}),
+    "1.88 track: 1 layer, B=24, 500 steps": (
+        {**_LEAN, "batch_size": 24, "max_iters": 500, "lr_decay_iters": 500},
+        {**_ADOPTED, "n_layer": 1}),
+    "1.88 track: 1 layer, B=32, 450 steps": (_LEAN, {**_ADOPTED, "n_layer": 1}),
     # Lap 1 (issue 14), on the provisional candidate
     "lap1 base": _lap1({}, {}),
     # Muon against AdamW alone (1e-2: the best AdamW rate of issue 14's exploratory run)

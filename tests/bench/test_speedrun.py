@@ -15,6 +15,7 @@ from gptlab.training.config import recipe
 
 CANDIDATE = "shakespeare-char-cpu-speedrun"  # the first lap's record
 LAP2 = "shakespeare-char-cpu-speedrun-2"
+TRACK_188 = "shakespeare-char-cpu-speedrun-188"  # the second lap's recipe on one block
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +29,10 @@ def smoke(tmp_path_factory) -> Path:
 def test_reference_and_candidate_both_ran_every_seed(smoke):
     data = json.loads((smoke / "speedrun.json").read_text())
     assert data["benchmark"] == "speedrun" and data["size"] == "smoke"
-    assert data["reference"] == REFERENCE and data["candidates"] == [CANDIDATE, LAP2]
+    assert data["reference"] == REFERENCE
+    assert data["candidates"] == [CANDIDATE, LAP2, TRACK_188]
     assert data["seeds"] == 2 and data["seed_values"] == [1337, 1338]
-    assert set(data["runs"]) == set(data["summary"]) == {REFERENCE, CANDIDATE, LAP2}
+    assert set(data["runs"]) == set(data["summary"]) == {REFERENCE, CANDIDATE, LAP2, TRACK_188}
     for runs in data["runs"].values():
         assert [r["settings"]["seed"] for r in runs] == [1337, 1338]
         for r in runs:
@@ -56,6 +58,9 @@ def test_reference_and_candidate_both_ran_every_seed(smoke):
     lap2 = data["runs"][LAP2][0]
     assert (lap2["settings"]["muon_lr"], lap2["settings"]["warmup_iters"]) == (0.04, 5)
     assert all(lap2["model"][k] for k in ("qk_norm", "zero_init_proj", "value_residual"))
+    track = data["runs"][TRACK_188][0]
+    assert track["settings"] == lap2["settings"] | {"seed": track["settings"]["seed"]}
+    assert track["model"]["qk_norm"] and track["model"]["zero_init_proj"]
     for rung in map(str, data["rungs"]):
         assert data["summary"][REFERENCE][rung]["ratio_vs_reference"] in (1.0, None)
 
@@ -64,7 +69,7 @@ def test_record_rows_name_both_recipes(smoke):
     rows = (smoke / "speedrun.md").read_text().splitlines()
     assert rows[0].startswith("| date | machine | recipe | seeds | time to 2.6 |")
     assert [r.split(" | ")[2] for r in rows[2:]] == [f"`{REFERENCE}`", f"`{CANDIDATE}`",
-                                                     f"`{LAP2}`"]
+                                                     f"`{LAP2}`", f"`{TRACK_188}`"]
     assert all(r.split(" | ")[3] == "2" for r in rows[2:])
 
 

@@ -12,6 +12,9 @@ _SPEEDRUN = dict(
     weight_decay=0.1, beta1=0.9, beta2=0.99, grad_clip=1.0, eval_interval=100, eval_iters=20,
 )
 
+# The speedrun's second lap (issue 28)
+_LAP2 = dict(_SPEEDRUN, max_iters=450, lr_decay_iters=450, warmup_iters=20, muon_lr=0.04)
+
 # Training recipes (TrainConfig fields). A preset of the same name picks its recipe up by
 # default (`gptlab train --preset NAME`).
 RECIPES: dict[str, dict[str, Any]] = {
@@ -46,8 +49,9 @@ RECIPES: dict[str, dict[str, Any]] = {
     # The speedrun's second lap (issue 28), for the preset of the same name: the first
     # lap's with a 20-step warm-up, Muon at 0.04 (QK-norm keeps the attention logits in
     # range at the higher rate; without it 0.04 was slower than 0.02) and 450 steps.
-    "shakespeare-char-cpu-speedrun-2": dict(
-        _SPEEDRUN, max_iters=450, lr_decay_iters=450, warmup_iters=20, muon_lr=0.04),
+    "shakespeare-char-cpu-speedrun-2": dict(_LAP2),
+    # The 1.88 track's (issue 28): the second lap's, on one block.
+    "shakespeare-char-cpu-speedrun-188": dict(_LAP2),
     # The shipped model's recipe (gptlab.pretrained; `make pretrained`): the speedrun's
     # (Muon + cosine, AdamW for embeddings, head and norms) run longer on the preset of the
     # same name, 4000 steps of 32 x 128 tokens (16.4M tokens, ~3.8 passes over the embedded
