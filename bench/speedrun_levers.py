@@ -43,6 +43,13 @@ _LAP2_MODEL = {**_COMBO, "qk_norm": True}
 _LEAN = {**_LAP2, "max_iters": 450, "lr_decay_iters": 450}
 _ADOPTED = {"qk_norm": True, "zero_init_proj": True, "value_residual": True}
 
+
+def _track(n_layer: int, batch: int = 32, steps: int = 450) -> tuple[dict, dict]:
+    """The adopted second lap with another depth, batch or length (the 1.88 track's search)."""
+    return ({**_LEAN, "batch_size": batch, "max_iters": steps, "lr_decay_iters": steps},
+            {**_ADOPTED, "n_layer": n_layer})
+
+
 # name: (training settings, model shape changes) on top of BASE's recipe and preset
 LEVERS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "base": ({}, {}),
@@ -98,35 +105,18 @@ LEVERS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "lap2 adopted, 2 heads of 64": (_LEAN, {**_ADOPTED, "n_head": 2}),
     # a recipe for the 1.88 rung alone, from the two levers that reached it sooner but
     # never reached 1.70 (sweep 9)
-    "1.88 track: 3 layers, B=24": ({**_LEAN, "batch_size": 24}, {**_ADOPTED, "n_layer": 3}),
-    "1.88 track: 3 layers, 350 steps": ({**_LEAN, "max_iters": 350, "lr_decay_iters": 350},
-                                        {**_ADOPTED, "n_layer": 3}),
-    "1.88 track: 3 layers, B=24, 350 steps": (
-        {**_LEAN, "batch_size": 24, "max_iters": 350, "lr_decay_iters": 350},
-        {**_ADOPTED, "n_layer": 3}),
-    "1.88 track: B=24, 350 steps": (
-        {**_LEAN, "batch_size": 24, "max_iters": 350, "lr_decay_iters": 350}, _ADOPTED),
-    "1.88 track: 3 layers, B=24, 300 steps": (
-        {**_LEAN, "batch_size": 24, "max_iters": 300, "lr_decay_iters": 300},
-        {**_ADOPTED, "n_layer": 3}),
-    "1.88 track: 2 layers, B=24, 350 steps": (
-        {**_LEAN, "batch_size": 24, "max_iters": 350, "lr_decay_iters": 350},
-        {**_ADOPTED, "n_layer": 2}),
-    "1.88 track: 3 layers, B=16, 400 steps": (
-        {**_LEAN, "batch_size": 16, "max_iters": 400, "lr_decay_iters": 400},
-        {**_ADOPTED, "n_layer": 3}),
-    "1.88 track: 2 layers, B=32, 350 steps": (
-        {**_LEAN, "max_iters": 350, "lr_decay_iters": 350}, {**_ADOPTED, "n_layer": 2}),
-    "1.88 track: 2 layers, B=24, 400 steps": (
-        {**_LEAN, "batch_size": 24, "max_iters": 400, "lr_decay_iters": 400},
-        {**_ADOPTED, "n_layer": 2}),
-    "1.88 track: 1 layer, B=24, 400 steps": (
-        {**_LEAN, "batch_size": 24, "max_iters": 400, "lr_decay_iters": 400},
-        {**_ADOPTED, "n_layer": 1}),
-    "1.88 track: 1 layer, B=24, 500 steps": (
-        {**_LEAN, "batch_size": 24, "max_iters": 500, "lr_decay_iters": 500},
-        {**_ADOPTED, "n_layer": 1}),
-    "1.88 track: 1 layer, B=32, 450 steps": (_LEAN, {**_ADOPTED, "n_layer": 1}),
+    "1.88 track: 3 layers, B=24": _track(3, batch=24),
+    "1.88 track: 3 layers, 350 steps": _track(3, steps=350),
+    "1.88 track: 3 layers, B=24, 350 steps": _track(3, batch=24, steps=350),
+    "1.88 track: B=24, 350 steps": _track(4, batch=24, steps=350),
+    "1.88 track: 3 layers, B=24, 300 steps": _track(3, batch=24, steps=300),
+    "1.88 track: 2 layers, B=24, 350 steps": _track(2, batch=24, steps=350),
+    "1.88 track: 3 layers, B=16, 400 steps": _track(3, batch=16, steps=400),
+    "1.88 track: 2 layers, B=32, 350 steps": _track(2, steps=350),
+    "1.88 track: 2 layers, B=24, 400 steps": _track(2, batch=24, steps=400),
+    "1.88 track: 1 layer, B=24, 400 steps": _track(1, batch=24, steps=400),
+    "1.88 track: 1 layer, B=24, 500 steps": _track(1, batch=24, steps=500),
+    "1.88 track: 1 layer, B=32, 450 steps": _track(1),
     # Lap 1 (issue 14), on the provisional candidate
     "lap1 base": _lap1({}, {}),
     # Muon against AdamW alone (1e-2: the best AdamW rate of issue 14's exploratory run)
