@@ -25,7 +25,7 @@ from typing import Any
 
 import gptlab
 from bench.common import THREADS
-from gptlab.data.prepared import prepare
+from gptlab.data.prepared import ensure_prepared
 from gptlab.data.tokenizer import CharTokenizer
 from gptlab.model.config import GPTConfig
 from gptlab.training.config import recipe
@@ -35,9 +35,9 @@ POLL_S = 0.005
 
 
 def prepare_data(text: str, data_dir: Path) -> Path:
-    """A char-level data directory of `text` (nanoGPT's 90/10 split), as `gptlab prepare`."""
-    if not (data_dir / "meta.json").is_file():
-        prepare(text, data_dir, CharTokenizer.from_text(text), source="bench")
+    """A char-level data directory of `text` (nanoGPT's 90/10 split), as `gptlab prepare`
+    makes it; one already there from this text is reused."""
+    ensure_prepared(data_dir, "bench", lambda: (text, CharTokenizer.from_text(text)))
     return data_dir
 
 
