@@ -14,6 +14,7 @@ from gptlab.model.attention import (
     attention_steps,
     attention_weights,
     causal_mask,
+    set_float32_attention,
 )
 
 
@@ -145,3 +146,31 @@ def test_padding_mask_hides_padded_keys():
     alone = attn(x[:, 2:])  # the same tokens without padding (no positions here)
     torch.testing.assert_close(padded[:, 2:], alone, rtol=1e-5, atol=1e-6)
 
+
+
+def test_float32_attention_under_autocast(monkeypatch):
+    """set_float32_attention: under bf16 autocast the fused kernel gets float32 q, k, v (a
+    different computation of the same output, to bf16's rounding) and gradients flow;
+    without autocast the setting changes nothing, bit for bit."""
+    cfg = GPTConfig(vocab_size=11, block_size=16, n_layer=1, n_head=4, n_embd=32)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(CausalSelfAttention(cfg))
+    for p in model.parameters():
+        torch.nn.init.normal_(p, std=0.5)
+    x = torch.randn(3, 16, 32)
+    seen, fused = [], torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda q, k, v, **kw: (seen.append(q.dtype), fused(q, k, v, **kw))[1])
+    exact = model(x)
+    out = {}
+    for on in (False, True):
+        set_float32_attention(model, on)
+        torch.testing.assert_close(model(x), exact, rtol=0, atol=0)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out[on] = model(x)
+        out[on].float().square().sum().backward()
+        assert all(p.grad is not None and p.grad.isfinite().all() for p in model.parameters())
+    assert seen == [torch.float32, torch.float32, torch.bfloat16, torch.float32, torch.float32]
+    assert not torch.equal(out[True], out[False])  # another computation...
+    for on in (False, True):  # ...of the same thing, to bf16's rounding
+        assert (out[on].float() - exact).abs().mean() < 0.02 * exact.abs().mean()

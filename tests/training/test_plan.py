@@ -175,7 +175,8 @@ def test_precision_is_resolved_into_a_new_plan(data, tmp_path):
     assert plan.train_config.dtype == "auto"  # the plan it came from is as it was
     assert any("GPTLAB_AUTO_DTYPE" in line for line in reasons)
     assert dataclasses.replace(resolved, train_config=plan.train_config) == plan
-    concrete = plan_run(model(), settings(dtype="float32"), data, tmp_path)
+    concrete = plan_run(model(), settings(dtype="float32", attention_dtype="autocast"), data,
+                        tmp_path)
     assert with_precision(concrete, Dist()) == (concrete, [])
 
 
@@ -239,3 +240,15 @@ def test_a_sharded_run_resumes_on_any_ranks_naming_no_flag_not_given(
         with pytest.raises(UsageError, match="global batch of 8 sequences .*give --batch-size 8"):
             plan_run(None, None, data, stopped_run, resume=True, overrides={"batch_size": 2},
                      world_size=world)
+
+
+def test_a_run_saved_before_attention_dtype_resumes_with_autocasts_attention(data,
+                                                                           stopped_run):
+    saved = json.loads((stopped_run / "train.json").read_text())
+    assert saved["attention_dtype"] == "auto"  # as settings() left it
+    plan = plan_run(None, None, data, stopped_run, resume=True)
+    assert plan.train_config.attention_dtype == "auto"  # resolved later, as a fresh run's
+    del saved["attention_dtype"]
+    (stopped_run / "train.json").write_text(json.dumps(saved))
+    plan = plan_run(None, None, data, stopped_run, resume=True)
+    assert plan.train_config.attention_dtype == "autocast"

@@ -4,6 +4,7 @@ what auto meant."""
 from __future__ import annotations
 
 import json
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -35,8 +36,9 @@ def probed(monkeypatch, tmp_path):
 
     monkeypatch.setattr(precision, "measure", fake)
 
-    def set_timings(fp32, bf16):
-        timings.update(float32=fp32, bfloat16=bf16)
+    def set_timings(fp32, bf16, bf16_float32_attention=None):
+        timings.update({"float32": fp32, "bfloat16": bf16,
+                        precision.FLOAT32_ATTENTION: bf16_float32_attention})
         return calls
 
     return set_timings
@@ -111,13 +113,15 @@ def clock(monkeypatch):
 
 def test_measure_times_each_dtype_under_its_own_autocast(clock, monkeypatch):
     """A float32 step costs 5 ms and a bf16-autocast step 2 ms (charged as the step enters
-    its autocast): measure reports exactly those, and leaves the caller's random streams
-    as they were."""
-    cost = {None: 5e-3, torch.bfloat16: 2e-3}
+    its autocast), and each attention layer that leaves autocast for float32 1 ms more:
+    measure reports exactly those, and leaves the caller's random streams as they were."""
     real_autocast = torch.autocast
 
     def charged_autocast(device_type, dtype=None, enabled=True):
-        clock(cost[dtype if enabled else None])
+        if torch.is_autocast_enabled(device_type):  # inside a step: attention in float32
+            clock(1e-3)
+        else:
+            clock(2e-3 if enabled else 5e-3)
         return real_autocast(device_type, dtype=dtype, enabled=enabled)
 
     monkeypatch.setattr(torch, "autocast", charged_autocast)
@@ -126,7 +130,8 @@ def test_measure_times_each_dtype_under_its_own_autocast(clock, monkeypatch):
     torch.manual_seed(123)
     ms = precision.measure(CONFIG, 2, CONFIG.block_size, CPU, budget_s=0.01)
     assert torch.equal(torch.rand(3), expected)
-    assert ms == {"float32": pytest.approx(5.0), "bfloat16": pytest.approx(2.0)}
+    assert ms == {"float32": pytest.approx(5.0), "bfloat16": pytest.approx(2.0),
+                  precision.FLOAT32_ATTENTION: pytest.approx(2.0 + CONFIG.n_layer)}
 
 
 def test_a_run_records_what_auto_meant(probed, tmp_path, capsys):
@@ -180,7 +185,15 @@ def test_resolve_settings_leaves_concrete_choices_alone(probed, monkeypatch):
     assert reasons == ["muon_dtype auto: float32 (bfloat16 0.50x float32 on this machine, "
                        "probed now; bf16 needs 1.11x)"]
     resolved, reasons = precision.resolve_settings(TrainConfig(), CONFIG, CPU)
-    assert resolved.dtype == "bfloat16" and resolved.muon_dtype == "auto" and len(reasons) == 1
+    assert (resolved.dtype, resolved.attention_dtype, resolved.muon_dtype) == (
+        "bfloat16", "float32", "auto")
+    assert reasons[1] == "attention_dtype auto: float32 (not timed under autocast here)"
+    calls = probed(10.0, 5.0, 6.0)
+    resolved, reasons = precision.resolve_settings(
+        TrainConfig(dtype="bfloat16", batch_size=3), CONFIG, CPU)  # another probe
+    assert resolved.attention_dtype == "autocast" and reasons == [
+        "attention_dtype auto: autocast, bf16 attention 1.20x float32's on this machine "
+        "(5.0 vs 6.0 ms, probed now)"]
 
 
 def test_measure_muon_times_every_hidden_matrix_in_each_dtype(clock, monkeypatch):
@@ -202,3 +215,63 @@ def test_measure_muon_times_every_hidden_matrix_in_each_dtype(clock, monkeypatch
     assert ms == {"float32": pytest.approx(3.0 * 4), "bfloat16": pytest.approx(1.0 * 4)}
     assert {s for s, _ in seen} == {(CONFIG.n_layer, *shape) for shape in shapes}
     assert {d for _, d in seen} == {torch.float32, torch.bfloat16}
+
+
+@pytest.mark.parametrize("bf16, bf16_float32_attention, dtype, attention", [
+    (12.0, 6.0, "bfloat16", "float32"),  # bf16 pays only with attention in float32
+    (5.0, 6.0, "bfloat16", "autocast"),  # bf16 attention clearly faster
+    (5.8, 6.0, "bfloat16", "float32"),  # within the margin: the precise one
+    (12.0, 11.0, "float32", "autocast"),  # no bf16 at all: nothing to decide
+])
+def test_attention_dtype_follows_the_same_probe(probed, bf16, bf16_float32_attention,
+                                                dtype, attention):
+    """fp32 10 ms against bf16 autocast with attention in bf16 or in float32: dtype auto
+    takes bf16 if either is clearly faster, attention_dtype auto float32 unless bf16
+    attention is clearly faster, from one probe."""
+    from gptlab.training.config import TrainConfig
+
+    calls = probed(10.0, bf16, bf16_float32_attention)
+    resolved, _ = precision.resolve_settings(TrainConfig(), CONFIG, CPU)
+    assert (resolved.dtype, resolved.attention_dtype) == (dtype, attention)
+    assert len(calls) == 1
+
+
+def test_attention_under_load_or_override_stays_float32(probed, monkeypatch):
+    probed(10.0, 2.0, 8.0)
+    monkeypatch.setattr(probe, "cores", lambda: 2)
+    monkeypatch.setattr(probe, "machine_load", lambda: 5.3)
+    choice, why = precision.resolve_attention(CONFIG, 12, CPU, "bfloat16")
+    assert choice == "float32" and "not trusted" in why
+    monkeypatch.setenv(precision.OVERRIDE, "bfloat16")
+    assert precision.resolve_attention(CONFIG, 12, CPU, "bfloat16") == (
+        "float32", "attention_dtype auto: float32 (GPTLAB_AUTO_DTYPE is set)")
+    assert precision.resolve_attention(CONFIG, 12, CPU, "float32") == ("autocast", None)
+    assert precision.resolve_attention(CONFIG, 12, torch.device("meta"), "bfloat16") == (
+        "autocast", None)
+
+
+@pytest.mark.parametrize("dtype, attention, flagged", [
+    ("bfloat16", "float32", True), ("bfloat16", "autocast", False),
+    ("bfloat16", "auto", False),  # unresolved: as autocast has it
+    ("float32", "float32", False),  # no autocast, nothing to leave
+])
+def test_the_trainer_sets_attention_as_its_settings_say(dtype, attention, flagged):
+    import numpy as np
+
+    from gptlab.data.batches import TokenBatches
+    from gptlab.distributed.process import Dist
+    from gptlab.model.attention import CausalSelfAttention
+    from gptlab.model.gpt import GPT
+    from gptlab.training.config import TrainConfig
+    from gptlab.training.trainer import NoCheckpoints, Trainer
+
+    tokens = np.arange(500, dtype=np.uint16) % 31
+    model = GPT(GPTConfig(vocab_size=31, block_size=16, n_layer=2, n_head=2, n_embd=16))
+    ctx = Dist(device=CPU)
+    cfg = TrainConfig(batch_size=2, max_iters=2, warmup_iters=0, device="cpu", dtype=dtype,
+                      attention_dtype=attention)
+    trainer = Trainer(model, TokenBatches(tokens, tokens, 2, 16, 0, ctx), cfg, ctx,
+                      NoCheckpoints())
+    layers = [m for m in model.modules() if isinstance(m, CausalSelfAttention)]
+    assert len(layers) == 2 and all(m.float32_attention == flagged for m in layers)
+    assert math.isfinite(trainer.train_step(1e-3))

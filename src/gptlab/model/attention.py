@@ -127,6 +127,10 @@ class CausalSelfAttention(nn.Module):
         # of the last call in `weights`.
         self.record_weights = False
         self.weights: Tensor | None = None
+        # Under autocast, compute softmax(QK^T)V in float32 (set_float32_attention; the
+        # trainer sets it as --attention-dtype says): on a CPU, the fused kernel's bf16
+        # backward at short contexts and small heads costs 3-5x its float32 one.
+        self.float32_attention = False
 
     def forward(self, x: Tensor, inputs: AttentionInputs = CAUSAL) -> Tensor:
         """x (B, T, C) -> (B, T, C); inputs: see AttentionInputs."""
@@ -163,13 +167,25 @@ class CausalSelfAttention(nn.Module):
             self.weights = attention_weights(q, k, mask, self.scale)
             y = self.weights @ v
         else:
-            y = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, is_causal=is_causal,
-                dropout_p=self.dropout if self.training else 0.0, scale=self.scale,
-            )  # (B, nh, T, hs)
+            y = self._fused(q, k, v, mask, is_causal)  # (B, nh, T, hs)
         y = self.heads(y)
         y = y.transpose(1, 2).reshape(B, T, nh * self.head_dim)  # concatenate heads
         return self.resid_dropout(self.proj(y))
+
+    def _fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
+               is_causal: bool) -> Tensor:
+        """torch's fused scaled_dot_product_attention; in float32 with autocast off when
+        float32_attention is set and autocast is on (the projection after it casts back)."""
+        dropout = self.dropout if self.training else 0.0
+        device = q.device.type
+        if self.float32_attention and torch.is_autocast_enabled(device):
+            with torch.autocast(device, enabled=False):
+                mask = mask if mask is None or mask.dtype == torch.bool else mask.float()
+                return F.scaled_dot_product_attention(
+                    q.float(), k.float(), v.float(), attn_mask=mask, is_causal=is_causal,
+                    dropout_p=dropout, scale=self.scale)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal,
+                                              dropout_p=dropout, scale=self.scale)
 
     def _mix_values(self, v: Tensor, first: dict[str, Tensor]) -> Tensor:
         """Value residual learning: the first layer keeps its values for the others, which
@@ -178,3 +194,12 @@ class CausalSelfAttention(nn.Module):
             first["v"] = v
             return v
         return self.value_mix * v + (1 - self.value_mix) * first["v"]
+
+
+def set_float32_attention(model: nn.Module, on: bool) -> None:
+    """Every attention layer in `model` computes softmax(QK^T)V in float32 under autocast
+    (on) or in autocast's dtype (off, the default). A setting of the model object for the
+    run at hand, not of its architecture: nothing saved changes."""
+    for module in model.modules():
+        if isinstance(module, CausalSelfAttention):
+            module.float32_attention = on

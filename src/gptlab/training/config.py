@@ -15,6 +15,8 @@ from gptlab.fields import Check, at_least, from_dict, is_int, is_number, one_of,
 from gptlab.training.recipes import RECIPES
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+# What attention computes in under autocast (gptlab.model.attention.set_float32_attention).
+ATTENTION_DTYPES = ("auto", "float32", "autocast")
 BATCH_RNGS = ("separate", "nanogpt")
 PARALLEL_MODES = ("ddp", "fsdp", "tp", "fsdp+tp")  # gptlab.distributed.parallelize
 OPTIMIZERS = ("adamw", "muon")
@@ -118,6 +120,12 @@ class TrainConfig:
                                  "a CPU bf16 only where a one-time probe finds it faster), "
                                  "float32, bfloat16 (autocast), float16 (CUDA)",
                          one_of(DTYPES))
+    # Unresolved (a Trainer given "auto" directly) it means "autocast".
+    attention_dtype: str = setting(
+        "auto", "what attention's softmax(QK^T)V computes in under autocast: auto (on a CPU "
+                "the --dtype probe times both; float32 unless autocast's is clearly faster; "
+                "elsewhere autocast), float32, autocast (autocast's dtype)",
+        one_of(ATTENTION_DTYPES))
     compile: bool = setting(False, "torch.compile the model", BOOLEAN)
     device: str = setting("auto", "auto, cpu, cuda (under torchrun: one GPU per process)",
                           Check(lambda v: isinstance(v, str), "a string"))

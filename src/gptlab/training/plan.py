@@ -202,11 +202,12 @@ def resume_point(state: dict[str, Any]) -> ResumePoint:
 
 
 def with_precision(plan: TrainPlan, ctx: Dist) -> tuple[TrainPlan, list[str]]:
-    """(plan with dtype and muon_dtype 'auto' made concrete, the lines saying why):
-    gptlab.training.precision decides on the first process for all, so every rank trains
-    alike and train.json records what was used. Every rank calls it."""
+    """(plan with dtype, attention_dtype and muon_dtype 'auto' made concrete, the lines
+    saying why): gptlab.training.precision decides on the first process for all, so every
+    rank trains alike and train.json records what was used. Every rank calls it."""
     cfg = plan.train_config
-    if cfg.dtype != "auto" and not (cfg.optimizer == "muon" and cfg.muon_dtype == "auto"):
+    if (cfg.dtype != "auto" and cfg.attention_dtype != "auto"
+            and not (cfg.optimizer == "muon" and cfg.muon_dtype == "auto")):
         return plan, []
     decided = [None, None]
     if ctx.is_main:
@@ -281,7 +282,8 @@ def _resumed_settings(saved: dict[str, Any], overrides: dict[str, Any], point: R
     if isinstance(max_iters, int) and isinstance(warmup, int) and max_iters < warmup:
         raise UsageError(f"the run warms up for {warmup} steps: max_iters {max_iters} would "
                          f"end it inside its warm-up; give at least {warmup}")
-    settings = TrainConfig.from_dict({**saved, **changed})
+    # a run saved before attention_dtype existed computed attention as autocast had it
+    settings = TrainConfig.from_dict({"attention_dtype": "autocast", **saved, **changed})
     lines = []
     if changed:
         lines.append("resuming with " + ", ".join(

@@ -7,9 +7,14 @@ machine and shape (gptlab.probe caches it), and picks bf16 only when it is clear
 a dtype that is slower is never chosen. For `dtype` the work is a few forward + backward
 passes of the run's model under autocast; for `muon_dtype` it is Muon's Newton-Schulz
 iteration on the model's hidden matrices (bf16 there is what torch.optim.Muon always uses).
-On CUDA auto keeps its rule (bf16 where the GPU has it, else fp16; Muon in bf16). The
-environment variable GPTLAB_AUTO_DTYPE (float32 or bfloat16) says what both autos mean
-without a probe, for runs that must not depend on a timing (the test suite sets it).
+The `dtype` probe also times bf16 autocast with attention computed in float32, because on
+a CPU torch's fused attention backward in bf16 can cost several times its float32 one
+(short contexts, small heads) while the matmuls around it gain 4x: bf16 is then chosen
+when either way is clearly faster, and `attention_dtype auto` takes float32 unless bf16
+attention is clearly faster. On CUDA auto keeps its rule (bf16 where the GPU has it, else
+fp16; Muon in bf16; attention as autocast has it). The environment variable
+GPTLAB_AUTO_DTYPE (float32 or bfloat16) says what the autos mean without a probe, for runs
+that must not depend on a timing (the test suite sets it).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import torch.nn.functional as F
 
 from gptlab import probe
 from gptlab.errors import UsageError
+from gptlab.model.attention import set_float32_attention
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 from gptlab.training.muon import hidden_matrices, orthogonalize
@@ -29,15 +35,21 @@ from gptlab.training.muon import hidden_matrices, orthogonalize
 MARGIN = 0.9
 OVERRIDE = "GPTLAB_AUTO_DTYPE"
 PROBE_TOKENS = 1024  # per probe step, at most: the ratio, not the run's batch, is wanted
+# The probe's name for bf16 autocast with attention computed in float32
+FLOAT32_ATTENTION = "bfloat16, float32 attention"
 
 
 def resolve_settings(cfg, config: GPTConfig, device: torch.device):
-    """(cfg, a TrainConfig, with its dtype and Muon's made concrete where they are 'auto';
-    the lines saying why)."""
+    """(cfg, a TrainConfig, with its dtype, attention's and Muon's made concrete where they
+    are 'auto'; the lines saying why)."""
     changes, reasons = {}, []
     if cfg.dtype == "auto":
         changes["dtype"], why = resolve(config, cfg.batch_size, device)
         reasons.append(why)
+    if cfg.attention_dtype == "auto":
+        changes["attention_dtype"], why = resolve_attention(
+            config, cfg.batch_size, device, changes.get("dtype", cfg.dtype))
+        reasons += [why] if why else []
     if cfg.optimizer == "muon" and cfg.muon_dtype == "auto":
         changes["muon_dtype"], why = resolve_muon(config, device)
         reasons.append(why)
@@ -73,11 +85,43 @@ def resolve(config: GPTConfig, batch_size: int, device: torch.device) -> tuple[s
             f"{'with' if bf16 else 'without'} bf16)")
     if device.type != "cpu":
         return "float32", f"dtype auto: float32 (no autocast probe for {device.type})"
+    ms, measured = _probe_training(config, batch_size, device)
+    fastest = min((m for m in (ms.get("bfloat16"), ms.get(FLOAT32_ATTENTION)) if m is not None),
+                  default=None)
+    return _pick("dtype auto", "bfloat16 autocast", {**ms, "bfloat16": fastest}, measured,
+                 "a forward + backward")
+
+
+def resolve_attention(config: GPTConfig, batch_size: int, device: torch.device,
+                      dtype: str) -> tuple[str, str | None]:
+    """(what `attention_dtype auto` means for a run in `dtype`, a line saying why or None
+    where there was nothing to decide). On a CPU under bf16 autocast the probe has timed the
+    model with attention in bf16 and in float32: float32, the more precise, unless bf16 is
+    clearly faster (MARGIN) in a probe that can be trusted."""
+    if dtype != "bfloat16" or device.type != "cpu":
+        return "autocast", None
+    if _forced():
+        return "float32", f"attention_dtype auto: float32 ({OVERRIDE} is set)"
+    ms, measured = _probe_training(config, batch_size, device)
+    bf16, fp32 = ms.get("bfloat16"), ms.get(FLOAT32_ATTENTION)
+    if bf16 is None or fp32 is None:
+        return "float32", "attention_dtype auto: float32 (not timed under autocast here)"
+    ratio, where = f"{fp32 / bf16:.2f}x", measured.describe()
+    if bf16 < MARGIN * fp32 and measured.trusted:
+        return "autocast", (f"attention_dtype auto: autocast, bf16 attention {ratio} float32's "
+                            f"on this machine ({bf16:.1f} vs {fp32:.1f} ms, {where})")
+    return "float32", (f"attention_dtype auto: float32 (bf16 attention {ratio} float32's on "
+                       f"this machine, {where}; bf16 needs {1 / MARGIN:.2f}x)")
+
+
+def _probe_training(config: GPTConfig, batch_size: int, device: torch.device
+                    ) -> tuple[dict, probe.Measured]:
+    """The train_dtype probe's ms per step for this model and batch (measure), cached."""
     T = config.block_size
     B = max(1, min(batch_size, PROBE_TOKENS // T))
-    key = f"{probe.machine_key(device)}; {probe.config_key(config)}; B={B} T={T}"
-    ms, measured = probe.cached("train_dtype", key, lambda: measure(config, B, T, device))
-    return _pick("dtype auto", "bfloat16 autocast", ms, measured, "a forward + backward")
+    key = (f"{probe.machine_key(device)}; {probe.config_key(config)}; B={B} T={T}; "
+           f"attention in bf16 and float32")
+    return probe.cached("train_dtype", key, lambda: measure(config, B, T, device))
 
 
 def _forced() -> str | None:
@@ -139,8 +183,9 @@ def measure_muon(shapes: list[tuple[int, int]], device: torch.device,
 def measure(config: GPTConfig, batch_size: int, T: int, device: torch.device,
             budget_s: float = 0.5) -> dict[str, float | None]:
     """Median ms of a forward + backward (no optimizer step) of a throwaway model of this
-    config on random tokens, in float32 and under bf16 autocast. The caller's random
-    streams are left as they were."""
+    config on random tokens: in float32, under bf16 autocast, and under bf16 autocast with
+    attention in float32 (FLOAT32_ATTENTION). The caller's random streams are left as
+    they were."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         with torch.device(device):
@@ -148,13 +193,16 @@ def measure(config: GPTConfig, batch_size: int, T: int, device: torch.device,
         idx = torch.randint(config.vocab_size, (batch_size, T + 1), device=device)
     x, y = idx[:, :-1], idx[:, 1:]
     out: dict[str, float | None] = {}
-    for name, dtype in (("float32", None), ("bfloat16", torch.bfloat16)):
+    for name, dtype, float32_attention in (("float32", None, False),
+                                           ("bfloat16", torch.bfloat16, False),
+                                           (FLOAT32_ATTENTION, torch.bfloat16, True)):
         def step(dtype=dtype) -> None:
             with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
                 logits, _ = model(x)
             F.cross_entropy(logits.float().flatten(0, 1), y.flatten()).backward()
             model.zero_grad(set_to_none=True)
 
+        set_float32_attention(model, float32_attention)
         try:
             out[name] = probe.budgeted_ms(step, budget_s, max_reps=20)
         except RuntimeError:

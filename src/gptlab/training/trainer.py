@@ -24,6 +24,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from gptlab.distributed.process import Dist, sum_across
 from gptlab.errors import GptlabError
+from gptlab.model.attention import set_float32_attention
 from gptlab.training.config import TrainConfig
 from gptlab.training.optim import make_optimizer
 from gptlab.training.precision import autocast_dtype
@@ -120,6 +121,8 @@ class Trainer:
         self.raw_model = model
         self.optimizer = make_optimizer(model, cfg, ctx.device)
         self.amp_dtype = autocast_dtype(cfg.dtype, ctx.device)
+        set_float32_attention(model, self.amp_dtype is not None
+                              and cfg.attention_dtype == "float32")
         self.scaler = torch.amp.GradScaler(
             "cuda", enabled=self.amp_dtype == torch.float16 and ctx.device.type == "cuda")
         if cfg.compile:
