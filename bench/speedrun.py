@@ -63,6 +63,8 @@ REFERENCE = "shakespeare-char-cpu"  # nanoGPT's CPU recipe, re-created (presets.
 CANDIDATES = ("shakespeare-char-cpu-speedrun", "shakespeare-char-cpu-speedrun-2",
               "shakespeare-char-cpu-speedrun-188")
 SEEDS = 3
+# TrainConfig's settings that the probes decide where a recipe leaves them 'auto'
+PRECISION_SETTINGS = ("dtype", "attention_dtype", "muon_dtype")
 FIRST_SEED = 1337  # nanoGPT's
 DEFAULT_TEXT = Path(__file__).resolve().parents[1] / "tests/assets/tinyshakespeare/input.txt"
 
@@ -124,6 +126,17 @@ def train_to_rungs(
             "eval_s": eval_s, "tokens_per_step": tokens_per_step,
             "final_val_loss": curve[-1]["val_loss"] if curve else math.inf,
             "rungs": reached, "curve": curve}
+
+
+def decide_precision(plan: dict[str, Any], model_config: GPTConfig, vocab_size: int
+                     ) -> tuple[dict[str, Any], list[str]]:
+    """(plan with its recipe's dtype, attention_dtype and muon_dtype made concrete as
+    gptlab.training.run decides them, the probes' lines saying why)."""
+    settings = dict(plan)
+    cfg = recipe(settings.pop("recipe"), **{**settings, "device": "cpu"})
+    config = GPTConfig.from_dict({**model_config.to_dict(), "vocab_size": vocab_size})
+    cfg, reasons = precision.resolve_settings(cfg, config, torch.device("cpu"))
+    return {**plan, **{k: getattr(cfg, k) for k in PRECISION_SETTINGS}}, reasons
 
 
 def eval_every(gap: float, cadence: tuple[tuple[float, int], ...]) -> int:
@@ -223,6 +236,17 @@ def run(size: Size, out_dir: Path, log: Callable[[str], None] = print,
         plans = {n: dict(recipe=n) for n in names}
         seeds = seeds or (1 if size.name == "quick" else SEEDS)
     train, val, vocab = encode(text)
+    # The probes decide each recipe's 'auto' dtypes once, before anything trains: every seed
+    # then trains alike, and the start-up launches find the answers cached. (Probed between
+    # runs instead, a probe may see the last run's load, decide nothing, and leave seeds of
+    # one recipe training in different dtypes.)
+    precision_settings = {}
+    for name in names:
+        plans[name], reasons = decide_precision(plans[name], model_for(name, **shape), vocab)
+        precision_settings[name] = {k: plans[name][k] for k in PRECISION_SETTINGS}
+        precision_settings[name]["why"] = reasons
+        for line in reasons:
+            log(f"speedrun: {name}: {line}")
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     with tempfile.TemporaryDirectory(prefix="speedrun-") as tmp:
         data_dir = prepare_data(text, Path(tmp) / "data")
@@ -253,7 +277,8 @@ def run(size: Size, out_dir: Path, log: Callable[[str], None] = print,
     data = {"size": size.name, "rungs": list(rungs), "seeds": seeds,
             "seed_values": [FIRST_SEED + i for i in range(seeds)], "reference": REFERENCE,
             "candidates": list(candidates), "cadence": [list(c) for c in cadence],
-            "text_chars": len(text), "summary": summary, "runs": runs}
+            "text_chars": len(text), "precision": precision_settings, "summary": summary,
+            "runs": runs}
     path = write_result(out_dir, "speedrun", data)
     # The record table's rows, with the date and machine write_result stamped on the JSON.
     rows_md = record_header(rungs) + "\n" + record_rows(json.loads(path.read_text())) + "\n"

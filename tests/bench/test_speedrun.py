@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from bench.run import main  # python -m bench
-from bench.speedrun import CADENCE, REFERENCE, eval_every, summarize
+from bench.speedrun import CADENCE, PRECISION_SETTINGS, REFERENCE, eval_every, summarize
 
 from gptlab.training.config import recipe
 
@@ -63,6 +63,17 @@ def test_reference_and_candidate_both_ran_every_seed(smoke):
     assert track["model"]["qk_norm"] and track["model"]["zero_init_proj"]
     for rung in map(str, data["rungs"]):
         assert data["summary"][REFERENCE][rung]["ratio_vs_reference"] in (1.0, None)
+    # the probes decided each recipe's autos once, before anything trained: every seed
+    # trained in what was decided
+    for name, runs in data["runs"].items():
+        decided = data["precision"][name]
+        optimizer = runs[0]["settings"]["optimizer"]
+        assert [decided[k] == "auto" for k in PRECISION_SETTINGS] == [
+            False, False, optimizer != "muon"]  # AdamW alone has no Newton-Schulz to decide
+        assert isinstance(decided["why"], list)
+        for r in runs:
+            assert {k: r["settings"][k] for k in PRECISION_SETTINGS} == {
+                k: decided[k] for k in PRECISION_SETTINGS}
 
 
 def test_record_rows_name_both_recipes(smoke):
