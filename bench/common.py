@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -93,6 +94,22 @@ def write_result(out_dir: Path, name: str, data: dict[str, Any]) -> Path:
                "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **data}
     atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=False) + "\n")
     return path
+
+
+def standalone_main(name: str, doc: str, measure: Callable[[Path, int], dict[str, Any]],
+                    reps: int, default_text: Path, argv: list[str] | None = None) -> None:
+    """main() of a benchmark run on its own, `python -m bench.NAME [--text PATH] [--reps N]
+    [--out DIR]`: measure(text, reps) at THREADS threads, written to DIR/NAME.json."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--text", type=Path, default=default_text)
+    p.add_argument("--reps", type=int, default=reps)
+    p.add_argument("--out", type=Path, default=Path("bench/results"))
+    args = p.parse_args(argv)
+    setup_threads()
+    t = time.perf_counter()
+    data = measure(args.text, args.reps)
+    print(f"{name}: {time.perf_counter() - t:.0f} s")
+    write_result(args.out, name, data)
 
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:

@@ -14,14 +14,12 @@ interleaved repetitions, 2 threads, random weights (the cost does not depend on 
 
 from __future__ import annotations
 
-import argparse
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from bench.common import interleaved, median, setup_threads, table, write_result
+from bench.common import interleaved, median, standalone_main, table
 from bench.speedrun import DEFAULT_TEXT
 from bench.time_to_quality import encode, tiny_shakespeare
 from gptlab.data.batches import TokenBatches
@@ -82,16 +80,7 @@ def measure(text_path: Path, reps: int, log=print) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--text", type=Path, default=DEFAULT_TEXT)
-    p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--out", type=Path, default=Path("bench/results"))
-    args = p.parse_args(argv)
-    setup_threads()
-    t = time.perf_counter()
-    data = measure(args.text, args.reps)
-    print(f"{time.perf_counter() - t:.0f} s")
-    write_result(args.out, "eval_throughput", data)
+    standalone_main("eval_throughput", __doc__, measure, 5, DEFAULT_TEXT, argv)
 
 
 if __name__ == "__main__":

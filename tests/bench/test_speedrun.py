@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 from bench.run import main  # python -m bench
-from bench.speedrun import CADENCE, PRECISION_SETTINGS, REFERENCE, eval_every, summarize
+from bench.speedrun import (
+    CADENCE,
+    DEFAULT_TEXT,
+    PRECISION_SETTINGS,
+    REFERENCE,
+    eval_every,
+    summarize,
+)
 
 from gptlab.training.config import recipe
 
@@ -134,3 +141,15 @@ def test_bad_seeds_is_one_line(capsys, tmp_path):
     assert main(["--only", "speedrun", "--seeds", "0", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "--seeds" in err and "\n" not in err and "Traceback" not in err
+
+
+def test_attention_dtype_bench_times_every_kernel_and_precision():
+    """bench.attention_dtype end to end at a tiny attention shape and one training step per
+    precision (the timings themselves are the bench's to report, not a test's)."""
+    from bench.attention_dtype import KERNELS, measure
+
+    data = measure(DEFAULT_TEXT, reps=1, log=lambda _: None, shapes=((2, 2, 8, 4),), steps=1)
+    assert set(data["attention_ms"]["2x2x8x4"]) == set(KERNELS)
+    assert set(data["step_ms"]) == {"float32", "bf16 autocast",
+                                    "bf16 autocast, float32 attention"}
+    assert all(ms > 0 for ms in data["step_ms"].values())
