@@ -36,7 +36,7 @@ MARGIN = 0.9
 OVERRIDE = "GPTLAB_AUTO_DTYPE"
 PROBE_TOKENS = 1024  # per probe step, at most: the ratio, not the run's batch, is wanted
 # The probe's name for bf16 autocast with attention computed in float32
-FLOAT32_ATTENTION = "bfloat16, float32 attention"
+FLOAT32_ATTENTION = "bfloat16+float32-attention"
 
 
 def resolve_settings(cfg, config: GPTConfig, device: torch.device):
@@ -120,7 +120,7 @@ def _probe_training(config: GPTConfig, batch_size: int, device: torch.device
     T = config.block_size
     B = max(1, min(batch_size, PROBE_TOKENS // T))
     key = (f"{probe.machine_key(device)}; {probe.config_key(config)}; B={B} T={T}; "
-           f"attention in bf16 and float32")
+           f"attention in bf16 or float32")
     return probe.cached("train_dtype", key, lambda: measure(config, B, T, device))
 
 
