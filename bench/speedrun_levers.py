@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import setup_threads, table, write_result
-from bench.speedrun import CADENCE, DEFAULT_TEXT, FIRST_SEED, RUNGS, model_for, train_to_rungs
+from bench.speedrun import (
+    CADENCE,
+    DEFAULT_TEXT,
+    FIRST_SEED,
+    RUNGS,
+    decide_precision,
+    model_for,
+    train_to_rungs,
+)
 from bench.time_to_quality import encode, tiny_shakespeare
 
 BASE = "shakespeare-char-cpu-speedrun"
@@ -155,12 +163,16 @@ LEVER_CADENCE = ((math.inf, 100), (0.1, 25))
 def run_levers(names: list[str], text_path: Path, seed: int, log=print,
                cadence: tuple[tuple[float, int], ...] = LEVER_CADENCE) -> dict[str, Any]:
     train, val, vocab = encode(tiny_shakespeare(text_path))
+    # every lever's 'auto' dtypes decided before anything trains, as bench.speedrun does
+    plans = {name: decide_precision({"recipe": BASE, "seed": seed, **LEVERS[name][0]},
+                                    model_for(BASE, **LEVERS[name][1]), vocab)[0]
+             for name in names}
     rows, results = [], {}
     for name in names:
         settings, shape = LEVERS[name]
         log(f"lever {name!r}: {settings} {shape}")
-        r = train_to_rungs(train, val, vocab, {"recipe": BASE, "seed": seed, **settings},
-                           model_for(BASE, **shape), RUNGS, cadence)
+        r = train_to_rungs(train, val, vocab, plans[name], model_for(BASE, **shape), RUNGS,
+                           cadence)
         results[name] = r
         ms = r["train_s"] / max(r["steps"], 1) * 1e3
         cells = [name, f"{ms:.1f}"]

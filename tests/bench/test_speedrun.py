@@ -153,3 +153,30 @@ def test_attention_dtype_bench_times_every_kernel_and_precision():
     assert set(data["step_ms"]) == {"float32", "bf16 autocast",
                                     "bf16 autocast, float32 attention"}
     assert all(ms > 0 for ms in data["step_ms"].values())
+
+
+def test_a_lever_sweep_decides_every_levers_dtypes_before_anything_trains(monkeypatch):
+    """bench.speedrun_levers: each lever's 'auto' dtypes are decided (probed) for all levers
+    first, then each trains in what was decided (training faked here: the order and the
+    settings are the point)."""
+    import bench.speedrun_levers as levers
+
+    events = []
+    decide = levers.decide_precision
+
+    def deciding(plan, config, vocab):
+        events.append(("decide", config.n_layer))
+        return decide(plan, config, vocab)
+
+    def training(train, val, vocab, settings, config, rungs, cadence):
+        events.append(("train", config.n_layer))
+        assert {k: settings[k] for k in PRECISION_SETTINGS} == {
+            "dtype": "float32", "attention_dtype": "autocast", "muon_dtype": "float32"}
+        return {"train_s": 1.0, "steps": 10, "rungs": {}, "final_val_loss": 2.0}
+
+    monkeypatch.setattr(levers, "decide_precision", deciding)
+    monkeypatch.setattr(levers, "train_to_rungs", training)
+    names = ["base", "lap2 adopted, 3 layers"]
+    data = levers.run_levers(names, DEFAULT_TEXT, 1337, log=lambda _: None)
+    assert events == [("decide", 4), ("decide", 3), ("train", 4), ("train", 3)]
+    assert set(data["results"]) == set(names)
