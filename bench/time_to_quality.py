@@ -107,7 +107,9 @@ def recipes() -> dict[str, dict[str, Any]]:
     default = recipe("shakespeare-char-cpu-fast").to_dict()
     default = {k: default[k] for k in RECIPE_FIELDS}
     if autocast_dtype(default["dtype"], torch.device("cpu")) is None:
-        default["dtype"] = "float32"  # what 'auto' means on a CPU
+        # fp32, as the peer: this compares recipes, not dtypes ('auto' on a CPU is a
+        # probe's choice per machine, bf16 on some)
+        default["dtype"] = "float32"
     return {"nanoGPT CPU recipe (fp32, eager)": NANOGPT,
             "gptlab default: " + describe(default): default}
 
