@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gptlab import GPTConfig
-from gptlab.model.layers import MLP, RMSNorm, SwiGLU, build_norm, soft_cap
+from gptlab.model.layers import MLP, RMSNorm, SwiGLU, build_norm, soft_cap, unit_rms
 
 
 def test_rmsnorm_is_x_over_root_mean_square_times_weight(randomize):
@@ -18,6 +18,27 @@ def test_rmsnorm_is_x_over_root_mean_square_times_weight(randomize):
     wide = norm.double()
     assert wide(x).dtype == torch.float64
     torch.testing.assert_close(wide(x), expected.double(), rtol=1e-12, atol=1e-12)
+
+
+def test_unit_rms_and_its_written_out_gradient_equal_torchs_rms_norm():
+    x = torch.randn(3, 5, 2, 16, dtype=torch.float64, requires_grad=True)
+    eps = torch.finfo(torch.float32).eps  # unit_rms's, in every dtype
+    torch.testing.assert_close(unit_rms(x), torch.nn.functional.rms_norm(x, (16,), eps=eps))
+    assert torch.autograd.gradcheck(unit_rms, (x,))
+
+
+def test_unit_rms_of_bfloat16_is_computed_in_float32_and_returned_in_bfloat16():
+    x = torch.randn(4, 32, dtype=torch.bfloat16, requires_grad=True)
+    y = unit_rms(x)
+    assert y.dtype == torch.bfloat16
+    exact = unit_rms(x.detach().float())
+    torch.testing.assert_close(y.float(), exact.to(torch.bfloat16).float(), rtol=0, atol=0)
+    dy = torch.randn(4, 32)
+    (grad,) = torch.autograd.grad(y, x, dy.to(torch.bfloat16))
+    assert grad.dtype == torch.bfloat16
+    x32 = x.detach().float().requires_grad_()
+    (grad32,) = torch.autograd.grad(unit_rms(x32), x32, dy.to(torch.bfloat16).float())
+    torch.testing.assert_close(grad.float(), grad32.to(torch.bfloat16).float(), rtol=0, atol=0)
 
 
 def test_layernorm_without_bias_has_only_a_weight(layer_config):

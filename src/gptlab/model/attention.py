@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from gptlab.model.config import GPTConfig
 from gptlab.model.kv_cache import KVCache
+from gptlab.model.layers import unit_rms
 from gptlab.model.positional import apply_rope
 
 
@@ -145,8 +146,9 @@ class CausalSelfAttention(nn.Module):
         qk, v = qkv.split([(nh + nkv) * self.head_dim, nkv * self.head_dim], dim=-1)
         qk = qk.view(B, T, nh + nkv, self.head_dim)
         if self.qk_norm:  # per head, no gain: q and k on the sphere of radius sqrt(hs)
-            # one call for both (on a CPU rms_norm is several small ops, each with its cost)
-            qk = F.rms_norm(qk, (self.head_dim,))
+            if self.float32_attention and torch.is_autocast_enabled(x.device.type):
+                qk = qk.float()  # attention casts them anyway: the norm too runs in float32
+            qk = unit_rms(qk)  # one call for both: on a CPU each small op has its cost
         q, k = qk.transpose(1, 2).split([nh, nkv], dim=1)  # (B, nh, T, hs), (B, nkv, T, hs)
         v = v.view(B, T, nkv, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
         if inputs.first_values is not None:

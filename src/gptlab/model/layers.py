@@ -26,6 +26,38 @@ class RMSNorm(nn.Module):
         return self.weight * normed.to(x.dtype)
 
 
+# float32's machine epsilon: torch's rms_norm default for float32, used for every dtype here
+UNIT_RMS_EPS = torch.finfo(torch.float32).eps
+
+
+class _UnitRMS(torch.autograd.Function):
+    """y = x / sqrt(mean(x^2) + eps) over the last dimension, in float32 at least, with its
+    gradient written out: dx = (dy - y * mean(dy * y)) / sqrt(mean(x^2) + eps). torch's
+    rms_norm differentiates each of its ops instead; on a CPU that backward cost the
+    speedrun's QK-norm about 0.8 ms more per layer (BENCHMARKS.md, lap 2)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor) -> Tensor:
+        x32 = x.to(torch.promote_types(x.dtype, torch.float32))  # float64 stays float64
+        inv_rms = torch.rsqrt(x32.square().mean(-1, keepdim=True) + UNIT_RMS_EPS)
+        y = x32 * inv_rms
+        ctx.save_for_backward(y, inv_rms)
+        ctx.input_dtype = x.dtype
+        return y.to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, dy: Tensor) -> Tensor:
+        y, inv_rms = ctx.saved_tensors
+        dy = dy.to(y.dtype)
+        return ((dy - y * (dy * y).mean(-1, keepdim=True)) * inv_rms).to(ctx.input_dtype)
+
+
+def unit_rms(x: Tensor) -> Tensor:
+    """x scaled to root-mean-square 1 over its last dimension (RMSNorm without a gain, eps
+    float32's machine epsilon), in x's dtype, computed in float32 at least."""
+    return _UnitRMS.apply(x)
+
+
 def build_norm(config: GPTConfig) -> nn.Module:
     if config.norm == "rmsnorm":
         return RMSNorm(config.n_embd, eps=config.norm_eps)
