@@ -113,33 +113,37 @@ class Muon(torch.optim.Optimizer):
                 loss = closure()
         for group in self.param_groups:
             lr, mu, wd = group["lr"], group["momentum"], group["weight_decay"]
-            # Momentum per matrix; then the Newton-Schulz iteration once per shape, on the
-            # stack of that shape's updates.
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            # Momentum for every matrix in multi-tensor calls (on a CPU each small call has
+            # its cost); then the Newton-Schulz iteration once per shape, on the stack of
+            # that shape's updates.
+            grads = [p.grad for p in params]
+            buffers = [self._momentum_buffer(p) for p in params]
+            torch._foreach_lerp_(buffers, grads, 1 - mu)  # mu buf + (1 - mu) g
+            updates = torch._foreach_lerp(grads, buffers, mu) if group["nesterov"] else buffers
             by_shape: dict[tuple, list[tuple[Tensor, Tensor]]] = {}
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                g = p.grad
-                state = self.state[p]
-                if "momentum_buffer" not in state:
-                    state["momentum_buffer"] = torch.zeros_like(g)
-                buf = state["momentum_buffer"]
-                buf.lerp_(g, 1 - mu)  # mu buf + (1 - mu) g
-                update = g.lerp(buf, mu) if group["nesterov"] else buf
-                by_shape.setdefault((tuple(p.shape), p.device), []).append((p, update))
-            for pairs in by_shape.values():
-                params = [p for p, _ in pairs]
+            for p, update in zip(params, updates, strict=True):
+                by_shape.setdefault((tuple(p.shape), p.device, p.dtype), []).append((p, update))
+            for (shape, device, param_dtype), pairs in by_shape.items():
+                same = [p for p, _ in pairs]
                 dtype = (NS_DTYPES[group["ns_dtype"]] if group["ns_dtype"]
-                         else default_ns_dtype(params[0].device))
-                updates = ([orthogonalize(pairs[0][1], dtype, group["ns_steps"])]
-                           if len(pairs) == 1 else
-                           orthogonalize(torch.stack([u for _, u in pairs]), dtype,
-                                         group["ns_steps"]).unbind(0))
-                step_lr = adjusted_lr(lr, params[0].shape, group["adjust_lr"])
-                for p, update in zip(params, updates, strict=True):
-                    p.mul_(1 - lr * wd)  # decoupled weight decay, unscaled lr as torch's
-                    p.add_(update.to(p.dtype), alpha=-step_lr)
+                         else default_ns_dtype(device))
+                stacked = pairs[0][1] if len(pairs) == 1 else torch.stack([u for _, u in pairs])
+                ortho = orthogonalize(stacked, dtype, group["ns_steps"]).to(param_dtype)
+                steps = [ortho] if len(pairs) == 1 else list(ortho.unbind(0))
+                if wd:  # decoupled weight decay, unscaled lr as torch's (a no-op at 0)
+                    torch._foreach_mul_(same, 1 - lr * wd)
+                step_lr = adjusted_lr(lr, shape, group["adjust_lr"])
+                torch._foreach_add_(same, steps, alpha=-step_lr)
         return loss
+
+    def _momentum_buffer(self, p: Tensor) -> Tensor:
+        state = self.state[p]
+        if "momentum_buffer" not in state:
+            state["momentum_buffer"] = torch.zeros_like(p.grad)
+        return state["momentum_buffer"]
 
 
 def _check(name: str, value: float, ok: bool, what: str) -> None:
