@@ -149,12 +149,12 @@ class CausalSelfAttention(nn.Module):
             if self.float32_attention and torch.is_autocast_enabled(x.device.type):
                 qk = qk.float()  # attention casts them anyway: the norm too runs in float32
             qk = unit_rms(qk)  # one call for both: on a CPU each small op has its cost
+        if rope is not None:  # q and k in one call too, the tables (T, hs) as (T, 1, hs)
+            qk = apply_rope(qk, rope[0][:, None], rope[1][:, None])
         q, k = qk.transpose(1, 2).split([nh, nkv], dim=1)  # (B, nh, T, hs), (B, nkv, T, hs)
         v = v.view(B, T, nkv, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
         if inputs.first_values is not None:
             v = self._mix_values(v, inputs.first_values)
-        if rope is not None:
-            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if cache is not None:
             k, v = cache.update(self.layer, k, v)  # (B, nkv, T_keys, hs)
         if group > 1:
