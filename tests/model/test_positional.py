@@ -13,8 +13,11 @@ from gptlab.model.gpt import GPT
 from gptlab.model.positional import (
     AlibiBias,
     ContextWarning,
+    RotaryEmbedding,
     alibi_slopes,
+    apply_rope,
     check_context,
+    rotate_half,
     sinusoidal_table,
 )
 
@@ -54,6 +57,15 @@ def test_rope_rotates_pairs_i_and_i_plus_half_by_m_theta(rope, rotate):
     assert out[i].item() == pytest.approx(math.cos(m * theta), abs=1e-6)
     assert out[i + 4].item() == pytest.approx(math.sin(m * theta), abs=1e-6)
     assert torch.linalg.norm(out).item() == pytest.approx(1.0, abs=1e-6)  # a rotation
+
+
+def test_rope_of_every_head_at_once_is_x_cos_plus_rotate_half_x_sin_bit_for_bit(small_config):
+    # attention rotates q and k laid out (B, T, heads, hs) with the tables as (T, 1, hs)
+    cos, sin = RotaryEmbedding(small_config(pos_encoding="rope"))(torch.arange(9))
+    x = torch.randn(2, 9, 3, cos.shape[-1])
+    by_head = x.transpose(1, 2)  # (B, heads, T, hs), the tables broadcast as (T, hs)
+    expected = (by_head * cos + rotate_half(by_head) * sin).transpose(1, 2)
+    assert torch.equal(apply_rope(x, cos[:, None], sin[:, None]), expected)
 
 
 def test_linear_scaling_is_position_interpolation(rope):
