@@ -12,8 +12,10 @@ _SPEEDRUN = dict(
     weight_decay=0.1, beta1=0.9, beta2=0.99, grad_clip=1.0, eval_interval=100, eval_iters=20,
 )
 
-# The speedrun's second lap (issue 28)
-_LAP2 = dict(_SPEEDRUN, max_iters=450, lr_decay_iters=450, warmup_iters=20, muon_lr=0.04)
+# The speedrun's second lap (issue 28); its 1.88 track keeps the second pass's B=32.
+_LAP2 = dict(_SPEEDRUN, batch_size=24, max_iters=450, lr_decay_iters=450, warmup_iters=20,
+             muon_lr=0.04)
+_TRACK_188 = dict(_LAP2, batch_size=32)
 
 # Training recipes (TrainConfig fields). A preset of the same name picks its recipe up by
 # default (`gptlab train --preset NAME`).
@@ -48,10 +50,14 @@ RECIPES: dict[str, dict[str, Any]] = {
     "shakespeare-char-cpu-speedrun": dict(_SPEEDRUN),
     # The speedrun's second lap (issue 28), for the preset of the same name: the first
     # lap's with a 20-step warm-up, Muon at 0.04 (QK-norm keeps the attention logits in
-    # range at the higher rate; without it 0.04 was slower than 0.02) and 450 steps.
+    # range at the higher rate; without it 0.04 was slower than 0.02), 450 steps of B=24
+    # since the lap's third pass (its model's RoPE; seeds 1337-1339, steps to whole-val
+    # 1.70: 365 / 380 / 355, against 320 for seed 1337 at B=32, whose steps cost 30% more
+    # on the development VM; BENCHMARKS.md, lap 2, third pass).
     "shakespeare-char-cpu-speedrun-2": dict(_LAP2),
-    # The 1.88 track's (issue 28): the second lap's, on one block.
-    "shakespeare-char-cpu-speedrun-188": dict(_LAP2),
+    # The 1.88 track's (issue 28): the second lap's at B=32, as before the lap's third
+    # pass, on one block.
+    "shakespeare-char-cpu-speedrun-188": dict(_TRACK_188),
     # The shipped model's recipe (gptlab.pretrained; `make pretrained`): the speedrun's
     # (Muon + cosine, AdamW for embeddings, head and norms) run longer on the preset of the
     # same name, 4000 steps of 32 x 128 tokens (16.4M tokens, ~3.8 passes over the embedded
