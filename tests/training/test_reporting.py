@@ -185,3 +185,14 @@ def test_event_files_opened_in_one_second_are_read_in_the_order_written(
     uids = [int(n.split(".")[-1]) for n in names]
     assert uids == sorted(uids) and len(uids) >= 3  # name order is the order written
     assert_board_equals_metrics(run)
+
+
+def test_loss_png_is_first_drawn_at_an_evaluation_after_a_trained_step(data_dir, tmp_path,
+                                                                      monkeypatch, tiny_model,
+                                                                      tiny_train):
+    drawn_at: list[int] = []
+    monkeypatch.setattr(rundir.RunFiles, "plot",
+                        lambda files: drawn_at.append(files.records[-1]["step"]))
+    train(tiny_model(), tiny_train(max_iters=6, eval_interval=3, log_interval=1), data_dir,
+          tmp_path / "run", progress=False)
+    assert drawn_at == [3, 6]  # not at step 0, where nothing has trained

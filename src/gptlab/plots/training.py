@@ -1,7 +1,7 @@
-"""Loss curves: one run's (its loss.png, redrawn at every evaluation) and several runs
-overlaid (`gptlab runs --plot`). Both read metrics.jsonl's records as they are logged:
-"train" (a step's batch loss), "eval" (estimated train and val losses) and "whole_val"
-(the whole validation split)."""
+"""Loss curves: one run's (its loss.png, redrawn at every evaluation once a step has
+trained) and several runs overlaid (`gptlab runs --plot`). Both read metrics.jsonl's
+records as they are logged: "train" (a step's batch loss), "eval" (estimated train and val
+losses) and "whole_val" (the whole validation split)."""
 
 from __future__ import annotations
 
