@@ -145,8 +145,10 @@ class CausalSelfAttention(nn.Module):
         nh = nkv * group
         qk, v = qkv.split([(nh + nkv) * self.head_dim, nkv * self.head_dim], dim=-1)
         qk = qk.view(B, T, nh + nkv, self.head_dim)
+        # attention in float32 under autocast: the setting, where autocast is on
+        float32 = self.float32_attention and torch.is_autocast_enabled(x.device.type)
         if self.qk_norm:  # per head, no gain: q and k on the sphere of radius sqrt(hs)
-            if self.float32_attention and torch.is_autocast_enabled(x.device.type):
+            if float32:
                 qk = qk.float()  # attention casts them anyway: the norm too runs in float32
             qk = unit_rms(qk)  # one call for both: on a CPU each small op has its cost
         if rope is not None:  # q and k in one call too, the tables (T, hs) as (T, 1, hs)
@@ -169,19 +171,18 @@ class CausalSelfAttention(nn.Module):
             self.weights = attention_weights(q, k, mask, self.scale)
             y = self.weights @ v
         else:
-            y = self._fused(q, k, v, mask, is_causal)  # (B, nh, T, hs)
+            y = self._fused(q, k, v, mask, is_causal, float32)  # (B, nh, T, hs)
         y = self.heads(y)
         y = y.transpose(1, 2).reshape(B, T, nh * self.head_dim)  # concatenate heads
         return self.resid_dropout(self.proj(y))
 
     def _fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
-               is_causal: bool) -> Tensor:
-        """torch's fused scaled_dot_product_attention; in float32 with autocast off when
-        float32_attention is set and autocast is on (the projection after it casts back)."""
+               is_causal: bool, float32: bool) -> Tensor:
+        """torch's fused scaled_dot_product_attention; with float32, in float32 with autocast
+        off (the projection after it casts back)."""
         dropout = self.dropout if self.training else 0.0
-        device = q.device.type
-        if self.float32_attention and torch.is_autocast_enabled(device):
-            with torch.autocast(device, enabled=False):
+        if float32:
+            with torch.autocast(q.device.type, enabled=False):
                 mask = mask if mask is None or mask.dtype == torch.bool else mask.float()
                 return F.scaled_dot_product_attention(
                     q.float(), k.float(), v.float(), attn_mask=mask, is_causal=is_causal,
