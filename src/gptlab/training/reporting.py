@@ -114,9 +114,9 @@ class Reporter(NullReporter):
 
     def evaluation(self, record: dict[str, Any], model: nn.Module, improved: bool) -> None:
         self.files.log(record)
-        # not before any step has trained: a plot of one point would cost the first launch
-        # of matplotlib (about 0.4 s) before the first step
-        if self.plot_each_eval and any(r.get("kind") == "train" for r in self.files.records):
+        # not at step 0, before anything has trained: a plot of one point would cost the
+        # first launch of matplotlib (about 0.4 s) before the first step
+        if self.plot_each_eval and record["step"] > 0:
             self.files.plot()
         line = (f"step {record['step']}: train loss {record['train_loss']:.4f}, "
                 f"val loss {record['val_loss']:.4f}")
