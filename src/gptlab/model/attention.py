@@ -26,6 +26,7 @@ from gptlab.model.config import GPTConfig
 from gptlab.model.kv_cache import KVCache
 from gptlab.model.layers import unit_rms
 from gptlab.model.positional import apply_rope
+from gptlab.model.qk_norm import normed_rope
 
 
 def causal_mask(t_query: int, t_key: int, device: torch.device | str | None = None) -> Tensor:
@@ -147,11 +148,15 @@ class CausalSelfAttention(nn.Module):
         qk = qk.view(B, T, nh + nkv, self.head_dim)
         # attention in float32 under autocast: the setting, where autocast is on
         float32 = self.float32_attention and torch.is_autocast_enabled(x.device.type)
-        if self.qk_norm:  # per head, no gain: q and k on the sphere of radius sqrt(hs)
-            if float32:
-                qk = qk.float()  # attention casts them anyway: the norm too runs in float32
-            qk = unit_rms(qk)  # one call for both: on a CPU each small op has its cost
-        if rope is not None:  # q and k in one call too, the tables (T, hs) as (T, 1, hs)
+        # QK-norm: per head, no gain, q and k on the sphere of radius sqrt(hs). q and k in
+        # one call (on a CPU each small op has its cost), the rope tables (T, hs) as
+        # (T, 1, hs); in float32 where attention is (it would cast them anyway).
+        dtype = torch.float32 if float32 else qk.dtype
+        if self.qk_norm and rope is not None:
+            qk = normed_rope(qk, rope[0][:, None], rope[1][:, None], dtype)
+        elif self.qk_norm:
+            qk = unit_rms(qk.to(dtype))
+        elif rope is not None:
             qk = apply_rope(qk, rope[0][:, None], rope[1][:, None])
         q, k = qk.transpose(1, 2).split([nh, nkv], dim=1)  # (B, nh, T, hs), (B, nkv, T, hs)
         v = v.view(B, T, nkv, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)

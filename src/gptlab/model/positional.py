@@ -134,10 +134,14 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     rotate_half(x) sin, computed as x cos + roll(x, d/2) (-sin, sin), the same numbers with
     the sign moved onto the (T, hs) table: one pass over x fewer, forward and backward
     (on a CPU each pass over q and k costs). cos and sin broadcast against x."""
-    half = x.shape[-1] // 2
-    sin = sin.to(x.dtype)
-    signed_sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
-    return x * cos.to(x.dtype) + x.roll(half, dims=-1) * signed_sin
+    return x * cos.to(x.dtype) + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin(sin).to(x.dtype)
+
+
+def signed_sin(sin: Tensor) -> Tensor:
+    """RoPE's sin table with its first half negated, (-sin, sin): rotate_half's sign moved
+    onto the table, so that rotate_half(x) sin = roll(x, d/2) signed_sin(sin)."""
+    half = sin.shape[-1] // 2
+    return torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
 
 
 # ----------------------------------------------------------------------------- ALiBi

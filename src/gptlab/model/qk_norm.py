@@ -1,0 +1,62 @@
+"""QK-norm followed by RoPE as one autograd function: apply_rope(unit_rms(x), cos, sin),
+computed in float32 at least, with its gradient written out.
+
+Why one function: on a CPU the two steps are memory-bound passes over q and k, and torch's
+autograd runs each op of each step forward and back (about 19 passes per layer, casts and
+the gradient's concatenation included). Written as one, forward is a norm, a scale and
+the rotation (5 passes), backward the transposed rotation and the norm's gradient (6): the
+speedrun's lap 2 steps 54-56 -> 51.5 ms under bf16 autocast (BENCHMARKS.md, lap 2, fourth
+pass). The numbers equal the two steps' to float32 rounding (tests/model/test_qk_norm.py,
+with gradcheck in float64).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from gptlab.model.layers import UNIT_RMS_EPS
+from gptlab.model.positional import signed_sin
+
+
+class _NormedRope(torch.autograd.Function):
+    """y = R(u), u = x / sqrt(mean(x^2) + eps) per row, R the rotation x cos + roll(x, d/2)
+    (-sin, sin). Backward: du = R^T(dy) = dy cos + roll(dy (-sin, sin), d/2) (a roll by
+    half the row is its own inverse), then the norm's dx = (du - u mean(du u)) / rms."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, cos: Tensor, ssin: Tensor, dtype: torch.dtype) -> Tensor:
+        work = torch.promote_types(x.dtype, torch.float32)  # float64 stays float64
+        d = x.shape[-1]
+        norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True, dtype=work)
+        inv_rms = torch.rsqrt(norm.square_().div_(d).add_(UNIT_RMS_EPS))
+        u = x * inv_rms  # promotes a bf16 x to float32
+        y = u * cos.to(work)
+        y.addcmul_(u.roll(d // 2, dims=-1), ssin.to(work))
+        ctx.save_for_backward(u, inv_rms, cos, ssin)
+        ctx.input_dtype = x.dtype
+        return y.to(dtype)
+
+    @staticmethod
+    def backward(ctx, dy: Tensor) -> tuple[Tensor, None, None, None]:
+        u, inv_rms, cos, ssin = ctx.saved_tensors
+        d = u.shape[-1]
+        dy = dy.to(u.dtype)
+        du = (dy * ssin.to(u.dtype)).roll(d // 2, dims=-1)
+        du.addcmul_(dy, cos.to(u.dtype))
+        dot = torch.linalg.vecdot(du, u, dim=-1).unsqueeze(-1)  # sum(du u) per row
+        du.mul_(inv_rms)
+        dx = torch.empty(u.shape, dtype=ctx.input_dtype, device=u.device)
+        # the cast to x's dtype is the last op's output, not a pass of its own
+        torch.addcmul(du, u, dot.mul_(inv_rms).div_(-d), out=dx)
+        return dx, None, None, None  # the tables are functions of positions, not learned
+
+
+def normed_rope(x: Tensor, cos: Tensor, sin: Tensor, dtype: torch.dtype | None = None
+                ) -> Tensor:
+    """apply_rope(unit_rms(x), cos, sin) in one autograd function: x (..., T, H, hs) or any
+    shape cos and sin broadcast against; returned in `dtype` (default x's), computed in
+    float32 at least. cos and sin are constants (their gradient is not computed)."""
+    if cos.requires_grad or sin.requires_grad:
+        raise ValueError("normed_rope takes RoPE's tables as constants; they require grad")
+    return _NormedRope.apply(x, cos, signed_sin(sin), x.dtype if dtype is None else dtype)
