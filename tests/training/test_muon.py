@@ -129,6 +129,112 @@ def test_a_step_over_same_shaped_matrices_equals_one_matrix_at_a_time():
         assert not torch.equal(p, torch.zeros_like(p))
 
 
+@pytest.mark.parametrize("beta2", [0.0, 0.95])  # Muon, NorMuon
+def test_row_blocks_step_each_block_as_a_matrix_of_its_own(beta2):
+    """A fused (q; k; v) weight with row_blocks steps as the three matrices would, each
+    with its own shape's learning rate (and the same weight decay; NorMuon's row moments
+    kept per row either way)."""
+    gen = torch.Generator().manual_seed(2)
+    rows = (32, 16, 16)  # a GQA-like cut: q wider than k and v
+    weight = torch.randn(sum(rows), 16, generator=gen)
+    fused = torch.nn.Parameter(weight.clone())
+    parts = [torch.nn.Parameter(w.clone()) for w in weight.split(rows)]
+    opt_fused = Muon([{"params": [fused], "row_blocks": rows}], lr=0.05, weight_decay=0.1,
+                     normuon_beta2=beta2)
+    opt_parts = Muon(parts, lr=0.05, weight_decay=0.1, normuon_beta2=beta2)
+    for _ in range(3):
+        grad = torch.randn(weight.shape, generator=gen)
+        fused.grad = grad.clone()
+        for p, g in zip(parts, grad.split(rows), strict=True):
+            p.grad = g.clone()
+        opt_fused.step()
+        opt_parts.step()
+    torch.testing.assert_close(fused.detach(), torch.cat([p.detach() for p in parts]),
+                               rtol=1e-5, atol=1e-6)
+    whole = torch.nn.Parameter(weight.clone())  # without the cut, another update
+    whole.grad = torch.randn(weight.shape, generator=gen)
+    Muon([whole], lr=0.05).step()
+    fused.grad = whole.grad.clone()
+    before = fused.detach().clone()
+    Muon([{"params": [fused], "row_blocks": rows}], lr=0.05).step()
+    assert not torch.allclose(fused - before, whole - weight, atol=1e-4)
+
+
+def normuon_reference(w: torch.Tensor, grads: list[torch.Tensor], lr: float, beta2: float
+                      ) -> torch.Tensor:
+    """NorMuon on one matrix, written from the paper's algorithm in float64 (the
+    orthogonalisation is Muon's own, tested above): Nesterov momentum 0.95, then each row
+    of the orthogonalised update over the root of its running mean square, rescaled to the
+    update's Frobenius norm, times Muon's shape factor."""
+    w, buf, v = w.double(), torch.zeros_like(w, dtype=torch.float64), None
+    for g in grads:
+        buf = 0.95 * buf + 0.05 * g.double()
+        o = orthogonalize((0.05 * g.double() + 0.95 * buf).float()).double()
+        square = (o**2).mean(dim=1, keepdim=True)
+        v = (1 - beta2) * square if v is None else beta2 * v + (1 - beta2) * square
+        n = o / (v.sqrt() + 1e-10)
+        n = n * torch.linalg.norm(o) / (torch.linalg.norm(n) + 1e-10)
+        w = w - lr * max(1.0, w.shape[0] / w.shape[1]) ** 0.5 * n
+    return w
+
+
+@pytest.mark.parametrize("shape", [(48, 16), (16, 40)])
+def test_normuon_step_follows_the_papers_algorithm(shape):
+    gen = torch.Generator().manual_seed(4)
+    w = torch.randn(shape, generator=gen)
+    grads = [torch.randn(shape, generator=gen) * (1 + torch.arange(shape[0])[:, None])
+             for _ in range(3)]  # rows of very different scale: the normalisation matters
+    p = torch.nn.Parameter(w.clone())
+    opt = Muon([p], lr=0.03, normuon_beta2=0.9)
+    for g in grads:
+        p.grad = g.clone()
+        opt.step()
+    torch.testing.assert_close(p.detach().double(), normuon_reference(w, grads, 0.03, 0.9),
+                               rtol=1e-4, atol=1e-5)
+    plain = torch.nn.Parameter(w.clone())  # and it is not Muon's step
+    opt = Muon([plain], lr=0.03)
+    for g in grads:
+        plain.grad = g.clone()
+        opt.step()
+    assert not torch.allclose(plain, p, atol=1e-3)
+    assert opt.state[plain].keys() == {"momentum_buffer"}
+
+
+def test_split_qkv_gives_muon_attentions_q_k_and_v_rows():
+    model = GPT(GPTConfig.from_preset("tiny-llama"))  # grouped-query: fewer k and v heads
+    attn = model.blocks[0].attn
+    assert attn.n_kv_head < attn.n_head
+    opt = make_optimizer(model, TrainConfig(optimizer="muon", muon_split_qkv=True),
+                         torch.device("cpu"))
+    whole, cut = opt.muon.param_groups
+    assert whole["row_blocks"] is None
+    assert id(attn.qkv.weight) not in {id(p) for p in whole["params"]}
+    q, kv = attn.n_head * attn.head_dim, attn.n_kv_head * attn.head_dim
+    assert cut["row_blocks"] == (q, kv, kv)
+    assert {id(p) for p in cut["params"]} == {id(b.attn.qkv.weight) for b in model.blocks}
+    assert cut["lr_scale"] == whole["lr_scale"]  # the trainer's schedule reaches both
+    plain = make_optimizer(model, TrainConfig(optimizer="muon"), torch.device("cpu"))
+    assert [g["row_blocks"] for g in plain.muon.param_groups] == [None]
+
+
+def test_the_split_and_normuon_settings_resume_exactly(data_dir, tmp_path, tiny_model,
+                                                     losses, muon_train):
+    cfg = muon_train(muon_split_qkv=True, muon_normuon_beta2=0.95)
+    whole = train(tiny_model(), cfg, data_dir, tmp_path / "whole", progress=False)
+    train(tiny_model(), cfg, data_dir, tmp_path / "part", progress=False, stop_after=5)
+    state = torch.load(tmp_path / "part/state.pt", weights_only=True)["optimizer"]["muon"]
+    assert [g["row_blocks"] for g in state["param_groups"]] == [None, (32, 32, 32)]
+    assert all("row_moments" in s for s in state["state"].values())
+    resumed = train(None, None, data_dir, tmp_path / "part", resume=True, progress=False)
+    assert resumed.step == whole.step
+    assert losses(tmp_path / "part") == losses(tmp_path / "whole")
+
+
+def test_row_blocks_must_split_the_rows():
+    with pytest.raises(UsageError, match=r"row_blocks \(4, 4\) do not split the 6 rows"):
+        Muon([{"params": [torch.nn.Parameter(torch.zeros(6, 2))], "row_blocks": (4, 4)}])
+
+
 def test_the_iteration_runs_in_fp32_on_a_cpu_by_default():
     gen = torch.Generator().manual_seed(3)
     w, grad = torch.randn(32, 48, generator=gen), torch.randn(32, 48, generator=gen)
@@ -233,6 +339,7 @@ def test_muon_state_is_not_loaded_into_adamw(data_dir, tmp_path, tiny_model, tin
     (dict(ns_steps=0), "ns_steps must be an integer in [1, 100)"),
     (dict(ns_dtype="float16"), "ns_dtype must be one of float32, bfloat16"),
     (dict(adjust_lr="none"), "adjust_lr must be one of original, match_rms_adamw"),
+    (dict(normuon_beta2=1.0), "normuon_beta2 must be in [0, 1)"),
 ])
 def test_invalid_muon_arguments(kw, message):
     with pytest.raises(UsageError) as err:

@@ -92,6 +92,16 @@ class TrainConfig:
                                     "less orthogonal)",
                                Check(lambda v: is_int(v) and 1 <= v < 100,
                                      "an integer in [1, 100)"))
+    # False: torch.optim.Muon's (a matrix is a parameter). True: modded-nanogpt's, whose
+    # q, k and v are matrices of their own.
+    muon_split_qkv: bool = setting(False, "Muon orthogonalises attention's fused q/k/v "
+                                          "projection as its three matrices (true) or as "
+                                          "one (false)", BOOLEAN)
+    # 0: Muon. NorMuon's paper and code use 0.95.
+    muon_normuon_beta2: float = setting(0.0, "NorMuon: beta2 of the running mean square that "
+                                             "divides each row of Muon's orthogonalised "
+                                             "update (0: off, plain Muon)",
+                                        within(0, 1, high_open=True))
     # A ramp (as modded-nanogpt's sequence-length warm-up): early steps, whose gradients
     # point roughly the same way at any batch, cost less. Each step still draws its full
     # batch and keeps the first rows or positions, so the batches after the ramp, and a
@@ -104,6 +114,10 @@ class TrainConfig:
     grad_clip: float = setting(1.0, "clip the gradient norm to this (0: off)", within(0, None))
     eval_interval: int = setting(250, "evaluate (and checkpoint) every N steps", POSITIVE)
     eval_iters: int = setting(20, "batches per split per evaluation", POSITIVE)
+    # nanoGPT evaluates at iter 0 too; a speedrun, which looks for the step a loss is
+    # reached, has no use for the loss at initialisation and waits for it at start-up.
+    eval_at_start: bool = setting(True, "evaluate before the first step (the loss at "
+                                        "initialisation)", BOOLEAN)
     log_interval: int = setting(10, "log the training loss every N steps", POSITIVE)
     checkpoint_interval: int | None = setting(
         None, "save state for --resume every N steps (default eval_interval)")

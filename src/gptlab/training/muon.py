@@ -30,6 +30,7 @@ from gptlab.errors import UsageError
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)  # torch.optim.Muon's (Keller Jordan's) quintic
 NS_STEPS = 5
 EPS = 1e-7  # floor of the Frobenius norm G is divided by
+NORMUON_EPS = 1e-10  # NorMuon's, added to a row's root mean square and to a norm
 ADJUST_LR = ("original", "match_rms_adamw")
 NS_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -79,14 +80,26 @@ def default_ns_dtype(device: torch.device) -> torch.dtype:
 
 class Muon(torch.optim.Optimizer):
     """Muon for 2-D parameters. ns_dtype: the iteration's dtype, "float32", "bfloat16" or
-    None (per parameter: bf16 on CUDA, fp32 elsewhere)."""
+    None (per parameter: bf16 on CUDA, fp32 elsewhere).
+
+    A param group may set "row_blocks", row counts summing to each of its matrices' rows:
+    each block is then orthogonalised as a matrix of its own, with its own shape's learning
+    rate. That is how a fused projection is treated as the matrices it stacks (attention's
+    q, k and v: modded-nanogpt orthogonalises them apart).
+
+    normuon_beta2 > 0 makes it NorMuon (Li et al. 2025, arXiv 2510.05491): each row of an
+    orthogonalised update (an output neuron's) is divided by the root of an exponential
+    average, with that beta2, of the row's mean square, and the update is then scaled back
+    to the Frobenius norm it had. 0 (the default) is Muon."""
 
     def __init__(self, params: Iterable, lr: float = 0.02, momentum: float = 0.95,
                  nesterov: bool = True, weight_decay: float = 0.0, ns_steps: int = NS_STEPS,
-                 ns_dtype: str | None = None, adjust_lr: str = "original") -> None:
+                 ns_dtype: str | None = None, adjust_lr: str = "original",
+                 normuon_beta2: float = 0.0) -> None:
         _check("lr", lr, lr >= 0, ">= 0")
         _check("momentum", momentum, 0 <= momentum < 1, "in [0, 1)")
         _check("weight_decay", weight_decay, weight_decay >= 0, ">= 0")
+        _check("normuon_beta2", normuon_beta2, 0 <= normuon_beta2 < 1, "in [0, 1)")
         if not (isinstance(ns_steps, int) and 1 <= ns_steps < 100):
             raise UsageError(f"ns_steps must be an integer in [1, 100), got {ns_steps!r}")
         if ns_dtype is not None and ns_dtype not in NS_DTYPES:
@@ -97,13 +110,17 @@ class Muon(torch.optim.Optimizer):
                              f"got {adjust_lr!r}")
         defaults = dict(lr=lr, momentum=momentum, nesterov=bool(nesterov),
                         weight_decay=weight_decay, ns_steps=ns_steps, ns_dtype=ns_dtype,
-                        adjust_lr=adjust_lr)
+                        adjust_lr=adjust_lr, row_blocks=None, normuon_beta2=normuon_beta2)
         super().__init__(params, defaults)
         for group in self.param_groups:
+            blocks = group["row_blocks"]
             for p in group["params"]:
                 if p.dim() != 2:
                     raise UsageError(f"Muon takes 2-D weight matrices only, got a parameter "
                                      f"of shape {tuple(p.shape)}: give it to AdamW")
+                if blocks is not None and (sum(blocks) != p.shape[0] or min(blocks) < 1):
+                    raise UsageError(f"row_blocks {tuple(blocks)} do not split the "
+                                     f"{p.shape[0]} rows of a {tuple(p.shape)} matrix")
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -123,16 +140,23 @@ class Muon(torch.optim.Optimizer):
             buffers = [self._momentum_buffer(p) for p in params]
             torch._foreach_lerp_(buffers, grads, 1 - mu)  # mu buf + (1 - mu) g
             updates = torch._foreach_lerp(grads, buffers, mu) if group["nesterov"] else buffers
-            by_shape: dict[tuple, list[tuple[Tensor, Tensor]]] = {}
+            beta2 = group.get("normuon_beta2", 0.0)
+            by_shape: dict[tuple, list[tuple[Tensor, Tensor, Tensor | None]]] = {}
             for p, update in zip(params, updates, strict=True):
-                by_shape.setdefault((tuple(p.shape), p.device, p.dtype), []).append((p, update))
-            for (shape, device, param_dtype), pairs in by_shape.items():
-                same = [p for p, _ in pairs]
+                moments = self._row_moments(p) if beta2 else None
+                for unit in _units(p, update, moments, group.get("row_blocks")):
+                    by_shape.setdefault((tuple(unit[0].shape), p.device, p.dtype),
+                                        []).append(unit)
+            for (shape, device, param_dtype), units in by_shape.items():
+                same = [p for p, _, _ in units]
                 dtype = (NS_DTYPES[group["ns_dtype"]] if group["ns_dtype"]
                          else default_ns_dtype(device))
-                stacked = pairs[0][1] if len(pairs) == 1 else torch.stack([u for _, u in pairs])
+                stacked = (units[0][1] if len(units) == 1
+                           else torch.stack([u for _, u, _ in units]))
                 ortho = orthogonalize(stacked, dtype, group["ns_steps"]).to(param_dtype)
-                steps = [ortho] if len(pairs) == 1 else list(ortho.unbind(0))
+                if beta2:
+                    ortho = normalize_rows(ortho, [m for _, _, m in units], beta2)
+                steps = [ortho] if len(units) == 1 else list(ortho.unbind(0))
                 if wd:  # decoupled weight decay, unscaled lr as torch's (a no-op at 0)
                     torch._foreach_mul_(same, 1 - lr * wd)
                 step_lr = adjusted_lr(lr, shape, group["adjust_lr"])
@@ -144,6 +168,43 @@ class Muon(torch.optim.Optimizer):
         if "momentum_buffer" not in state:
             state["momentum_buffer"] = torch.zeros_like(p.grad)
         return state["momentum_buffer"]
+
+    def _row_moments(self, p: Tensor) -> Tensor:
+        """NorMuon's running mean square of each row of p's updates, (rows, 1), in float32
+        at least."""
+        state = self.state[p]
+        if "row_moments" not in state:
+            state["row_moments"] = torch.zeros(
+                p.shape[0], 1, device=p.device, dtype=torch.promote_types(p.dtype, torch.float32))
+        return state["row_moments"]
+
+
+def _units(p: Tensor, update: Tensor, moments: Tensor | None, blocks: Iterable[int] | None
+           ) -> list[tuple[Tensor, Tensor, Tensor | None]]:
+    """(matrix, its update, its rows' moments or None) as the units Muon orthogonalises:
+    whole, or cut into blocks of rows (views: a step on a block is a step on the matrix)."""
+    if blocks is None:
+        return [(p, update, moments)]
+    sizes = list(blocks)
+    parts = moments.split(sizes) if moments is not None else [None] * len(sizes)
+    return list(zip(p.split(sizes), update.split(sizes), parts, strict=True))
+
+
+def normalize_rows(ortho: Tensor, moments: list[Tensor], beta2: float) -> Tensor:
+    """NorMuon's step on orthogonalised updates `ortho`, (n, rows, cols) or (rows, cols):
+    each row divided by the root of its mean square's running average (`moments`, one
+    (rows, 1) tensor per matrix, updated in place), then each matrix scaled back to the
+    Frobenius norm it had. Computed in the moments' dtype, returned in ortho's."""
+    work = ortho.to(moments[0].dtype)
+    squares = work.square().mean(-1, keepdim=True)
+    running = moments[0] if len(moments) == 1 else torch.stack(moments)
+    running.lerp_(squares, 1 - beta2)
+    if len(moments) > 1:
+        torch._foreach_copy_(moments, list(running.unbind(0)))
+    norm = torch.linalg.matrix_norm(work, keepdim=True)
+    normed = work / running.sqrt().add_(NORMUON_EPS)
+    normed.mul_(norm / torch.linalg.matrix_norm(normed, keepdim=True).add_(NORMUON_EPS))
+    return normed.to(ortho.dtype)
 
 
 def _check(name: str, value: float, ok: bool, what: str) -> None:

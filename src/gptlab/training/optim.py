@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from gptlab.model.attention import CausalSelfAttention
 from gptlab.training.config import TrainConfig
 from gptlab.training.muon import Muon, MuonWithAdamW, hidden_matrices
 
@@ -42,14 +43,26 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device,
     if cfg.optimizer == "muon":
         matrices, rest = hidden_matrices(model)
         named = dict(model.named_parameters())
-        muon = Muon([{"params": [named[n] for n in matrices],
-                      "lr_scale": cfg.muon_lr / cfg.learning_rate}],
+        fused = fused_qkv_rows(model) if cfg.muon_split_qkv else {}
+        # a group per way of cutting the matrices into the ones Muon orthogonalises
+        blocks = [None, *sorted(set(fused.values()))]
+        groups = [[n for n in matrices if fused.get(n) == rows] for rows in blocks]
+        muon = Muon([{"params": [named[n] for n in names], "row_blocks": rows,
+                      "lr_scale": cfg.muon_lr / cfg.learning_rate}
+                     for names, rows in zip(groups, blocks, strict=True) if names],
                     lr=cfg.muon_lr, momentum=cfg.muon_momentum, nesterov=cfg.muon_nesterov,
                     ns_steps=cfg.muon_ns_steps,
-                    weight_decay=cfg.muon_weight_decay,
+                    weight_decay=cfg.muon_weight_decay, normuon_beta2=cfg.muon_normuon_beta2,
                     ns_dtype=None if cfg.muon_dtype == "auto" else cfg.muon_dtype)
         return MuonWithAdamW(muon, _adamw([named[n] for n in rest], cfg, implementation))
     return _adamw(list(model.parameters()), cfg, implementation)
+
+
+def fused_qkv_rows(model: nn.Module) -> dict[str, tuple[int, int, int]]:
+    """{name of each attention layer's fused q/k/v weight: its rows of q, k and v}."""
+    return {f"{name}.qkv.weight": (m.n_head * m.head_dim, m.n_kv_head * m.head_dim,
+                                   m.n_kv_head * m.head_dim)
+            for name, m in model.named_modules() if isinstance(m, CausalSelfAttention)}
 
 
 def _adamw(params: list[nn.Parameter], cfg: TrainConfig, implementation: str | None):
