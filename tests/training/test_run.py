@@ -121,6 +121,21 @@ def test_resume_reproduces_the_uninterrupted_run(data_dir, tmp_path, stop_at, ba
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_without_eval_at_start_the_first_evaluation_follows_training(data_dir, tmp_path,
+                                                                     tiny_model, tiny_train,
+                                                                     losses):
+    cfg = tiny_train(eval_at_start=False)
+    whole = train(tiny_model(), cfg, data_dir, tmp_path / "whole", progress=False)
+    evals = [r[1] for r in losses(tmp_path / "whole") if r[0] == "eval"]
+    assert evals == [4, 8, 12] and whole.val_loss is not None  # no step 0: 12 steps, every 4
+    # and a run stopped before its first evaluation resumes to the same losses
+    part = train(tiny_model(), cfg, data_dir, tmp_path / "part", progress=False, stop_after=2)
+    assert part.status == "interrupted" and part.best_val_loss is None
+    assert not torch.load(tmp_path / "part/state.pt", weights_only=True)["eval_pending"]
+    train(None, None, data_dir, tmp_path / "part", resume=True, progress=False)
+    assert losses(tmp_path / "part") == losses(tmp_path / "whole")
+
+
 def test_resume_can_extend_max_iters(data_dir, tmp_path, tiny_model, tiny_train):
     run = tmp_path / "run"
     train(tiny_model(), tiny_train(max_iters=4, eval_interval=4), data_dir, run, progress=False)

@@ -137,8 +137,9 @@ class Trainer:
         self.last_eval: dict[str, float] = {}
         self.stop = stop or threading.Event()
         # True from the start of an evaluation until it is recorded: a checkpoint saved in
-        # between (a stop mid-evaluation) makes --resume run that evaluation first.
-        self.eval_pending = True
+        # between (a stop mid-evaluation) makes --resume run that evaluation first. Step
+        # 0's evaluation is pending from the start, where the recipe has one.
+        self.eval_pending = cfg.eval_at_start
         self._unsaved = True  # state has moved on since the last checkpoint
         self.saved_step: int | None = None  # the step of the last checkpoint
         self.grad_norm: torch.Tensor | None = None  # of the last step, when clipping
