@@ -58,6 +58,20 @@ def _track(n_layer: int, batch: int = 32, steps: int = 450) -> tuple[dict, dict]
             {**_ADOPTED, "n_layer": n_layer})
 
 
+def _steps(n: int) -> dict[str, int]:
+    return {"max_iters": n, "lr_decay_iters": n}
+
+
+def _lap2_now(settings: dict[str, Any], shape: dict[str, Any] | None = None
+              ) -> tuple[dict, dict]:
+    """Lap 2 as its third pass left it (RoPE, B=24, 450 steps) with changes."""
+    return ({**_LEAN, "batch_size": 24, **settings},
+            {**_ADOPTED, "pos_encoding": "rope", **(shape or {})})
+
+
+_APART = {"muon_split_qkv": True}  # Muon orthogonalises q, k and v apart (modded-nanogpt)
+
+
 # name: (training settings, model shape changes) on top of BASE's recipe and preset
 LEVERS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "base": ({}, {}),
@@ -125,6 +139,25 @@ LEVERS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "1.88 track: 1 layer, B=24, 400 steps": _track(1, batch=24, steps=400),
     "1.88 track: 1 layer, B=24, 500 steps": _track(1, batch=24, steps=500),
     "1.88 track: 1 layer, B=32, 450 steps": _track(1),
+    # around lap 2 as its third pass left it (RoPE, B=24, 450 steps): the fourth pass
+    "lap2 third pass": _lap2_now({}),
+    "lap2 third pass, Muon 4 NS steps": _lap2_now({"muon_ns_steps": 4}),
+    "lap2 third pass, Muon weight decay 0.1": _lap2_now({"muon_weight_decay": 0.1}),
+    "lap2 third pass, no warm-up": _lap2_now({"warmup_iters": 0}),
+    "lap2 third pass, T=128, B=12": _lap2_now({"batch_size": 12}, {"block_size": 128}),
+    "lap2 third pass, T=128, B=16": _lap2_now({"batch_size": 16}, {"block_size": 128}),
+    "lap2 third pass, T=96, B=16": _lap2_now({"batch_size": 16}, {"block_size": 96}),
+    "lap2 third pass, 8 heads of 16": _lap2_now({}, {"n_head": 8}),
+    "lap2 third pass, NorMuon": _lap2_now({"muon_normuon_beta2": 0.95}),
+    "lap2 + q/k/v apart": _lap2_now(_APART),
+    "lap2 + q/k/v apart, Muon 0.03": _lap2_now({**_APART, "muon_lr": 0.03}),
+    "lap2 + q/k/v apart, Muon 0.05": _lap2_now({**_APART, "muon_lr": 0.05}),
+    "lap2 + q/k/v apart, NorMuon": _lap2_now({**_APART, "muon_normuon_beta2": 0.95}),
+    "lap2 + q/k/v apart, 420 steps": _lap2_now({**_APART, **_steps(420)}),
+    "lap2 + q/k/v apart, NorMuon, 420 steps": _lap2_now(
+        {**_APART, **_steps(420), "muon_normuon_beta2": 0.95}),
+    "lap2 + q/k/v apart, 400 steps": _lap2_now({**_APART, **_steps(400)}),
+    "lap2 + q/k/v apart, 380 steps": _lap2_now({**_APART, **_steps(380)}),
     # Lap 1 (issue 14), on the provisional candidate
     "lap1 base": _lap1({}, {}),
     # Muon against AdamW alone (1e-2: the best AdamW rate of issue 14's exploratory run)

@@ -12,10 +12,12 @@ _SPEEDRUN = dict(
     weight_decay=0.1, beta1=0.9, beta2=0.99, grad_clip=1.0, eval_interval=100, eval_iters=20,
 )
 
-# The speedrun's second lap (issue 28); its 1.88 track keeps the second pass's B=32.
-_LAP2 = dict(_SPEEDRUN, batch_size=24, max_iters=450, lr_decay_iters=450, warmup_iters=20,
-             muon_lr=0.04)
-_TRACK_188 = dict(_LAP2, batch_size=32)
+# The speedrun's second lap (issue 28) and its 1.88 track, which keeps the second pass's
+# B=32 and 450 steps.
+_TRACK_188 = dict(_SPEEDRUN, batch_size=32, max_iters=450, lr_decay_iters=450,
+                  warmup_iters=20, muon_lr=0.04)
+_LAP2 = dict(_TRACK_188, batch_size=24, max_iters=360, lr_decay_iters=360,
+             muon_split_qkv=True, eval_at_start=False)
 
 # Training recipes (TrainConfig fields). A preset of the same name picks its recipe up by
 # default (`gptlab train --preset NAME`).
@@ -50,13 +52,16 @@ RECIPES: dict[str, dict[str, Any]] = {
     "shakespeare-char-cpu-speedrun": dict(_SPEEDRUN),
     # The speedrun's second lap (issue 28), for the preset of the same name: the first
     # lap's with a 20-step warm-up, Muon at 0.04 (QK-norm keeps the attention logits in
-    # range at the higher rate; without it 0.04 was slower than 0.02), 450 steps of B=24
-    # since the lap's third pass (its model's RoPE; seeds 1337-1339, steps to whole-val
-    # 1.70: 365 / 380 / 355, against 320 for seed 1337 at B=32, whose steps cost 30% more
-    # on the development VM; BENCHMARKS.md, lap 2, third pass).
+    # range at the higher rate; without it 0.04 was slower than 0.02), B=24 since the
+    # lap's third pass (its model's RoPE; B=32's steps cost 30% more on the development
+    # VM), and since the fourth Muon orthogonalising q, k and v apart (modded-nanogpt's
+    # separate matrices) over 360 steps instead of 450: seeds 1337-1339, steps to
+    # whole-val 1.70 365 / 380 / 355 before, 310 / 330 / 320 after. No evaluation at step
+    # 0: the speedrun looks for the step a rung is reached (BENCHMARKS.md, lap 2, fourth
+    # pass).
     "shakespeare-char-cpu-speedrun-2": dict(_LAP2),
-    # The 1.88 track's (issue 28): the second lap's at B=32, as before the lap's third
-    # pass, on one block.
+    # The 1.88 track's (issue 28): the second lap's as its second pass left it (B=32, 450
+    # steps, q, k and v orthogonalised together), on one block.
     "shakespeare-char-cpu-speedrun-188": dict(_TRACK_188),
     # The shipped model's recipe (gptlab.pretrained; `make pretrained`): the speedrun's
     # (Muon + cosine, AdamW for embeddings, head and norms) run longer on the preset of the
