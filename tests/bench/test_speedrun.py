@@ -66,7 +66,10 @@ def test_reference_and_candidate_both_ran_every_seed(smoke):
     assert (lap2["settings"]["muon_lr"], lap2["settings"]["warmup_iters"]) == (0.04, 5)
     assert all(lap2["model"][k] for k in ("qk_norm", "zero_init_proj", "value_residual"))
     track = data["runs"][TRACK_188][0]
-    assert track["settings"] == lap2["settings"] | {"seed": track["settings"]["seed"]}
+    assert lap2["settings"]["muon_split_qkv"] and not lap2["settings"]["eval_at_start"]
+    # the 1.88 track: lap 2's earlier recipe (q, k and v together, step 0 evaluated)
+    assert track["settings"] == lap2["settings"] | {
+        "seed": track["settings"]["seed"], "muon_split_qkv": False, "eval_at_start": True}
     assert track["model"]["qk_norm"] and track["model"]["zero_init_proj"]
     for rung in map(str, data["rungs"]):
         assert data["summary"][REFERENCE][rung]["ratio_vs_reference"] in (1.0, None)
