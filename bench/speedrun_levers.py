@@ -158,6 +158,7 @@ LEVERS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {**_APART, **_steps(420), "muon_normuon_beta2": 0.95}),
     "lap2 + q/k/v apart, 400 steps": _lap2_now({**_APART, **_steps(400)}),
     "lap2 + q/k/v apart, 380 steps": _lap2_now({**_APART, **_steps(380)}),
+    "lap2 + q/k/v apart, 360 steps (adopted)": _lap2_now({**_APART, **_steps(360)}),
     # Lap 1 (issue 14), on the provisional candidate
     "lap1 base": _lap1({}, {}),
     # Muon against AdamW alone (1e-2: the best AdamW rate of issue 14's exploratory run)
