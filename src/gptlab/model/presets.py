@@ -63,7 +63,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     # The speedrun's 1.88 track (issue 28): one block of the second lap's model as it was
     # before the lap's third pass (learned positions, no value residual: one block has no
     # later layer to mix values into), which has the capacity for 1.88 and not for 1.70.
-    # Its recipe is the second lap's at B=32. Seed 1337,
+    # Its recipe is the second lap's as the lap's second pass left it (B=32, 450 steps).
+    # Seed 1337,
     # steps (seconds of training) to whole-val 1.88 with that recipe: 1 block 320 (6.6 s),
     # 3 blocks 245 (14.6 s), 4 blocks 200 (16.3 s); 2 blocks over 350 steps 225 (9.5 s).
     "shakespeare-char-cpu-speedrun-188": dict(
