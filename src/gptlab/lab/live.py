@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +43,17 @@ PROBE_BATCH = 4
 SAMPLE_TOKENS = 60
 SAMPLE_SETTINGS = SamplingSettings(temperature=0.8)
 KEEPALIVE_S = 10.0  # an SSE comment line this often, so proxies keep the stream open
+# Event streams open at once. Each holds one of the server's worker threads while it waits
+# for the next event (anyio's pool has 40, shared with every view), so more are refused.
+MAX_FOLLOWERS = 8
 
 
 class Busy(GptlabError):
     """A training is already running (the server answers 409)."""
+
+
+class TooManyFollowers(GptlabError):
+    """MAX_FOLLOWERS event streams are open already (the server answers 429)."""
 
 
 class LiveReporter(Reporter):
@@ -126,6 +133,16 @@ class LiveTrainer:
         self.root = Path(runs_root)
         self.session: Session | None = None
         self._lock = threading.Lock()
+        self._followers = threading.BoundedSemaphore(MAX_FOLLOWERS)
+
+    def follower(self) -> Callable[[], None]:
+        """Take one of MAX_FOLLOWERS event-stream slots (TooManyFollowers if none is free);
+        returns what gives it back."""
+        if not self._followers.acquire(blocking=False):
+            raise TooManyFollowers(f"{MAX_FOLLOWERS} event streams are open already; close a "
+                                   f"page that follows the training, or follow "
+                                   f"GET /api/live/status")
+        return self._followers.release
 
     def start(self, task: str, steps: int, every: int, seed: int) -> dict[str, Any]:
         with self._lock:

@@ -4,6 +4,7 @@ one line for bad input; 409 with one line when the training slot is taken or emp
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from fastapi import FastAPI
@@ -59,14 +60,31 @@ def register(app: FastAPI, runs: Runs, bad_input: dict[int, Any]) -> live.LiveTr
 
     @app.get("/api/live/events", response_class=StreamingResponse,
              responses={**EVENTS, 404: {"model": res.Error,
-                                        "description": "No training has started yet"}})
+                                        "description": "No training has started yet"},
+                        429: {"model": res.Error, "description": f"{live.MAX_FOLLOWERS} event "
+                                                                 f"streams are open already"}})
     def live_events() -> Any:
         """The latest training's events from its start, streamed until it ends."""
         session = trainer.session
         if session is None:
             return JSONResponse({"error": "no training has started yet: POST /api/live/start"},
                                 status_code=404)
-        return StreamingResponse(live.sse(session.follow()), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache"})
+        return Followed(live.sse(session.follow()), trainer.follower())
 
     return trainer
+
+
+class Followed(StreamingResponse):
+    """An event stream that gives its follower slot back when it ends, however it ends
+    (the training's end, the client gone, an error)."""
+
+    def __init__(self, events: Iterator[str], release: Callable[[], None]) -> None:
+        super().__init__(events, media_type="text/event-stream",
+                         headers={"Cache-Control": "no-cache"})
+        self.release = release
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()

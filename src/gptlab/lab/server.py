@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import torch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -28,10 +29,14 @@ from gptlab.errors import GptlabError, UsageError
 from gptlab.lab import api, contextview, experimentsview, live, model_routes, play_routes, quiz
 from gptlab.lab import responses as res
 from gptlab.lab import schemas as m
+from gptlab.lab.guard import Access, Guard, is_loopback
 from gptlab.lab.runs import Runs
 
 STATIC = Path(__file__).parent / "static"
 MAX_BODY_BYTES = 256 * 1024
+# A body must have arrived this long after its request began (408 otherwise): a client that
+# trickles one byte a second holds no route for longer. 256 KiB needs far less, even remote.
+BODY_TIMEOUT_S = 10.0
 
 BAD_INPUT = {400: {"model": res.Error, "description": "Bad input: one line naming the field"}}
 
@@ -46,12 +51,14 @@ def _is_json(media: str) -> bool:
 
 
 class CheckedBody(APIRoute):
-    """A route whose body is at most MAX_BODY_BYTES long (checked before it is parsed) and
-    is sent as JSON (Content-Type application/json or */*+json). A page on another site can
-    make a visitor's browser post text/plain, a form or a body with no type without asking
-    the server first (no CORS preflight), but not JSON; so only the lab's own page, curl -H
-    and the like can drive it. FastAPI refuses the same bodies (strict_content_type, its
-    default since 0.132), less clearly, and not in every version pyproject.toml allows."""
+    """A route whose body is at most MAX_BODY_BYTES long (checked before it is parsed),
+    arrives within BODY_TIMEOUT_S and is sent as JSON (Content-Type application/json or
+    */*+json). A page on another site can make a visitor's browser post text/plain, a form
+    or a body with no type without asking the server first (no CORS preflight), but not
+    JSON; so only the lab's own page, curl -H and the like can drive it (and gptlab.lab.guard
+    refuses another site's Origin anyway). FastAPI refuses the same bodies
+    (strict_content_type, its default since 0.132), less clearly, and not in every version
+    pyproject.toml allows."""
 
     def get_route_handler(self) -> Callable:
         handler = super().get_route_handler()
@@ -60,10 +67,12 @@ class CheckedBody(APIRoute):
             length = request.headers.get("content-length", "")
             if length.isdigit() and int(length) > MAX_BODY_BYTES:
                 raise UsageError(f"request body is {length} bytes; the limit is {MAX_BODY_BYTES}")
-            raw = await request.body()  # kept by the request for the handler
-            if len(raw) > MAX_BODY_BYTES:
-                raise UsageError(f"request body is {len(raw)} bytes; "
-                                 f"the limit is {MAX_BODY_BYTES}")
+            try:
+                with anyio.fail_after(BODY_TIMEOUT_S):
+                    raw = await _read_body(request)
+            except TimeoutError:
+                raise StarletteHTTPException(408, f"request body did not arrive within "
+                                                  f"{BODY_TIMEOUT_S:g} s") from None
             media = request.headers.get("content-type", "").split(";")[0].strip().lower()
             if raw and not _is_json(media):
                 sent = f"as {media}" if media else "without one"
@@ -72,6 +81,19 @@ class CheckedBody(APIRoute):
             return await handler(request)
 
         return checked
+
+
+async def _read_body(request: Request) -> bytes:
+    """The body, read up to MAX_BODY_BYTES and no further (a chunked body says no length)."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise UsageError(f"request body is over {MAX_BODY_BYTES} bytes, the limit")
+        chunks.append(chunk)
+    # Where Request.body() keeps a body it read, so the route's handler reads it again.
+    request._body = b"".join(chunks)
+    return request._body
 
 
 def _openapi_without_422(app: FastAPI) -> None:
@@ -91,7 +113,10 @@ def _openapi_without_422(app: FastAPI) -> None:
     app.openapi = openapi
 
 
-def create_app(runs_dir: str | Path = "runs") -> FastAPI:
+def create_app(runs_dir: str | Path = "runs", access: Access | None = None) -> FastAPI:
+    """The lab's app over runs_dir. Served (serve, BackgroundServer), it answers only as
+    `access` allows (gptlab.lab.guard); None, for callers in this process that no network
+    reaches (TestClient, the fuzz tests, bench.lab_latency), leaves the guard out."""
     app = FastAPI(title="gptlab lab", version="1", docs_url=None, redoc_url=None,
                   description="The lab's JSON API. Every POST takes a JSON object; bad "
                               "input is a 400 with {\"error\": one line}.")
@@ -110,6 +135,10 @@ def create_app(runs_dir: str | Path = "runs") -> FastAPI:
     @app.exception_handler(live.Busy)
     async def busy(_request: Request, exc: live.Busy) -> JSONResponse:
         return _error(409, str(exc))
+
+    @app.exception_handler(live.TooManyFollowers)
+    async def too_many(_request: Request, exc: live.TooManyFollowers) -> JSONResponse:
+        return _error(429, str(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -198,6 +227,8 @@ def create_app(runs_dir: str | Path = "runs") -> FastAPI:
     mimetypes.add_type("text/javascript", ".js")
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     _openapi_without_422(app)
+    if access is not None:  # around everything: routes, the page, /static, the event stream
+        app.add_middleware(Guard, access=access)
     return app
 
 
@@ -208,13 +239,19 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 class BackgroundServer:
-    """The lab served from a thread (tests, screenshots): `with BackgroundServer(runs) as url`."""
+    """The lab served from a thread (tests, screenshots): `with BackgroundServer(runs) as url`,
+    guarded as `gptlab lab` is (host, token and allow_hosts as Access.for_server takes them;
+    the token, where one is needed, is self.access.token, and self.access.url(host) the URL
+    `gptlab lab` would print)."""
 
-    def __init__(self, runs_dir: str | Path, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, runs_dir: str | Path, host: str = "127.0.0.1", port: int = 0,
+                 token: str | None = None, allow_hosts: tuple[str, ...] = ()) -> None:
         import uvicorn  # only serving needs it: create_app (tests, bench) runs without it
 
         self.host, self.port = host, port or free_port(host)
-        config = uvicorn.Config(create_app(runs_dir), host=self.host, port=self.port,
+        self.access = Access.for_server(self.host, self.port, token, allow_hosts)
+        self.app = create_app(runs_dir, self.access)
+        config = uvicorn.Config(self.app, host=self.host, port=self.port,
                                 log_level="warning", lifespan="off")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
@@ -226,15 +263,20 @@ class BackgroundServer:
             if not self.thread.is_alive() or time.monotonic() > deadline:
                 raise GptlabError(f"the lab server did not start on {self.host}:{self.port}")
             time.sleep(0.02)
-        return f"http://{self.host}:{self.port}/"
+        return self.access.url(self.host, token=False)
 
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
 
 
-def serve(runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8000) -> None:
+def serve(runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8000,
+          token: str | None = None, allow_hosts: tuple[str, ...] = ()) -> None:
+    """Serve the lab until Ctrl-C, answering as Access.for_server(host, port, token,
+    allow_hosts) allows: beyond loopback always with a token (a random one unless given)."""
     import uvicorn  # only serving needs it: create_app (tests, bench) runs without it
+
+    access = Access.for_server(host, port, token, allow_hosts)
 
     try:
         with socket.socket() as s:  # a clear one-line error instead of uvicorn's exit
@@ -245,11 +287,12 @@ def serve(runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8000) -> No
     # and on a busy machine they make answers far slower (this process serves only the lab).
     torch.set_num_threads(1)
     runs_path = Path(runs_dir)
-    print(f"gptlab lab: http://{host}:{port}/  (runs from {runs_path.resolve()}; Ctrl-C stops)",
+    print(f"gptlab lab: {access.url(host)}  (runs from {runs_path.resolve()}; Ctrl-C stops)",
           flush=True)
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"note: listening on {host}, reachable from other machines", flush=True)
-    app = create_app(runs_dir)
+    if not is_loopback(host):
+        print(f"note: listening on {host}, reachable from other machines; every request "
+              f"needs the token in the URL above", flush=True)
+    app = create_app(runs_dir, access)
     found = app.state.runs.list()
     if found:
         print(f"runs: {', '.join(found[:8])}{' ...' if len(found) > 8 else ''}", flush=True)
