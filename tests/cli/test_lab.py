@@ -30,6 +30,10 @@ def no_server(monkeypatch):
     (["--port", "0"], "--port: must be between 1 and 65535, got 0"),
     (["--port", str(2**70)], "--port: must be between 1 and 65535"),
     (["--runs", "{file}"], "--runs {file} is not a folder"),
+    (["--token", ""], "--token: must not be empty"),
+    (["--token", "two words"], "--token: may hold only letters, digits"),
+    (["--allow-host", "http://evil.example"], "--allow-host: must be a host name or an IP"),
+    (["--allow-host", "*"], "--allow-host: must be a host name or an IP"),
 ])
 def test_bad_options_are_one_line(tmp_path, capsys, no_server, argv, message):
     a_file = tmp_path / "f"
@@ -43,7 +47,15 @@ def test_bad_options_are_one_line(tmp_path, capsys, no_server, argv, message):
 
 def test_a_missing_runs_folder_is_fine(tmp_path, no_server):
     assert main(["lab", "--runs", str(tmp_path / "none-yet"), "--port", "8123"]) == 0
-    assert no_server == [((str(tmp_path / "none-yet"),), {"host": "127.0.0.1", "port": 8123})]
+    assert no_server == [((str(tmp_path / "none-yet"),), {"host": "127.0.0.1", "port": 8123,
+                                                           "token": None, "allow_hosts": ()})]
+
+
+def test_token_and_names_reach_the_server(tmp_path, no_server):
+    assert main(["lab", "--runs", str(tmp_path), "--host", "0.0.0.0", "--token", "my-secret.1",
+                 "--allow-host", "MyBox.local", "--allow-host", "[::1]"]) == 0
+    assert no_server[0][1] == {"host": "0.0.0.0", "port": 8000, "token": "my-secret.1",
+                               "allow_hosts": ("mybox.local", "::1")}
 
 
 def test_gptlab_lab_serves_on_localhost_and_prints_the_url(tmp_path, copy_tiny_run):
@@ -66,6 +78,36 @@ def test_gptlab_lab_serves_on_localhost_and_prints_the_url(tmp_path, copy_tiny_r
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
         assert r.json()["runs"] == ["shakespeare", "tiny"]  # the shipped model first
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_gptlab_lab_beyond_loopback_prints_its_token_and_needs_it(tmp_path):
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gptlab", "lab", "--host", "0.0.0.0", "--port", str(port),
+         "--runs", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        line = proc.stdout.readline()
+        url = line.split()[2]
+        assert url.startswith(f"http://127.0.0.1:{port}/?token="), line
+        token = url.split("=", 1)[1]
+        assert len(token) >= 32 and "reachable from other machines" in proc.stdout.readline()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                refused = httpx.get(f"http://127.0.0.1:{port}/api/runs", timeout=5)
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        assert refused.status_code == 403 and "needs its token" in refused.json()["error"]
+        served = httpx.get(f"http://127.0.0.1:{port}/api/runs",
+                           headers={"Authorization": f"token {token}"}, timeout=5)
+        assert served.status_code == 200 and "shakespeare" in served.json()["runs"]
     finally:
         proc.terminate()
         proc.wait(timeout=10)
