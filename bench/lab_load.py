@@ -176,7 +176,7 @@ async def measure(base: str, pid: int, seconds: float, clients: int) -> dict[str
     rss["warm"] = rss_mib(pid)
     deadline = time.monotonic() + seconds
     samples: list[tuple[str, float, int | str]] = []
-    peak: list[float] = []
+    series: list[list[float]] = []
 
     async def load() -> float:
         t0 = time.monotonic()
@@ -185,9 +185,12 @@ async def measure(base: str, pid: int, seconds: float, clients: int) -> dict[str
 
     elapsed, *checks = await asyncio.gather(
         load(), followers(base, MAX_FOLLOWERS, deadline), oversized(base, MAX_BODY_BYTES),
-        slow_body(base, BODY_TIMEOUT_S), sample_rss(pid, deadline, peak))
-    rss["peak"] = max(peak, default=None)
+        slow_body(base, BODY_TIMEOUT_S), sample_rss(pid, deadline, series))
+    rss["peak"] = max((v for _, v in series), default=None)
     rss["end"] = rss_mib(pid)
+    if len(series) >= 4:  # still growing at the end, or levelled off?
+        rss["growth_second_half"] = series[-1][1] - series[len(series) // 2][1]
+    rss["series"] = series
     async with httpx.AsyncClient(base_url=base, timeout=REQUEST_TIMEOUT_S) as c:
         status = (await c.get("/api/live/status")).json()
         await c.post("/api/live/stop", json={})
@@ -293,11 +296,13 @@ async def slow_body(base: str, timeout_s: float) -> dict[str, Any]:
             "error": json.loads(body).get("error") if body else None}
 
 
-async def sample_rss(pid: int, deadline: float, peak: list[float]) -> None:
+async def sample_rss(pid: int, deadline: float, series: list[list[float]]) -> None:
+    """[seconds since the load began, RSS MiB] every second until the deadline."""
+    t0 = time.monotonic()
     while time.monotonic() < deadline:
         value = rss_mib(pid)
         if value is not None:
-            peak.append(value)
+            series.append([round(time.monotonic() - t0, 1), round(value, 1)])
         await asyncio.sleep(1.0)
 
 
@@ -346,7 +351,8 @@ def report(data: dict[str, Any], log: Callable[[str], None]) -> None:
     if rss.get("growth_after_warmup") is not None:
         log(f"server RSS: {rss['started']:.0f} MiB at start, {rss['warm']:.0f} after the "
             f"warm-up, peak {rss['peak']:.0f}, {rss['end']:.0f} at the end (growth "
-            f"{rss['growth_after_warmup']:+.0f} MiB)")
+            f"{rss['growth_after_warmup']:+.0f} MiB; "
+            f"{rss.get('growth_second_half', float('nan')):+.0f} in the load's second half)")
     big = ", ".join(f"{name} HTTP {v['status']}" for name, v in data["oversized"].items())
     log(f"event streams: {f['opened']} of {f['cap']} open, one more: HTTP "
         f"{f['one_more_status']}; oversized bodies: {big}; "

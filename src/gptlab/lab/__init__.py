@@ -6,7 +6,9 @@ Every number the page shows is computed on the server by gptlab's own code
 builds the app; `serve` runs it.
 
 One module per concern:
-  server        HTTP: the routes, the body checks (size, JSON only), errors as 400s
+  server        HTTP: the routes, the body checks (size, time, JSON only), errors as 400s
+  guard         who it answers: its own Host names, its own page's Origin, a token beyond
+                loopback (one ASGI middleware in front of everything)
   play_routes   the routes of views 8-10 (next token, watch it learn, logit lens)
   schemas       request bodies and their limits; a failed check as one line
   play_schemas  the bodies and answers of views 8-10

@@ -247,7 +247,7 @@ async def _refuse(why: str, scope: dict, send: Any) -> None:
     if scope["type"] == "websocket":  # the lab has none; close before accepting
         await send({"type": "websocket.close", "code": 1008})
         return
-    body = json.dumps({"error": why}).encode()
+    body = json.dumps({"error": why}, separators=(",", ":")).encode()
     await send({"type": "http.response.start", "status": 403,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode())]})

@@ -29,7 +29,7 @@ from gptlab.errors import GptlabError, UsageError
 from gptlab.lab import api, contextview, experimentsview, live, model_routes, play_routes, quiz
 from gptlab.lab import responses as res
 from gptlab.lab import schemas as m
-from gptlab.lab.guard import Access, Guard, is_loopback
+from gptlab.lab.guard import ANY_ADDRESS, Access, Guard, is_loopback
 from gptlab.lab.runs import Runs
 
 STATIC = Path(__file__).parent / "static"
@@ -290,8 +290,10 @@ def serve(runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8000,
     print(f"gptlab lab: {access.url(host)}  (runs from {runs_path.resolve()}; Ctrl-C stops)",
           flush=True)
     if not is_loopback(host):
+        elsewhere = (f"; from another machine: {access.url(socket.gethostname())} or this "
+                     f"machine's IP address" if host in ANY_ADDRESS else "")
         print(f"note: listening on {host}, reachable from other machines; every request "
-              f"needs the token in the URL above", flush=True)
+              f"needs the token in the URL{elsewhere}", flush=True)
     app = create_app(runs_dir, access)
     found = app.state.runs.list()
     if found:
