@@ -10,12 +10,15 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import re
 import select
 import socket
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gptlab.errors import UsageError
 from gptlab.lab import live, server
@@ -238,6 +241,26 @@ def test_access_settings():
         with pytest.raises(ValueError):
             check_host_name(bad)
     assert check_host_name("[::1]") == "::1" and check_host_name("MyBox.Local.") == "mybox.local"
+
+
+OWN = ["127.0.0.1:8000", "localhost:8000", "[::1]:8000"]
+
+
+@settings(max_examples=500, deadline=None, derandomize=True, database=None)
+@given(host=st.one_of(st.sampled_from(OWN), st.text(max_size=40),
+                     st.sampled_from(OWN).flatmap(lambda h: st.text(max_size=3).map(h.__add__))),
+       origin=st.one_of(st.none(), st.sampled_from([f"http://{h}" for h in OWN]),
+                        st.text(max_size=40), st.text(max_size=20).map("http://".__add__)))
+def test_any_host_or_origin_is_answered_or_refused_never_an_error(host, origin):
+    """Whatever the headers hold, the guard decides (never raises: that would be a 500),
+    and what it lets through is one of the lab's own names and page."""
+    access = Access.for_server("127.0.0.1", 8000)
+    headers = {"host": host} if origin is None else {"host": host, "origin": origin}
+    why, _ = access.refusal(headers, "")
+    if why is None:
+        own = r"(127\.0\.0\.1|localhost|\[::1\])\.?:0*8000"
+        assert re.fullmatch(own, host, re.I), host
+        assert origin is None or re.fullmatch(f"https?://{own}", origin, re.I), origin
 
 
 def test_event_streams_are_capped(lab):

@@ -187,8 +187,11 @@ class Access:
         return None, from_query is not None
 
     def _own_origin(self, origin: str) -> bool:
-        parts = urlsplit(origin)
-        if parts.scheme not in DEFAULT_PORTS or parts.path or parts.query:
+        try:
+            parts = urlsplit(origin)
+        except ValueError:  # e.g. "http://[": no origin at all
+            return False
+        if parts.scheme not in DEFAULT_PORTS or parts.path or parts.query or parts.fragment:
             return False
         where = _split(parts.netloc, DEFAULT_PORTS[parts.scheme])
         return where is not None and self.serves(*where)
