@@ -61,8 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the data directory to write (train.bin, val.bin, tokenizer.json, "
                         "meta.json)")
     p.add_argument("--force", action="store_true",
-                   help="replace a data directory made with another tokenizer (never "
-                        "another kind of folder)")
+                   help="replace the data a data directory already holds (the runs trained "
+                        "on it then refuse to resume); never another kind of folder")
     p.add_argument("--drop-unknown", action="store_true",
                    help="with a character tokenizer.json: leave out the text's characters it "
                         "has no token for (by default they are refused, listed)")

@@ -3,12 +3,16 @@
 A data directory holds `train.bin` and `val.bin` (token ids, flat, native-endian uint16,
 or uint32 when the vocabulary exceeds 65535), the `tokenizer.json` that produced them and
 a `meta.json` describing both. `meta.json` is written last, so a directory with one is
-complete. The split follows nanoGPT's data/shakespeare_char/prepare.py: the TEXT is cut at
+complete. It holds the tokens' fingerprint (`fingerprint`, a sha256 of both splits): a run
+records its data's at its start, and a resume on data that changed since is refused
+(gptlab.training.plan); a directory from before the fingerprint has its tokens hashed when
+one is needed. The split follows nanoGPT's data/shakespeare_char/prepare.py: the TEXT is cut at
 int(n * (1 - val_fraction)) characters, then each part is encoded on its own.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
 from collections.abc import Callable
@@ -67,15 +71,16 @@ def prepare(
                 f"the tokenizer produced ids outside its vocabulary of {tokenizer.vocab_size}"
             )
     out_dir = Path(out_dir)
-    kinds.claim(out_dir, kinds.DATA, force=force)
+    kinds.claim(out_dir, kinds.DATA, force=force)  # its tokens are replaced only with force
     if not force:
         check_replaceable(out_dir, tokenizer)
+    splits = {name: ids.astype(dtype) for name, ids in splits.items()}
     kinds.mark(out_dir, kinds.DATA, by)
     # Without meta.json the directory reads as incomplete until the new one lands.
     (out_dir / META_FILE).unlink(missing_ok=True)
     for name, ids in splits.items():
         with atomic_path(out_dir / f"{name}.bin") as tmp:
-            ids.astype(dtype).tofile(tmp)
+            ids.tofile(tmp)
     tokenizer.save(out_dir / TOKENIZER_FILE)
     meta = {
         "version": META_VERSION,
@@ -86,9 +91,20 @@ def prepare(
         "val_tokens": int(splits["val"].size),
         "val_fraction": float(val_fraction),
         "source": source,
+        "fingerprint": fingerprint(splits["train"], splits["val"]),
     }
     atomic_write_text(out_dir / META_FILE, json.dumps(meta, indent=2) + "\n")
     return meta
+
+
+def fingerprint(train: np.ndarray, val: np.ndarray) -> str:
+    """The tokens' content as one string: "sha256:" and the hash of both splits, each with
+    its length (a token moved from val to train changes it too) and its dtype."""
+    digest = hashlib.sha256()
+    for ids in (train, val):
+        digest.update(f"{ids.dtype.name}:{ids.size}:".encode())
+        digest.update(memoryview(np.ascontiguousarray(ids)).cast("B"))
+    return "sha256:" + digest.hexdigest()
 
 
 def check_replaceable(out_dir: Path, tokenizer: Tokenizer) -> None:
@@ -118,6 +134,14 @@ class TokenData:
 
     def split(self, name: str) -> np.ndarray:
         return {"train": self.train, "val": self.val}[name]
+
+    def fingerprint(self) -> str:
+        """The tokens' fingerprint: meta.json's, or (a directory from before it) computed
+        now, one pass over the files."""
+        recorded = self.meta.get("fingerprint")
+        if isinstance(recorded, str) and recorded:
+            return recorded
+        return fingerprint(self.train, self.val)
 
 
 def load_data(data_dir: str | Path) -> TokenData:
@@ -208,7 +232,9 @@ def ensure_prepared(data_dir: Path, source: str, make: Callable[[], tuple[str, T
     copy is prepared again; data from another source is refused, or replaced where the
     caller owns the folder (replace_other). Never anything but a data directory
     (gptlab.files.kinds)."""
-    kinds.claim(data_dir, kinds.DATA, force=replace_other)
+    # Another kind of folder is refused; data from this source is reused, other data
+    # replaced only where the caller owns the folder (below).
+    kinds.claim(data_dir, kinds.DATA, force=True)
     if (data_dir / META_FILE).is_file():
         try:
             meta = load_data(data_dir).meta
@@ -220,5 +246,6 @@ def ensure_prepared(data_dir: Path, source: str, make: Callable[[], tuple[str, T
         if meta is not None and not replace_other:
             raise UsageError(f"{data_dir} holds other data ({meta.get('source')!r})")
     text, tokenizer = make()
+    # force: other data only where replace_other said so above; a damaged copy is no loss
     return prepare(text, data_dir, tokenizer, val_fraction=0.1, source=source,
-                   force=replace_other, by=by), False
+                   force=True, by=by), False
