@@ -367,12 +367,15 @@ def test_prepare_refuses_a_run_directory_and_another_tokenizer(data_dir, tmp_pat
 
     other = tmp_path / "data"
     prepare("abc abc abc\n" * 100, other, CharTokenizer.from_text("abc \n"))
+    before = (other / "train.bin").read_bytes()
     code = main(["prepare", "--input", str(text), "--out", str(other)])
     err = capsys.readouterr().err
-    assert code == 2 and "made with another tokenizer" in err and "--force" in err
+    assert code == 2 and "already holds a data directory (train.bin, val.bin): --force " \
+        "replaces it" in err
+    assert (other / "train.bin").read_bytes() == before
     assert main(["prepare", "--input", str(text), "--out", str(other), "--force"]) == 0
-    # The same tokenizer again is no replacement: allowed without --force.
-    assert main(["prepare", "--input", str(text), "--out", str(other)]) == 0
+    # The same text and tokenizer again still replaces the tokens its runs trained on
+    assert main(["prepare", "--input", str(text), "--out", str(other)]) == 2
 
 
 def test_a_batch_that_cannot_fit_in_memory_is_one_line(data_dir, tmp_path, capsys):

@@ -25,7 +25,6 @@ from typing import Any
 from gptlab.data.corpus import ensure_shakespeare
 from gptlab.data.prepared import load_data
 from gptlab.errors import UsageError
-from gptlab.experiments.report import RESULTS_FILE
 from gptlab.files import kinds
 from gptlab.files.atomic import read_json_object, write_json
 from gptlab.files.kinds import EXPERIMENT_FILE, WEIGHTS_FILE
@@ -50,9 +49,10 @@ def experiment_folder(path: str | Path, name: str,
     (gptlab.files.kinds). Every experiment opens its folder here, and only here.
 
     configuration: what the results depend on (a command's size, steps, seed and data),
-    recorded in experiment.json. A folder holding the results of another configuration
-    (or of one not recorded, from an earlier version) is refused unless force: its runs
-    would be trained again and its results replaced. None: whatever the folder records."""
+    recorded in experiment.json. A folder holding the results of another configuration is
+    refused unless force: its runs would be trained again and its results replaced (one
+    that records none, from the library or an earlier version, cannot be told and takes
+    this one). None: whatever the folder records."""
     path = Path(path)
     if kinds.recognise(path).kind == kinds.EXPERIMENT:
         recorded = _experiment_record(path)
@@ -76,14 +76,14 @@ def experiment_folder(path: str | Path, name: str,
 
 def _check_same_configuration(path: Path, name: str, recorded: dict[str, Any] | None,
                               configuration: dict[str, Any]) -> None:
-    if recorded == configuration:
+    # None: a folder the library or an earlier version wrote, which records none; its runs
+    # keep their own settings (grid.json), and a run asked for with others trains again.
+    if recorded is None or recorded == configuration:
         return
-    if recorded is None and not any((path / f).exists() for f in (RESULTS_FILE, GRID_FILE)):
-        return  # nothing trained yet, and nothing recorded to compare
-    was = "an unrecorded configuration" if recorded is None else describe_configuration(
-        {k: v for k, v in recorded.items() if configuration.get(k) != v})
+    was = describe_configuration({k: v for k, v in recorded.items()
+                                  if configuration.get(k) != v})
     now = describe_configuration({k: v for k, v in configuration.items()
-                                  if (recorded or {}).get(k) != v})
+                                  if recorded.get(k) != v})
     raise UsageError(f"{path} holds experiment {name}'s results for {was}, not {now}: "
                      f"--force trains it again with this one there, replacing them, or give "
                      f"another --out")
