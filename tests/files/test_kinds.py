@@ -181,16 +181,19 @@ def test_a_path_that_is_a_file_is_no_folder(tmp_path):
 # --- a folder of figures (gptlab heads, lens, patch, attribute --out) ------------------------
 
 
-def test_figures_may_go_in_a_run_and_in_no_other_folder_of_a_kind(folders, tmp_path, tree):
+def test_figures_may_go_in_a_models_folder_and_in_no_other_folder_of_a_kind(folders, tmp_path,
+                                                                             tree):
     for run in (folders["run"], folders["run-unmarked"]):
         assert kinds.claim(run / "heads", "figures").empty  # `gptlab heads RUN`'s default
     old_heads = folders["run"] / "heads"
     old_heads.mkdir()
     matplotlib_figure(old_heads / "layer0_head1.png")  # as an earlier `gptlab heads` left it
     assert kinds.claim(old_heads, "figures").kind == "figures"
-    for inside in (folders["data"] / "figs", folders["run"] / "best" / "figs",
-                   folders["run"] / "figs" / "deeper", folders["export"] / "figs",
-                   folders["experiment"] / "figs", folders["model-unmarked"] / "figs"):
+    for model in (folders["run"] / "best", folders["model-unmarked"], folders["export"]):
+        assert kinds.claim(model / "lens", "figures").empty  # a model's own figures too
+    for inside in (folders["data"] / "figs", folders["run"] / "best" / "figs" / "deeper",
+                   folders["run"] / "figs" / "deeper", folders["data-unmarked"] / "figs",
+                   folders["experiment"] / "figs", folders["model-unmarked"] / "a" / "b"):
         before = tree(tmp_path)
         with pytest.raises(UsageError, match=r"is inside .*: give the figures a folder of"):
             kinds.claim(inside, "figures")
@@ -230,7 +233,7 @@ def test_a_symlink_to_a_folder_is_judged_by_where_it_leads(folders, tmp_path):
     into_best = tmp_path / "link-into-best"
     into_best.symlink_to(folders["run"] / "best", target_is_directory=True)
     with pytest.raises(UsageError, match="is inside"):
-        kinds.claim(into_best / "figs", "figures")
+        kinds.claim(into_best / "figs" / "deeper", "figures")
 
 
 # --- one file (gptlab.files.kinds.claim_file) ----------------------------------------------

@@ -28,9 +28,10 @@ or deletes anything:
   replaced only with force (`--force`; `overwrite=True` in the library). A run that stopped
   before it kept anything may be started again without;
 - a folder inside a run (its best/, its shards) is the run's, and refused; figures may
-  have one there (`gptlab heads` writes RUN/heads/), and nowhere else inside a folder of a
-  kind. A folder of figures is written again by any of its commands, as long as it holds
-  nothing but what they write (a symlink, or any other file, is the user's: refused).
+  have one right inside a run, a model or an export (`gptlab heads RUN` writes RUN/heads/),
+  and nowhere else inside a folder of a kind. A folder of figures is written again by any
+  of its commands, as long as it holds nothing but what they write (a symlink, or any
+  other file, is the user's: refused).
 Each refusal is one line naming what is there. Commands claim first and delete only after
 every check has passed.
 
@@ -83,6 +84,8 @@ WORK: dict[str, tuple[str, ...] | None] = {
     EXPERIMENT: None,
     FIGURES: (),  # drawn again from the model by the command that drew them
 }
+# The folders a folder of figures may sit in, right inside: a model's (its own figures).
+FIGURE_HOSTS = (RUN, MODEL, EXPORT)
 # What the commands that write a folder of figures write in it (gptlab heads, lens, patch,
 # attribute): nothing else may be there.
 FIGURE_FILES = re.compile(r"(lens|scores|patch|attribution)\.(png|json)|layer\d+_head\d+\.png")
@@ -158,6 +161,7 @@ def claim(path: str | Path, kind: str, *, force: bool = False, hint: str = "--fo
     holding work (what the caller offers instead)."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind of folder {kind!r}")
+    its = "their" if kind == FIGURES else "its"
     path = Path(path)
     check_dir(path)
     if kind == FIGURES:
@@ -174,7 +178,7 @@ def claim(path: str | Path, kind: str, *, force: bool = False, hint: str = "--fo
     if found.kind != kind:
         also = " (--force replaces only a folder of the same kind)" if force else ""
         raise UsageError(f"{path} is {DESCRIPTION[found.kind]} ({found.listing()}): give the "
-                         f"{kind} a folder of its own{also}")
+                         f"{kind} a folder of {its} own{also}")
     if kind == FIGURES:
         foreign = _not_figures(path, found.entries, every=True)
         if foreign:
@@ -240,14 +244,14 @@ def enclosing(path: str | Path) -> tuple[str, Path] | None:
 
 
 def _check_figures_place(path: Path) -> None:
-    """A folder of figures may sit in a run (its own figures: RUN/heads/), and in no other
-    folder of a kind, at any depth."""
+    """A folder of figures may sit in a folder of a model (FIGURE_HOSTS: its own figures,
+    as `gptlab heads RUN` writes RUN/heads/), and nowhere else inside a folder of a kind."""
     real = _resolved(path, "--out")
     around = enclosing(real)
     if around is None:
         return
     kind, folder = around
-    if kind == RUN and folder == real.parent:
+    if kind in FIGURE_HOSTS and folder == real.parent:
         return
     raise UsageError(f"{path} is inside {folder}, {DESCRIPTION[kind]}: give the figures a "
                      f"folder of their own")
