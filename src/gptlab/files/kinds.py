@@ -27,11 +27,11 @@ or deletes anything:
   data directory's tokens; a model's or an export's weights; anything in an experiment) is
   replaced only with force (`--force`; `overwrite=True` in the library). A run that stopped
   before it kept anything may be started again without;
-- a folder inside a run (its best/, its shards) is the run's, and refused; figures may
-  have one right inside a run, a model or an export (`gptlab heads RUN` writes RUN/heads/),
-  and nowhere else inside a folder of a kind. A folder of figures is written again by any
-  of its commands, as long as it holds nothing but what they write (a symlink, or any
-  other file, is the user's: refused).
+- a folder inside a run (its best/, its shards) is the run's, and refused; no new folder
+  goes inside a folder of a kind either, but an experiment's runs and data, and figures
+  right inside a run, a model or an export (`gptlab heads RUN` writes RUN/heads/). A
+  folder of figures is written again by any of its commands, as long as it holds nothing
+  but what they write (a symlink, or any other file, is the user's: refused).
 Each refusal is one line naming what is there. Commands claim first and delete only after
 every check has passed.
 
@@ -167,8 +167,10 @@ def claim(path: str | Path, kind: str, *, force: bool = False, hint: str = "--fo
     if kind == FIGURES:
         _check_figures_place(path)
     elif path.exists() and _is_part_of_a_run(path):
-        raise UsageError(f"{path} is part of the training run in {path.parent}: give "
-                         f"the {kind} a folder of its own")
+        raise UsageError(f"{path} is part of the training run in {path.resolve().parent}: "
+                         f"give the {kind} a folder of its own")
+    else:
+        _check_place(path, kind)
     found = recognise(path)
     if found.empty:
         return found
@@ -241,6 +243,16 @@ def enclosing(path: str | Path) -> tuple[str, Path] | None:
         if kind is not None:
             return kind, parent
     return None
+
+
+def _check_place(path: Path, kind: str) -> None:
+    """A folder of a kind is never made inside another (a run in a data directory), but
+    for an experiment's runs and data (gptlab.experiments.grid)."""
+    around = enclosing(_resolved(path, "--out"))
+    if around is None or (around[0] == EXPERIMENT and kind in (RUN, DATA)):
+        return
+    raise UsageError(f"{path} is inside {around[1]}, {DESCRIPTION[around[0]]}: give the "
+                     f"{kind} a folder of its own")
 
 
 def _check_figures_place(path: Path) -> None:
