@@ -499,12 +499,12 @@ def test_to_gguf_bad_outputs_are_one_line_and_leave_no_partial_file(tmp_path, ca
     a_file.write_text("")
     ours = tmp_path / "ours.gguf"
     for out, force, message in [
-        (existing, False, "already exists and is not a gguf gptlab wrote"),
-        (existing, True, "already exists and is not a gguf gptlab wrote"),
+        (existing, False, "already exists and is not a GGUF file gptlab wrote"),
+        (existing, True, "already exists and is not a GGUF file gptlab wrote"),
         (tmp_path, True, "is a directory"),
         (a_file / "m.gguf", False, "exists and is not a directory"),
-        (run / "state.pt", True, "what the gguf is made from"),
-        (run / "new.gguf", True, "what the gguf is made from"),
+        (run / "state.pt", True, "what the GGUF file is made from"),
+        (run / "new.gguf", True, "what the GGUF file is made from"),
     ]:
         assert main(["convert", "--to-gguf", str(run), "--out", str(out)]
                     + ["--force"] * force) == 2

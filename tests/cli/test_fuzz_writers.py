@@ -221,7 +221,7 @@ def test_the_issues_cases_are_refused_and_change_nothing(world, capsys, writer, 
 
 @pytest.mark.slow
 def test_every_writer_at_every_protected_target(world, capsys):
-    """About 900 refusals: every writer, every target, with and without --force."""
+    """About 1,000 refusals: every writer, every target, with and without --force."""
     done = 0
     for writer, target, force in cases():
         refused(world, capsys, writer, target, force)

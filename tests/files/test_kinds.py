@@ -296,7 +296,8 @@ def test_an_existing_file_is_replaced_only_with_force_and_only_if_gptlab_wrote_i
     for path, output in ((older, "figure"), (notes, "figure"), (foreign, "gguf"),
                          (ours, "gguf"), (model.rename(tmp_path / "model.png"), "figure")):
         for force in (False, True):
-            with pytest.raises(UsageError, match=f"is not a {output} gptlab wrote"):
+            what = {"figure": "figure", "gguf": "GGUF file"}[output]
+            with pytest.raises(UsageError, match=f"is not a {what} gptlab wrote"):
                 kinds.claim_file(path, output, force=force)
     fresh = tmp_path / "new" / "deeper" / "fig.svg"
     assert kinds.claim_file(fresh, "figure") == fresh and not (tmp_path / "new").exists()
@@ -308,7 +309,7 @@ def test_a_file_is_never_its_source_nor_a_directory_nor_a_bad_figure_name(folder
         kinds.claim_file(source, "figure", force=True, sources=(source,))
     src_dir = tmp_path / "src"
     src_dir.mkdir()
-    with pytest.raises(UsageError, match="is inside .*src, what the gguf is made from"):
+    with pytest.raises(UsageError, match="is inside .*src, what the GGUF file is made from"):
         kinds.claim_file(src_dir / "x.gguf", "gguf", sources=(src_dir, "not-a-path"))
     with pytest.raises(UsageError, match="is a directory"):
         kinds.claim_file(folders["empty"], "gguf", force=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 FIGURE, GGUF = "figure", "gguf"
 OUTPUTS = (FIGURE, GGUF)
+DESCRIPTION = {FIGURE: "figure", GGUF: "GGUF file"}
 FIGURE_CREATOR = "gptlab figure"
 GGUF_KEY = "gptlab.version"
 # Figures an earlier gptlab drew carry matplotlib's own mark: in a folder of figures

@@ -211,24 +211,25 @@ def claim_file(path: str | Path, output: str, *, force: bool = False,
     if path.is_dir():
         raise UsageError(f"{flag} {path} is a directory; give the file to write")
     real = _resolved(path, flag)
+    what = authorship.DESCRIPTION[output]
     for source in sources:
         source = Path(source)
         if source.exists() and (real == source.resolve() or source.resolve() in real.parents):
             raise UsageError(f"{flag} {path} is {'' if real == source.resolve() else 'inside '}"
-                             f"{source}, what the {output} is made from: write it elsewhere")
+                             f"{source}, what the {what} is made from: write it elsewhere")
     around = enclosing(real)
     if around is not None:
         kind, folder = around
-        raise UsageError(f"{flag} {path} is inside {folder}, {DESCRIPTION[kind]}, whose files "
-                         f"are its own: write the {output} outside it")
+        raise UsageError(f"{flag} {path} is inside {_shown(folder)}, {DESCRIPTION[kind]}, "
+                         f"whose files are its own: write the {what} outside it")
     if path.exists():
         if not path.is_file():
             raise UsageError(f"{flag} {path} exists and is not a regular file")
         if not authorship.written_by_gptlab(path, output):
-            raise UsageError(f"{flag} {path} already exists and is not a {output} gptlab "
+            raise UsageError(f"{flag} {path} already exists and is not a {what} gptlab "
                              f"wrote (--force replaces only those): give another path")
         if not force:
-            raise UsageError(f"{flag} {path} already exists: --force replaces it (a {output} "
+            raise UsageError(f"{flag} {path} already exists: --force replaces it (a {what} "
                              f"gptlab wrote)")
     check_dir(path.parent)
     return path
@@ -251,7 +252,7 @@ def _check_place(path: Path, kind: str) -> None:
     around = enclosing(_resolved(path, "--out"))
     if around is None or (around[0] == EXPERIMENT and kind in (RUN, DATA)):
         return
-    raise UsageError(f"{path} is inside {around[1]}, {DESCRIPTION[around[0]]}: give the "
+    raise UsageError(f"{path} is inside {_shown(around[1])}, {DESCRIPTION[around[0]]}: give the "
                      f"{kind} a folder of its own")
 
 
@@ -265,7 +266,7 @@ def _check_figures_place(path: Path) -> None:
     kind, folder = around
     if kind in FIGURE_HOSTS and folder == real.parent:
         return
-    raise UsageError(f"{path} is inside {folder}, {DESCRIPTION[kind]}: give the figures a "
+    raise UsageError(f"{path} is inside {_shown(folder)}, {DESCRIPTION[kind]}: give the figures a "
                      f"folder of their own")
 
 
@@ -297,6 +298,15 @@ def _resolved(path: Path, flag: str) -> Path:
         return path.resolve()
     except (OSError, RuntimeError, ValueError) as exc:  # a loop (RuntimeError before 3.13)
         raise UsageError(f"{flag} {path}: cannot follow its links ({exc})") from None
+
+
+def _shown(folder: Path) -> str:
+    """A folder found by following a path, as the user would name it: from the working
+    directory when it lies under it."""
+    try:
+        return str(folder.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(folder)
 
 
 def _readlink(path: Path) -> str:
