@@ -47,6 +47,8 @@ def world(tmp_path_factory, tiny_shakespeare, one_thread_module):
     root = tmp_path_factory.mktemp("writers")
     small = root / "small.txt"
     small.write_text(tiny_shakespeare.read_text(encoding="utf-8")[:3000], encoding="utf-8")
+    other = root / "other.txt"  # other text: other tokens, which replace data only by force
+    other.write_text("Before we proceed any further, hear me speak.\n" * 20)
     config = root / "tiny.json"
     config.write_text(json.dumps(TINY_MODEL))
     data, run, export, model = root / "data", root / "run", root / "export", root / "model"
@@ -95,7 +97,7 @@ def world(tmp_path_factory, tiny_shakespeare, one_thread_module):
     scratch = tmp_path_factory.mktemp("cwd")
     before = Path.cwd()
     os.chdir(scratch)  # runs' default --out, and whatever else is relative
-    yield SimpleNamespace(root=root, small=small, config=config, data=data, run=run,
+    yield SimpleNamespace(root=root, small=small, other=other, config=config, data=data, run=run,
                           export=export, targets=targets, fresh=itertools.count())
     os.chdir(before)
 
@@ -133,7 +135,7 @@ WRITERS = {
                "--max-iters", "2", "--eval-interval", "1", "--eval-iters", "1",
                "--warmup-iters", "0", "--batch-size", "2", "--no-progress", "--device", "cpu"],
               True, "run"),
-    "prepare": (["prepare", "--input", "{small}", "--out", "{out}"], True, "data"),
+    "prepare": (["prepare", "--input", "{other}", "--out", "{out}"], True, "data"),
     "demo": (["demo", "--data", "{fresh}", "--out", "{out}", "--max-iters", "2",
               "--no-progress"], True, "run"),
     "demo-data": (["demo", "--data", "{out}", "--out", "{fresh}", "--max-iters", "2",
@@ -153,7 +155,7 @@ def refused(world, capsys, writer: str, target: str, force: bool) -> str:
     """Run `writer` at `target`: assert the module's promises; its stderr."""
     argv, _, _ = WRITERS[writer]
     where = {"run": world.run, "root": world.root, "config": world.config, "data": world.data,
-             "small": world.small, "export": world.export, "out": world.targets[target],
+             "other": world.other, "export": world.export, "out": world.targets[target],
              "fresh": world.root / f"fresh-{next(world.fresh)}"}
     argv = [a.format(**{k: str(v) for k, v in where.items()}) for a in argv]
     argv += ["--force"] if force else []
@@ -231,7 +233,7 @@ def test_every_writer_at_every_protected_target(world, capsys):
 
 def test_what_the_rule_lets_through(world, capsys, tmp_path):
     """The same commands where they may write: a new file, then the same one again only
-    with --force; `gptlab heads RUN` into RUN/heads/ again."""
+    with --force; the same data prepared again; `gptlab heads RUN` into RUN/heads/ again."""
     figure = tmp_path / "by-position.png"
     gguf_file = tmp_path / "run.gguf"
     for argv, out in ((["eval", str(world.run), "--text", TEXT, "--by-position", "--plot"],
@@ -243,6 +245,10 @@ def test_what_the_rule_lets_through(world, capsys, tmp_path):
         assert "already exists: --force replaces it" in capsys.readouterr().err
         assert out.read_bytes() == first
         assert main([*argv, str(out), "--force"]) == 0
+    before = snapshot(world.root)  # the data's own text again: the same tokens, unchanged
+    assert main(["prepare", "--input", str(world.small), "--out", str(world.data)]) == 0
+    assert "already holds these tokens: unchanged" in capsys.readouterr().out
+    assert snapshot(world.root) == before
     heads = world.run / "heads"
     before = sorted(p.name for p in heads.iterdir())
     assert main(["heads", str(world.run), "--top", "1", "--seq-len", "4"]) == 0

@@ -156,6 +156,13 @@ def test_data_is_replaced_only_with_force(tmp_path):
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
     assert prepare("cab cab\n" * 50, tmp_path, tokenizer, force=True)["source"] == ""
     assert (tmp_path / "train.bin").read_bytes() != before["train.bin"]
+    # the same tokens again (a notebook run twice) write nothing but meta.json's new source
+    tokens = {name: (tmp_path / name).stat().st_mtime_ns for name in ("train.bin", "val.bin")}
+    meta = prepare("cab cab\n" * 50, tmp_path, tokenizer, source="again")
+    assert meta["source"] == "again" == load_data(tmp_path).meta["source"]
+    assert {name: (tmp_path / name).stat().st_mtime_ns for name in tokens} == tokens
+    with pytest.raises(UsageError, match="already holds a data directory"):  # not val's split
+        prepare("cab cab\n" * 50, tmp_path, tokenizer, val_fraction=0.3)
 
 
 def test_ensure_prepared_reuses_its_own_data_and_refuses_other_data(tmp_path):

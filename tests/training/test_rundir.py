@@ -371,12 +371,15 @@ def test_prepare_refuses_a_run_directory_and_another_tokenizer(data_dir, tmp_pat
     before = (other / "train.bin").read_bytes()
     code = main(["prepare", "--input", str(text), "--out", str(other)])
     err = capsys.readouterr().err
-    assert code == 2 and "already holds a data directory (train.bin, val.bin): --force " \
-        "replaces it" in err
+    assert code == 2 and "made with another tokenizer" in err and "--force" in err
     assert (other / "train.bin").read_bytes() == before
     assert main(["prepare", "--input", str(text), "--out", str(other), "--force"]) == 0
-    # The same text and tokenizer again still replaces the tokens its runs trained on
-    assert main(["prepare", "--input", str(text), "--out", str(other)]) == 2
+    # The same text and tokenizer again: the same tokens, nothing replaced, no --force
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in other.iterdir()}
+    capsys.readouterr()
+    assert main(["prepare", "--input", str(text), "--out", str(other)]) == 0
+    assert f"{other}/ already holds these tokens: unchanged" in capsys.readouterr().out
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in other.iterdir()} == before
 
 
 def test_a_batch_that_cannot_fit_in_memory_is_one_line(data_dir, tmp_path, capsys):

@@ -55,8 +55,10 @@ def prepare(
     its meta dict.
 
     out_dir is claimed as gptlab.files.kinds says: never another kind of folder (a run, a
-    model) or one gptlab did not make; and over a data directory made with another
-    tokenizer only with force: the runs trained on it would decode garbage."""
+    model) or one gptlab did not make; and over a data directory that holds tokens only
+    with force (the runs trained on it would continue on other data, or decode garbage),
+    unless it holds these very tokens and tokenizer already: then nothing is written but
+    an updated meta.json."""
     train_text, val_text = split_text(text, val_fraction)
     dtype = token_dtype(tokenizer.vocab_size)
     splits = {
@@ -71,17 +73,8 @@ def prepare(
                 f"the tokenizer produced ids outside its vocabulary of {tokenizer.vocab_size}"
             )
     out_dir = Path(out_dir)
-    kinds.claim(out_dir, kinds.DATA, force=force)  # its tokens are replaced only with force
-    if not force:
-        check_replaceable(out_dir, tokenizer)
+    found = kinds.claim(out_dir, kinds.DATA, force=True)  # never another kind of folder
     splits = {name: ids.astype(dtype) for name, ids in splits.items()}
-    kinds.mark(out_dir, kinds.DATA, by)
-    # Without meta.json the directory reads as incomplete until the new one lands.
-    (out_dir / META_FILE).unlink(missing_ok=True)
-    for name, ids in splits.items():
-        with atomic_path(out_dir / f"{name}.bin") as tmp:
-            ids.tofile(tmp)
-    tokenizer.save(out_dir / TOKENIZER_FILE)
     meta = {
         "version": META_VERSION,
         "vocab_size": int(tokenizer.vocab_size),
@@ -93,8 +86,41 @@ def prepare(
         "source": source,
         "fingerprint": fingerprint(splits["train"], splits["val"]),
     }
+    if not force and found.work():
+        # The same tokens and tokenizer again (a notebook run twice, the demo's data) change
+        # nothing, and need no force: only meta.json's description is brought up to date.
+        if _holds(out_dir, meta["fingerprint"], tokenizer):
+            if _read_json_or_none(out_dir / META_FILE) != meta:
+                atomic_write_text(out_dir / META_FILE, json.dumps(meta, indent=2) + "\n")
+            return meta
+        kinds.claim(out_dir, kinds.DATA)  # its tokens are replaced only with force: refused
+    if not force:
+        check_replaceable(out_dir, tokenizer)
+    kinds.mark(out_dir, kinds.DATA, by)
+    # Without meta.json the directory reads as incomplete until the new one lands.
+    (out_dir / META_FILE).unlink(missing_ok=True)
+    for name, ids in splits.items():
+        with atomic_path(out_dir / f"{name}.bin") as tmp:
+            ids.tofile(tmp)
+    tokenizer.save(out_dir / TOKENIZER_FILE)
     atomic_write_text(out_dir / META_FILE, json.dumps(meta, indent=2) + "\n")
     return meta
+
+
+def _holds(out_dir: Path, tokens_fingerprint: str, tokenizer: Tokenizer) -> bool:
+    """Whether out_dir is a complete data directory of exactly these tokens and tokenizer."""
+    try:
+        there = load_data(out_dir).fingerprint()
+    except UsageError:
+        return False
+    return there == tokens_fingerprint and _same_tokenizer_file(out_dir, tokenizer)
+
+
+def _read_json_or_none(path: Path) -> object:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def fingerprint(train: np.ndarray, val: np.ndarray) -> str:
@@ -111,17 +137,22 @@ def check_replaceable(out_dir: Path, tokenizer: Tokenizer) -> None:
     """A data directory already in out_dir (kinds.claim has said what else may be there)
     was made with `tokenizer`, so preparing it again leaves the runs trained on it
     readable."""
-    if not out_dir.is_dir():
+    if not (out_dir / TOKENIZER_FILE).is_file():
         return
-    old = out_dir / "tokenizer.json"
-    if not old.is_file():
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        tokenizer.save(Path(tmp) / "tokenizer.json")
-        same = (Path(tmp) / "tokenizer.json").read_bytes() == old.read_bytes()
-    if not same:
+    if not _same_tokenizer_file(out_dir, tokenizer):
         raise UsageError(f"{out_dir} holds data made with another tokenizer; replacing it "
                          f"would leave the runs trained on it unreadable")
+
+
+def _same_tokenizer_file(out_dir: Path, tokenizer: Tokenizer) -> bool:
+    """Whether out_dir's tokenizer.json is the one `tokenizer` saves, byte for byte."""
+    old = out_dir / TOKENIZER_FILE
+    with tempfile.TemporaryDirectory() as tmp:
+        tokenizer.save(Path(tmp) / TOKENIZER_FILE)
+        try:
+            return (Path(tmp) / TOKENIZER_FILE).read_bytes() == old.read_bytes()
+        except OSError:
+            return False
 
 
 @dataclass
