@@ -212,10 +212,12 @@ def claim_file(path: str | Path, output: str, *, force: bool = False,
         raise UsageError(f"{flag} {path} is a directory; give the file to write")
     real = _resolved(path, flag)
     what = authorship.DESCRIPTION[output]
-    for source in sources:
-        source = Path(source)
-        if source.exists() and (real == source.resolve() or source.resolve() in real.parents):
-            raise UsageError(f"{flag} {path} is {'' if real == source.resolve() else 'inside '}"
+    for source in map(Path, sources):
+        if not source.exists():
+            continue  # a hub name, a shipped model: nothing here to overwrite
+        origin = _resolved(source, "the source")
+        if real == origin or origin in real.parents:
+            raise UsageError(f"{flag} {path} is {'' if real == origin else 'inside '}"
                              f"{source}, what the {what} is made from: write it elsewhere")
     around = enclosing(real)
     if around is not None:
