@@ -184,3 +184,6 @@ def test_the_command_refuses_another_size_in_an_experiments_folder(norm_experime
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--force trains it again" in err, err
         assert tree(copy) == before
+    # the same flags: every run reused, as the cache promises
+    assert main(["experiment", "norm", "--quick", "--out", str(copy), "--data", data]) == 0
+    assert capsys.readouterr().out.count("reusing the finished run") == 16
