@@ -1,6 +1,7 @@
-"""The checks every command that writes figures into an --out makes, before any work and
-again before it writes: a folder of figures (gptlab heads, lens, patch, attribute) and one
-figure or file (eval --plot, runs --plot, convert --to-gguf). gptlab.files.kinds decides."""
+"""The check every command that writes figures into an --out folder (gptlab heads, lens,
+patch, attribute) makes before any work, and again before it writes. gptlab.files.kinds
+decides, as it does for one file (eval --plot, runs --plot, convert --to-gguf:
+kinds.claim_file)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from gptlab.files import kinds
 
 def check_out_dir(out: str | Path) -> Path:
     """--out receives a command's figures and scores: a new or empty folder, or one of
-    figures gptlab wrote (kinds.FIGURES), nowhere inside another kind of folder but a run."""
+    figures gptlab wrote (kinds.FIGURES), inside no other kind of folder but right inside a
+    model's (RUN/heads)."""
     kinds.claim(out, kinds.FIGURES)
     return Path(out)
 
