@@ -321,3 +321,19 @@ def test_a_file_is_never_its_source_nor_a_directory_nor_a_bad_figure_name(folder
         kinds.claim_file(dangling, "figure")
     with pytest.raises(UsageError, match="--plot .*is a symbolic link"):
         kinds.claim_file(dangling, "figure", flag="--plot")
+
+
+def test_no_folder_of_a_kind_is_made_inside_another_but_an_experiments(folders):
+    assert kinds.enclosing(folders["run"] / "best" / "x") == ("model", folders["run"] / "best")
+    assert kinds.enclosing(folders["data-unmarked"] / "a" / "b") == ("data",
+                                                                     folders["data-unmarked"])
+    assert kinds.enclosing(folders["mine"] / "x") is None
+    for host in ("data", "export", "model-unmarked", "run"):
+        for kind in ("run", "data", "model", "export", "experiment"):
+            with pytest.raises(UsageError, match="is inside .*: give the .* a folder of its own"):
+                kinds.claim(folders[host] / "new" / "deeper", kind)
+    experiment = folders["experiment"]
+    assert kinds.claim(experiment / "runs" / "rope", "run").empty  # gptlab.experiments.grid
+    assert kinds.claim(experiment / "data", "data").empty
+    with pytest.raises(UsageError, match="is inside"):
+        kinds.claim(experiment / "export", "export")
