@@ -497,18 +497,27 @@ def test_to_gguf_bad_outputs_are_one_line_and_leave_no_partial_file(tmp_path, ca
     existing.write_text("not mine")
     a_file = tmp_path / "a-file"
     a_file.write_text("")
-    for out, message in [
-        (existing, "already exists; pass --force"),
-        (tmp_path, "is a directory"),
-        (a_file / "m.gguf", "exists and is not a directory"),
+    ours = tmp_path / "ours.gguf"
+    for out, force, message in [
+        (existing, False, "already exists and is not a GGUF file gptlab wrote"),
+        (existing, True, "already exists and is not a GGUF file gptlab wrote"),
+        (tmp_path, True, "is a directory"),
+        (a_file / "m.gguf", False, "exists and is not a directory"),
+        (run / "state.pt", True, "what the GGUF file is made from"),
+        (run / "new.gguf", True, "what the GGUF file is made from"),
     ]:
-        assert main(["convert", "--to-gguf", str(run), "--out", str(out)]) == 2
+        assert main(["convert", "--to-gguf", str(run), "--out", str(out)]
+                    + ["--force"] * force) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err, (out, err)
     assert existing.read_text() == "not mine"
-    assert main(["convert", "--to-gguf", str(run), "--out", str(existing), "--force"]) == 0
-    assert gguf.GGUFReader(existing).fields["general.architecture"].contents() == "gpt2"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "existing.gguf"]
+    assert main(["convert", "--to-gguf", str(run), "--out", str(ours)]) == 0
+    assert main(["convert", "--to-gguf", str(run), "--out", str(ours)]) == 2
+    assert "already exists: --force replaces it" in capsys.readouterr().err
+    assert main(["convert", "--to-gguf", str(run), "--out", str(ours), "--force"]) == 0
+    assert gguf.GGUFReader(ours).fields["general.architecture"].contents() == "gpt2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "existing.gguf",
+                                                          "ours.gguf"]
 
 
 def test_to_gguf_takes_a_char_model_back_from_hugging_face(tmp_path, capsys, tiny_run):

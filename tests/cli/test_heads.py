@@ -70,7 +70,8 @@ def test_text_input_and_mean_ablation(run_dir, tmp_path, capsys):
     stdout = capsys.readouterr().out
     assert "25 tokens" in stdout and "dloss(mean)" in stdout
     assert len(table_rows(stdout)) == 4
-    assert sorted(p.name for p in out.iterdir()) == ["scores.json", "scores.png"]
+    assert sorted(p.name for p in out.iterdir()) == [".gptlab.json", "scores.json",
+                                                     "scores.png"]  # marked as figures
 
 
 @pytest.mark.parametrize("content, message", [
@@ -117,7 +118,8 @@ def test_an_out_that_cannot_be_created_is_said_before_the_work(run_dir, tmp_path
     a_file.write_text("x")
     for out, message in ((a_file, "exists and is not a directory"),
                          (a_file / "sub", f"{a_file} is a file"),
-                         (run_dir, "is a model directory: give these files a folder of their own")):
+                         (run_dir, "is a model directory (config.json, model.safetensors, "
+                                   "tokenizer.json): give the figures a folder of their own")):
         assert heads(run_dir, "--out", out) == 2
         captured = capsys.readouterr()
         assert message in captured.err and len(captured.err.strip().splitlines()) == 1

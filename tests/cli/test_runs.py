@@ -70,9 +70,15 @@ def test_refusals_are_one_line(folder, gptlab, one_line, tmp_path):
     assert "give one" in one_line(gptlab("runs", folder, "--plot", "done", "--json",
                                          "--out", tmp_path / "a.png"))
     (tmp_path / "a.png").write_bytes(b"mine")
-    assert "already exists" in one_line(gptlab("runs", folder, "--plot", "done",
-                                               "--out", tmp_path / "a.png"))
+    for force in ([], ["--force"]):  # a file gptlab did not draw, never replaced
+        assert "is not a figure gptlab wrote" in one_line(gptlab(
+            "runs", folder, "--plot", "done", "--out", tmp_path / "a.png", *force))
     assert (tmp_path / "a.png").read_bytes() == b"mine"
-    assert gptlab("runs", folder, "--plot", "done", "--out", tmp_path / "a.png",
+    assert gptlab("runs", folder, "--plot", "done", "--out", tmp_path / "b.png")[0] == 0
+    assert "already exists: --force replaces it" in one_line(gptlab(
+        "runs", folder, "--plot", "done", "--out", tmp_path / "b.png"))
+    assert gptlab("runs", folder, "--plot", "done", "--out", tmp_path / "b.png",
                   "--force")[0] == 0
+    assert "is inside" in one_line(gptlab("runs", folder, "--plot", "done", "--out",
+                                          folder / "done" / "loss.png", "--force"))
     assert "invalid choice" in one_line(gptlab("runs", folder, "--sort", "colour"))

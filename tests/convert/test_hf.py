@@ -98,10 +98,10 @@ def test_to_hf_writes_a_tokenizer_that_autotokenizer_reads_as_ours(tmp_path):
     tokenizer = CharTokenizer.from_text(text)
     model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=16, n_layer=1,
                           n_head=2, n_embd=8))
-    written = hf.to_hf(model, tmp_path, tokenizer)
+    written = hf.to_hf(model, tmp_path / "export", tokenizer)
     assert written == ["config.json", "model.safetensors", "tokenizer.json",
                        "tokenizer_config.json"]
-    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path / "export")
     assert theirs(text)["input_ids"] == tokenizer.encode(text)
     assert theirs.decode(tokenizer.encode(text)) == text
     assert hf.to_hf(model, tmp_path / "no-tokenizer") == ["config.json", "model.safetensors"]

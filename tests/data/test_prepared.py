@@ -6,7 +6,13 @@ import json
 import numpy as np
 import pytest
 
-from gptlab.data.prepared import check_enough_tokens, load_data, prepare
+from gptlab.data.prepared import (
+    check_enough_tokens,
+    ensure_prepared,
+    fingerprint,
+    load_data,
+    prepare,
+)
 from gptlab.data.tokenizer import CharTokenizer, HFTokenizer
 from gptlab.errors import UsageError
 
@@ -126,3 +132,49 @@ def test_check_enough_tokens(alphabet_data):
         check_enough_tokens(data, 100)
     with pytest.raises(UsageError, match="the train split has 900 tokens"):
         check_enough_tokens(data, 950)
+
+
+def test_meta_holds_the_tokens_fingerprint(tmp_path):
+    tokenizer = CharTokenizer.from_text("abc \n")
+    meta = prepare("abc abc cab\n" * 50, tmp_path / "d", tokenizer)
+    data = load_data(tmp_path / "d")
+    assert meta["fingerprint"] == fingerprint(np.asarray(data.train), np.asarray(data.val))
+    assert data.fingerprint() == meta["fingerprint"]
+    # one token different, or one moved from train to val, is another fingerprint
+    other = prepare("abc abc cab\n" * 49 + "abc abc cba\n", tmp_path / "e", tokenizer)
+    moved = prepare("abc abc cab\n" * 50, tmp_path / "f", tokenizer, val_fraction=0.2)
+    assert len({meta["fingerprint"], other["fingerprint"], moved["fingerprint"]}) == 3
+
+
+def test_data_is_replaced_only_with_force(tmp_path):
+    tokenizer = CharTokenizer.from_text("abc \n")
+    prepare("abc abc\n" * 50, tmp_path, tokenizer)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(UsageError, match=r"already holds a data directory \(train.bin, "
+                                         r"val.bin\): --force replaces it"):
+        prepare("cab cab\n" * 50, tmp_path, tokenizer)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert prepare("cab cab\n" * 50, tmp_path, tokenizer, force=True)["source"] == ""
+    assert (tmp_path / "train.bin").read_bytes() != before["train.bin"]
+    # the same tokens again (a notebook run twice) write nothing but meta.json's new source
+    tokens = {name: (tmp_path / name).stat().st_mtime_ns for name in ("train.bin", "val.bin")}
+    meta = prepare("cab cab\n" * 50, tmp_path, tokenizer, source="again")
+    assert meta["source"] == "again" == load_data(tmp_path).meta["source"]
+    assert {name: (tmp_path / name).stat().st_mtime_ns for name in tokens} == tokens
+    with pytest.raises(UsageError, match="already holds a data directory"):  # not val's split
+        prepare("cab cab\n" * 50, tmp_path, tokenizer, val_fraction=0.3)
+
+
+def test_ensure_prepared_reuses_its_own_data_and_refuses_other_data(tmp_path):
+    calls = []
+
+    def make():
+        calls.append(1)
+        return "abc abc cab\n" * 50, CharTokenizer.from_text("abc \n")
+
+    meta, reused = ensure_prepared(tmp_path, "mine", make)
+    assert not reused and calls == [1]
+    assert ensure_prepared(tmp_path, "mine", make) == (meta, True) and calls == [1]
+    with pytest.raises(UsageError, match="holds other data \\('mine'\\)"):
+        ensure_prepared(tmp_path, "theirs", make)
+    assert ensure_prepared(tmp_path, "theirs", make, replace_other=True)[0]["source"] == "theirs"

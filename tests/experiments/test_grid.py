@@ -144,3 +144,46 @@ def test_a_second_run_of_an_experiment_retrains_nothing(name, runs, printed, req
     again = json.loads((copy / "results.json").read_text())
     assert all(r["reused"] for r in again["runs"].values()) and len(again["runs"]) == runs
     assert again["cells"] == old["cells"]
+
+
+def test_another_configurations_results_are_replaced_only_with_force(tmp_path, tree):
+    quick = {"quick": True, "steps": None, "seed": 1337, "data": None}
+    folder = experiment_folder(tmp_path / "e", "test", quick)
+    (folder / "results.json").write_text('{"cells": []}\n')
+    assert experiment_folder(folder, "test", dict(quick)) == folder  # the same: reused
+    assert experiment_folder(folder, "test") == folder  # None: whatever it records
+    before = tree(folder)
+    with pytest.raises(UsageError) as refused:
+        experiment_folder(folder, "test", {**quick, "quick": False, "seed": 7})
+    message = str(refused.value)
+    assert "\n" not in message and message == (
+        f"{folder} holds experiment test's results for --quick, --seed 1337, not no --quick, "
+        f"--seed 7: --force trains it again with this one there, replacing them, or give "
+        f"another --out")
+    assert tree(folder) == before
+    experiment_folder(folder, "test", {**quick, "steps": 5}, force=True)
+    assert json.loads((folder / "experiment.json").read_text())["configuration"]["steps"] == 5
+    with pytest.raises(UsageError, match="for --steps 5, not no --steps"):
+        experiment_folder(folder, "test", quick)
+
+
+def test_the_command_refuses_another_size_in_an_experiments_folder(norm_experiment, tmp_path,
+                                                                  capsys, tree):
+    """The README's `--quick` line over a folder of the full size: refused before any
+    training, every file as it was; the same flags reuse every run."""
+    copy = shutil.copytree(norm_experiment, tmp_path / "norm")
+    data = str(norm_experiment.parent / "data")
+    experiment_folder(copy, "norm", {"quick": True, "steps": None, "seed": 1337,
+                                     "data": data})  # as `gptlab experiment` records it
+    before = tree(copy)
+    for flags in (["--steps", "3"], ["--seed", "1"], ["--data", str(tmp_path)], []):
+        argv = ["experiment", "norm", "--out", str(copy), "--data", data, "--quick", *flags]
+        if flags == []:
+            argv.remove("--quick")  # the default size
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--force trains it again" in err, err
+        assert tree(copy) == before
+    # the same flags: every run reused, as the cache promises
+    assert main(["experiment", "norm", "--quick", "--out", str(copy), "--data", data]) == 0
+    assert capsys.readouterr().out.count("reusing the finished run") == 16

@@ -38,6 +38,19 @@ def test_anything_else_is_not_a_hugging_face_directory(tmp_path, config):
 # --- the folder rule (gptlab.files.kinds.claim) ---------------------------------------------
 
 
+def gptlab_figure(path):
+    from gptlab.plots import Figure, new_figure
+
+    return Figure(new_figure(figsize=(1, 1))).save(path)
+
+
+def matplotlib_figure(path):
+    from gptlab.plots import new_figure
+
+    new_figure(figsize=(1, 1)).savefig(path)
+    return path
+
+
 @pytest.fixture
 def folders(tmp_path, tiny_model, random_hf_model):
     """One folder of each kind as gptlab writes it today (marked) and as an earlier version
@@ -66,6 +79,14 @@ def folders(tmp_path, tiny_model, random_hf_model):
             if marked:
                 kinds.mark(path, kind, "test")
             made[kind + tag] = path
+    figures, older = tmp_path / "figures", tmp_path / "figures-unmarked"
+    kinds.mark(figures, "figures", "test")
+    gptlab_figure(figures / "scores.png")
+    (figures / "scores.json").write_text('{"scores": {}}\n')
+    older.mkdir()
+    matplotlib_figure(older / "lens.png")  # as gptlab drew them before its mark
+    (older / "lens.json").write_text('{"rows": []}\n')
+    made["figures"], made["figures-unmarked"] = figures, older
     experiment = tmp_path / "experiment"
     kinds.mark(experiment, "experiment", "test")
     (experiment / "report.md").write_text("# results\n")
@@ -112,14 +133,18 @@ def test_another_kind_or_a_users_folder_is_refused_even_with_force(folders, kind
 
 
 def test_the_same_kind_is_replaced_only_with_force_where_it_holds_work(folders, tmp_path):
-    for kind in ("run", "model", "export"):
+    for kind in ("run", "data", "model", "export"):
         for path in (folders[kind], folders[f"{kind}-unmarked"]):
             with pytest.raises(UsageError, match="already holds .*: --force replaces it"):
                 kinds.claim(path, kind)
             assert kinds.claim(path, kind, force=True).kind == kind
+    # figures are drawn again from the model: written again without force
+    for path in (folders["figures"], folders["figures-unmarked"]):
+        assert kinds.claim(path, "figures").kind == "figures"
     with pytest.raises(UsageError, match="already holds an experiment \\(report.md\\)"):
         kinds.claim(folders["experiment"], "experiment")
-    # a data directory is prepared again (gptlab.data.prepared checks its tokenizer)
+    # a data directory whose tokens are gone (a prepare that stopped early) holds no work
+    (folders["data"] / "train.bin").unlink()
     assert kinds.claim(folders["data"], "data").kind == "data"
     # a run that kept nothing (what a crash before its first checkpoint leaves) is not work
     leftovers = tmp_path / "leftovers"
@@ -147,14 +172,168 @@ def test_a_lock_or_desktop_clutter_leaves_a_folder_empty(tmp_path):
     assert kinds.claim(tmp_path / "f", "run").empty
 
 
-def test_loose_files_never_go_into_a_kind_of_folder(folders, tmp_path):
-    for path in folders.values():
-        if kinds.kind_of(path) is None:
-            assert kinds.check_loose(path) == path
-        else:
-            with pytest.raises(UsageError, match="give these files a folder of their own"):
-                kinds.check_loose(path)
-    assert kinds.check_loose(folders["run"] / "heads") == folders["run"] / "heads"
+def test_a_path_that_is_a_file_is_no_folder(tmp_path):
     (tmp_path / "a-file").write_text("x")
     with pytest.raises(UsageError, match="exists and is not a directory"):
         kinds.claim(tmp_path / "a-file", "run")
+
+
+# --- a folder of figures (gptlab heads, lens, patch, attribute --out) ------------------------
+
+
+def test_figures_may_go_in_a_models_folder_and_in_no_other_folder_of_a_kind(folders, tmp_path,
+                                                                             tree):
+    for run in (folders["run"], folders["run-unmarked"]):
+        assert kinds.claim(run / "heads", "figures").empty  # `gptlab heads RUN`'s default
+    old_heads = folders["run"] / "heads"
+    old_heads.mkdir()
+    matplotlib_figure(old_heads / "layer0_head1.png")  # as an earlier `gptlab heads` left it
+    assert kinds.claim(old_heads, "figures").kind == "figures"
+    for model in (folders["run"] / "best", folders["model-unmarked"], folders["export"]):
+        assert kinds.claim(model / "lens", "figures").empty  # a model's own figures too
+    for inside in (folders["data"] / "figs", folders["run"] / "best" / "figs" / "deeper",
+                   folders["run"] / "figs" / "deeper", folders["data-unmarked"] / "figs",
+                   folders["experiment"] / "figs", folders["model-unmarked"] / "a" / "b"):
+        before = tree(tmp_path)
+        with pytest.raises(UsageError, match=r"is inside .*: give the figures a folder of"):
+            kinds.claim(inside, "figures")
+        assert tree(tmp_path) == before and not inside.exists()
+
+
+def test_a_folder_of_figures_holds_nothing_of_the_users(folders, tmp_path):
+    figures = folders["figures"]
+    notes = tmp_path / "notes.png"
+    notes.write_bytes(b"the user's own")
+    (figures / "lens.png").symlink_to(notes)  # a same-named file through a symlink
+    with pytest.raises(UsageError, match=r"holds files gptlab did not write \(lens.png\)"):
+        kinds.claim(figures, "figures")
+    (figures / "lens.png").unlink()
+    (figures / "lens.png").write_bytes(b"not a figure")  # the user's, under gptlab's name
+    with pytest.raises(UsageError, match=r"holds files gptlab did not write \(lens.png\)"):
+        kinds.claim(figures, "figures")
+    (figures / "lens.png").unlink()
+    (figures / "notes.txt").write_text("mine\n")
+    with pytest.raises(UsageError, match=r"holds files gptlab did not write \(notes.txt\)"):
+        kinds.claim(figures, "figures")
+    # without the mark, gptlab's names holding anything but its figures are the user's
+    mine = tmp_path / "mine-figures"
+    mine.mkdir()
+    (mine / "scores.png").write_bytes(b"\x89PNG not really")
+    assert kinds.kind_of(mine) is None
+    with pytest.raises(UsageError, match="holds files gptlab did not write"):
+        kinds.claim(mine, "figures")
+
+
+def test_a_symlink_to_a_folder_is_judged_by_where_it_leads(folders, tmp_path):
+    for name in ("run", "data", "mine", "export"):
+        link = tmp_path / f"link-to-{name}"
+        link.symlink_to(folders[name], target_is_directory=True)
+        with pytest.raises(UsageError):
+            kinds.claim(link, "figures")
+    into_best = tmp_path / "link-into-best"
+    into_best.symlink_to(folders["run"] / "best", target_is_directory=True)
+    with pytest.raises(UsageError, match="is inside"):
+        kinds.claim(into_best / "figs" / "deeper", "figures")
+
+
+# --- one file (gptlab.files.kinds.claim_file) ----------------------------------------------
+
+
+def gptlab_gguf(path, key="gptlab.version"):
+    import gguf
+    import numpy as np
+
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_string(key, "test")
+    writer.add_tensor("t", np.zeros(4, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+PROTECTED = [("run", "state.pt"), ("run", "model.safetensors"), ("run", "best/config.json"),
+             ("run-unmarked", "state.pt"), ("data", "train.bin"), ("data-unmarked", "meta.json"),
+             ("export", "config.json"), ("export-unmarked", "config.json"),
+             ("model", "model.safetensors"), ("experiment", "report.md"),
+             ("figures", "scores.png"), ("run", "new.gguf"), ("data", "new.png")]
+
+
+@pytest.mark.parametrize("output,suffix", [("figure", ".png"), ("gguf", ".gguf")])
+@pytest.mark.parametrize("force", [False, True])
+def test_no_file_inside_a_folder_of_a_kind_even_with_force(folders, tmp_path, tree, output,
+                                                           suffix, force):
+    for name, inside in PROTECTED:
+        target = folders[name] / inside
+        if output == "figure" and target.suffix not in (".png", ".svg"):
+            target = target.with_name(target.name + ".png")  # the suffix aside, the same place
+        link = tmp_path / f"link{suffix}"
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
+        before = tree(tmp_path)
+        for path in (target, link):
+            with pytest.raises(UsageError) as refused:
+                kinds.claim_file(path, output, force=force)
+            message = str(refused.value)
+            assert "\n" not in message and message.startswith(f"--out {path}")
+            assert "is inside" in message or "symbolic link" in message
+        assert tree(tmp_path) == before
+
+
+def test_an_existing_file_is_replaced_only_with_force_and_only_if_gptlab_wrote_it(tmp_path):
+    ours = gptlab_figure(tmp_path / "ours.png")
+    ours_svg = gptlab_figure(tmp_path / "ours.svg")
+    older = matplotlib_figure(tmp_path / "older.png")
+    notes = tmp_path / "notes.png"
+    notes.write_text("the user's notes\n")
+    model = gptlab_gguf(tmp_path / "model.gguf")
+    foreign = gptlab_gguf(tmp_path / "foreign.gguf", key="general.author")
+    for path, output in ((ours, "figure"), (ours_svg, "figure"), (model, "gguf")):
+        with pytest.raises(UsageError, match="already exists: --force replaces it"):
+            kinds.claim_file(path, output)
+        assert kinds.claim_file(path, output, force=True) == path
+    for path, output in ((older, "figure"), (notes, "figure"), (foreign, "gguf"),
+                         (ours, "gguf"), (model.rename(tmp_path / "model.png"), "figure")):
+        for force in (False, True):
+            what = {"figure": "figure", "gguf": "GGUF file"}[output]
+            with pytest.raises(UsageError, match=f"is not a {what} gptlab wrote"):
+                kinds.claim_file(path, output, force=force)
+    fresh = tmp_path / "new" / "deeper" / "fig.svg"
+    assert kinds.claim_file(fresh, "figure") == fresh and not (tmp_path / "new").exists()
+
+
+def test_a_file_is_never_its_source_nor_a_directory_nor_a_bad_figure_name(folders, tmp_path):
+    source = gptlab_figure(tmp_path / "source.png")
+    with pytest.raises(UsageError, match="is .*source.png, what the figure is made from"):
+        kinds.claim_file(source, "figure", force=True, sources=(source,))
+    src_dir = tmp_path / "src"
+    src_dir.mkdir()
+    with pytest.raises(UsageError, match="is inside .*src, what the GGUF file is made from"):
+        kinds.claim_file(src_dir / "x.gguf", "gguf", sources=(src_dir, "not-a-path"))
+    with pytest.raises(UsageError, match="is a directory"):
+        kinds.claim_file(folders["empty"], "gguf", force=True)
+    with pytest.raises(UsageError, match=r"a figure is written as \.png or \.svg"):
+        kinds.claim_file(tmp_path / "fig.jpg", "figure")
+    dangling = tmp_path / "dangling.png"
+    dangling.symlink_to(tmp_path / "nowhere.png")
+    with pytest.raises(UsageError, match="is a symbolic link"):
+        kinds.claim_file(dangling, "figure")
+    with pytest.raises(UsageError, match="--plot .*is a symbolic link"):
+        kinds.claim_file(dangling, "figure", flag="--plot")
+
+
+def test_no_folder_of_a_kind_is_made_inside_another_but_an_experiments(folders):
+    assert kinds.enclosing(folders["run"] / "best" / "x") == ("model", folders["run"] / "best")
+    assert kinds.enclosing(folders["data-unmarked"] / "a" / "b") == ("data",
+                                                                     folders["data-unmarked"])
+    assert kinds.enclosing(folders["mine"] / "x") is None
+    for host in ("data", "export", "model-unmarked", "run"):
+        for kind in ("run", "data", "model", "export", "experiment"):
+            with pytest.raises(UsageError, match="is inside .*: give the .* a folder of its own"):
+                kinds.claim(folders[host] / "new" / "deeper", kind)
+    experiment = folders["experiment"]
+    assert kinds.claim(experiment / "runs" / "rope", "run").empty  # gptlab.experiments.grid
+    assert kinds.claim(experiment / "data", "data").empty
+    with pytest.raises(UsageError, match="is inside"):
+        kinds.claim(experiment / "export", "export")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -24,7 +25,7 @@ from gptlab.cli.main import main
 from gptlab.data import prepared
 from gptlab.data.batches import TokenBatches
 from gptlab.data.prepared import prepare
-from gptlab.data.tokenizer import CharTokenizer
+from gptlab.data.tokenizer import CharTokenizer, load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.files import kinds, model_dir
 from gptlab.model.gpt import GPT
@@ -367,12 +368,18 @@ def test_prepare_refuses_a_run_directory_and_another_tokenizer(data_dir, tmp_pat
 
     other = tmp_path / "data"
     prepare("abc abc abc\n" * 100, other, CharTokenizer.from_text("abc \n"))
+    before = (other / "train.bin").read_bytes()
     code = main(["prepare", "--input", str(text), "--out", str(other)])
     err = capsys.readouterr().err
     assert code == 2 and "made with another tokenizer" in err and "--force" in err
+    assert (other / "train.bin").read_bytes() == before
     assert main(["prepare", "--input", str(text), "--out", str(other), "--force"]) == 0
-    # The same tokenizer again is no replacement: allowed without --force.
+    # The same text and tokenizer again: the same tokens, nothing replaced, no --force
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in other.iterdir()}
+    capsys.readouterr()
     assert main(["prepare", "--input", str(text), "--out", str(other)]) == 0
+    assert f"{other}/ already holds these tokens: unchanged" in capsys.readouterr().out
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in other.iterdir()} == before
 
 
 def test_a_batch_that_cannot_fit_in_memory_is_one_line(data_dir, tmp_path, capsys):
@@ -439,3 +446,48 @@ def test_a_model_directory_has_nothing_to_resume(tmp_path, tiny_model):
     model_dir.save_model(GPT(tiny_model()), tmp_path)
     with pytest.raises(UsageError, match="nothing to resume"):
         rundir.load_checkpoint(tmp_path)
+
+
+# --- the data a run trains on (data.json: its tokens' fingerprint) ---------------------------
+
+
+def test_a_resume_on_data_that_changed_is_refused_naming_the_folder(tmp_path, make_data,
+                                                                    tiny_model, tiny_train,
+                                                                    capsys):
+    data = make_data(tmp_path / "data", n_chars=5000)
+    run = tmp_path / "run"
+    train(tiny_model(), tiny_train(max_iters=4), data, run, progress=False, stop_after=2)
+    recorded = json.loads((run / rundir.DATA_RECORD_FILE).read_text())
+    assert recorded == {"data": str(data),
+                        "fingerprint": prepared.load_data(data).fingerprint()}
+    assert recorded["fingerprint"].startswith("sha256:")
+    state = (run / kinds.STATE_FILE).read_bytes()
+    # other text in the same characters, prepared over it (what `prepare --force` does)
+    tokenizer = load_tokenizer(data / "tokenizer.json")
+    other = tmp_path / "other.txt"
+    other.write_text(tokenizer.decode(np.fromfile(data / "train.bin", np.uint16)[::-1].tolist()))
+    assert main(["prepare", "--input", str(other), "--tokenizer", str(data / "tokenizer.json"),
+                 "--out", str(data), "--force"]) == 0
+    capsys.readouterr()
+    with pytest.raises(UsageError, match=re.escape(f"the data in {data} is not the data {run} "
+                                                   f"trained on (its tokens changed")):
+        train(None, None, data, run, resume=True, progress=False)
+    code = main(["train", "--data", str(data), "--out", str(run), "--resume", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and f"the data in {data}" in err
+    assert (run / kinds.STATE_FILE).read_bytes() == state
+
+
+def test_a_run_from_before_the_record_resumes_and_records_its_data(tmp_path, make_data,
+                                                                    tiny_model, tiny_train):
+    data = make_data(tmp_path / "data", n_chars=5000)
+    meta = json.loads((data / "meta.json").read_text())
+    fingerprint = meta.pop("fingerprint")  # data from before the fingerprint too
+    (data / "meta.json").write_text(json.dumps(meta))
+    assert prepared.load_data(data).fingerprint() == fingerprint  # computed from the tokens
+    run = tmp_path / "run"
+    train(tiny_model(), tiny_train(max_iters=4), data, run, progress=False, stop_after=2)
+    (run / rundir.DATA_RECORD_FILE).unlink()
+    result = train(None, None, data, run, resume=True, progress=False)
+    assert result.step == 4
+    assert json.loads((run / rundir.DATA_RECORD_FILE).read_text())["fingerprint"] == fingerprint

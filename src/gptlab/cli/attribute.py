@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from gptlab.cli import argtypes
 from gptlab.cli.argtypes import TOKEN_ID_PREFIX
-from gptlab.cli.outdir import check_out_dir
+from gptlab.cli.outdir import check_out_dir, open_out_dir
 from gptlab.cli.tokeninput import (
     add_text_options,
     encode_text,
@@ -87,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(format_bars(result.labels, values))
     if args.out is not None:
-        out = Path(args.out)
+        out = open_out_dir(args.out, "attribute")
         attribution_bars(result.labels, values, title=f"direct logit attribution: {what}"
                          ).save(out / "attribution.png")
         report = {"tokens": idx[0].tolist(), "position": result.position, "target": target,

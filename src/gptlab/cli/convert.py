@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gptlab.cli.outdir import check_out_file
 from gptlab.convert.formats import GGUF_DTYPES, GGUF_HINT, HF_HINT
 from gptlab.convert.hf_config import keymap_for
 from gptlab.errors import UsageError
 from gptlab.files import kinds
 from gptlab.files.atomic import copy_file
+from gptlab.files.authorship import GGUF
 from gptlab.files.kinds import TOKENIZER_FILE, is_hf_dir
 from gptlab.model.config import GPTConfig
 
@@ -54,7 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "vectors f32)")
     p.add_argument("--force", action="store_true",
                    help="replace a model (--from-hf) or an export (--to-hf) already in --out, "
-                        "or the --to-gguf file; never another kind of folder")
+                        "or a .gguf file gptlab exported (--to-gguf); never another kind of "
+                        "folder or file")
     p.set_defaults(func=run)
 
 
@@ -119,8 +120,9 @@ def convert_to_gguf(source: str, out: Path, dtype: str, force: bool) -> int:
     from gptlab.convert.gguf_export import LLAMA_CPP_EOS, gguf_architecture, model_name, write_gguf
     from gptlab.loading import load
 
-    check_out_file(out, force)
+    kinds.claim_file(out, GGUF, force=force, sources=(source,))
     model, tokenizer = load(source)
+    kinds.claim_file(out, GGUF, force=force, sources=(source,))  # again: the load took a while
     vocab = write_gguf(model, tokenizer, out, dtype=dtype, name=model_name(source))
     print(f"{source}: {gguf_architecture(model.config)}, {model.num_parameters():,} parameters, "
           f"vocab {model.config.vocab_size:,}, {dtype}")

@@ -107,7 +107,7 @@ def claim_folders(data_dir: Path, run_dir: Path, force: bool) -> bool:
     if data_dir.resolve() == run_dir.resolve():
         raise UsageError(f"--data and --out are the same folder ({run_dir}): the data and the "
                          f"run need a folder each")
-    kinds.claim(data_dir, kinds.DATA)
+    kinds.claim(data_dir, kinds.DATA, force=True)  # its data is reused, never replaced
     replace = force or kinds.recognise(run_dir).by == OWNER
     kinds.claim(run_dir, kinds.RUN, force=replace,
                 hint="it is not marked as a demo's run: give the demo another --out, or "

@@ -10,8 +10,15 @@ from typing import TYPE_CHECKING
 
 from gptlab.cli import argtypes
 from gptlab.cli.main import warned
-from gptlab.cli.tokeninput import add_text_options, input_texts, legacy_notice
+from gptlab.cli.tokeninput import (
+    add_text_options,
+    input_texts,
+    legacy_notice,
+    legacy_text_files,
+)
 from gptlab.errors import UsageError
+from gptlab.files import kinds
+from gptlab.files.authorship import FIGURE
 
 if TYPE_CHECKING:
     from gptlab.inference.evaluate import Score
@@ -66,7 +73,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="also the loss per position bucket of the window")
     p.add_argument("--buckets", type=argtypes.int_in(1), default=DEFAULT_BUCKETS, metavar="K",
                    help=f"position buckets for --by-position (default {DEFAULT_BUCKETS})")
-    p.add_argument("--plot", metavar="PNG", help="with --by-position: draw it into this file")
+    p.add_argument("--plot", metavar="PNG", help="with --by-position: draw it into this file "
+                   "(.png or .svg)")
+    p.add_argument("--force", action="store_true",
+                   help="with --plot: replace FILE, if it is a figure gptlab drew")
     p.add_argument("--batch-size", type=argtypes.int_in(1), metavar="B",
                    help="windows per forward pass (default: 8,192 tokens' worth, 8 windows "
                         "of 1024, 128 of 64)")
@@ -80,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--split chooses a split of --data; a text is scored whole")
     if args.plot is not None and not args.by_position:
         raise UsageError("--plot draws the loss by position: give --by-position with it")
+    if args.plot is not None:  # before the model loads and the text is scored
+        kinds.claim_file(args.plot, FIGURE, force=args.force, sources=_sources(args),
+                         flag="--plot")
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
     from gptlab.distributed.process import pick_device
     from gptlab.inference.evaluate import score_text
@@ -103,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None:
         from gptlab.plots.positions import loss_by_position  # start-up time: torch
 
+        kinds.claim_file(args.plot, FIGURE, force=args.force, sources=_sources(args),
+                         flag="--plot")  # again: the scoring took a while
         loss_by_position({args.model: by_position}, trained=model.config.block_size,
                          title=f"{args.model} on {what}: loss by position").save(args.plot)
     if args.json:
@@ -122,6 +137,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {args.plot}")
     legacy_notice(args, "gptlab eval")
     return 0
+
+
+def _sources(args: argparse.Namespace) -> tuple[str, ...]:
+    """What eval reads, which its figure may never replace."""
+    texts = [*(args.text_file or []), *legacy_text_files(args)]
+    return tuple(s for s in (args.model, args.data, *texts) if s)
 
 
 def format_by_position(by_position: dict, trained: int) -> str:

@@ -6,6 +6,7 @@ gptlab.experiments.catalog), which gives `run(out, data=, quick=, seed=, steps=,
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from gptlab.cli import argtypes
 
@@ -59,15 +60,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the seed of every run's weights and batches (default 1337; heads and "
                         "phase train a second seed, S+1, beside it)")
     p.add_argument("--progress", action="store_true", help="progress bars while training")
+    p.add_argument("--force", action="store_true",
+                   help="train again in an --out that holds this experiment's results for "
+                        "other flags (--quick, --steps, --seed, --data), replacing them")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
     from gptlab.experiments import catalog, report
+    from gptlab.experiments.grid import experiment_folder
 
     experiment = catalog.module(args.name)
     out = args.out or f"runs/{args.name}"
+    # what its results depend on: another configuration's are replaced only with --force
+    configuration = {"quick": args.quick, "steps": args.steps, "seed": args.seed,
+                     "data": None if args.data is None else str(Path(args.data).absolute())}
+    experiment_folder(out, args.name, configuration, force=args.force)
     results = experiment.run(out, data=args.data, quick=args.quick, seed=args.seed,
                              steps=args.steps, progress=args.progress)
     notes = experiment.notes(results) if hasattr(experiment, "notes") else []

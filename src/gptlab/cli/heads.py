@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gptlab.cli import argtypes
-from gptlab.cli.outdir import check_out_dir
+from gptlab.cli.outdir import check_out_dir, open_out_dir
 from gptlab.cli.tokeninput import add_text_options, input_texts, legacy_notice, token_labels
 from gptlab.errors import UsageError
 from gptlab.files.atomic import atomic_write_text
@@ -115,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
 
     strongest = rank_heads(scores, chance)[: args.top]
     patterns = capture_attention(model, idx[:1])[:, 0] if strongest else None  # (L, nh, T, T)
+    open_out_dir(out, "heads")
     written = _write_outputs(out, patterns, idx, tokenizer, scores, chance, deltas, strongest,
                              described, args.ablate)
     print()

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gptlab.cli import argtypes
-from gptlab.cli.outdir import check_out_dir
+from gptlab.cli.outdir import check_out_dir, open_out_dir
 from gptlab.cli.tokeninput import add_text_options, encode_text, input_texts, token_labels
 from gptlab.files.atomic import atomic_write_text
 from gptlab.plots.interp import lens_grid
@@ -71,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         print("probability of the actual next token, by depth (the same positions):")
         print(format_following(rows, inputs, following, args.last))
     if args.out is not None:
-        out = Path(args.out)
+        out = open_out_dir(args.out, "lens")
         lens_grid(probs[..., 0], tops, rows, inputs,
                   title="logit lens: top next token by depth").save(out / "lens.png")
         report = {"tokens": idx[0].tolist(), "rows": rows,

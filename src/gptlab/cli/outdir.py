@@ -1,29 +1,26 @@
-"""The checks every command that writes an --out makes before any work. A folder of a kind
-(a run, data, a model, an export) is claimed with gptlab.files.kinds.claim; these are for
-the rest: loose files in a folder, and one file."""
+"""The check every command that writes figures into an --out folder (gptlab heads, lens,
+patch, attribute) makes before any work, and again before it writes. gptlab.files.kinds
+decides, as it does for one file (eval --plot, runs --plot, convert --to-gguf:
+kinds.claim_file)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gptlab.errors import UsageError
-from gptlab.files.atomic import check_dir
-from gptlab.files.kinds import check_loose
+from gptlab.files import kinds
 
 
 def check_out_dir(out: str | Path) -> Path:
-    """--out receives loose files (figures, scores): creatable, writable, and not one of
-    gptlab's kinds of folder, whose files they would mix with (kinds.check_loose)."""
-    return check_loose(out)
+    """--out receives a command's figures and scores: a new or empty folder, or one of
+    figures gptlab wrote (kinds.FIGURES), inside no other kind of folder but right inside a
+    model's (RUN/heads)."""
+    kinds.claim(out, kinds.FIGURES)
+    return Path(out)
 
 
-def check_out_file(out: str | Path, force: bool) -> Path:
-    """--out names one file to write: not a directory, its directory creatable and
-    writable, and not already there unless force (then it is replaced whole)."""
-    out = Path(out)
-    if out.is_dir():
-        raise UsageError(f"--out {out} is a directory; give the file to write")
-    if out.exists() and not force:
-        raise UsageError(f"{out} already exists; pass --force to overwrite")
-    check_dir(out.parent)
-    return out
+def open_out_dir(out: str | Path, by: str) -> Path:
+    """check_out_dir again (the work took a while), then the folder made and marked as
+    figures written by command `by`, before its files."""
+    check_out_dir(out)
+    kinds.mark(out, kinds.FIGURES, by)
+    return Path(out)

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gptlab.cli import argtypes
 from gptlab.cli.argtypes import TOKEN_ID_PREFIX
-from gptlab.cli.outdir import check_out_dir
+from gptlab.cli.outdir import check_out_dir, open_out_dir
 from gptlab.cli.tokeninput import encode_text, token_id, token_labels
 from gptlab.errors import UsageError
 from gptlab.files.atomic import atomic_write_text
@@ -103,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{SWEEPS[kind]}: share of the gap restored")
         print(format_grid(grids[kind], columns[kind]))
     if args.out is not None:
-        out = Path(args.out)
+        out = open_out_dir(args.out, "patch")
         patch_grids(grids, columns, title=f"share of {described} restored by patching in "
                                           f"clean").save(out / "patch.png")
         report = {"clean": clean[0].tolist(), "corrupt": corrupt[0].tolist(),

@@ -61,8 +61,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the data directory to write (train.bin, val.bin, tokenizer.json, "
                         "meta.json)")
     p.add_argument("--force", action="store_true",
-                   help="replace a data directory made with another tokenizer (never "
-                        "another kind of folder)")
+                   help="replace the data a data directory already holds (the runs trained "
+                        "on it then refuse to resume; the same tokens again need none); never "
+                        "another kind of folder")
     p.add_argument("--drop-unknown", action="store_true",
                    help="with a character tokenizer.json: leave out the text's characters it "
                         "has no token for (by default they are refused, listed)")
@@ -77,10 +78,11 @@ def run(args: argparse.Namespace) -> int:
     if args.drop_unknown and args.tokenizer == "bpe":
         raise UsageError("--drop-unknown is for a character tokenizer.json; byte-level BPE "
                          "encodes every character")
-    # before a download or BPE training, not after
-    kinds.claim(args.out, kinds.DATA, force=args.force)
+    # before a download or BPE training, not after: never another kind of folder (whether
+    # the data there may be replaced is known once the new tokens are: prepare())
+    kinds.claim(args.out, kinds.DATA, force=True)
     # start-up time: numpy and tokenizers load when a corpus is prepared, not at parsing
-    from gptlab.data.prepared import check_replaceable, prepare
+    from gptlab.data.prepared import check_replaceable, load_data, prepare
 
     text, source = load_source(args.name, args.input, args.url)
     tokenizer = make_tokenizer(args.tokenizer, args.vocab_size, text)
@@ -90,8 +92,12 @@ def run(args: argparse.Namespace) -> int:
             check_replaceable(Path(args.out), tokenizer)
         except UsageError as exc:
             raise UsageError(f"{exc} (--force replaces it)") from None
+    try:
+        before = load_data(args.out).fingerprint()
+    except UsageError:
+        before = None  # nothing complete there
     meta = prepare(text, args.out, tokenizer, val_fraction=args.val_fraction, source=source,
-                   force=True)
+                   force=args.force)
     print(
         f"{source}: {len(text):,} characters -> {meta['train_tokens']:,} train + "
         f"{meta['val_tokens']:,} val tokens ({meta['tokenizer']} tokenizer, "
@@ -99,7 +105,10 @@ def run(args: argparse.Namespace) -> int:
     )
     if dropped:
         print(f"left out {dropped} (--drop-unknown)")
-    print(f"wrote {Path(args.out)}/: train.bin val.bin tokenizer.json meta.json")
+    if before == meta["fingerprint"] and not args.force:
+        print(f"{Path(args.out)}/ already holds these tokens: unchanged")
+    else:
+        print(f"wrote {Path(args.out)}/: train.bin val.bin tokenizer.json meta.json")
     return 0
 
 

@@ -7,8 +7,9 @@ import argparse
 import json
 from pathlib import Path
 
-from gptlab.cli.outdir import check_out_file
 from gptlab.errors import UsageError
+from gptlab.files import kinds
+from gptlab.files.authorship import FIGURE
 from gptlab.plots.training import compare_runs
 from gptlab.training.runs import SORT_KEYS, format_table, is_model_dir, list_runs, read_metrics
 
@@ -43,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="loss-compare.png", metavar="FILE",
                    help="with --plot: the figure to write, .png or .svg "
                         "(default: loss-compare.png)")
-    p.add_argument("--force", action="store_true", help="with --plot: replace FILE")
+    p.add_argument("--force", action="store_true",
+                   help="with --plot: replace FILE, if it is a figure gptlab drew")
     p.set_defaults(func=run)
 
 
@@ -62,12 +64,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.json:
         raise UsageError("--json lists the runs and --plot draws them: give one")
-    suffix = Path(args.out).suffix.lower()
-    if suffix not in (".png", ".svg"):
-        raise UsageError(f"--out {args.out}: the figure is written as .png or .svg")
-    out = check_out_file(args.out, args.force)
     named = [(name, _find(root, name)) for name in args.plot]
-
+    out = kinds.claim_file(args.out, FIGURE, force=args.force,
+                           sources=tuple(path for _, path in named))
     compare_runs([(name, read_metrics(path)) for name, path in named]).save(out)
     print(f"wrote {out}: {', '.join(name for name, _ in named)}")
     return 0

@@ -31,6 +31,7 @@ from gptlab.convert.hf_keymap import GPT2
 from gptlab.data.tokenizer import CharTokenizer, HFTokenizer, Tokenizer
 from gptlab.errors import GptlabError, UsageError
 from gptlab.files.atomic import atomic_path
+from gptlab.files.authorship import GGUF_KEY
 from gptlab.files.model_dir import weights_state
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
@@ -357,7 +358,7 @@ def _add_metadata(gguf: Any, writer: Any, config: GPTConfig, arch: str, dtype: s
     writer.add_file_type(getattr(gguf.LlamaFileType, _FILE_TYPES[dtype]))
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     # Who wrote the file and the config it came from, so it can be traced back.
-    writer.add_string("gptlab.version", __version__)
+    writer.add_string(GGUF_KEY, __version__)  # also what lets --force replace the file
     writer.add_string("gptlab.config", json.dumps(config.to_dict()))
     writer.add_context_length(config.block_size)
     writer.add_embedding_length(config.n_embd)

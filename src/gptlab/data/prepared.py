@@ -3,12 +3,16 @@
 A data directory holds `train.bin` and `val.bin` (token ids, flat, native-endian uint16,
 or uint32 when the vocabulary exceeds 65535), the `tokenizer.json` that produced them and
 a `meta.json` describing both. `meta.json` is written last, so a directory with one is
-complete. The split follows nanoGPT's data/shakespeare_char/prepare.py: the TEXT is cut at
+complete. It holds the tokens' fingerprint (`fingerprint`, a sha256 of both splits): a run
+records its data's at its start, and a resume on data that changed since is refused
+(gptlab.training.plan); a directory from before the fingerprint has its tokens hashed when
+one is needed. The split follows nanoGPT's data/shakespeare_char/prepare.py: the TEXT is cut at
 int(n * (1 - val_fraction)) characters, then each part is encoded on its own.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
 from collections.abc import Callable
@@ -51,8 +55,10 @@ def prepare(
     its meta dict.
 
     out_dir is claimed as gptlab.files.kinds says: never another kind of folder (a run, a
-    model) or one gptlab did not make; and over a data directory made with another
-    tokenizer only with force: the runs trained on it would decode garbage."""
+    model) or one gptlab did not make; and over a data directory that holds tokens only
+    with force (the runs trained on it would continue on other data, or decode garbage),
+    unless it holds these very tokens and tokenizer already: then nothing is written but
+    an updated meta.json."""
     train_text, val_text = split_text(text, val_fraction)
     dtype = token_dtype(tokenizer.vocab_size)
     splits = {
@@ -67,16 +73,8 @@ def prepare(
                 f"the tokenizer produced ids outside its vocabulary of {tokenizer.vocab_size}"
             )
     out_dir = Path(out_dir)
-    kinds.claim(out_dir, kinds.DATA, force=force)
-    if not force:
-        check_replaceable(out_dir, tokenizer)
-    kinds.mark(out_dir, kinds.DATA, by)
-    # Without meta.json the directory reads as incomplete until the new one lands.
-    (out_dir / META_FILE).unlink(missing_ok=True)
-    for name, ids in splits.items():
-        with atomic_path(out_dir / f"{name}.bin") as tmp:
-            ids.astype(dtype).tofile(tmp)
-    tokenizer.save(out_dir / TOKENIZER_FILE)
+    found = kinds.claim(out_dir, kinds.DATA, force=True)  # never another kind of folder
+    splits = {name: ids.astype(dtype) for name, ids in splits.items()}
     meta = {
         "version": META_VERSION,
         "vocab_size": int(tokenizer.vocab_size),
@@ -86,26 +84,75 @@ def prepare(
         "val_tokens": int(splits["val"].size),
         "val_fraction": float(val_fraction),
         "source": source,
+        "fingerprint": fingerprint(splits["train"], splits["val"]),
     }
+    if not force and found.work():
+        # The same tokens and tokenizer again (a notebook run twice, the demo's data) change
+        # nothing, and need no force: only meta.json's description is brought up to date.
+        if _holds(out_dir, meta["fingerprint"], tokenizer):
+            if _read_json_or_none(out_dir / META_FILE) != meta:
+                atomic_write_text(out_dir / META_FILE, json.dumps(meta, indent=2) + "\n")
+            return meta
+        kinds.claim(out_dir, kinds.DATA)  # its tokens are replaced only with force: refused
+    if not force:
+        check_replaceable(out_dir, tokenizer)
+    kinds.mark(out_dir, kinds.DATA, by)
+    # Without meta.json the directory reads as incomplete until the new one lands.
+    (out_dir / META_FILE).unlink(missing_ok=True)
+    for name, ids in splits.items():
+        with atomic_path(out_dir / f"{name}.bin") as tmp:
+            ids.tofile(tmp)
+    tokenizer.save(out_dir / TOKENIZER_FILE)
     atomic_write_text(out_dir / META_FILE, json.dumps(meta, indent=2) + "\n")
     return meta
+
+
+def _holds(out_dir: Path, tokens_fingerprint: str, tokenizer: Tokenizer) -> bool:
+    """Whether out_dir is a complete data directory of exactly these tokens and tokenizer."""
+    try:
+        there = load_data(out_dir).fingerprint()
+    except UsageError:
+        return False
+    return there == tokens_fingerprint and _same_tokenizer_file(out_dir, tokenizer)
+
+
+def _read_json_or_none(path: Path) -> object:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def fingerprint(train: np.ndarray, val: np.ndarray) -> str:
+    """The tokens' content as one string: "sha256:" and the hash of both splits, each with
+    its length (a token moved from val to train changes it too) and its dtype."""
+    digest = hashlib.sha256()
+    for ids in (train, val):
+        digest.update(f"{ids.dtype.name}:{ids.size}:".encode())
+        digest.update(memoryview(np.ascontiguousarray(ids)).cast("B"))
+    return "sha256:" + digest.hexdigest()
 
 
 def check_replaceable(out_dir: Path, tokenizer: Tokenizer) -> None:
     """A data directory already in out_dir (kinds.claim has said what else may be there)
     was made with `tokenizer`, so preparing it again leaves the runs trained on it
     readable."""
-    if not out_dir.is_dir():
+    if not (out_dir / TOKENIZER_FILE).is_file():
         return
-    old = out_dir / "tokenizer.json"
-    if not old.is_file():
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        tokenizer.save(Path(tmp) / "tokenizer.json")
-        same = (Path(tmp) / "tokenizer.json").read_bytes() == old.read_bytes()
-    if not same:
+    if not _same_tokenizer_file(out_dir, tokenizer):
         raise UsageError(f"{out_dir} holds data made with another tokenizer; replacing it "
                          f"would leave the runs trained on it unreadable")
+
+
+def _same_tokenizer_file(out_dir: Path, tokenizer: Tokenizer) -> bool:
+    """Whether out_dir's tokenizer.json is the one `tokenizer` saves, byte for byte."""
+    old = out_dir / TOKENIZER_FILE
+    with tempfile.TemporaryDirectory() as tmp:
+        tokenizer.save(Path(tmp) / TOKENIZER_FILE)
+        try:
+            return (Path(tmp) / TOKENIZER_FILE).read_bytes() == old.read_bytes()
+        except OSError:
+            return False
 
 
 @dataclass
@@ -118,6 +165,14 @@ class TokenData:
 
     def split(self, name: str) -> np.ndarray:
         return {"train": self.train, "val": self.val}[name]
+
+    def fingerprint(self) -> str:
+        """The tokens' fingerprint: meta.json's, or (a directory from before it) computed
+        now, one pass over the files."""
+        recorded = self.meta.get("fingerprint")
+        if isinstance(recorded, str) and recorded:
+            return recorded
+        return fingerprint(self.train, self.val)
 
 
 def load_data(data_dir: str | Path) -> TokenData:
@@ -208,7 +263,9 @@ def ensure_prepared(data_dir: Path, source: str, make: Callable[[], tuple[str, T
     copy is prepared again; data from another source is refused, or replaced where the
     caller owns the folder (replace_other). Never anything but a data directory
     (gptlab.files.kinds)."""
-    kinds.claim(data_dir, kinds.DATA, force=replace_other)
+    # Another kind of folder is refused; data from this source is reused, other data
+    # replaced only where the caller owns the folder (below).
+    kinds.claim(data_dir, kinds.DATA, force=True)
     if (data_dir / META_FILE).is_file():
         try:
             meta = load_data(data_dir).meta
@@ -220,5 +277,6 @@ def ensure_prepared(data_dir: Path, source: str, make: Callable[[], tuple[str, T
         if meta is not None and not replace_other:
             raise UsageError(f"{data_dir} holds other data ({meta.get('source')!r})")
     text, tokenizer = make()
+    # force: other data only where replace_other said so above; a damaged copy is no loss
     return prepare(text, data_dir, tokenizer, val_fraction=0.1, source=source,
-                   force=replace_other, by=by), False
+                   force=True, by=by), False

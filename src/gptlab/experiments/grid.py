@@ -41,23 +41,75 @@ GRID_FILE = "grid.json"
 RUNS_DIR = "runs"
 
 
-def experiment_folder(path: str | Path, name: str) -> Path:
+def experiment_folder(path: str | Path, name: str,
+                      configuration: dict[str, Any] | None = None, force: bool = False) -> Path:
     """The folder experiment `name` writes into, made ready: created where missing, or one
     that already holds this experiment (its runs are reused). Anything else is refused
     before a file is written, by the rule every folder gptlab writes follows
-    (gptlab.files.kinds). Every experiment opens its folder here, and only here."""
+    (gptlab.files.kinds). Every experiment opens its folder here, and only here.
+
+    configuration: what the results depend on (a command's size, steps, seed and data),
+    recorded in experiment.json. A folder holding the results of another configuration is
+    refused unless force: its runs would be trained again and its results replaced (one
+    that records none, from the library or an earlier version, cannot be told and takes
+    this one). None: whatever the folder records."""
     path = Path(path)
     if kinds.recognise(path).kind == kinds.EXPERIMENT:
-        found = experiment_of(path)
+        recorded = _experiment_record(path)
+        found = recorded.get("experiment")
         if found != name:
             raise UsageError(f"{path} holds the experiment {found!r}, not {name!r}: choose "
                              f"another --out")
+        if configuration is None:
+            configuration = recorded.get("configuration")
+        elif not force:
+            _check_same_configuration(path, name, recorded.get("configuration"), configuration)
     else:
         kinds.claim(path, kinds.EXPERIMENT)  # absent or empty; any other folder is refused
     kinds.mark(path, kinds.EXPERIMENT, "experiment")
-    write_json(path / EXPERIMENT_FILE, {"kind": "experiment", "experiment": name,
-                                        "gptlab": __version__})
+    record = {"kind": "experiment", "experiment": name, "gptlab": __version__}
+    if configuration is not None:
+        record["configuration"] = configuration
+    write_json(path / EXPERIMENT_FILE, record)
     return path
+
+
+def _check_same_configuration(path: Path, name: str, recorded: dict[str, Any] | None,
+                              configuration: dict[str, Any]) -> None:
+    # None: a folder the library or an earlier version wrote, which records none; its runs
+    # keep their own settings (grid.json), and a run asked for with others trains again.
+    if recorded is None or recorded == configuration:
+        return
+    was = describe_configuration({k: v for k, v in recorded.items()
+                                  if configuration.get(k) != v})
+    now = describe_configuration({k: v for k, v in configuration.items()
+                                  if recorded.get(k) != v})
+    raise UsageError(f"{path} holds experiment {name}'s results for {was}, not {now}: "
+                     f"--force trains it again with this one there, replacing them, or give "
+                     f"another --out")
+
+
+def describe_configuration(configuration: dict[str, Any]) -> str:
+    """{"quick": True, "seed": 1} -> "--quick, --seed 1" (as the command's flags)."""
+    parts = []
+    for key, value in configuration.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            parts.append(flag)
+        elif value is False:
+            parts.append(f"no {flag}")
+        elif value is None:
+            parts.append(f"no {flag}")
+        else:
+            parts.append(f"{flag} {value}")
+    return ", ".join(parts) or "the same flags"
+
+
+def _experiment_record(path: Path) -> dict[str, Any]:
+    try:
+        return read_json_object(path / EXPERIMENT_FILE, "experiment marker")
+    except UsageError:
+        return {}
 
 
 def open_experiment(out: str | Path, name: str, data: str | Path | None,
@@ -88,11 +140,7 @@ def embedded_corpus(folder: Path, log: Callable[[str], None] = print) -> Path:
 
 def experiment_of(path: str | Path) -> str | None:
     """The name of the experiment a folder holds, or None."""
-    try:
-        return read_json_object(Path(path) / EXPERIMENT_FILE, "experiment marker").get(
-            "experiment")
-    except UsageError:
-        return None
+    return _experiment_record(Path(path)).get("experiment")
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import Any
 
 from gptlab.errors import UsageError
 from gptlab.files.atomic import atomic_write_bytes
+from gptlab.files.authorship import FIGURE_CREATOR
 
 # Token labels stop being readable past this many positions; larger patterns go unlabelled.
 MAX_LABELLED = 64
@@ -64,7 +65,10 @@ class Figure:
 
         buffer = io.BytesIO()
         # No date and a fixed salt for the SVG's ids: the same drawing gives the same file.
-        metadata = {"Date": None} if format == "svg" else None
+        # gptlab's mark as its creator: what lets --force replace a figure (and only one
+        # gptlab drew: gptlab.files.authorship).
+        metadata = ({"Date": None, "Creator": FIGURE_CREATOR} if format == "svg"
+                    else {"Software": FIGURE_CREATOR})
         with rc_context({"svg.hashsalt": "gptlab"}):
             self.matplotlib.savefig(buffer, format=format, dpi=self.dpi, metadata=metadata)
         return buffer.getvalue()

@@ -61,6 +61,7 @@ class DataFacts:
     vocab_size: int
     train_tokens: int
     val_tokens: int
+    fingerprint: str  # its tokens' (gptlab.data.prepared.fingerprint), recorded in the run
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,9 @@ def plan_run(model_config: GPTConfig | None, train_config: TrainConfig | None,
     _check_run(model_config, train_config, data)
     init_seed, dropout_seed = _seeds(train_config, rank)
     facts = DataFacts(data.tokenizer_path.parent, data.tokenizer_path, data.vocab_size,
-                      len(data.train), len(data.val))
+                      len(data.train), len(data.val), data.fingerprint())
+    if resume:
+        rundir.check_same_data(run_dir, facts.directory, facts.fingerprint)
     return TrainPlan(mode=mode, model_config=model_config, train_config=train_config,
                      data=facts, run_dir=run_dir, overwrite=overwrite and not resume,
                      owner=owner, resume_from=point, changes=changes, rank=rank,

@@ -282,11 +282,13 @@ def _open_run_dir(plan: TrainPlan, state: dict[str, Any] | None, watch: _Watch
     if state is None:
         rundir.clear(run_dir)
         rundir.start(run_dir, plan.data.tokenizer_path, cfg.to_dict(),
-                     plan.model_config.to_dict(), by=plan.owner)
+                     plan.model_config.to_dict(), by=plan.owner,
+                     data_fingerprint=plan.data.fingerprint)
     else:
         if kinds.read_marker(run_dir) is None:  # a run an earlier version wrote
             kinds.mark(run_dir, kinds.RUN, plan.owner)
         rundir.write_train_config(run_dir, cfg.to_dict())
+        rundir.record_data(run_dir, plan.data.directory, plan.data.fingerprint)
     files = rundir.RunFiles(run_dir, title=f"{run_dir.name}: {_describe(plan.model_config)}")
     files.reset_metrics(keep_until_step=state["step"] if state else None)
     if watch.make_reporter is not None:

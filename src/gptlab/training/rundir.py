@@ -10,6 +10,8 @@ A run directory is a model directory (gptlab.files.model_dir) holding the latest
   shards-STEP-ID/  a sharded run's (--parallel fsdp, tp, fsdp+tp) weights and optimizer
                  moments, one file per rank (gptlab.distributed.sharded_checkpoint); state.pt names
                  it
+  data.json      the data it started on: its folder and its tokens' fingerprint
+                 (gptlab.data.prepared); a resume on tokens that changed since is refused
   .lock          held (flock) by the one trainer writing the directory; it holds its PID
   .gptlab.json   the mark of a run (gptlab.files.kinds), written before any other file
 
@@ -65,10 +67,11 @@ from gptlab.files.kinds import (
 from gptlab.plots.training import loss_curves
 
 PLOT_FILE = "loss.png"
+DATA_RECORD_FILE = "data.json"
 TB_DIR = "tb"  # with `log tensorboard` (gptlab.training.reporting.TensorBoardReporter)
 # Every file a run writes at its top level (best/ and .lock aside).
 RUN_FILES = (CONFIG_FILE, TRAIN_CONFIG_FILE, WEIGHTS_FILE, STATE_FILE, TOKENIZER_FILE,
-             METRICS_FILE, PLOT_FILE)
+             METRICS_FILE, PLOT_FILE, DATA_RECORD_FILE)
 
 
 # --- one writer -----------------------------------------------------------------------------
@@ -177,16 +180,41 @@ def check_same_tokenizer(data_tokenizer: Path, run_dir: Path) -> None:
                          f"resume with the data the run was trained on")
 
 
+def record_data(run_dir: Path, data_dir: Path, fingerprint: str) -> None:
+    """data.json: the data the run trains on from now (its start, or a resume)."""
+    write_json(run_dir / DATA_RECORD_FILE, {"data": str(data_dir), "fingerprint": fingerprint})
+
+
+def check_same_data(run_dir: Path, data_dir: Path, fingerprint: str) -> None:
+    """A resume continues on the tokens the run trained on: a UsageError naming data_dir
+    if their fingerprint differs from the one the run recorded. A run from before the
+    record has none to compare (its resume records it)."""
+    try:
+        recorded = read_json_object(run_dir / DATA_RECORD_FILE, "the run's data record")
+    except UsageError:
+        if (run_dir / DATA_RECORD_FILE).exists():
+            raise
+        return
+    if recorded.get("fingerprint") not in (None, fingerprint):
+        raise UsageError(f"the data in {data_dir} is not the data {run_dir} trained on (its "
+                         f"tokens changed since: another fingerprint): resume with that data, "
+                         f"or fine-tune from the run into a new --out with --init-from "
+                         f"{run_dir}")
+
+
 def read_train_config(run_dir: Path) -> dict[str, Any]:
     return read_json_object(run_dir / TRAIN_CONFIG_FILE, "training settings")
 
 
 def start(run_dir: Path, data_tokenizer: Path, settings: dict[str, Any],
-          model_config: dict[str, Any], by: str = "train") -> None:
+          model_config: dict[str, Any], by: str = "train",
+          data_fingerprint: str | None = None) -> None:
     """The files a fresh run begins with, its mark first (written by command `by`); the
-    checkpoint of step 0 follows at once."""
+    checkpoint of step 0 follows at once. data_fingerprint: the data's (record_data)."""
     kinds.mark(run_dir, RUN, by)
     copy_file(data_tokenizer, run_dir / TOKENIZER_FILE)
+    if data_fingerprint is not None:
+        record_data(run_dir, data_tokenizer.parent, data_fingerprint)
     write_train_config(run_dir, settings)
     write_json(run_dir / CONFIG_FILE, model_config)
 
