@@ -44,6 +44,7 @@ from gptlab.distributed import sharded_checkpoint
 from gptlab.errors import UsageError
 from gptlab.files import kinds, model_dir
 from gptlab.files.atomic import (
+    append_text,
     atomic_path,
     atomic_write_text,
     copy_file,
@@ -334,8 +335,7 @@ class RunFiles:
     def log(self, record: dict) -> None:
         record = {**record, "time": round(time.time(), 3)}
         self.records.append(record)
-        with open(self.metrics_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        append_text(self.metrics_path, json.dumps(record) + "\n")
 
     def plot(self) -> None:
         loss_curves(self.records, title=self.title).save(self.run_dir / PLOT_FILE)
