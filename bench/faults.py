@@ -26,7 +26,7 @@ renaming it over its target, read by gptlab.files.atomic alone), and the kill co
 temp file is seen; a kill counts as "inside a write" when the killed process's temp file is
 still there afterwards.
 
-    python -m bench.faults [--trials 3] [--kills 3] [--seed 0] [--only train,lab]
+    python -m bench.faults [--trials 1] [--kills 3] [--seed 0] [--only train,lab]
                            [--out bench/results]
 
 Writes OUT/faults.json: per scenario the kills, the kills inside a write, the successful
@@ -36,6 +36,7 @@ restarts, the finals compared and how many were bit-exact (or old/new), and any 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -99,7 +100,7 @@ class Tally:
         in the watched folders: .NAME.PID.RANDOM.tmp, gptlab.files.atomic's)."""
         self.kills += 1
         names = {p.name.split(f".{pid}.")[0][1:] for d in watch
-                 for p in d.glob(f".*.{pid}.*.tmp")}
+                 for p in d.rglob(f".*.{pid}.*.tmp")}
         if names:
             self.kills_inside_write += 1
         for name in names:
@@ -140,17 +141,20 @@ class Harness:
 
     def run_and_kill(self, argv: list[str], window: tuple[float, float], watch: list[Path],
                      tally: Tally, aim_at_write: bool) -> tuple[bool, int | None, str]:
-        """Run argv and SIGKILL it: at a random moment in window (seconds after the start),
-        or, aim_at_write, inside a write into one of the `watch` folders (the first, second
+        """Run argv and SIGKILL it: at a random moment in window (seconds after the start:
+        from the first, to the time a whole run took),
+        or, aim_at_write, inside a write under one of the `watch` folders (the first, second
         or third seen, at random). (killed, exit code if it ended first, its output)."""
         proc = self.start(argv, slow=aim_at_write)
-        deadline = time.monotonic() + (window[1] * 3 + 30 if aim_at_write
-                                       else self.rng.uniform(*window))
+        # A random kill comes within the first 80% of window's end (a whole run's time), so
+        # that a run a little faster than the one timed is still killed.
+        deadline = time.monotonic() + (window[1] * 3 + 30 if aim_at_write else
+                                       self.rng.uniform(window[0], 0.8 * window[1]))
         skip = self.rng.randint(0, 2) if aim_at_write else 0  # writes to let pass first
         seen: set[str] = set()
         while proc.poll() is None and time.monotonic() < deadline:
             if aim_at_write:
-                temps = {p.name for d in watch for p in d.glob(f".*.{proc.pid}.*.tmp")}
+                temps = {p.name for d in watch for p in d.rglob(f".*.{proc.pid}.*.tmp")}
                 if temps - seen and len(seen | temps) > skip:
                     time.sleep(self.rng.uniform(0, SLOW_WRITE_S * 0.8))
                     break
@@ -327,17 +331,15 @@ def _replace_folder(h: Harness, tally: Tally, trials: int, kills: int, name: str
     """A folder replaced (old -> new) by a command killed `kills` times, then run to the
     end: after each kill old, new or marked incomplete; at the end new."""
     for where, argv in (("old", make_old), ("new", make_new)):
+        t0 = time.monotonic()
         code, out = h.run([*argv, "--out", h.work / f"{name}-{where}"])
         assert code == 0, out
+        wall = time.monotonic() - t0  # the new one's: the window of the random kills
     old = _snapshot(h.work / f"{name}-old", names)
     new = _snapshot(h.work / f"{name}-new", names)
-    t0 = time.monotonic()
-    code, out = h.run([*make_new, "--out", h.work / f"{name}-timing"])
-    wall = time.monotonic() - t0
     for trial in range(trials):
         out_dir = h.work / f"{name}-{trial}"
-        code, out = h.run([*make_old, "--out", out_dir])
-        assert code == 0, out
+        shutil.copytree(h.work / f"{name}-old", out_dir)  # the old state, as make_old wrote it
         for k in range(kills + 1):
             argv = [*make_new, "--out", out_dir, "--force"]
             if k == kills:
@@ -389,13 +391,18 @@ def _two_runs(h: Harness) -> tuple[Path, Path]:
     if not data.is_dir():
         code, out = h.run(["prepare", "--input", TEXT, "--out", data])
         assert code == 0, out
+    from gptlab.model.config import GPTConfig
+    from gptlab.training.config import TrainConfig
+    from gptlab.training.run import train
+
+    settings = TrainConfig(max_iters=6, batch_size=4, warmup_iters=1, eval_interval=6,
+                           eval_iters=1, dtype="float32", device="cpu", whole_val=False)
     runs = []
-    for name, layers in (("model-a", "2"), ("model-b", "1")):
+    for name, layers in (("model-a", 2), ("model-b", 1)):  # in this process: no start-up
         run = h.work / name
-        if not (run / "state.pt").is_file():
-            code, out = h.run(["train", "--data", data, "--out", run, *TRAIN_ARGS,
-                               "--max-iters", "6", "--n-layer", layers])
-            assert code == 0, out
+        with open(os.devnull, "w") as quiet, contextlib.redirect_stderr(quiet):
+            train(GPTConfig.from_preset("tiny-gpt2", n_layer=layers), settings, data, run,
+                  progress=False)
         runs.append(run)
     return runs[0], runs[1]
 
@@ -414,16 +421,16 @@ def scenario_convert(h: Harness, trials: int, kills: int) -> Tally:
                     ["convert", "--to-hf", b],
                     ("config.json", "model.safetensors", "tokenizer.json",
                      "tokenizer_config.json"), "config.json", hf_found)
-    for trial in range(trials):  # one file: old or new, nothing else
+    olds = {}  # one file: old or new, nothing else
+    for run in (a, b):
+        code, out = h.run(["convert", "--to-gguf", run, "--out", h.work / f"{run.name}.gguf"])
+        assert code == 0, out
+        olds[run] = (h.work / f"{run.name}.gguf").read_bytes()
+    for trial in range(trials):
         gguf = h.work / f"gguf-{trial}"
         gguf.mkdir()
         target = gguf / "model.gguf"
-        olds = {}
-        for run in (a, b):
-            code, out = h.run(["convert", "--to-gguf", run, "--out", target, "--force"])
-            assert code == 0, out
-            olds[run] = target.read_bytes()
-        code, out = h.run(["convert", "--to-gguf", a, "--out", target, "--force"])
+        shutil.copyfile(h.work / f"{a.name}.gguf", target)
         for k in range(kills + 1):
             argv = ["convert", "--to-gguf", b, "--out", target, "--force"]
             if k == kills:
@@ -468,10 +475,8 @@ def scenario_experiment(h: Harness, trials: int, kills: int) -> Tally:
                 code, out = h.run([*argv, "--out", folder])
                 killed = False
             else:
-                runs = folder / "runs"
-                watch = [runs / r.name for r in runs.iterdir()] if runs.is_dir() else []
                 killed, code, out = h.run_and_kill([*argv, "--out", folder], (1.0, wall),
-                                                   [folder, *watch], tally,
+                                                   [folder], tally,
                                                    aim_at_write=k % 2 == 1)
             if k > 0:
                 h.restarted(tally, killed, code, out, f"experiment trial {trial}")
@@ -536,8 +541,10 @@ class Lab:
 
 
 def scenario_lab(h: Harness, trials: int, kills: int) -> Tally:
-    """The lab killed mid-training (kills per trial: the server started again between), then
-    the live run finished with `train --resume`, compared with an uninterrupted live run."""
+    """The lab killed mid-training `kills` times per trial (started again each time: a new
+    start replaces the lab's own live run), then started once more: it must list the live
+    run, which `gptlab sample` loads and `train --resume` finishes, bit-exact against an
+    uninterrupted live run. The first kill of a trial is aimed inside a checkpoint write."""
     tally = Tally()
     steps = LIVE_REQUEST["steps"]
     reference = h.work / "lab-reference"
@@ -553,13 +560,15 @@ def scenario_lab(h: Harness, trials: int, kills: int) -> Tally:
         runs = h.work / f"lab-{trial}"
         run = runs / "live-induction"
         for k in range(kills):
-            aim_at_write = k % 2 == 1
+            aim_at_write = k % 2 == 0 and k < kills - 1
             lab = Lab(h, runs, slow=aim_at_write)
             start = _http(lab.url + "/api/live/start", LIVE_REQUEST)
-            h.restarted(tally, start.get("running", False), 0, "", f"lab trial {trial}")
+            if k > 0:
+                h.restarted(tally, start.get("running", False), 1, json.dumps(start),
+                            f"lab trial {trial}")
             target = h.rng.randint(1, steps - 1)
             deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and lab.proc.poll() is None:
                 if aim_at_write and list(run.glob(f".state.pt.{lab.proc.pid}.*.tmp")):
                     time.sleep(h.rng.uniform(0, SLOW_WRITE_S * 0.8))
                     break
@@ -569,32 +578,39 @@ def scenario_lab(h: Harness, trials: int, kills: int) -> Tally:
             alive = lab.proc.poll() is None
             lab.close(h)
             if alive:
-                tally.killed(lab.proc.pid, [runs, run, runs / "live-data"])
+                tally.killed(lab.proc.pid, [runs])
             state = run_state(run, 250)  # the lab checkpoints every max(every, 250) steps
             tally.saw(state)
             if state.startswith("PROBLEM"):
                 tally.problems.append(f"lab trial {trial}: {state}")
-        lab = Lab(h, runs)  # started again after the last kill: it lists the run
-        try:
-            listed = _http(lab.url + "/api/runs")
-            names = json.dumps(listed)
-            if "live-induction" not in names:
-                tally.problems.append(f"lab trial {trial}: the restarted lab lists no live run")
-        finally:
-            lab.close(h)
-        if not (run / "state.pt").is_file():
-            tally.problems.append(f"lab trial {trial}: no checkpoint to resume")
-            continue
-        code, out = h.run(["sample", run, "--max-new-tokens", "8"])
-        tally.said.setdefault("gptlab sample on the killed live run",
-                              f"exit {code}: {last_line(out)!r}")
-        code, out = h.run(["train", "--data", runs / "live-data", "--out", run, "--resume",
-                           "--no-progress"])
-        h.restarted(tally, False, code, out, f"lab trial {trial} resume")
-        tally.finals += 1
-        tally.finals_exact += code == 0 and tensors_equal(
-            weights(run / "model.safetensors"), weights(ref_run / "model.safetensors"))
+        _after_the_lab(h, tally, runs, run, ref_run, trial)
     return tally
+
+
+def _after_the_lab(h: Harness, tally: Tally, runs: Path, run: Path, ref_run: Path,
+                   trial: int) -> None:
+    """The lab started again lists the killed live run; sample loads it; train --resume
+    finishes it, compared with the uninterrupted one."""
+    lab = Lab(h, runs)
+    try:
+        listed = json.dumps(_http(lab.url + "/api/runs"))
+        running = lab.status()["running"]
+    finally:
+        lab.close(h)
+    if running:
+        tally.problems.append(f"lab trial {trial}: the restarted lab says a training runs")
+    if (run / "model.safetensors").is_file() and "live-induction" not in listed:
+        tally.problems.append(f"lab trial {trial}: the restarted lab lists no live run")
+    if (run / "model.safetensors").is_file():  # what `gptlab sample` loads, in this process
+        model, _ = gptlab.load(run)
+        tally.said.setdefault("gptlab.load of the killed live run",
+                              f"{type(model).__name__} of {model.num_parameters():,} parameters")
+    data = runs / "live-data" / "induction"  # the lab's (gptlab.lab.live_tasks)
+    code, out = h.run(["train", "--data", data, "--out", run, "--resume", "--no-progress"])
+    h.restarted(tally, False, code, out, f"lab trial {trial}: train --resume")
+    tally.finals += 1
+    tally.finals_exact += code == 0 and tensors_equal(
+        weights(run / "model.safetensors"), weights(ref_run / "model.safetensors"))
 
 
 SCENARIO_FUNCTIONS = {"train": scenario_train, "prepare": scenario_prepare,
@@ -613,7 +629,8 @@ def run(trials: int = 3, kills: int = 3, seed: int = 0, only: tuple[str, ...] = 
         h = Harness(Path(tmp), rng, log)
         for name in only:
             t = time.monotonic()
-            tally = SCENARIO_FUNCTIONS[name](h, trials, kills)
+            # train: three times the trials (the cheapest run, and the one resumed bit-exact)
+            tally = SCENARIO_FUNCTIONS[name](h, trials * (3 if name == "train" else 1), kills)
             results[name] = {**tally.__dict__, "seconds": round(time.monotonic() - t, 1)}
             log(f"{name}: {tally.kills} kills ({tally.kills_inside_write} inside a write), "
                 f"{tally.restarts_ok}/{tally.restarts} restarts went on, "
@@ -640,7 +657,8 @@ def run(trials: int = 3, kills: int = 3, seed: int = 0, only: tuple[str, ...] = 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.faults",
                                 description=__doc__.splitlines()[0])
-    p.add_argument("--trials", type=int, default=2, help="runs per scenario (default 2)")
+    p.add_argument("--trials", type=int, default=1,
+                   help="runs per scenario (default 1; train runs three times as many)")
     p.add_argument("--kills", type=int, default=3, help="kills per run (default 3)")
     p.add_argument("--seed", type=int, default=0, help="the kills' RNG seed (default 0)")
     p.add_argument("--only", default=",".join(SCENARIOS),
