@@ -83,12 +83,13 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     ensure_dir(path.parent)
     _remove_dead_temps(path)
+    free = _free_bytes(path.parent)  # before: a writer may hold its failed file open
     try:
         fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path) + f"{os.getpid()}.",
                                    suffix=TEMP_SUFFIX, dir=path.parent)
     except OSError as exc:
         if _disk_full(exc, path.parent):
-            raise _disk_full_error(path, 0) from None
+            raise _disk_full_error(path, 0, free) from None
         raise _error(exc, f"cannot write in {path.parent}") from None
     os.close(fd)
     tmp_path = Path(tmp)
@@ -106,7 +107,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         written = _size(tmp_path)
         tmp_path.unlink(missing_ok=True)
         if full:
-            raise _disk_full_error(path, written) from None
+            raise _disk_full_error(path, written, free) from None
         raise
     finally:
         tmp_path.unlink(missing_ok=True)
@@ -121,7 +122,8 @@ def append_text(path: str | Path, text: str) -> None:
             f.write(text)
     except OSError as exc:
         if _disk_full(exc, path.parent):
-            raise _disk_full_error(path, len(text.encode("utf-8"))) from None
+            raise _disk_full_error(path, len(text.encode("utf-8")),
+                                   _free_bytes(path.parent)) from None
         raise
 
 
@@ -173,18 +175,20 @@ def _disk_full(exc: BaseException, folder: Path) -> bool:
     return isinstance(exc, (OSError, RuntimeError)) and _free_bytes(folder) < NEARLY_FULL_BYTES
 
 
-def _disk_full_error(path: Path, written: int) -> DiskFull:
-    """One line: the folder, what the file needs (at least what was written before the
-    device said no, or the size of the file it replaces) and what is free there now."""
-    needed = max(written, _size(path))
-    need = f"it needs at least {_mb(needed)}" if needed else "it needs more room"
-    return DiskFull(f"no space left in {path.parent} to write {path.name}: {need}, "
-                    f"{_mb(_free_bytes(path.parent))} free there; free some space, then run "
-                    f"the command again")
+def _disk_full_error(path: Path, written: int, free: int) -> DiskFull:
+    """One line: the folder, the room there was, and what the file needs: about the size of
+    the file it replaces (a checkpoint's next one), else more than what fit."""
+    previous = _size(path)
+    need = (f"about {_mb(previous)}" if previous > written else
+            f"more than {_mb(written)}" if written else "more")
+    return DiskFull(f"no space left in {path.parent} to write {path.name}: {_mb(free)} free "
+                    f"there, and it needs {need}; free some space, then run the command again")
 
 
 def _mb(n: int) -> str:
-    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.0f} kB"
+    if n >= 100_000:
+        return f"{n / 1e6:.1f} MB"
+    return f"{n / 1e3:.0f} kB" if n >= 1000 else f"{n} bytes"
 
 
 def _free_bytes(folder: Path) -> int:
