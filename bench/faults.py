@@ -140,11 +140,14 @@ class Harness:
         return text
 
     def run_and_kill(self, argv: list[str], window: tuple[float, float], watch: list[Path],
-                     tally: Tally, aim_at_write: bool) -> tuple[bool, int | None, str]:
+                     tally: Tally, aim_at_write: bool, reached: Callable[[], bool] | None = None,
+                     writing: str = "*") -> tuple[bool, int | None, str]:
         """Run argv and SIGKILL it: at a random moment in window (seconds after the start:
-        from the first, to the time a whole run took),
-        or, aim_at_write, inside a write under one of the `watch` folders (the first, second
-        or third seen, at random). (killed, exit code if it ended first, its output)."""
+        from the first, to the time a whole run took), or when reached() (the run's own
+        account of how far it got) turns true, a few random milliseconds later; or,
+        aim_at_write, inside a write under one of the `watch` folders (the first, second or
+        third write seen of the file named `writing`, at random). (killed, exit code if it
+        ended first, its output)."""
         proc = self.start(argv, slow=aim_at_write)
         # A random kill comes within the first 80% of window's end (a whole run's time), so
         # that a run a little faster than the one timed is still killed.
@@ -154,11 +157,15 @@ class Harness:
         seen: set[str] = set()
         while proc.poll() is None and time.monotonic() < deadline:
             if aim_at_write:
-                temps = {p.name for d in watch for p in d.rglob(f".*.{proc.pid}.*.tmp")}
+                temps = {p.name for d in watch
+                         for p in d.rglob(f".{writing}.{proc.pid}.*.tmp")}
                 if temps - seen and len(seen | temps) > skip:
                     time.sleep(self.rng.uniform(0, SLOW_WRITE_S * 0.8))
                     break
                 seen |= temps
+            elif reached is not None and reached():
+                time.sleep(self.rng.uniform(0, 0.05))
+                break
             time.sleep(0.005)
         if proc.poll() is not None:
             return False, proc.returncode, self.finish(proc)
@@ -282,9 +289,13 @@ def scenario_train(h: Harness, trials: int, kills: int) -> Tally:
             if k == kills:  # the last one runs to the end
                 code, out = h.run(argv)
                 killed = False
-            else:
-                killed, code, out = h.run_and_kill(argv, (0.5, wall), [run], tally,
-                                                        aim_at_write=k % 2 == 1)
+            else:  # a random kill: at a random step still to come, by this process's log
+                target = h.rng.randint(_checkpoint_step(run) + 1, TRAIN_STEPS - 1)
+                since = time.time()
+                killed, code, out = h.run_and_kill(
+                    argv, (0.5, wall * 3), [run], tally, aim_at_write=k % 2 == 1,
+                    reached=lambda r=run, t=since, s=target: _logged_step(r, t) >= s,
+                    writing="state.pt")  # aimed: inside the commit point's write
             if k > 0:
                 h.restarted(tally, killed, code, out, f"train trial {trial}")
                 if not resume and not killed:
@@ -300,6 +311,29 @@ def scenario_train(h: Harness, trials: int, kills: int) -> Tally:
             tally.finals += 1
             tally.finals_exact += same_run(run, reference)
     return tally
+
+
+def _checkpoint_step(run: Path) -> int:
+    from gptlab.training import rundir
+
+    return rundir.load_checkpoint(run, mmap=True)["step"] if (run / "state.pt").is_file() else 0
+
+
+def _logged_step(run: Path, since: float) -> int:
+    """The last step metrics.jsonl logged (its last whole line), or 0; 0 too while the log
+    is older than `since` (a resumed run rewrites it first)."""
+    try:
+        if (run / "metrics.jsonl").stat().st_mtime < since:
+            return 0
+        lines = (run / "metrics.jsonl").read_bytes().splitlines()
+    except OSError:
+        return 0
+    for line in reversed(lines):
+        try:
+            return int(json.loads(line).get("step", 0))
+        except (ValueError, AttributeError):
+            continue
+    return 0
 
 
 def _snapshot(folder: Path, names: tuple[str, ...]) -> dict[str, bytes | None]:
@@ -629,8 +663,8 @@ def run(trials: int = 3, kills: int = 3, seed: int = 0, only: tuple[str, ...] = 
         h = Harness(Path(tmp), rng, log)
         for name in only:
             t = time.monotonic()
-            # train: three times the trials (the cheapest run, and the one resumed bit-exact)
-            tally = SCENARIO_FUNCTIONS[name](h, trials * (3 if name == "train" else 1), kills)
+            # train: twice the trials (the cheapest run, and the one resumed bit-exact)
+            tally = SCENARIO_FUNCTIONS[name](h, trials * (2 if name == "train" else 1), kills)
             results[name] = {**tally.__dict__, "seconds": round(time.monotonic() - t, 1)}
             log(f"{name}: {tally.kills} kills ({tally.kills_inside_write} inside a write), "
                 f"{tally.restarts_ok}/{tally.restarts} restarts went on, "
@@ -658,7 +692,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.faults",
                                 description=__doc__.splitlines()[0])
     p.add_argument("--trials", type=int, default=1,
-                   help="runs per scenario (default 1; train runs three times as many)")
+                   help="runs per scenario (default 1; train runs twice as many)")
     p.add_argument("--kills", type=int, default=3, help="kills per run (default 3)")
     p.add_argument("--seed", type=int, default=0, help="the kills' RNG seed (default 0)")
     p.add_argument("--only", default=",".join(SCENARIOS),
