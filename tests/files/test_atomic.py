@@ -157,3 +157,16 @@ def test_the_temp_file_of_a_killed_writer_goes_with_the_next_write(tmp_path):
     atomic_write_text(tmp_path / "state.pt", "new")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [live.name, other.name, "state.pt"])
+
+
+def test_a_folder_left_with_only_a_killed_writes_temp_file_is_empty(tmp_path):
+    """A writer killed while marking a new folder leaves only its temp file: the folder is
+    still an empty one (gptlab.files.kinds), not "files gptlab did not write"."""
+    from gptlab.files import kinds
+
+    (tmp_path / ".gptlab.json.4242.k2j3h4.tmp").write_text('{"kind": "ru')
+    assert kinds.recognise(tmp_path).empty
+    kinds.claim(tmp_path, kinds.RUN)  # no refusal
+    (tmp_path / "notes.tmp").write_text("mine")  # a user's .tmp file is not litter
+    assert kinds.recognise(tmp_path).entries == ("notes.tmp",)
+    assert not atomic.is_temp_name(".x.tmp") and atomic.is_temp_name(".state.pt.12.ab.tmp")

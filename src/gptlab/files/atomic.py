@@ -132,6 +132,14 @@ def append_text(path: str | Path, text: str) -> None:
 TEMP_SUFFIX = ".tmp"
 
 
+def is_temp_name(name: str) -> bool:
+    """Whether a file name is one of atomic_path's temp files (.NAME.PID.RANDOM.tmp): a
+    write in progress, or the litter of a writer that was killed; never a user's file."""
+    parts = name.split(".")
+    return (name.startswith(".") and name.endswith(TEMP_SUFFIX) and len(parts) >= 5
+            and parts[-3].isdigit())
+
+
 def _temp_prefix(path: Path) -> str:
     """Temp files of `path` are named .NAME.PID.RANDOM.tmp: the PID of their writer tells
     one that died (killed mid-write) from one still being written."""
