@@ -319,15 +319,20 @@ class RunFiles:
         self.metrics_path = run_dir / METRICS_FILE
         self.records: list[dict] = []
 
-    def reset_metrics(self, keep_until_step: int | None) -> None:
+    def reset_metrics(self, keep_until_step: int | None, redo_eval: bool = False) -> None:
         """Start metrics.jsonl afresh, or keep the records up to a resumed step (a run
-        killed after its checkpoint may have logged steps that will now run again)."""
+        killed after its checkpoint may have logged steps that will now run again).
+        redo_eval: the checkpoint's evaluation is pending (it was saved before it, as step
+        0's is): an evaluation logged at that step will be logged again, so it goes."""
         records = []
         if keep_until_step is not None and self.metrics_path.is_file():
             for line in self.metrics_path.read_text(encoding="utf-8").splitlines():
                 with contextlib.suppress(json.JSONDecodeError):
                     r = json.loads(line)
-                    if isinstance(r, dict) and r.get("step", math.inf) <= keep_until_step:
+                    if not isinstance(r, dict) or r.get("step", math.inf) > keep_until_step:
+                        continue
+                    if not (redo_eval and r.get("kind") == "eval"
+                            and r.get("step") == keep_until_step):
                         records.append(r)
         self.records = records
         atomic_write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in records))
