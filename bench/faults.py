@@ -71,7 +71,7 @@ LIVE_REQUEST = {"task": "induction", "steps": 60, "every": 20, "seed": 1337}
 
 def child_env(**extra: str) -> dict[str, str]:
     """The environment of every gptlab process: this checkout first, one thread (tiny
-    models; a busy 2-core machine), no timing probe, a cache of its own."""
+    models; a busy 2-core machine), no timing probe (--dtype auto means float32)."""
     src = str(Path(gptlab.__file__).resolve().parents[1])
     return {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]),
             "OMP_NUM_THREADS": "1", "GPTLAB_AUTO_DTYPE": "float32", **extra}
@@ -232,16 +232,20 @@ def train_losses(run_dir: Path) -> list[tuple]:
     return out
 
 
-def same_run(run: Path, reference: Path) -> bool:
-    """Final weights, optimizer state, step and logged losses, bit for bit."""
+def run_differences(run: Path, reference: Path) -> list[str]:
+    """What differs, bit for bit, between two finished runs: the weights file, each part
+    of state.pt (weights, optimizer state, RNG states, step, best loss), the logged losses."""
     from gptlab.training import rundir
 
     a, b = rundir.load_checkpoint(run), rundir.load_checkpoint(reference)
-    keep = ("step", "model", "optimizer", "best_val", "batch_rng", "torch_rng")
-    return (tensors_equal(weights(run / "model.safetensors"),
-                          weights(reference / "model.safetensors"))
-            and tensors_equal({k: a.get(k) for k in keep}, {k: b.get(k) for k in keep})
-            and train_losses(run) == train_losses(reference))
+    differ = [k for k in ("step", "model", "optimizer", "best_val", "batch_rng", "torch_rng")
+              if not tensors_equal({k: a.get(k)}, {k: b.get(k)})]
+    if not tensors_equal(weights(run / "model.safetensors"),
+                         weights(reference / "model.safetensors")):
+        differ.append("model.safetensors")
+    if train_losses(run) != train_losses(reference):
+        differ.append("metrics.jsonl")
+    return differ
 
 
 def run_state(run_dir: Path, interval: int) -> str:
@@ -307,9 +311,12 @@ def scenario_train(h: Harness, trials: int, kills: int) -> Tally:
             tally.saw(state)
             if state.startswith("PROBLEM"):
                 tally.problems.append(f"train trial {trial}: {state}")
-        if (run / "state.pt").is_file():
-            tally.finals += 1
-            tally.finals_exact += same_run(run, reference)
+        tally.finals += 1
+        differ = run_differences(run, reference)
+        tally.finals_exact += not differ
+        if differ:
+            tally.problems.append(f"train trial {trial}: {', '.join(differ)} differ from the "
+                                  f"uninterrupted run's")
     return tally
 
 
@@ -704,7 +711,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown scenario {', '.join(sorted(unknown))}")
     data = run(args.trials, args.kills, args.seed, only, args.out)
-    return 1 if data["problems"] else 0
+    totals = data["totals"]
+    return 1 if data["problems"] or totals["finals_exact"] != totals["finals"] else 0
 
 
 if __name__ == "__main__":
