@@ -381,24 +381,37 @@ def _replace_folder(h: Harness, tally: Tally, trials: int, kills: int, name: str
     for trial in range(trials):
         out_dir = h.work / f"{name}-{trial}"
         shutil.copytree(h.work / f"{name}-old", out_dir)  # the old state, as make_old wrote it
-        for k in range(kills + 1):
+        done = tries = 0  # kills made, kills tried
+        after_kill = False
+        while True:
             argv = [*make_new, "--out", out_dir, "--force"]
-            if k == kills:
+            last = done == kills or tries == 3 * kills
+            if last:
                 code, out = h.run(argv)
                 killed = False
             else:
-                killed, code, out = h.run_and_kill(argv, (0.3, wall), [out_dir],
-                                                        tally, aim_at_write=k % 2 == 1)
-            if k > 0:
+                tries += 1
+                killed, code, out = h.run_and_kill(argv, (0.3, wall), [out_dir], tally,
+                                                   aim_at_write=done % 2 == 1)
+            if after_kill:
                 h.restarted(tally, killed, code, out, f"{name} trial {trial}")
-            if not killed:
+            elif not killed and code != 0:
+                tally.problems.append(f"{name} trial {trial}: exit {code}: {last_line(out)}")
+            after_kill = killed
+            if killed:
+                done += 1
+                state = classify(out_dir, old, new, commit)
+                tally.saw(state)
+                if state.startswith("MIX"):
+                    tally.problems.append(f"{name} trial {trial}: {state}")
+                elif state == "incomplete":
+                    tally.said.setdefault(f"{name} found incomplete", next_check(out_dir))
+                continue
+            if last or code != 0:
                 break
-            state = classify(out_dir, old, new, commit)
-            tally.saw(state)
-            if state.startswith("MIX"):
-                tally.problems.append(f"{name} trial {trial}: {state}")
-            elif state == "incomplete":
-                tally.said.setdefault(f"{name} found incomplete", next_check(out_dir))
+            # it ended before its kill (a short command): the old state back, and again
+            shutil.rmtree(out_dir)
+            shutil.copytree(h.work / f"{name}-old", out_dir)
         tally.finals += 1
         tally.finals_exact += classify(out_dir, old, new, commit) == "new"
 
@@ -521,6 +534,10 @@ def scenario_experiment(h: Harness, trials: int, kills: int) -> Tally:
                                                    aim_at_write=k % 2 == 1)
             if k > 0:
                 h.restarted(tally, killed, code, out, f"experiment trial {trial}")
+            elif not killed and code != 0:
+                tally.problems.append(f"experiment trial {trial}: exit {code}: "
+                                      f"{last_line(out)}")
+            if k > 0:
                 for word in ("resuming", "reusing"):
                     said = [line for line in out.splitlines() if word in line]
                     if said:
@@ -534,10 +551,12 @@ def scenario_experiment(h: Harness, trials: int, kills: int) -> Tally:
                     tally.problems.append(f"experiment trial {trial} {run.name}: {state}")
         tally.finals += 1
         ref_runs = sorted(p.name for p in (reference / "runs").iterdir())
-        tally.finals_exact += ref_runs == sorted(p.name for p in (folder / "runs").iterdir()) \
-            and all(tensors_equal(weights(folder / "runs" / r / "model.safetensors"),
-                                  weights(reference / "runs" / r / "model.safetensors"))
-                    for r in ref_runs)
+        ours = sorted(p.name for p in (folder / "runs").iterdir()) \
+            if (folder / "runs").is_dir() else []
+        tally.finals_exact += ref_runs == ours and all(
+            tensors_equal(weights(folder / "runs" / r / "model.safetensors"),
+                          weights(reference / "runs" / r / "model.safetensors"))
+            for r in ref_runs)
     return tally
 
 
