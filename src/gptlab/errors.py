@@ -18,3 +18,9 @@ class UsageError(GptlabError, ValueError):
 class ConfigError(UsageError):
     """An invalid GPTConfig (a ValueError, as every UsageError). The message names the
     offending field."""
+
+
+class DiskFull(GptlabError):
+    """No room on the device for a write (a full disk, a quota, a file-size limit): the
+    message names the folder and the space the file needs (exit code 1). What was there
+    before the write is left as it was (gptlab.files.atomic)."""

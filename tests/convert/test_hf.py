@@ -291,3 +291,27 @@ def test_missing_transformers_says_what_to_install(without_transformers, tmp_pat
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     with pytest.raises(hf.TransformersMissing, match="transformers"):
         hf.from_hf(tmp_path)
+
+
+def test_an_export_replaced_half_way_has_no_config_of_the_old_model(tmp_path, monkeypatch):
+    """config.json is the export's commit point: a process that dies after the new weights
+    leaves an export without a config (which nothing loads), never the old model's config
+    over the new weights (bench/faults.py found that mix by killing `convert --to-hf`)."""
+    text = "to be, or not to be"
+    tokenizer = CharTokenizer.from_text(text)
+    old = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=16, n_layer=2, n_head=2,
+                        n_embd=8))
+    hf.to_hf(old, tmp_path, tokenizer)
+    new = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=16, n_layer=1, n_head=2,
+                        n_embd=8))
+
+    def dies(*args, **kwargs):
+        raise KeyboardInterrupt  # as a kill between the weights and the rest
+
+    monkeypatch.setattr(hf, "write_tokenizer_config", dies)
+    with pytest.raises(KeyboardInterrupt):
+        hf.to_hf(new, tmp_path, tokenizer, overwrite=True)
+    assert not (tmp_path / "config.json").exists()
+    monkeypatch.undo()
+    hf.to_hf(new, tmp_path, tokenizer, overwrite=True)
+    assert json.loads((tmp_path / "config.json").read_text())["n_layer"] == 1

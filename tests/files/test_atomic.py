@@ -91,12 +91,82 @@ def test_a_full_disk_is_a_failure_not_bad_input(tmp_path, monkeypatch):
     import errno
     import tempfile
 
-    from gptlab.errors import GptlabError
+    from gptlab.errors import DiskFull
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(tempfile, "mkstemp", full)
-    with pytest.raises(GptlabError, match="No space left on device") as info:
+    with pytest.raises(DiskFull, match=f"no space left in {tmp_path} to write x.txt") as info:
         atomic_write_text(tmp_path / "x.txt", "y")
     assert info.value.exit_code == 1
+
+
+@pytest.mark.parametrize("failure", [
+    OSError(28, "No space left on device"),  # a plain write
+    OSError(27, "File too large"),  # a file-size limit (RLIMIT_FSIZE)
+    RuntimeError("Error while serializing: I/O error: No space left on device (os error 28)"),
+])
+def test_a_writer_that_runs_out_of_room_keeps_the_previous_file(tmp_path, failure):
+    from gptlab.errors import DiskFull
+
+    atomic_write_text(tmp_path / "state.pt", "the previous checkpoint")
+    with pytest.raises(DiskFull) as info, atomic_path(tmp_path / "state.pt") as tmp:
+        tmp.write_text("half of a new one")
+        raise failure
+    message = str(info.value)
+    assert message.startswith(f"no space left in {tmp_path} to write state.pt: ")
+    assert "free there, and it needs about 23 bytes" in message and "\n" not in message
+    assert (tmp_path / "state.pt").read_text() == "the previous checkpoint"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.pt"]  # the temp file went
+
+
+def test_a_writer_error_on_a_roomy_disk_passes_through(tmp_path):
+    with pytest.raises(RuntimeError, match="unexpected pos"), \
+            atomic_path(tmp_path / "x.pt") as tmp:
+        tmp.write_text("x")
+        raise RuntimeError("unexpected pos 704 vs 598")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_full_log_append_is_a_disk_full(tmp_path, monkeypatch):
+    import builtins
+
+    from gptlab.errors import DiskFull
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(builtins, "open", full)
+    with pytest.raises(DiskFull, match=f"no space left in {tmp_path} to write m.jsonl"):
+        atomic.append_text(tmp_path / "m.jsonl", "{}\n")
+
+
+def test_the_temp_file_of_a_killed_writer_goes_with_the_next_write(tmp_path):
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead_pid = int(dead.stdout)  # exited: its temp file is litter
+    litter = tmp_path / f".state.pt.{dead_pid}.abc123.tmp"
+    live = tmp_path / f".state.pt.{os.getppid()}.def456.tmp"  # a running writer's: kept
+    other = tmp_path / f".model.safetensors.{dead_pid}.ghi789.tmp"  # another file's: kept
+    for p in (litter, live, other):
+        p.write_text("partial")
+    atomic_write_text(tmp_path / "state.pt", "new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [live.name, other.name, "state.pt"])
+
+
+def test_a_folder_left_with_only_a_killed_writes_temp_file_is_empty(tmp_path):
+    """A writer killed while marking a new folder leaves only its temp file: the folder is
+    still an empty one (gptlab.files.kinds), not "files gptlab did not write"."""
+    from gptlab.files import kinds
+
+    (tmp_path / ".gptlab.json.4242.k2j3h4.tmp").write_text('{"kind": "ru')
+    assert kinds.recognise(tmp_path).empty
+    kinds.claim(tmp_path, kinds.RUN)  # no refusal
+    (tmp_path / "notes.tmp").write_text("mine")  # a user's .tmp file is not litter
+    assert kinds.recognise(tmp_path).entries == ("notes.tmp",)
+    assert not atomic.is_temp_name(".x.tmp") and atomic.is_temp_name(".state.pt.12.ab.tmp")

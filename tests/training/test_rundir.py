@@ -139,6 +139,28 @@ def test_killed_between_the_two_checkpoint_files(data_dir, whole, tmp_path, monk
     resume_and_compare(data_dir, run, whole)
 
 
+def test_killed_after_step_0s_evaluation_was_logged(data_dir, whole, tmp_path, monkeypatch,
+                                                    tiny_model, tiny_train, resume_and_compare):
+    """Step 0's checkpoint is saved before its evaluation: a kill after the evaluation is
+    logged and before the next checkpoint must not leave it logged twice once resumed
+    (bench/faults.py found the duplicate)."""
+    run = tmp_path / "run"
+    log = rundir.RunFiles.log
+
+    def killed_after_eval_0(self, record):
+        log(self, record)
+        if record["kind"] == "eval" and record["step"] == 0:
+            raise SystemExit("killed")
+
+    monkeypatch.setattr(rundir.RunFiles, "log", killed_after_eval_0)
+    monkeypatch.setattr(rundir, "clear", lambda run_dir: None)  # a kill cleans nothing up
+    with pytest.raises(SystemExit):
+        train(tiny_model(dropout=0.1), tiny_train(), data_dir, run, progress=False)
+    monkeypatch.undo()
+    assert rundir.load_checkpoint(run)["eval_pending"]
+    resume_and_compare(data_dir, run, whole)
+
+
 def test_ctrl_c_in_a_real_process_at_its_first_file(data_dir, tmp_path, capsys):
     """As a user would: Ctrl-C as soon as the run directory appears."""
     run = tmp_path / "run"

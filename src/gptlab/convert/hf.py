@@ -399,15 +399,19 @@ def to_hf(model: torch.nn.Module, out_dir: str | Path, tokenizer: Tokenizer | No
     kinds.claim(out_dir, kinds.EXPORT, force=overwrite)
     out_dir = Path(out_dir)
     kinds.mark(out_dir, kinds.EXPORT, "convert")
+    # config.json is the commit point: gone first and written last, so that an export
+    # replaced by a process that dies half-way is never another model's config over these
+    # weights (a mix) but an export without a config, which nothing loads.
+    (out_dir / HF_CONFIG).unlink(missing_ok=True)
     if tokenizer is None:  # an export replaced: no tokenizer of another model stays
         for name in (HF_TOKENIZER, HF_TOKENIZER_CONFIG):
             (out_dir / name).unlink(missing_ok=True)
-    with atomic_path(out_dir / SAFETENSORS) as tmp:  # weights first: config points at them
+    with atomic_path(out_dir / SAFETENSORS) as tmp:
         save_file(state_to_hf(gpt, keymap), str(tmp), metadata={"format": "pt"})
-    atomic_write_text(out_dir / HF_CONFIG, json.dumps(config_json, indent=2, sort_keys=True) + "\n")
     written = [HF_CONFIG, SAFETENSORS]
     if tokenizer is not None:
         atomic_write_text(out_dir / HF_TOKENIZER, tokenizer.hf_json())
         write_tokenizer_config(out_dir, gpt.config.block_size)
         written += [HF_TOKENIZER, HF_TOKENIZER_CONFIG]
+    atomic_write_text(out_dir / HF_CONFIG, json.dumps(config_json, indent=2, sort_keys=True) + "\n")
     return written

@@ -2,6 +2,11 @@
 reader sees the old file or the new one, never half of one, even if the process dies
 mid-write), copies and JSON, with one vocabulary for what goes wrong.
 
+A full disk (or quota, or file-size limit) is told here, in one place, for every writer: the
+temp file goes, the previous file stays, and a DiskFull names the folder and the space the
+file needs. A temp file whose writer was killed (SIGKILL, power loss) is removed by the next
+write of the same file.
+
 Every file written here ends with the usual mode for a new file (0666 less the umask),
 whatever the writer did to the temp file: mkstemp makes it 0600, and some writers
 (safetensors' save_file) replace it with a new 0600 file of their own."""
@@ -14,11 +19,22 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gptlab.errors import GptlabError, UsageError
+from gptlab.errors import DiskFull, GptlabError, UsageError
+
+# Test-only: seconds to sleep between writing a temp file and renaming it over its target,
+# so that a fault test (bench/faults.py, tests/bench/test_faults.py) can kill a writer
+# inside a checkpoint write for sure. Read here alone; never set it for real work.
+SLOW_WRITE_ENV = "GPTLAB_FAULT_SLOW_WRITE"
+# errnos of a device with no room for the write: a full disk, a full quota, a file-size limit
+FULL_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+# Some writers do not pass the errno on (torch.save: "unexpected pos ..."; numpy's tofile:
+# "N requested and M written"): a failed write that leaves less than this free counts too.
+NEARLY_FULL_BYTES = 1 << 20
 
 
 def ensure_dir(path: str | Path) -> Path:
@@ -62,12 +78,18 @@ def check_dir(path: str | Path) -> None:
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path to write; on success it replaces `path` atomically."""
+    """Yield a temporary path to write; on success it replaces `path` atomically. On a full
+    disk: a DiskFull naming path's folder, the temp file removed, `path` as it was."""
     path = Path(path)
     ensure_dir(path.parent)
+    _remove_dead_temps(path)
+    free = _free_bytes(path.parent)  # before: a writer may hold its failed file open
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path) + f"{os.getpid()}.",
+                                   suffix=TEMP_SUFFIX, dir=path.parent)
     except OSError as exc:
+        if _disk_full(exc, path.parent):
+            raise _disk_full_error(path, 0, free) from None
         raise _error(exc, f"cannot write in {path.parent}") from None
     os.close(fd)
     tmp_path = Path(tmp)
@@ -77,10 +99,126 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         os.chmod(tmp_path, 0o666 & ~_umask())
         with open(tmp_path, "rb+") as f:
             os.fsync(f.fileno())
+        _slow_write_for_fault_tests()
         os.replace(tmp_path, path)
         _fsync_dir(path.parent)
+    except Exception as exc:
+        full = _disk_full(exc, path.parent)  # told before the temp file frees its space
+        written = _size(tmp_path)
+        tmp_path.unlink(missing_ok=True)
+        if full:
+            raise _disk_full_error(path, written, free) from None
+        raise
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+def append_text(path: str | Path, text: str) -> None:
+    """Append text to a log file (not atomic: a reader of a log skips a torn last line);
+    a DiskFull, as atomic_path's, when there is no room for it."""
+    path = Path(path)
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        if _disk_full(exc, path.parent):
+            raise _disk_full_error(path, len(text.encode("utf-8")),
+                                   _free_bytes(path.parent)) from None
+        raise
+
+
+# --- temp files, full disks and the fault tests ---------------------------------------------
+
+TEMP_SUFFIX = ".tmp"
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether a file name is one of atomic_path's temp files (.NAME.PID.RANDOM.tmp): a
+    write in progress, or the litter of a writer that was killed; never a user's file."""
+    parts = name.split(".")
+    return (name.startswith(".") and name.endswith(TEMP_SUFFIX) and len(parts) >= 5
+            and parts[-3].isdigit())
+
+
+def _temp_prefix(path: Path) -> str:
+    """Temp files of `path` are named .NAME.PID.RANDOM.tmp: the PID of their writer tells
+    one that died (killed mid-write) from one still being written."""
+    return f".{path.name}."
+
+
+def _remove_dead_temps(path: Path) -> None:
+    """Remove the temp files of `path` whose writer is no longer running on this machine
+    (a writer still alive, this process included, keeps its own)."""
+    prefix = _temp_prefix(path)
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(path.parent):
+            name = entry.name
+            if not (name.startswith(prefix) and name.endswith(TEMP_SUFFIX)):
+                continue
+            pid = name[len(prefix):].split(".", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: alive, someone else's
+        return True
+    return True
+
+
+def _disk_full(exc: BaseException, folder: Path) -> bool:
+    """Whether exc, raised writing into folder, means there was no room for the write."""
+    if isinstance(exc, OSError) and exc.errno in FULL_DISK_ERRNOS:
+        return True
+    text = str(exc)
+    if any(os.strerror(e) in text or f"os error {e})" in text for e in FULL_DISK_ERRNOS):
+        return True  # safetensors: "I/O error: No space left on device (os error 28)"
+    return isinstance(exc, (OSError, RuntimeError)) and _free_bytes(folder) < NEARLY_FULL_BYTES
+
+
+def _disk_full_error(path: Path, written: int, free: int) -> DiskFull:
+    """One line: the folder, the room there was, and what the file needs: about the size of
+    the file it replaces (a checkpoint's next one), else more than what fit."""
+    previous = _size(path)
+    need = (f"about {_mb(previous)}" if previous > written else
+            f"more than {_mb(written)}" if written else "more")
+    return DiskFull(f"no space left in {path.parent} to write {path.name}: {_mb(free)} free "
+                    f"there, and it needs {need}; free some space, then run the command again")
+
+
+def _mb(n: int) -> str:
+    if n >= 100_000:
+        return f"{n / 1e6:.1f} MB"
+    return f"{n / 1e3:.0f} kB" if n >= 1000 else f"{n} bytes"
+
+
+def _free_bytes(folder: Path) -> int:
+    try:
+        st = os.statvfs(folder)
+    except (OSError, AttributeError):  # AttributeError: no statvfs (Windows)
+        return NEARLY_FULL_BYTES
+    return st.f_bavail * st.f_frsize
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _slow_write_for_fault_tests() -> None:
+    seconds = os.environ.get(SLOW_WRITE_ENV)
+    if seconds:
+        with contextlib.suppress(ValueError):
+            time.sleep(float(seconds))
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:

@@ -52,7 +52,7 @@ from typing import Any
 
 from gptlab.errors import UsageError
 from gptlab.files import authorship
-from gptlab.files.atomic import check_dir, ensure_dir, write_json
+from gptlab.files.atomic import check_dir, ensure_dir, is_temp_name, write_json
 
 CONFIG_FILE = "config.json"  # a gptlab model directory's and a Hugging Face export's
 WEIGHTS_FILE = "model.safetensors"
@@ -135,7 +135,8 @@ def recognise(path: str | Path) -> Found:
         raise UsageError(f"{path} exists and is not a directory")
     try:
         entries = tuple(sorted(e.name + ("/" if e.is_dir() else "") for e in path.iterdir()
-                               if e.name not in IGNORED and e.name != MARKER_FILE))
+                               if e.name not in IGNORED and e.name != MARKER_FILE
+                               and not is_temp_name(e.name)))  # a killed write's litter
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
     marker = read_marker(path)

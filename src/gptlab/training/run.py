@@ -290,7 +290,8 @@ def _open_run_dir(plan: TrainPlan, state: dict[str, Any] | None, watch: _Watch
         rundir.write_train_config(run_dir, cfg.to_dict())
         rundir.record_data(run_dir, plan.data.directory, plan.data.fingerprint)
     files = rundir.RunFiles(run_dir, title=f"{run_dir.name}: {_describe(plan.model_config)}")
-    files.reset_metrics(keep_until_step=state["step"] if state else None)
+    files.reset_metrics(keep_until_step=state["step"] if state else None,
+                        redo_eval=bool(state and state.get("eval_pending")))
     if watch.make_reporter is not None:
         reporter = watch.make_reporter(files)
     else:

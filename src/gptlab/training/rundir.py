@@ -46,6 +46,7 @@ from gptlab.distributed import sharded_checkpoint
 from gptlab.errors import UsageError
 from gptlab.files import kinds, model_dir
 from gptlab.files.atomic import (
+    append_text,
     atomic_path,
     atomic_write_text,
     copy_file,
@@ -346,15 +347,20 @@ class RunFiles:
         self.metrics_path = run_dir / METRICS_FILE
         self.records: list[dict] = []
 
-    def reset_metrics(self, keep_until_step: int | None) -> None:
+    def reset_metrics(self, keep_until_step: int | None, redo_eval: bool = False) -> None:
         """Start metrics.jsonl afresh, or keep the records up to a resumed step (a run
-        killed after its checkpoint may have logged steps that will now run again)."""
+        killed after its checkpoint may have logged steps that will now run again).
+        redo_eval: the checkpoint's evaluation is pending (it was saved before it, as step
+        0's is): an evaluation logged at that step will be logged again, so it goes."""
         records = []
         if keep_until_step is not None and self.metrics_path.is_file():
             for line in self.metrics_path.read_text(encoding="utf-8").splitlines():
                 with contextlib.suppress(json.JSONDecodeError):
                     r = json.loads(line)
-                    if isinstance(r, dict) and r.get("step", math.inf) <= keep_until_step:
+                    if not isinstance(r, dict) or r.get("step", math.inf) > keep_until_step:
+                        continue
+                    if not (redo_eval and r.get("kind") == "eval"
+                            and r.get("step") == keep_until_step):
                         records.append(r)
         self.records = records
         atomic_write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in records))
@@ -362,8 +368,7 @@ class RunFiles:
     def log(self, record: dict) -> None:
         record = {**record, "time": round(time.time(), 3)}
         self.records.append(record)
-        with open(self.metrics_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        append_text(self.metrics_path, json.dumps(record) + "\n")
 
     def plot(self) -> None:
         loss_curves(self.records, title=self.title).save(self.run_dir / PLOT_FILE)
