@@ -172,17 +172,31 @@ def _run(args: argparse.Namespace) -> int:
     if not result.is_main:
         return 0
     if result.status == "interrupted":
-        print(f"stopped at step {result.step}; checkpoint saved. Continue with:\n"
-              f"  gptlab train --data {args.data} --out {args.out} --resume")
+        print(f"stopped at step {result.step} of {result.max_iters}; checkpoint saved. "
+              f"Continue with:\n  gptlab train --data {args.data} --out {args.out} --resume")
     else:
         val = (f", val loss {result.val_loss:.4f} (estimate, best {result.best_val_loss:.4f})"
                if result.val_loss is not None else "")
         whole = (f", whole val split {result.whole_val_loss:.4f}"
                  if result.whole_val_loss is not None else "")
-        print(f"done: {result.step} steps in {result.elapsed_s:.1f} s{val}{whole}; "
-              f"run in {result.run_dir}/")
+        print(f"done: {timing(result)}{val}{whole}; run in {result.run_dir}/")
         print(f"sample from it: gptlab sample {result.run_dir}")
     return 0
+
+
+def timing(result) -> str:
+    """The steps this process trained and their time, the rest of its time apart:
+    "300 steps in 41.2 s (+6.1 s start-up, evaluations, checkpoints, scoring)", and after a
+    resume "300 steps (201-500; resumed at step 200) in ...". result: a TrainResult."""
+    steps = result.steps_now
+    span = (f" ({result.start_step + 1}-{result.step}; resumed at step {result.start_step})"
+            if result.start_step and steps else "")
+    return (f"{_count(steps, 'step')}{span} in {result.train_s:.1f} s "
+            f"(+{result.other_s:.1f} s start-up, evaluations, checkpoints, scoring)")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _train_config(args: argparse.Namespace, flags: dict) -> TrainConfig:
