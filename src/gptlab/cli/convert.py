@@ -12,7 +12,7 @@ from gptlab.convert.hf_config import keymap_for
 from gptlab.errors import UsageError
 from gptlab.files import kinds
 from gptlab.files.atomic import copy_file
-from gptlab.files.kinds import TOKENIZER_FILE, is_hf_dir
+from gptlab.files.kinds import TOKENIZER_FILE
 from gptlab.model.config import GPTConfig
 
 
@@ -43,7 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     direction = p.add_mutually_exclusive_group(required=True)
     direction.add_argument("--from-hf", metavar="HF_DIR_OR_NAME",
                            help="a Hugging Face model directory or hub name to read")
-    direction.add_argument("--to-hf", metavar="MODEL_DIR", help="a gptlab model directory to read")
+    direction.add_argument("--to-hf", metavar="MODEL_DIR",
+                           help="a gptlab model directory to read, or a shipped model: "
+                                "shakespeare")
     direction.add_argument("--to-gguf", metavar="PATH",
                            help="a model (whatever gptlab.load takes) to write as one GGUF file "
                                 "for llama.cpp (--out FILE.gguf)")
@@ -70,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
                 force=args.force)
     if args.from_hf is not None:
         return convert_from_hf(args.from_hf, out, args.force)
-    return convert_to_hf(Path(args.to_hf), out, args.force)
+    return convert_to_hf(args.to_hf, out, args.force)
 
 
 def convert_from_hf(source: str, out: Path, force: bool) -> int:
@@ -96,20 +98,22 @@ def convert_from_hf(source: str, out: Path, force: bool) -> int:
     return 0
 
 
-def convert_to_hf(model_dir: Path, out: Path, force: bool) -> int:
+def convert_to_hf(name: str, out: Path, force: bool) -> int:
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
     from gptlab.convert import hf
     from gptlab.data.tokenizer import load_tokenizer
     from gptlab.files.model_dir import load_model
+    from gptlab.loading import gptlab_dir
 
-    if is_hf_dir(model_dir):
-        raise UsageError(f"{model_dir} is a Hugging Face model directory, not a gptlab one "
-                         "(--from-hf converts it)")
+    model_dir = gptlab_dir(name)  # a run, a model directory or a shipped model's name
+    if model_dir is None:
+        raise UsageError(f"{name} is a Hugging Face model, not a gptlab one (--from-hf "
+                         "converts it)")
     model = load_model(model_dir)
     source = model_dir / TOKENIZER_FILE
     tokenizer = load_tokenizer(source) if source.is_file() else None  # bad: before any write
     written = hf.to_hf(model, out, tokenizer, overwrite=force)  # once the config converts
-    print(f"{model_dir}: {_architecture(model.config)}, {model.num_parameters():,} parameters")
+    print(f"{name}: {_architecture(model.config)}, {model.num_parameters():,} parameters")
     print(f"wrote {out}/: {' '.join(written)}")
     return 0
 
