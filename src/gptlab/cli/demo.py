@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from gptlab import stopping
 from gptlab.cli import argtypes
 from gptlab.cli.train import timing
 from gptlab.data.corpus import ensure_shakespeare
@@ -105,8 +106,6 @@ def run(args: argparse.Namespace) -> int:
 
 def stopped(result, data_dir: Path, run_dir: Path) -> int:
     """Where an interrupted demo stopped, how to finish it; 130 (143 for a SIGTERM)."""
-    from gptlab import stopping
-
     print(f"\nstopped at step {result.step} of {result.max_iters}; checkpoint saved in "
           f"{run_dir}/")
     if result.eval_step is not None:

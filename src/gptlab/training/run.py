@@ -31,7 +31,7 @@ from gptlab.data.prepared import TokenData
 from gptlab.data.tokenizer import load_tokenizer
 from gptlab.distributed import parallelize
 from gptlab.distributed.parallelize import Layout
-from gptlab.distributed.process import Dist, setup
+from gptlab.distributed.process import Dist, pick_device, setup
 from gptlab.errors import UsageError
 from gptlab.files import kinds, model_dir
 from gptlab.inference.evaluate import score_ids
@@ -39,7 +39,7 @@ from gptlab.loading import load
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 from gptlab.model.params import count_parameters
-from gptlab.training import rundir
+from gptlab.training import footprint, rundir
 from gptlab.training.config import TrainConfig
 from gptlab.training.plan import (
     FINE_TUNE,
@@ -155,7 +155,22 @@ def train(
                         rank=int(os.environ.get("RANK", "0")) if world > 1 else 0,
                         world_size=world)
         require_logger(plan.train_config.log)
+        if world == 1 and not plan.sharded:
+            _check_footprint(plan)
         return replace(_carry_out(plan, data, watch), signal=signalled.signum)
+
+
+def _check_footprint(plan: TrainPlan) -> None:
+    """Refuse a run whose least memory exceeds what the device has (before the run folder
+    is written: a block_size of 100,000 would otherwise sit in its first evaluation for
+    many minutes); say so when it takes over half. fp32 activations only where the dtype
+    says float32 (auto may pick bf16): the estimate stays a lower bound."""
+    cfg = plan.train_config
+    device = pick_device(cfg.device)
+    need = footprint.estimate(plan.model_config, cfg, fp32=cfg.dtype == "float32")
+    note = footprint.check_fits(need, footprint.available_memory(device.type), str(device))
+    if note:
+        print(note, file=sys.stderr)
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
