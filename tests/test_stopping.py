@@ -57,3 +57,18 @@ def test_deferred_sets_the_event_then_check_raises_and_a_second_signal_raises_at
 
 def test_exit_code_of_no_signal_is_a_ctrl_c():
     assert stopping.exit_code(None) == 130 and stopping.exit_code(signal.SIGTERM) == 143
+
+
+def test_a_probe_stops_at_a_deferred_signal_between_two_timings():
+    from gptlab import probe
+
+    calls = []
+
+    def step():
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with stopping.deferred(lambda: None), pytest.raises(stopping.Interrupted):
+        probe.median_seconds(step, reps=50)
+    assert len(calls) == 2  # not the 51 it was asked for
