@@ -199,3 +199,26 @@ def test_a_ctrl_c_in_the_final_whole_val_scoring_stops_it_within_seconds(
     assert seconds < 15  # a bound for a loaded machine: the scoring had 30 s or more to go
     assert "done:" not in out and "Traceback" not in err
     assert rundir.load_checkpoint(run)["step"] == 2
+
+
+def test_resume_help_lists_what_may_change_from_the_constants(gptlab):
+    from gptlab.training.config import AFTER_DIVERGENCE, RESUME_OVERRIDES
+
+    _, out, _ = gptlab("train", "--help")
+    text = " ".join(out.split()).replace("- ", "-")  # argparse wraps inside flag names
+    listed = text.split("may change (", 1)[1].split(";", 1)[0]
+    assert listed.split(", ") == ["--" + n.replace("_", "-") for n in RESUME_OVERRIDES]
+    after = text.split("after a divergence ", 1)[1].split(" --force", 1)[0]
+    assert after.split(", ") == ["--" + n.replace("_", "-") for n in AFTER_DIVERGENCE]
+
+
+def test_resume_refusals_name_every_setting_as_its_flag(data_dir, tmp_path, tiny_model,
+                                                         tiny_train, gptlab):
+    run = tmp_path / "run"
+    train(tiny_model(), tiny_train(), data_dir, run, progress=False, stop_after=4)
+    for given, said in [(["--seed", "3"], "cannot change --seed (only --max-iters, "),
+                        (["--parallel", "fsdp"],
+                         "saved with --parallel ddp: resume it with --parallel ddp")]:
+        code, _, err = gptlab("train", "--data", data_dir, "--out", run, "--resume", *given,
+                              "--no-progress")
+        assert code == 2 and said in err and "`" not in err, err

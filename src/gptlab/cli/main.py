@@ -143,7 +143,9 @@ def as_flags(message: str, flags: dict[str, str]) -> str:
     underscore wherever it stands as a word of its own (not inside a path, a file name or
     another name); a one-word name (temperature, device) where it opens the message as its
     subject ("temperature must be ...") or stands in a list of names ("max_iters, device,
-    tp"), being a plain word elsewhere."""
+    tp"), being a plain word elsewhere; any name in backquotes (`seed`), which the library
+    writes where a one-word name stands alone."""
+    message = re.sub(r"`([\w]+)`", lambda m: flags.get(m.group(1), m.group(0)), message)
     snake = sorted((re.escape(n) for n in flags if "_" in n), key=len, reverse=True)
     if snake:
         message = re.sub(rf"(?<![\w./-])({'|'.join(snake)})(?![\w/-]|\.\w)",

@@ -12,7 +12,7 @@ from gptlab.errors import GptlabError, UsageError
 from gptlab.files.atomic import read_json_object
 from gptlab.model.config import GPTConfig
 from gptlab.model.presets import PRESETS
-from gptlab.training.config import TrainConfig, with_settings
+from gptlab.training.config import AFTER_DIVERGENCE, RESUME_OVERRIDES, TrainConfig, with_settings
 from gptlab.training.recipes import RECIPES
 
 # Model fields a flag may override (the rest belong in a --config file).
@@ -78,12 +78,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the run directory to write (with --resume: the run to continue)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in RUN_DIR from its last checkpoint; only what "
-                        "cannot change what is trained may change (--max-iters, --device, "
-                        "--compile, --log, --parallel, --tp, --reshard-after-forward, --batch-size "
-                        "keeping the global batch, --eval-interval, --eval-iters, "
-                        "--log-interval, --checkpoint-interval, --whole-val), and after a "
-                        "divergence --learning-rate, --min-lr, --muon-lr, --warmup-iters and "
-                        "--grad-clip")
+                        "cannot change what is trained may change ("
+                        + ", ".join(map(_flag, RESUME_OVERRIDES)) + "; a new --batch-size "
+                        "keeps the run's global batch), and after a divergence "
+                        + ", ".join(map(_flag, AFTER_DIVERGENCE)))
     p.add_argument("--force", action="store_true",
                    help="replace the run already in RUN_DIR (never another kind of folder)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
