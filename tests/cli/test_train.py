@@ -222,3 +222,19 @@ def test_resume_refusals_name_every_setting_as_its_flag(data_dir, tmp_path, tiny
         code, _, err = gptlab("train", "--data", data_dir, "--out", run, "--resume", *given,
                               "--no-progress")
         assert code == 2 and said in err and "`" not in err, err
+
+
+def test_a_bad_setting_in_a_config_file_is_named_with_the_file_not_as_a_flag(
+        data_dir, tmp_path, gptlab):
+    model, settings = tmp_path / "model.json", tmp_path / "train.json"
+    model.write_text('{"n_layer": 0, "n_head": 2, "n_embd": 32, "block_size": 16}')
+    settings.write_text('{"learning_rate": -1, "n_layer": 2}')
+    for argv, said in [(["--config", model], f"{model}: n_layer must be a positive integer"),
+                       (["--preset", "tiny-gpt2", "--train-config", settings],
+                        f"{settings}: unknown training setting(s): n_layer")]:
+        code, _, err = gptlab("train", *argv, "--data", data_dir, "--out", tmp_path / "run",
+                              "--no-progress")
+        assert code == 2 and said in err and "--n-layer" not in err, err
+    code, _, err = gptlab("train", "--config", model, "--n-layer", "-1", "--data", data_dir,
+                          "--out", tmp_path / "run")
+    assert code == 2 and f"{model}: n_layer" in err  # the file is checked as it is first

@@ -14,6 +14,7 @@ from gptlab.files import kinds
 from gptlab.files.atomic import copy_file
 from gptlab.files.kinds import TOKENIZER_FILE
 from gptlab.model.config import GPTConfig
+from gptlab.model.params import counted
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -93,7 +94,7 @@ def convert_from_hf(source: str, out: Path, force: bool) -> int:
         (out / TOKENIZER_FILE).unlink(missing_ok=True)
     config = model.config
     print(f"{source}: {_architecture(config)}, {model.num_parameters():,} parameters, "
-          f"{config.n_layer} layers, vocab {config.vocab_size:,}")
+          f"{counted(config.n_layer, 'layer')}, vocab {config.vocab_size:,}")
     print(f"wrote {out}/: {' '.join(written)}")
     return 0
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from gptlab import stopping
-from gptlab.errors import GptlabError
+from gptlab.errors import GptlabError, UsageError
 from gptlab.files.atomic import is_bad_path
 from gptlab.version import __version__
 
@@ -34,6 +34,11 @@ from gptlab.version import __version__
 COMMANDS = ["demo", "params", "prepare", "train", "eval", "sample", "convert", "heads", "lens",
             "attribute", "patch", "experiment", "runs", "lab", "probe"]
 INTERRUPTED = stopping.exit_code(None)  # 128 + SIGINT, as a shell reports a Ctrl-C
+
+
+class AsWritten(UsageError):
+    """Bad input whose names are the user's own words, a file's keys ("train.json:
+    n_layer must be ..."): printed as it is, its names not made flags."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -108,7 +113,7 @@ def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse
     try:
         return int(func(args) or 0)
     except GptlabError as exc:
-        _error(prog, as_flags(str(exc), flags or {}))
+        _error(prog, str(exc) if isinstance(exc, AsWritten) else as_flags(str(exc), flags or {}))
         return exc.exit_code
     except KeyboardInterrupt as exc:
         return _interrupted(exc)

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 
 from gptlab.cli import argtypes
+from gptlab.cli.main import AsWritten
 from gptlab.errors import GptlabError, UsageError
 from gptlab.files.atomic import read_json_object
 from gptlab.model.config import GPTConfig
+from gptlab.model.params import counted
 from gptlab.model.presets import PRESETS
 from gptlab.training.config import AFTER_DIVERGENCE, RESUME_OVERRIDES, TrainConfig, with_settings
 from gptlab.training.recipes import RECIPES
@@ -162,8 +166,9 @@ def _run(args: argparse.Namespace) -> int:
         elif args.preset is not None:
             model_config = GPTConfig.from_preset(args.preset, **model_over)
         else:
-            model_config = GPTConfig.from_dict({**GPTConfig.from_json(args.config).to_dict(),
-                                                **model_over})
+            with _naming_the_file(args.config):
+                from_file = GPTConfig.from_json(args.config).to_dict()
+            model_config = GPTConfig.from_dict({**from_file, **model_over})
         train_config = _train_config(args, train_over)
         result = train(model_config, train_config, args.data, args.out,
                        overwrite=args.force, progress=not args.no_progress)
@@ -182,6 +187,16 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _naming_the_file(path: str) -> Iterator[None]:
+    """A bad setting in the file at `path` said as the file's (its key, not a flag)."""
+    try:
+        yield
+    except UsageError as exc:
+        message = str(exc)
+        raise AsWritten(message if str(path) in message else f"{path}: {message}") from None
+
+
 def timing(result) -> str:
     """The steps this process trained and their time, the rest of its time apart:
     "300 steps in 41.2 s (+6.1 s start-up, evaluations, checkpoints, scoring)", and after a
@@ -189,20 +204,18 @@ def timing(result) -> str:
     steps = result.steps_now
     span = (f" ({result.start_step + 1}-{result.step}; resumed at step {result.start_step})"
             if result.start_step and steps else "")
-    return (f"{_count(steps, 'step')}{span} in {result.train_s:.1f} s "
+    return (f"{counted(steps, 'step')}{span} in {result.train_s:.1f} s "
             f"(+{result.other_s:.1f} s start-up, evaluations, checkpoints, scoring)")
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _train_config(args: argparse.Namespace, flags: dict) -> TrainConfig:
     if args.train_config is not None:
         # The file's settings change TrainConfig's defaults by the rule flags follow (a
         # max_iters without a warm-up cuts the warm-up to fit), then the flags change them.
-        given = read_json_object(args.train_config, "training settings file")
-        return with_settings(with_settings({}, given).to_dict(), flags)
+        with _naming_the_file(args.train_config):
+            given = read_json_object(args.train_config, "training settings file")
+            from_file = with_settings({}, given).to_dict()
+        return with_settings(from_file, flags)
     name = args.recipe or (args.preset if args.preset in RECIPES else None)
     if name is None:
         return with_settings({}, flags)  # TrainConfig's defaults, by the same rule

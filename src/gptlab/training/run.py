@@ -38,7 +38,7 @@ from gptlab.inference.evaluate import score_ids
 from gptlab.loading import load
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
-from gptlab.model.params import count_parameters
+from gptlab.model.params import count_parameters, counted
 from gptlab.training import footprint, rundir
 from gptlab.training.config import TrainConfig
 from gptlab.training.plan import (
@@ -394,4 +394,5 @@ def _whole_val(whole: Callable[[], nn.Module | None], data: TokenData,
 
 
 def _describe(c: GPTConfig) -> str:
-    return f"{c.n_layer} layers, {c.n_head} heads, n_embd {c.n_embd}, block {c.block_size}"
+    return (f"{counted(c.n_layer, 'layer')}, {counted(c.n_head, 'head')}, n_embd {c.n_embd}, "
+            f"block {c.block_size}")
