@@ -157,7 +157,10 @@ def train(
         require_logger(plan.train_config.log)
         if world == 1 and not plan.sharded:
             _check_footprint(plan)
-        return replace(_carry_out(plan, data, watch), signal=signalled.signum)
+        result = _carry_out(plan, data, watch)
+        if result.status == "finished":
+            stopping.check()  # a signal after the last step: interrupted, as in any phase
+        return replace(result, signal=signalled.signum)
 
 
 def _check_footprint(plan: TrainPlan) -> None:
