@@ -84,7 +84,7 @@ def available_memory(device_type: str) -> int | None:
     if device_type != "cpu":
         return None  # mps, xpu: no portable figure
     try:
-        import psutil
+        import psutil  # optional: not a dependency of gptlab
     except ImportError:
         return _meminfo_available() or _sysconf_available()
     return int(psutil.virtual_memory().available)
