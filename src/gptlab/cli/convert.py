@@ -104,11 +104,13 @@ def convert_to_hf(name: str, out: Path, force: bool) -> int:
     from gptlab.convert import hf
     from gptlab.data.tokenizer import load_tokenizer
     from gptlab.files.model_dir import load_model
-    from gptlab.loading import gptlab_dir
+    from gptlab.loading import HF_DIR, gptlab_dir, resolve
 
-    model_dir = gptlab_dir(name)  # a run, a model directory or a shipped model's name
+    source = resolve(name)  # a run, a model directory or a shipped model's name
+    model_dir = gptlab_dir(name, source)
     if model_dir is None:
-        raise UsageError(f"{name} is a Hugging Face model, not a gptlab one (--from-hf "
+        what = "model directory" if source.kind == HF_DIR else "hub name"
+        raise UsageError(f"{name} is a Hugging Face {what}, not a gptlab one (--from-hf "
                          "converts it)")
     model = load_model(model_dir)
     source = model_dir / TOKENIZER_FILE
