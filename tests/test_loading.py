@@ -4,12 +4,14 @@ back as the model they hold with its tokenizer; what is not one is named in one 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
 import torch
 
 import gptlab
+from gptlab import loading, pretrained
 from gptlab.convert import hf
 from gptlab.errors import UsageError
 from gptlab.files import model_dir
@@ -74,11 +76,65 @@ def test_a_mistyped_path_is_not_sent_to_the_hub(tmp_path, monkeypatch):
                  "a b/c"):
         with pytest.raises(UsageError, match=r"^no such run or model directory: "):
             gptlab.load(path)
+    with pytest.raises(UsageError, match=r"gpt2-medium \(a Hugging Face hub name is "
+                                         r"written owner/name\)$"):
+        gptlab.load("gpt2-medium")  # a bare word never goes to the network
     assert looked_up == []
-    for name in ("someone/some-model", "gpt2-medium"):
-        with pytest.raises(UsageError, match="looked up on the hub"):
-            gptlab.load(name)
-    assert looked_up == ["someone/some-model", "gpt2-medium"]
+    with pytest.raises(UsageError, match="looked up on the hub"):
+        gptlab.load("someone/some-model")
+    assert looked_up == ["someone/some-model"]
+
+
+@pytest.fixture
+def no_hub(monkeypatch):
+    """The hub loader made to fail the test: what is resolved here needs no network."""
+    def hub(name, **kwargs):
+        pytest.fail(f"{name} was sent to the hub")
+
+    monkeypatch.setattr(hf, "resolve_hf_dir", hub)
+
+
+@pytest.mark.parametrize(("typed", "meant"), [
+    ("shakespear", "shakespeare (the model gptlab ships)"),
+    ("Shakespeare", "shakespeare (the model gptlab ships)"),
+    ("runs/dmeo", "runs/demo"),
+    ("dmeo", "demo"),
+])
+def test_a_near_miss_is_answered_with_did_you_mean_before_any_network(typed, meant, tmp_path,
+                                                                      monkeypatch, no_hub):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "demo").mkdir(parents=True)
+    (tmp_path / "demo").mkdir()
+    with pytest.raises(UsageError, match=rf"^no such run or model directory: {typed}; did you "
+                                         rf"mean {re.escape(meant)}\?$"):
+        gptlab.load(typed)
+
+
+def test_a_shipped_name_is_the_shipped_model_even_beside_a_folder_of_that_name(
+        trained_run, tmp_path, monkeypatch, capsys, no_hub):
+    """A folder named shakespeare (here: a copy of another run) does not shadow the
+    shipped model; a line says so, and ./shakespeare loads the folder."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(trained_run, tmp_path / "shakespeare")
+    shipped = loading.resolve("shakespeare")
+    assert shipped.kind == loading.SHIPPED and shipped.where == pretrained.folder("shakespeare")
+    assert "write ./shakespeare to load it" in capsys.readouterr().err
+    model, _ = gptlab.load("shakespeare")
+    assert model.config == model_dir.load_config(pretrained.folder("shakespeare"))
+    mine, _ = gptlab.load("./shakespeare")
+    assert mine.config == gptlab.load(trained_run)[0].config != model.config
+    assert capsys.readouterr().err.count("\n") == 1  # the note once, for the bare name only
+
+
+def test_resolve_names_each_kind(trained_run, tmp_path, monkeypatch, no_hub):
+    monkeypatch.chdir(tmp_path)
+    hf_dir = tmp_path / "hf"
+    hf_dir.mkdir()
+    (hf_dir / "config.json").write_text('{"model_type": "gpt2"}')
+    assert loading.resolve(trained_run) == loading.Source(loading.GPTLAB_DIR, trained_run)
+    assert loading.resolve("hf").kind == loading.HF_DIR
+    assert loading.resolve("owner/name") == loading.Source(loading.HUB, "owner/name")
+    assert loading.resolve("shakespeare").kind == loading.SHIPPED
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])

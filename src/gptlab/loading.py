@@ -6,14 +6,20 @@
     model, tokenizer = gptlab.load("openai-community/gpt2")  # a Hugging Face dir or hub name
     model, tokenizer = gptlab.load("runs/rope", context=256, rope_scaling="yarn:4")
 
-A path is read as what it holds: a gptlab model directory (config.json with GPTConfig
-fields, model.safetensors, tokenizer.json; every run directory is one), else a Hugging Face
-directory (config.json with a model_type); a name that is no directory here is a model
-gptlab ships (gptlab.pretrained, checksums verified), else a hub name.
+What a name or path names is decided in one place, `resolve`, for every command: a model
+gptlab ships by its name (gptlab.pretrained, checksums verified; a folder of the same name
+here is loaded when written as a path, ./shakespeare), else a path as what it holds (a
+gptlab model directory: config.json with GPTConfig fields, model.safetensors,
+tokenizer.json, as every run directory is; else a Hugging Face directory, config.json with
+a model_type), else a hub name written owner/name. A near miss of a shipped model or a
+folder ("shakespear") is answered with "did you mean", before any network access.
 """
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +35,7 @@ from gptlab.inference import quantize
 from gptlab.inference.formats import WEIGHT_CHOICES
 from gptlab.model.config import GPTConfig, with_rope_scaling
 from gptlab.model.gpt import GPT
-from gptlab.pretrained import is_shipped, verified
+from gptlab.pretrained import NAMES, folder, is_shipped, verified
 
 
 def load(path: str | Path, device: str | torch.device | None = None,
@@ -116,22 +122,94 @@ def _config(found: Path, is_hf: bool) -> GPTConfig:
     return config_from_hf(hf.read_hf_config(found))[0] if is_hf else model_dir.load_config(found)
 
 
-def _locate(path: str | Path, weights: bool = True) -> tuple[Path, bool]:
-    """(the directory to read, whether it is a Hugging Face one): a gptlab model directory
-    as it is, a shipped model by name (its checksums verified), else a Hugging Face
-    directory or hub name (fetched if need be; weights False: without its weights). A path
-    that is no directory and no hub name is a UsageError."""
+# What a model name or path names (resolve): a gptlab model directory (a run, RUN/best, a
+# model `convert` wrote), a Hugging Face directory, a model gptlab ships, a hub name.
+GPTLAB_DIR, HF_DIR, SHIPPED, HUB = "gptlab", "hf", "shipped", "hub"
+
+
+@dataclass(frozen=True)
+class Source:
+    """What resolve() found: `kind` (GPTLAB_DIR, HF_DIR, SHIPPED or HUB) and `where`, the
+    directory (for SHIPPED, unchecked: see pretrained.verified) or the hub name."""
+
+    kind: str
+    where: Path | str
+
+
+def resolve(path: str | Path) -> Source:
+    """What `path` names, decided here for every command, before any network access:
+
+    - a shipped model's name (shakespeare) is that model, even where a folder of that name
+      is here (a line on stderr says so: write ./shakespeare for the folder);
+    - a path that exists is the directory it is (a gptlab one, else a Hugging Face one);
+    - a near miss of a shipped model or of a folder beside the path is a UsageError with
+      "did you mean" (difflib), never a hub lookup;
+    - owner/name, whose owner is no folder here, is a hub name; anything else is a
+      UsageError ("no such run or model directory").
+    """
+    text = str(path)
     source = Path(path).expanduser()
-    if (source / model_dir.CONFIG_FILE).is_file() and not kinds.is_hf_dir(source):
-        return source, False
-    if is_shipped(str(path)) and not source.exists():
-        return verified(str(path)), False
-    if source.exists():
-        return hf.resolve_hf_dir(path, weights=weights), True
-    if not hf.is_hub_name(str(path)):
-        raise UsageError(f"no such run or model directory: {path}")  # a path, not a hub name
+    if is_shipped(text):  # never written as a path: "./shakespeare" has a slash
+        if source.exists():
+            print(f"{text}: the model gptlab ships (a folder {text} is here too: write "
+                  f"./{text} to load it)", file=sys.stderr)
+        return Source(SHIPPED, folder(text))
+    if source.is_file():
+        raise UsageError(f"{source} is a file; give a run or model directory, a Hugging Face "
+                         f"directory or a hub name")
+    if source.is_dir():
+        is_gptlab = (source / model_dir.CONFIG_FILE).is_file() and not kinds.is_hf_dir(source)
+        return Source(GPTLAB_DIR if is_gptlab else HF_DIR, source)
+    missing = f"no such run or model directory: {text}"
+    near = _near_miss(text, source)
+    if near:
+        raise UsageError(f"{missing}; did you mean {near}?")
+    if "/" in text and hf.is_hub_name(text):
+        return Source(HUB, text)
+    if hf.is_hub_name(text):  # a bare word: the hub's own names are owner/name
+        missing += " (a Hugging Face hub name is written owner/name)"
+    raise UsageError(missing)
+
+
+def _near_miss(text: str, source: Path) -> str | None:
+    """The shipped model or the folder beside `source` whose name is closest to the one
+    typed, if one is close (a typo), as it would be written."""
+    shipped = get_close_matches(text, NAMES, n=1, cutoff=NEAR)
+    if shipped:
+        return f"{shipped[0]} (the model gptlab ships)"
+    parent = source.parent
     try:
-        return hf.resolve_hf_dir(path, weights=weights), True
+        beside = [p.name for p in parent.iterdir() if p.is_dir()] if parent.is_dir() else []
+    except OSError:  # a folder we may not list: no suggestion
+        return None
+    close = get_close_matches(source.name, beside, n=1, cutoff=NEAR)
+    if not close:
+        return None
+    return close[0] if parent == Path(".") and "/" not in text else str(parent / close[0])
+
+
+NEAR = 0.75  # difflib's ratio from which a name counts as a typo (shakespear: 0.95)
+
+
+def gptlab_dir(path: str | Path, found: Source | None = None) -> Path | None:
+    """The gptlab model directory `path` names (a shipped model's once its checksums are
+    verified), or None where it names a Hugging Face model. found: resolve(path), if known."""
+    found = found or resolve(path)
+    if found.kind == SHIPPED:
+        return verified(str(path))
+    return found.where if found.kind == GPTLAB_DIR else None
+
+
+def _locate(path: str | Path, weights: bool = True) -> tuple[Path, bool]:
+    """(the directory to read, whether it is a Hugging Face one), as resolve() says: a
+    shipped model with its checksums verified, a hub model fetched if need be (weights
+    False: without its weights)."""
+    found = resolve(path)
+    directory = gptlab_dir(path, found)
+    if directory is not None:
+        return directory, False
+    try:
+        return hf.resolve_hf_dir(found.where, weights=weights), True
     except GptlabError as exc:  # a mistyped path first, then what the hub said
         message = str(exc).replace("no such local directory:", "no such run or model "
                                    "directory:", 1)

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gptlab import stopping
 from gptlab.data.download import default_cache_dir
 from gptlab.errors import GptlabError
 from gptlab.files.atomic import read_json_object, write_json
@@ -94,10 +95,13 @@ def cores() -> int:
 
 
 def _timings(fn: Callable[[], Any], reps: int, warmup: int) -> list[float]:
+    # stopping.check: a signal the trainer deferred ends a probe of a large model at once
     for _ in range(warmup):
+        stopping.check()
         fn()
     times = []
     for _ in range(reps):
+        stopping.check()
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)

@@ -86,3 +86,65 @@ def refused_on_widened_model(widened_char_model, tmp_path, gptlab):
         assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
 
     return check
+
+
+@pytest.fixture(scope="session")
+def signalled():
+    """signalled(code, ready, sig, wait=120) -> (exit code, stdout, stderr, seconds from the
+    signal to the exit): `python -c code` (this checkout's src/ on its path, SIGINT's
+    handler put back: a shell's background job starts with SIGINT ignored), sent `sig`
+    once ready() is true; a test fails if it never is."""
+    import signal
+    import time
+
+    def run(code: str, ready, sig: int, wait: float = 120):
+        env = {**os.environ, "OMP_NUM_THREADS": "1",
+               "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        try:
+            deadline = time.monotonic() + wait
+            while not ready() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if proc.poll() is not None or not ready():
+                out, err = proc.communicate()
+                pytest.fail(f"never ready (exit {proc.returncode}): {err[-2000:]}")
+            proc.send_signal(sig)
+            sent = time.monotonic()
+            out, err = proc.communicate(timeout=wait)
+            return proc.returncode, out, err, time.monotonic() - sent
+        finally:
+            proc.kill()
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def slowly_scoring():
+    """slowly_scoring(mark, *argv) -> the code of a program that runs `gptlab argv` with
+    every scoring (gptlab.inference.evaluate.score_positions) one window per forward, each
+    half a second, touching the file `mark` as a scoring begins: a long scoring to stop."""
+    def code(mark, *argv) -> str:
+        return f"""
+import sys, time
+from pathlib import Path
+from gptlab.cli.main import main
+from gptlab.inference import evaluate
+
+real = evaluate.score_positions
+
+def slowly(model, ids, context=None, stride=None, batch_size=None):
+    forward = model.forward
+    def slow_forward(*args, **kwargs):
+        time.sleep(0.5)
+        return forward(*args, **kwargs)
+    model.forward = slow_forward
+    Path({str(mark)!r}).touch()
+    return real(model, ids, context, stride, 1)
+
+evaluate.score_positions = slowly
+sys.exit(main({[str(a) for a in argv]!r}))
+"""
+
+    return code

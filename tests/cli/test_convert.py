@@ -557,3 +557,17 @@ class _Response:  # what RepositoryNotFoundError reads from an httpx response
 class _Evil:
     def __reduce__(self):
         return (print, ("this must never run",))
+
+
+def test_to_hf_takes_the_shipped_models_name_as_every_command_does(tmp_path, gptlab):
+    from gptlab import pretrained
+
+    out = tmp_path / "shakespeare-hf"
+    code, printed, err = gptlab("convert", "--to-hf", "shakespeare", "--out", out)
+    assert code == 0, err
+    assert printed.startswith("shakespeare: ") and (out / "model.safetensors").is_file()
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    ours = load_model(pretrained.folder("shakespeare")).eval()
+    idx = torch.arange(20).unsqueeze(0)
+    with torch.no_grad():
+        assert torch.allclose(theirs(idx).logits, ours(idx)[0], atol=1e-4)

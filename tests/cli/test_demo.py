@@ -114,3 +114,28 @@ def test_demo_replaces_its_own_run_and_another_only_with_force(demo_targets, tmp
     with pytest.raises(Reached):  # a fresh folder: nothing to replace
         main(["demo", "--out", str(tmp_path / "new"), "--data", str(tmp_path / "d")])
     assert not calls[-1]["overwrite"]
+
+
+@pytest.mark.slow
+def test_a_demo_stopped_by_ctrl_c_says_where_and_how_to_finish_and_exits_130(tmp_path,
+                                                                             signalled):
+    import signal
+
+    data, run = tmp_path / "demo-data", tmp_path / "demo"
+    metrics = run / "metrics.jsonl"
+
+    def training():
+        return metrics.is_file() and '"kind": "train"' in metrics.read_text()
+
+    code = ("import sys; from gptlab.cli.main import main; sys.exit(main(['demo', '--data', "
+            f"{str(data)!r}, '--out', {str(run)!r}, '--no-progress']))")
+    exit_code, out, err, seconds = signalled(code, training, signal.SIGINT)
+    assert exit_code == 130, err
+    assert seconds < 15 and "Traceback" not in err  # a bound for a loaded machine
+    stopped = next(line for line in out.splitlines() if line.startswith("stopped at step"))
+    step = int(stopped.split()[3])
+    assert stopped.startswith(f"stopped at step {step} of 1000; checkpoint saved") and step >= 1
+    assert "last evaluated at step 0: train loss" in out  # the step-0 estimate, said as such
+    assert (f"Finish its 1000 steps: gptlab train --data {data} --out {run} --resume\n"
+            in out)
+    assert "trained" not in out and "A sample" not in out and "--max-iters" not in out

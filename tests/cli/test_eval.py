@@ -141,3 +141,15 @@ def test_rope_scaling_at_inference_changes_the_loss_only_past_factor_one(rope_ru
             stretched = loss(context, "--rope-scaling", f"{kind}:2")
             assert stretched["rope_scaling"] == f"{kind}:2"
             assert stretched["loss"] != plain["loss"] or (kind == "dynamic" and context == "16")
+
+
+@pytest.mark.slow
+def test_eval_sent_sigint_mid_scoring_exits_130_within_seconds(tmp_path, trained_run, signalled,
+                                                               slowly_scoring):
+    import signal
+
+    mark = tmp_path / "scoring"
+    code = slowly_scoring(mark, "eval", trained_run, "--data", trained_run.parent / "data")
+    exit_code, out, err, seconds = signalled(code, mark.exists, signal.SIGINT)
+    assert (exit_code, err.splitlines()[-1]) == (130, "interrupted"), err
+    assert seconds < 15 and "Traceback" not in err  # a bound for a loaded machine

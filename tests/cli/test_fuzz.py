@@ -424,9 +424,9 @@ def no_training(monkeypatch):
 
     def fake_train(model_config, train_config, data, out, **kwargs):
         calls.append((model_config, train_config))
-        return SimpleNamespace(is_main=True, status="done", step=0, elapsed_s=0.0,
-                               val_loss=None, best_val_loss=float("nan"), run_dir=out,
-                               whole_val_loss=None)
+        return training_run.TrainResult(Path(out), step=0, status="finished", train_loss=None,
+                                        val_loss=None, best_val_loss=float("nan"),
+                                        elapsed_s=0.0)
 
     monkeypatch.setattr(training_run, "train", fake_train)
     return calls

@@ -18,7 +18,8 @@ def test_lens_prints_each_depth_and_writes_png_and_json(widened_char_model, tmp_
                           tmp_path / "lens")
     assert code == 0
     lines = out.splitlines()
-    assert lines[0] == "input: 11 tokens; each cell: the top next token and its probability"
+    assert lines[0] == ("input: 11 tokens (the last 10 shown: --last N for more); each cell: "
+                        "the top next token and its probability")
     assert [line.split()[0] for line in lines[2:5]] == ["embed", "block", "block"]
     idx = torch.tensor([tokenizer.encode("the cat sat")])
     rows = logit_lens(model, idx)
@@ -82,3 +83,14 @@ def test_an_out_that_cannot_be_written_is_said_before_any_work(widened_char_mode
     code, out, err = gptlab("lens", directory, "--text", "the cat", "--out", "/proc/gptlab-x")
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "cannot create directory /proc/gptlab-x" in err
+
+
+def test_lens_says_when_it_shows_only_the_last_columns(widened_char_model, gptlab, one_thread):
+    directory, _, _ = widened_char_model
+    code, out, _ = gptlab("lens", directory, "--text", "the cat sat on it")  # 17 tokens
+    assert code == 0
+    assert out.splitlines()[0] == ("input: 17 tokens (the last 10 shown: --last N for more); "
+                                   "each cell: the top next token and its probability")
+    code, out, _ = gptlab("lens", directory, "--text", "the cat sat on it", "--last", "17")
+    assert out.splitlines()[0] == ("input: 17 tokens; each cell: the top next token and its "
+                                   "probability")

@@ -269,3 +269,16 @@ def test_sample_cli_weights(tiny_run, capsys):
     assert code == 0 and capsys.readouterr().err == ""  # fp32, the default, says nothing
     assert main(["sample", str(tiny_run), "--weights", "int4"]) == 2
     assert "invalid choice: 'int4'" in capsys.readouterr().err
+
+
+def test_a_typo_of_the_shipped_model_is_did_you_mean_not_a_hub_lookup(gptlab, monkeypatch):
+    from gptlab.convert import hf
+
+    def hub(name, **kwargs):
+        pytest.fail(f"{name} was sent to the hub")
+
+    monkeypatch.setattr(hf, "resolve_hf_dir", hub)
+    code, out, err = gptlab("sample", "shakespear", "--max-new-tokens", "5")
+    assert (code, out) == (2, "")
+    assert err == ("gptlab sample: error: no such run or model directory: shakespear; did you "
+                   "mean shakespeare (the model gptlab ships)?\n")

@@ -167,3 +167,74 @@ def test_a_fine_tune_scales_its_schedule_to_its_length_and_prints_it(trained_run
                  "--resume", "--init-from", str(trained_run), "--no-progress"])
     err = capsys.readouterr().err
     assert code == 0 and "resuming with" not in err and "resuming at step 100" in err, err
+
+
+def test_done_after_a_resume_counts_only_the_steps_trained_now(data_dir, tmp_path, tiny_model,
+                                                               tiny_train, gptlab):
+    run = tmp_path / "run"
+    train(tiny_model(), tiny_train(), data_dir, run, progress=False, stop_after=4)
+    code, out, err = gptlab("train", "--data", data_dir, "--out", run, "--resume",
+                            "--no-progress")
+    assert code == 0, err
+    done = next(line for line in out.splitlines() if line.startswith("done: "))
+    assert done.startswith("done: 8 steps (5-12; resumed at step 4) in ")
+    assert "s (+" in done and "start-up, evaluations, checkpoints, scoring)" in done
+
+
+@pytest.mark.slow
+def test_a_ctrl_c_in_the_final_whole_val_scoring_stops_it_within_seconds(
+        data_dir, tmp_path, signalled, slowly_scoring):
+    """Once the last step is saved, the whole-val scoring (made slow: half a second a
+    window) is stopped between two windows: exit 130, the finished checkpoint kept."""
+    import signal
+
+    from gptlab.training import rundir
+
+    run, mark = tmp_path / "run", tmp_path / "scoring"
+    code = slowly_scoring(mark, "train", "--preset", "tiny-gpt2", "--data", data_dir,
+                          "--out", run, "--max-iters", "2", "--eval-iters", "1",
+                          "--batch-size", "2", "--whole-val", "--no-progress")
+    exit_code, out, err, seconds = signalled(code, mark.exists, signal.SIGINT)
+    assert (exit_code, err.splitlines()[-1]) == (130, "interrupted"), err
+    assert seconds < 15  # a bound for a loaded machine: the scoring had 30 s or more to go
+    assert "done:" not in out and "Traceback" not in err
+    assert rundir.load_checkpoint(run)["step"] == 2
+
+
+def test_resume_help_lists_what_may_change_from_the_constants(gptlab):
+    from gptlab.training.config import AFTER_DIVERGENCE, RESUME_OVERRIDES
+
+    _, out, _ = gptlab("train", "--help")
+    text = " ".join(out.split()).replace("- ", "-")  # argparse wraps inside flag names
+    listed = text.split("may change (", 1)[1].split(";", 1)[0]
+    assert listed.split(", ") == ["--" + n.replace("_", "-") for n in RESUME_OVERRIDES]
+    after = text.split("after a divergence ", 1)[1].split(" --force", 1)[0]
+    assert after.split(", ") == ["--" + n.replace("_", "-") for n in AFTER_DIVERGENCE]
+
+
+def test_resume_refusals_name_every_setting_as_its_flag(data_dir, tmp_path, tiny_model,
+                                                         tiny_train, gptlab):
+    run = tmp_path / "run"
+    train(tiny_model(), tiny_train(), data_dir, run, progress=False, stop_after=4)
+    for given, said in [(["--seed", "3"], "cannot change --seed (only --max-iters, "),
+                        (["--parallel", "fsdp"],
+                         "saved with --parallel ddp: resume it with --parallel ddp")]:
+        code, _, err = gptlab("train", "--data", data_dir, "--out", run, "--resume", *given,
+                              "--no-progress")
+        assert code == 2 and said in err and "`" not in err, err
+
+
+def test_a_bad_setting_in_a_config_file_is_named_with_the_file_not_as_a_flag(
+        data_dir, tmp_path, gptlab):
+    model, settings = tmp_path / "model.json", tmp_path / "train.json"
+    model.write_text('{"n_layer": 0, "n_head": 2, "n_embd": 32, "block_size": 16}')
+    settings.write_text('{"learning_rate": -1, "n_layer": 2}')
+    for argv, said in [(["--config", model], f"{model}: n_layer must be a positive integer"),
+                       (["--preset", "tiny-gpt2", "--train-config", settings],
+                        f"{settings}: unknown training setting(s): n_layer")]:
+        code, _, err = gptlab("train", *argv, "--data", data_dir, "--out", tmp_path / "run",
+                              "--no-progress")
+        assert code == 2 and said in err and "--n-layer" not in err, err
+    code, _, err = gptlab("train", "--config", model, "--n-layer", "-1", "--data", data_dir,
+                          "--out", tmp_path / "run")
+    assert code == 2 and f"{model}: n_layer" in err  # the file is checked as it is first

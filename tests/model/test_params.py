@@ -252,3 +252,14 @@ def test_table_shows_every_part_with_separators():
         assert text in table, text
     untied = accounting(GPTConfig.from_preset("llama2-70b")).table()
     assert "68,976,648,192" in untied and "untied" in untied
+
+
+def test_counts_are_said_in_the_singular_for_one():
+    from gptlab.model.params import accounting, counted
+
+    assert (counted(1, "layer"), counted(2, "layer"), counted(0, "step")) == (
+        "1 layer", "2 layers", "0 steps")
+    one = GPTConfig(vocab_size=10, block_size=8, n_layer=1, n_head=1, n_embd=8)
+    table = accounting(one).table()
+    assert "config: 1 layer, d_model 8, 1 head " in table and "all 1 block " in table
+    assert "layers" not in table.splitlines()[0]

@@ -112,11 +112,16 @@ def test_the_lab_lists_it_first_unless_a_run_has_its_name(tmp_path, save_char_mo
     assert runs.list() == [NAME, "mine"] and runs.load(NAME).model.config.n_layer == 2
 
 
-def test_a_local_directory_of_that_name_comes_first(tmp_path, monkeypatch, save_char_model):
+def test_the_name_is_the_shipped_model_and_a_folder_of_that_name_is_written_as_a_path(
+        tmp_path, monkeypatch, save_char_model, capsys):
     save_char_model(tmp_path / NAME, "abc abc", preset="tiny-gpt2")
     monkeypatch.chdir(tmp_path)
     model, _ = gptlab.load(NAME)
-    assert model.config.n_layer == 2  # the folder here, not the shipped model
+    assert model.config.n_layer == 6  # the shipped model, checksums verified, not the folder
+    assert capsys.readouterr().err == (f"{NAME}: the model gptlab ships (a folder {NAME} is here "
+                                       f"too: write ./{NAME} to load it)\n")
+    model, _ = gptlab.load(f"./{NAME}")
+    assert model.config.n_layer == 2  # the folder here
 
 
 def test_stated_loss_on_the_val_splits_first_tokens(manifest, tmp_path, capsys, one_thread):

@@ -134,9 +134,9 @@ def test_a_resume_plan_reads_the_run_and_writes_nothing(data, stopped_run):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"learning_rate": 1.0}, "cannot change learning_rate"),
+    ({"learning_rate": 1.0}, "cannot change `learning_rate`"),
     ({"max_iters": 2}, "is at step 3 already: max_iters 2"),
-    ({"parallel": "fsdp"}, "resume it with --parallel ddp"),
+    ({"parallel": "fsdp"}, "resume it with `parallel` ddp"),
     ({"batch_size": 3}, "global batch of 4 sequences"),
 ])
 def test_resume_refusals(data, stopped_run, overrides, message):
@@ -202,7 +202,7 @@ def test_what_a_resume_changes_is_allowed_by_what_it_could_break(data, stopped_r
     with pytest.raises(UsageError, match="the run warms up for 6 steps: max_iters 4 would end "
                                          "it inside its warm-up; give at least 6"):
         plan_run(None, None, data, stopped_run, resume=True, overrides={"max_iters": 4})
-    with pytest.raises(UsageError, match="cannot change learning_rate .*may change only after "
+    with pytest.raises(UsageError, match="cannot change `learning_rate` .*may change only after "
                                          "the run diverged"):
         plan_run(None, None, data, stopped_run, resume=True, overrides={"learning_rate": 1e-4})
     with open(stopped_run / "metrics.jsonl", "a") as f:  # what a diverged run logs last
@@ -237,7 +237,7 @@ def test_a_sharded_run_resumes_on_any_ranks_naming_no_flag_not_given(
     assert plan.layout == expected and plan.train_config.batch_size == 8
     assert any(said in line for line in plan.changes), plan.changes
     if data_ranks == 2:  # a --batch-size given that breaks the global batch is named
-        with pytest.raises(UsageError, match="global batch of 8 sequences .*give --batch-size 8"):
+        with pytest.raises(UsageError, match="global batch of 8 sequences .*give batch_size 8"):
             plan_run(None, None, data, stopped_run, resume=True, overrides={"batch_size": 2},
                      world_size=world)
 

@@ -144,7 +144,7 @@ def test_resume_can_extend_max_iters(data_dir, tmp_path, tiny_model, tiny_train)
                    progress=False)
     assert result.step == 8
     assert json.loads((run / "train.json").read_text())["lr_decay_iters"] == lr_decay == 4
-    with pytest.raises(UsageError, match="cannot change learning_rate"):
+    with pytest.raises(UsageError, match="cannot change `learning_rate`"):
         train(None, None, data_dir, run, resume=True, overrides={"learning_rate": 1.0},
               progress=False)
 
@@ -338,3 +338,12 @@ def test_signal_saves_a_checkpoint_and_exits_0(data_dir, tmp_path, sig):
     assert "stopped at step" in out and "--resume" in out and "Traceback" not in err
     state = rundir.load_checkpoint(run)  # weights and state agree
     assert state["step"] >= 1
+
+
+def test_one_layer_and_one_head_are_said_in_the_singular(data_dir, tmp_path, tiny_train, capsys):
+    from gptlab.model.config import GPTConfig
+
+    one = GPTConfig(vocab_size=1, block_size=16, n_layer=1, n_head=1, n_embd=16)
+    train(one, tiny_train(max_iters=1, warmup_iters=0, eval_iters=1), data_dir, tmp_path / "run",
+          progress=False)
+    assert "training 1 layer, 1 head, n_embd 16" in capsys.readouterr().err

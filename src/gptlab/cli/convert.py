@@ -12,8 +12,9 @@ from gptlab.errors import UsageError
 from gptlab.files import kinds
 from gptlab.files.atomic import copy_file
 from gptlab.files.authorship import GGUF
-from gptlab.files.kinds import TOKENIZER_FILE, is_hf_dir
+from gptlab.files.kinds import TOKENIZER_FILE
 from gptlab.model.config import GPTConfig
+from gptlab.model.params import counted
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,7 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     direction = p.add_mutually_exclusive_group(required=True)
     direction.add_argument("--from-hf", metavar="HF_DIR_OR_NAME",
                            help="a Hugging Face model directory or hub name to read")
-    direction.add_argument("--to-hf", metavar="MODEL_DIR", help="a gptlab model directory to read")
+    direction.add_argument("--to-hf", metavar="MODEL_DIR",
+                           help="a gptlab model directory to read, or a shipped model: "
+                                "shakespeare")
     direction.add_argument("--to-gguf", metavar="PATH",
                            help="a model (whatever gptlab.load takes) to write as one GGUF file "
                                 "for llama.cpp (--out FILE.gguf)")
@@ -71,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
                 force=args.force)
     if args.from_hf is not None:
         return convert_from_hf(args.from_hf, out, args.force)
-    return convert_to_hf(Path(args.to_hf), out, args.force)
+    return convert_to_hf(args.to_hf, out, args.force)
 
 
 def convert_from_hf(source: str, out: Path, force: bool) -> int:
@@ -92,25 +95,29 @@ def convert_from_hf(source: str, out: Path, force: bool) -> int:
         (out / TOKENIZER_FILE).unlink(missing_ok=True)
     config = model.config
     print(f"{source}: {_architecture(config)}, {model.num_parameters():,} parameters, "
-          f"{config.n_layer} layers, vocab {config.vocab_size:,}")
+          f"{counted(config.n_layer, 'layer')}, vocab {config.vocab_size:,}")
     print(f"wrote {out}/: {' '.join(written)}")
     return 0
 
 
-def convert_to_hf(model_dir: Path, out: Path, force: bool) -> int:
+def convert_to_hf(name: str, out: Path, force: bool) -> int:
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
     from gptlab.convert import hf
     from gptlab.data.tokenizer import load_tokenizer
     from gptlab.files.model_dir import load_model
+    from gptlab.loading import HF_DIR, gptlab_dir, resolve
 
-    if is_hf_dir(model_dir):
-        raise UsageError(f"{model_dir} is a Hugging Face model directory, not a gptlab one "
-                         "(--from-hf converts it)")
+    source = resolve(name)  # a run, a model directory or a shipped model's name
+    model_dir = gptlab_dir(name, source)
+    if model_dir is None:
+        what = "model directory" if source.kind == HF_DIR else "hub name"
+        raise UsageError(f"{name} is a Hugging Face {what}, not a gptlab one (--from-hf "
+                         "converts it)")
     model = load_model(model_dir)
     source = model_dir / TOKENIZER_FILE
     tokenizer = load_tokenizer(source) if source.is_file() else None  # bad: before any write
     written = hf.to_hf(model, out, tokenizer, overwrite=force)  # once the config converts
-    print(f"{model_dir}: {_architecture(model.config)}, {model.num_parameters():,} parameters")
+    print(f"{name}: {_architecture(model.config)}, {model.num_parameters():,} parameters")
     print(f"wrote {out}/: {' '.join(written)}")
     return 0
 

@@ -7,7 +7,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from gptlab import stopping
 from gptlab.cli import argtypes
+from gptlab.cli.train import timing
 from gptlab.data.corpus import ensure_shakespeare
 from gptlab.errors import UsageError
 from gptlab.files import kinds
@@ -76,10 +78,12 @@ def run(args: argparse.Namespace) -> int:
                       seed=args.seed)
     result = train(GPTConfig.from_preset(PRESET), settings, data_dir, run_dir,
                    overwrite=replace, owner=OWNER, progress=not args.no_progress)
+    if result.status == "interrupted":
+        return stopped(result, data_dir, run_dir)
     whole = (f"; over the whole val split {result.whole_val_loss:.3f}"
              if result.whole_val_loss is not None else "")
-    print(f"\ntrained {result.step} steps in {result.elapsed_s:.0f} s: train loss "
-          f"{result.train_loss:.3f}, val loss {result.val_loss:.3f} (estimates){whole}\n")
+    print(f"\ntrained {timing(result)}: train loss {result.train_loss:.3f}, val loss "
+          f"{result.val_loss:.3f} (estimates at step {result.eval_step}){whole}\n")
     print("A sample (temperature 0.8, 400 characters):\n")
     model = model_dir.load_model(run_dir)
     tokenizer = model_dir.load_tokenizer_of(run_dir)
@@ -98,6 +102,18 @@ def run(args: argparse.Namespace) -> int:
     print(f"Train on:         gptlab train --data {data_dir} --out {run_dir} --resume "
           f"--max-iters {2 * result.step}   (the extra steps run at the final learning rate)")
     return 0
+
+
+def stopped(result, data_dir: Path, run_dir: Path) -> int:
+    """Where an interrupted demo stopped, how to finish it; 130 (143 for a SIGTERM)."""
+    print(f"\nstopped at step {result.step} of {result.max_iters}; checkpoint saved in "
+          f"{run_dir}/")
+    if result.eval_step is not None:
+        print(f"last evaluated at step {result.eval_step}: train loss {result.train_loss:.3f}, "
+              f"val loss {result.val_loss:.3f} (estimates)")
+    print(f"Finish its {result.max_iters} steps: gptlab train --data {data_dir} --out {run_dir} "
+          f"--resume")
+    return stopping.exit_code(result.signal)
 
 
 def claim_folders(data_dir: Path, run_dir: Path, force: bool) -> bool:

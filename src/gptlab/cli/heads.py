@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
         examples=[
             "gptlab heads runs/demo",
-            "gptlab heads runs/demo --text-file play.txt --ablate mean --out heads-play",
+            "gptlab heads runs/demo --text-file line.txt --ablate mean --out heads-line",
             "gptlab heads runs/demo --text 'to be or not to be' --top 1",
         ],
     )

@@ -63,7 +63,10 @@ def run(args: argparse.Namespace) -> int:
     inputs = token_labels(tokenizer, idx[0].tolist())
     tops = [token_labels(tokenizer, ids[r, :, 0].tolist()) for r in range(len(rows))]
 
-    print(f"input: {idx.shape[1]} tokens; each cell: the top next token and its probability")
+    shown = (f" (the last {args.last} shown: --last N for more)" if idx.shape[1] > args.last
+             else "")
+    print(f"input: {idx.shape[1]} tokens{shown}; each cell: the top next token and its "
+          f"probability")
     print(format_grid(rows, inputs, tops, probs[..., 0], args.last))
     if idx.shape[1] > 1:
         print()

@@ -7,7 +7,8 @@ each command's `run(args)` imports the heavy library parts itself.
 
 Exit codes (README, "Exit codes"): 0 success; 1 a failure that is not the input's fault
 (the network, a full disk, a diverged run); 2 bad usage or bad input; 130 interrupted by
-Ctrl-C (except `train`, which saves a checkpoint and exits 0), torch's own import included.
+Ctrl-C, 143 by SIGTERM (gptlab.stopping: every phase stops at once, torch's own import
+included; `train` stopped while training saves a checkpoint and exits 0).
 Errors a user can cause are `GptlabError`s, printed as one line on stderr; an OSError that
 escapes a command is printed as one line too: exit 2 when it blames the path (too long, not
 a directory, ...), else 1.
@@ -24,14 +25,20 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from gptlab.errors import GptlabError
+from gptlab import stopping
+from gptlab.errors import GptlabError, UsageError
 from gptlab.files.atomic import is_bad_path
 from gptlab.version import __version__
 
 # Order is the order `gptlab --help` lists them in.
 COMMANDS = ["demo", "params", "prepare", "train", "eval", "sample", "convert", "heads", "lens",
             "attribute", "patch", "experiment", "runs", "lab", "probe"]
-INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
+INTERRUPTED = stopping.exit_code(None)  # 128 + SIGINT, as a shell reports a Ctrl-C
+
+
+class AsWritten(UsageError):
+    """Bad input whose names are the user's own words, a file's keys ("train.json:
+    n_layer must be ..."): printed as it is, its names not made flags."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -75,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with stopping.raise_on_signals():  # SIGTERM too: one line, exit 143
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:  # a Ctrl-C anywhere, parsing included, is one line and exit 130
         for stream in (sys.stdout, sys.stderr):
             # A path from argv that is not UTF-8 reaches us as lone surrogates; printing it
@@ -88,8 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return exc.code if isinstance(exc.code, int) else 2
         return run_command(args.func, args, f"gptlab {args.command}",
                            flags=setting_flags(subcommand(parser, args.command)))
-    except KeyboardInterrupt:
-        return _interrupted()
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
 
 
 def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace,
@@ -101,10 +113,10 @@ def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse
     try:
         return int(func(args) or 0)
     except GptlabError as exc:
-        _error(prog, as_flags(str(exc), flags or {}))
+        _error(prog, str(exc) if isinstance(exc, AsWritten) else as_flags(str(exc), flags or {}))
         return exc.exit_code
-    except KeyboardInterrupt:
-        return _interrupted()
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
     except BrokenPipeError:
         return 0
     except OSError as exc:  # one no command foresaw: a path it could not use, a full disk
@@ -136,7 +148,9 @@ def as_flags(message: str, flags: dict[str, str]) -> str:
     underscore wherever it stands as a word of its own (not inside a path, a file name or
     another name); a one-word name (temperature, device) where it opens the message as its
     subject ("temperature must be ...") or stands in a list of names ("max_iters, device,
-    tp"), being a plain word elsewhere."""
+    tp"), being a plain word elsewhere; any name in backquotes (`seed`), which the library
+    writes where a one-word name stands alone."""
+    message = re.sub(r"`([\w]+)`", lambda m: flags.get(m.group(1), m.group(0)), message)
     snake = sorted((re.escape(n) for n in flags if "_" in n), key=len, reverse=True)
     if snake:
         message = re.sub(rf"(?<![\w./-])({'|'.join(snake)})(?![\w/-]|\.\w)",
@@ -170,9 +184,11 @@ def warned(prog: str) -> Iterator[None]:
         print(f"{prog}: warning: {_one_line(message)}", file=sys.stderr)
 
 
-def _interrupted() -> int:
-    print("interrupted", file=sys.stderr)
-    return INTERRUPTED
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    """One line and 130 (a Ctrl-C), or 143 for a SIGTERM (gptlab.stopping.Interrupted)."""
+    code = getattr(exc, "exit_code", INTERRUPTED)
+    print("interrupted" if code == INTERRUPTED else f"interrupted ({exc})", file=sys.stderr)
+    return code
 
 
 def _error(prog: str, exc: Exception | str) -> None:

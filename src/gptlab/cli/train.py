@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 
 from gptlab.cli import argtypes
+from gptlab.cli.main import AsWritten
 from gptlab.errors import GptlabError, UsageError
 from gptlab.files.atomic import read_json_object
 from gptlab.model.config import GPTConfig
+from gptlab.model.params import counted
 from gptlab.model.presets import PRESETS
-from gptlab.training.config import TrainConfig, with_settings
+from gptlab.training.config import AFTER_DIVERGENCE, RESUME_OVERRIDES, TrainConfig, with_settings
 from gptlab.training.recipes import RECIPES
 
 # Model fields a flag may override (the rest belong in a --config file).
@@ -78,12 +82,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the run directory to write (with --resume: the run to continue)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in RUN_DIR from its last checkpoint; only what "
-                        "cannot change what is trained may change (--max-iters, --device, "
-                        "--compile, --log, --parallel, --tp, --reshard-after-forward, --batch-size "
-                        "keeping the global batch, --eval-interval, --eval-iters, "
-                        "--log-interval, --checkpoint-interval, --whole-val), and after a "
-                        "divergence --learning-rate, --min-lr, --muon-lr, --warmup-iters and "
-                        "--grad-clip")
+                        "cannot change what is trained may change ("
+                        + ", ".join(map(_flag, RESUME_OVERRIDES)) + "; a new --batch-size "
+                        "keeps the run's global batch), and after a divergence "
+                        + ", ".join(map(_flag, AFTER_DIVERGENCE)))
     p.add_argument("--force", action="store_true",
                    help="replace the run already in RUN_DIR (never another kind of folder)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -164,33 +166,56 @@ def _run(args: argparse.Namespace) -> int:
         elif args.preset is not None:
             model_config = GPTConfig.from_preset(args.preset, **model_over)
         else:
-            model_config = GPTConfig.from_dict({**GPTConfig.from_json(args.config).to_dict(),
-                                                **model_over})
+            with _naming_the_file(args.config):
+                from_file = GPTConfig.from_json(args.config).to_dict()
+            model_config = GPTConfig.from_dict({**from_file, **model_over})
         train_config = _train_config(args, train_over)
         result = train(model_config, train_config, args.data, args.out,
                        overwrite=args.force, progress=not args.no_progress)
     if not result.is_main:
         return 0
     if result.status == "interrupted":
-        print(f"stopped at step {result.step}; checkpoint saved. Continue with:\n"
-              f"  gptlab train --data {args.data} --out {args.out} --resume")
+        print(f"stopped at step {result.step} of {result.max_iters}; checkpoint saved. "
+              f"Continue with:\n  gptlab train --data {args.data} --out {args.out} --resume")
     else:
         val = (f", val loss {result.val_loss:.4f} (estimate, best {result.best_val_loss:.4f})"
                if result.val_loss is not None else "")
         whole = (f", whole val split {result.whole_val_loss:.4f}"
                  if result.whole_val_loss is not None else "")
-        print(f"done: {result.step} steps in {result.elapsed_s:.1f} s{val}{whole}; "
-              f"run in {result.run_dir}/")
+        print(f"done: {timing(result)}{val}{whole}; run in {result.run_dir}/")
         print(f"sample from it: gptlab sample {result.run_dir}")
     return 0
+
+
+@contextlib.contextmanager
+def _naming_the_file(path: str) -> Iterator[None]:
+    """A bad setting in the file at `path` said as the file's (its key, not a flag)."""
+    try:
+        yield
+    except UsageError as exc:
+        message = str(exc)
+        raise AsWritten(message if str(path) in message else f"{path}: {message}") from None
+
+
+def timing(result) -> str:
+    """The steps this process trained and their time, the rest of its time apart:
+    "300 steps in 41.2 s (+6.1 s start-up, evaluations, checkpoints, scoring)", and after a
+    resume "300 steps (201-500; resumed at step 200) in ...". result: a TrainResult."""
+    steps = result.steps_now
+    span = (f" ({result.start_step + 1}-{result.step}; resumed at step {result.start_step})"
+            if result.start_step and steps else "")
+    return (f"{counted(steps, 'step')}{span} in {result.train_s:.1f} s "
+            f"(+{result.other_s:.1f} s start-up, evaluations, checkpoints, scoring)")
 
 
 def _train_config(args: argparse.Namespace, flags: dict) -> TrainConfig:
     if args.train_config is not None:
         # The file's settings change TrainConfig's defaults by the rule flags follow (a
         # max_iters without a warm-up cuts the warm-up to fit), then the flags change them.
-        given = read_json_object(args.train_config, "training settings file")
-        return with_settings(with_settings({}, given).to_dict(), flags)
+        with _naming_the_file(args.train_config):
+            given = read_json_object(args.train_config, "training settings file")
+            from_file = with_settings({}, given).to_dict()
+        return with_settings(from_file, flags)
     name = args.recipe or (args.preset if args.preset in RECIPES else None)
     if name is None:
         return with_settings({}, flags)  # TrainConfig's defaults, by the same rule

@@ -30,6 +30,7 @@ from gptlab.files.atomic import read_json_object, write_json
 from gptlab.files.kinds import EXPERIMENT_FILE, WEIGHTS_FILE
 from gptlab.files.model_dir import weights_step
 from gptlab.model.config import GPTConfig
+from gptlab.stopping import Interrupted
 from gptlab.training import rundir
 from gptlab.training.config import TrainConfig
 from gptlab.training.reporting import NullReporter, Reporter, Reporters
@@ -261,6 +262,8 @@ class Grid:
             self._record(spec, finished=True, train_s=elapsed, diverged=exc.record())
             return RunRecord(spec.name, run_dir, spec.train.seed, exc.step, elapsed, False,
                              exc.record())
+        if result.signal is not None:  # a Ctrl-C or SIGTERM: the command exits 130 / 143
+            raise Interrupted(result.signal)
         if result.status != "finished":
             raise UsageError(f"run {spec.name} stopped at step {result.step}: run the "
                              f"experiment again to resume it")

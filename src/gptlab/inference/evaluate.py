@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from gptlab import stopping
 from gptlab.errors import UsageError
 from gptlab.model.positional import ContextWarning, check_context
 
@@ -198,6 +199,7 @@ def score_positions(model: torch.nn.Module, ids: torch.Tensor, context: int | No
     for length in sorted({end - begin for begin, end, _ in spans}):
         same = [w for w in spans if w[1] - w[0] == length]
         for i in range(0, len(same), batch_size):
+            stopping.check()  # a signal the trainer deferred: a long scoring stops here
             batch = same[i:i + batch_size]
             x = torch.stack([ids[b:e] for b, e, _ in batch])  # (B, T)
             logits, _ = model(x)

@@ -247,7 +247,8 @@ def _rows(config: GPTConfig) -> list[Row]:
     else:
         ffn_note = (f"{c.mlp}: fc {d:,} -> {c.ffn_hidden:,}, "
                     f"proj {c.ffn_hidden:,} -> {d:,}, {biases}")
-    heads = f"{c.n_head} heads" + (f", {c.n_kv_head} kv heads" if c.n_kv_head != c.n_head else "")
+    heads = counted(c.n_head, "head") + (f", {counted(c.n_kv_head, 'kv head')}"
+                                         if c.n_kv_head != c.n_head else "")
     return [
         Row("token embeddings (wte)", v * d, f"{v:,} x {d:,}"),
         Row("positions (wpe)", c.block_size * d if c.pos_encoding == "learned" else 0,
@@ -324,13 +325,19 @@ def human_count(n: int | float) -> str:
     return f"{n:,}"
 
 
+def counted(n: int, noun: str) -> str:
+    """(3, "layer") -> "3 layers", (1, "layer") -> "1 layer" (nouns whose plural adds s)."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def format_table(acc: Accounting) -> str:
     c, info = acc.config, acc.to_dict()
     flops, memory = info["flops"], info["memory"]
     forward, train = flops["forward_per_token"], flops["train_per_token"]
     title = acc.name or "config"
     lines = [
-        f"{title}: {c.n_layer} layers, d_model {c.n_embd:,}, {c.n_head} heads "
+        f"{title}: {counted(c.n_layer, 'layer')}, d_model {c.n_embd:,}, "
+        f"{counted(c.n_head, 'head')} "
         f"({c.n_kv_head} kv) of {c.head_dim}, "
         f"FFN {f'{c.ffn_hidden:,} ({c.mlp})' if c.has_mlp else 'none (attention only)'}, "
         f"vocab {c.vocab_size:,}, context {c.block_size:,}",
@@ -345,7 +352,7 @@ def format_table(acc: Accounting) -> str:
         table.append((row.name, f"{row.params:,}", row.note))
         if row.name == "norms (per block)":
             table.append(("block (each)", f"{acc.per_block:,}", ""))
-            table.append((f"all {c.n_layer} blocks", f"{acc.blocks:,}",
+            table.append((f"all {counted(c.n_layer, 'block')}", f"{acc.blocks:,}",
                           f"{c.n_layer} x {acc.per_block:,}"))
     table.append(("total", f"{acc.total:,}", human_count(acc.total)))
     num_width = max(len("parameters"), *(len(t[1]) for t in table))

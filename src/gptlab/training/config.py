@@ -27,6 +27,18 @@ MUON_DTYPES = ("auto", "float32", "bfloat16")
 RAMPS = ("none", "batch", "sequence")
 # Where a run's progress goes besides metrics.jsonl (gptlab.training.reporting).
 LOGGERS = ("none", "tensorboard")
+# What a resume may change: what cannot change what is trained. Where and how it runs
+# (parallel, tp and batch_size: a run may move between sharded modes and numbers of ranks,
+# gptlab.distributed.parallelize, keeping its global batch), its length, and how often it
+# is evaluated, logged and checkpointed (evaluation batches have generators of their own;
+# batch_rng "nanogpt" draws them from the training stream, so there they are kept). A
+# setting given with the value the run already has is no change, and always allowed.
+RESUME_OVERRIDES = ("max_iters", "device", "compile", "parallel", "tp",
+                    "reshard_after_forward", "batch_size", "eval_interval", "eval_iters",
+                    "log_interval", "checkpoint_interval", "whole_val", "log")
+# What a resume may also change once the run diverged (gptlab.training.rundir.divergence):
+# its exact continuation is what diverged, and its checkpoint is the last finite one.
+AFTER_DIVERGENCE = ("learning_rate", "min_lr", "muon_lr", "warmup_iters", "grad_clip")
 
 
 def setting(default: Any, help: str, check: Check | None = None) -> Any:

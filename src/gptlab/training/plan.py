@@ -30,21 +30,11 @@ from gptlab.loading import describe
 from gptlab.model.config import GPTConfig
 from gptlab.model.positional import check_context
 from gptlab.training import precision, rundir
-from gptlab.training.config import TrainConfig
+from gptlab.training.config import AFTER_DIVERGENCE, RESUME_OVERRIDES, TrainConfig
 
 FRESH, RESUME, FINE_TUNE = "fresh", "resume", "fine-tune"
-# What a resume may change: what cannot change what is trained. Where and how it runs
-# (parallel, tp and batch_size: a run may move between sharded modes and numbers of ranks,
-# gptlab.distributed.parallelize, keeping its global batch), its length, and how often it
-# is evaluated, logged and checkpointed (evaluation batches have generators of their own;
-# batch_rng "nanogpt" draws them from the training stream, so there they are kept). A
-# setting given with the value the run already has is no change, and always allowed.
-RESUME_OVERRIDES = ("max_iters", "device", "compile", "parallel", "tp",
-                    "reshard_after_forward", "batch_size", "eval_interval", "eval_iters",
-                    "log_interval", "checkpoint_interval", "whole_val", "log")
-# What a resume may also change once the run diverged (rundir.divergence): its exact
-# continuation is what diverged, and its checkpoint is the last finite one.
-AFTER_DIVERGENCE = ("learning_rate", "min_lr", "muon_lr", "warmup_iters", "grad_clip")
+# What a resume may change (RESUME_OVERRIDES; AFTER_DIVERGENCE too once it diverged):
+# gptlab.training.config, where the CLI's help reads them without importing torch.
 _EVAL_SETTINGS = ("eval_interval", "eval_iters")
 # What a fine-tune may change of its starting model's config: how far its positions reach,
 # which no weight's shape depends on but learned positions' (Position Interpolation is a
@@ -270,7 +260,8 @@ def _resumed_settings(saved: dict[str, Any], overrides: dict[str, Any], point: R
     if bad:
         why = ("; the learning rate, warm-up and clipping may change only after the run "
                "diverged" if set(bad) & set(AFTER_DIVERGENCE) else "")
-        raise UsageError(f"a resumed run keeps its settings; cannot change {', '.join(bad)} "
+        raise UsageError(f"a resumed run keeps its settings; cannot change "
+                         f"{', '.join(f'`{name}`' for name in bad)} "
                          f"(only {', '.join(allowed)}{why})")
     if saved.get("batch_rng") == "nanogpt" and set(changed) & set(_EVAL_SETTINGS):
         names = ", ".join(sorted(set(changed) & set(_EVAL_SETTINGS)))
@@ -320,11 +311,12 @@ def _resumed_layout(settings: TrainConfig, saved: dict[str, Any], overrides: dic
     if layout.dp * settings.batch_size == old:
         return settings, layout, tuple(lines)
     if "batch_size" in overrides or old % layout.dp:
-        per_rank = (f"give --batch-size {old // layout.dp}" if old % layout.dp == 0 else
+        per_rank = (f"give batch_size {old // layout.dp}" if old % layout.dp == 0 else
                     f"{layout.dp} data-parallel ranks cannot share it: resume on a number "
                     f"of them that divides {old}")
         raise UsageError(f"the run trained with a global batch of {old} sequences "
-                         f"({point.data_ranks} data-parallel ranks x batch_size "
+                         f"({point.data_ranks} data-parallel "
+                         f"rank{'s' if point.data_ranks > 1 else ''} x batch_size "
                          f"{saved['batch_size']}): {per_rank}")
     settings = replace(settings, batch_size=old // layout.dp)
     lines.append(f"batch_size {saved['batch_size']} -> {settings.batch_size} per process, "
@@ -338,5 +330,5 @@ def _check_same_kind(point: ResumePoint, new: TrainConfig, saved: dict[str, Any]
     was_sharded, sharded = point.shards is not None, new.parallel != "ddp"
     if was_sharded != sharded:
         modes = "fsdp, tp or fsdp+tp" if was_sharded else "ddp"
-        raise UsageError(f"this run's checkpoint was saved by --parallel "
-                         f"{saved.get('parallel', 'ddp')}: resume it with --parallel {modes}")
+        raise UsageError(f"this run's checkpoint was saved with `parallel` "
+                         f"{saved.get('parallel', 'ddp')}: resume it with `parallel` {modes}")

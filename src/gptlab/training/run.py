@@ -17,28 +17,29 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from gptlab import stopping
 from gptlab.data import prepared
 from gptlab.data.batches import BATCH_STREAMS
 from gptlab.data.prepared import TokenData
 from gptlab.data.tokenizer import load_tokenizer
 from gptlab.distributed import parallelize
 from gptlab.distributed.parallelize import Layout
-from gptlab.distributed.process import Dist, setup
+from gptlab.distributed.process import Dist, pick_device, setup
 from gptlab.errors import UsageError
 from gptlab.files import kinds, model_dir
 from gptlab.inference.evaluate import score_ids
 from gptlab.loading import load
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
-from gptlab.model.params import count_parameters
-from gptlab.training import rundir
+from gptlab.model.params import count_parameters, counted
+from gptlab.training import footprint, rundir
 from gptlab.training.config import TrainConfig
 from gptlab.training.plan import (
     FINE_TUNE,
@@ -57,7 +58,7 @@ from gptlab.training.reporting import (
     hparams,
     require_logger,
 )
-from gptlab.training.trainer import Trainer, TrainingDiverged, stop_on_signals
+from gptlab.training.trainer import Trainer, TrainingDiverged
 
 # torch.cuda's before torch 2.5, which made it torch's own (raised by every accelerator).
 OUT_OF_MEMORY = (getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError), MemoryError)
@@ -74,9 +75,25 @@ class TrainResult:
     train_loss: float | None  # at the last evaluation
     val_loss: float | None
     best_val_loss: float | None
-    elapsed_s: float
+    elapsed_s: float  # since train() was called: start-up, evaluations, scoring included
     is_main: bool = True  # False on torchrun ranks > 0, which write and print nothing
     whole_val_loss: float | None = None  # over the whole val split, at the end
+    eval_step: int | None = None  # the step of train_loss and val_loss (None: no evaluation)
+    start_step: int = 0  # where this process began: a resume's checkpoint step, else 0
+    train_s: float = 0.0  # of elapsed_s, the seconds in this process's optimizer steps
+    max_iters: int = 0  # the steps the run is planned for
+    signal: int | None = None  # the SIGINT or SIGTERM that stopped it, if one did
+
+    @property
+    def steps_now(self) -> int:
+        """Optimizer steps this process trained (a resume's earlier steps left out)."""
+        return self.step - self.start_step
+
+    @property
+    def other_s(self) -> float:
+        """Seconds besides the optimizer steps: start-up, evaluations, checkpoints and the
+        whole-val scoring."""
+        return max(self.elapsed_s - self.train_s, 0.0)
 
 
 @dataclass(frozen=True)
@@ -118,8 +135,10 @@ def train(
     replace only runs of their own).
 
     SIGINT and SIGTERM, from the moment this is called, end the run with a checkpoint
-    (exit status "interrupted"); everything that can be checked is checked before the run
-    directory is touched.
+    (status "interrupted", `signal` the one that came: gptlab.stopping.deferred), an
+    evaluation cut short between two batches; one during the final whole-val scoring
+    raises gptlab.stopping.Interrupted, the finished run's checkpoint kept. Everything that
+    can be checked is checked before the run directory is touched.
 
     stop: set from another thread to end the run the same way (the lab's Stop button);
     make_reporter(files): the Reporter to use instead of gptlab.training.reporting.Reporter (the
@@ -128,7 +147,7 @@ def train(
     """
     watch = _Watch(progress, stop_after, stop or threading.Event(), make_reporter,
                    time.perf_counter())
-    with stop_on_signals(watch.stop.set), _out_of_memory_as_usage_error():
+    with stopping.deferred(watch.stop.set) as signalled, _out_of_memory_as_usage_error():
         data = prepared.load_data(Path(data_dir))
         world = int(os.environ.get("WORLD_SIZE", "1"))
         plan = plan_run(model_config, train_config, data, Path(out_dir), resume=resume,
@@ -136,7 +155,25 @@ def train(
                         rank=int(os.environ.get("RANK", "0")) if world > 1 else 0,
                         world_size=world)
         require_logger(plan.train_config.log)
-        return _carry_out(plan, data, watch)
+        if world == 1 and not plan.sharded:
+            _check_footprint(plan)
+        result = _carry_out(plan, data, watch)
+        if result.status == "finished":
+            stopping.check()  # a signal after the last step: interrupted, as in any phase
+        return replace(result, signal=signalled.signum)
+
+
+def _check_footprint(plan: TrainPlan) -> None:
+    """Refuse a run whose least memory exceeds what the device has (before the run folder
+    is written: a block_size of 100,000 would otherwise sit in its first evaluation for
+    many minutes); say so when it takes over half. fp32 activations only where the dtype
+    says float32 (auto may pick bf16): the estimate stays a lower bound."""
+    cfg = plan.train_config
+    device = pick_device(cfg.device)
+    need = footprint.estimate(plan.model_config, cfg, fp32=cfg.dtype == "float32")
+    note = footprint.check_fits(need, footprint.available_memory(device.type), str(device))
+    if note:
+        print(note, file=sys.stderr)
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -202,9 +239,7 @@ def _train_on(plan: TrainPlan, data: TokenData, state: dict[str, Any] | None, ct
         trainer.load_state(state)
     whole = sharding.gathered if sharding is not None else lambda: model
     _announce(plan, trainer, ctx)
-    if plan.mode == FINE_TUNE and cfg.whole_val:
-        _whole_val(whole, data, reporter, 0, ctx)  # where the starting model stands
-    status = _fit(plan, trainer, ctx, watch.stop_after)
+    status = _fit(plan, trainer, ctx, watch.stop_after, whole, data, reporter)
     whole_val = None
     if status == "finished" and cfg.whole_val:
         whole_val = _whole_val(whole, data, reporter, trainer.step, ctx)
@@ -212,7 +247,9 @@ def _train_on(plan: TrainPlan, data: TokenData, state: dict[str, Any] | None, ct
     return TrainResult(plan.run_dir, trainer.step, status, trainer.last_eval.get("train_loss"),
                        trainer.last_eval.get("val_loss"), best,
                        time.perf_counter() - watch.t0, is_main=ctx.is_main,
-                       whole_val_loss=whole_val)
+                       whole_val_loss=whole_val, eval_step=trainer.last_eval_step,
+                       start_step=trainer.start_step, train_s=trainer.train_s,
+                       max_iters=cfg.max_iters)
 
 
 def _model(plan: TrainPlan, state: dict[str, Any] | None, ctx: Dist):
@@ -333,8 +370,11 @@ def _tell(ctx: Dist, *lines: str) -> None:
             print(line, file=sys.stderr)
 
 
-def _fit(plan: TrainPlan, trainer: Trainer, ctx: Dist, stop_after: int | None) -> str:
+def _fit(plan: TrainPlan, trainer: Trainer, ctx: Dist, stop_after: int | None,
+         whole: Callable[[], nn.Module | None], data: TokenData, reporter: NullReporter) -> str:
     try:
+        if plan.mode == FINE_TUNE and plan.train_config.whole_val:
+            _whole_val(whole, data, reporter, 0, ctx)  # where the starting model stands
         return trainer.fit(resumed=plan.resume_from is not None, stop_after=stop_after)
     except TrainingDiverged:
         raise  # its message points at the checkpoint, which stays
@@ -360,4 +400,5 @@ def _whole_val(whole: Callable[[], nn.Module | None], data: TokenData,
 
 
 def _describe(c: GPTConfig) -> str:
-    return f"{c.n_layer} layers, {c.n_head} heads, n_embd {c.n_embd}, block {c.block_size}"
+    return (f"{counted(c.n_layer, 'layer')}, {counted(c.n_head, 'head')}, n_embd {c.n_embd}, "
+            f"block {c.block_size}")

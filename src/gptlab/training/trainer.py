@@ -1,7 +1,7 @@
 """The trainer, which knows nothing of GPT: it takes a model whose `model(x, y)` returns
 `(logits, loss)`, a source of batches (gptlab.data.batches.TokenBatches) and a `TrainConfig`, and
 runs AdamW (or Muon + AdamW) with warm-up and decay, gradient clipping and accumulation,
-mixed precision, evaluation, signals and DistributedDataParallel (or a model that
+mixed precision, evaluation, stop requests and DistributedDataParallel (or a model that
 gptlab.distributed.parallelize sharded). Its checkpoints go to one Checkpointer (a run directory's,
 gptlab.training.rundir.Checkpoints, for every mode; NoCheckpoints where nothing is kept); what it
 has to say goes to one reporter (gptlab.training.reporting), which only reports.
@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import torch
@@ -135,6 +133,9 @@ class Trainer:
         self.tokens = 0  # trained on since this process began (for tokens/s; not saved)
         self.best_val = math.inf
         self.last_eval: dict[str, float] = {}
+        self.last_eval_step: int | None = None  # the step of last_eval
+        self.start_step = 0  # where this process began (a resume's checkpoint step)
+        self.train_s = 0.0  # seconds in this process's optimizer steps (not evaluations)
         self.stop = stop or threading.Event()
         # True from the start of an evaluation until it is recorded: a checkpoint saved in
         # between (a stop mid-evaluation) makes --resume run that evaluation first. Step
@@ -193,11 +194,19 @@ class Trainer:
             self.stop.set()
         return packed[:-1], self.stop.is_set()
 
+    def _stop_requested(self) -> bool:
+        """Whether this rank or any other was asked to stop (an all-reduce only when there
+        are other ranks, which must all stop at the same batch)."""
+        if self.ctx.world_size == 1:
+            return self.stop.is_set()
+        return self._any_rank(torch.zeros(0, dtype=torch.float64, device=self.ctx.device))[1]
+
     @torch.no_grad()
     def evaluate(self) -> dict[str, float] | None:
         """Mean loss over eval_iters batches per split; the batches are split over ranks
         and averaged, matching one process with the global batch. None if a stop was
-        requested meanwhile (a long evaluation should not keep Ctrl-C waiting)."""
+        requested meanwhile, looked at between batches (a long evaluation should not keep
+        Ctrl-C waiting)."""
         model = self.raw_model
         was_training = model.training
         model.eval()
@@ -206,6 +215,8 @@ class Trainer:
             for split in ("train", "val"):
                 total = torch.zeros(1, device=self.ctx.device, dtype=torch.float64)
                 for i in range(self.cfg.eval_iters):
+                    if self._stop_requested():
+                        return None
                     x, y = self.batches.eval_batch(split, i)
                     with self._autocast():
                         _, loss = model(x, y)
@@ -274,6 +285,7 @@ class Trainer:
         "interrupted". A checkpoint is saved before returning either way, and on a fresh
         run before anything else, so --resume works from the first moment on."""
         cfg = self.cfg
+        self.start_step = self.step
         self.reporter.open(cfg.max_iters, self.step)
         try:
             if not resumed:
@@ -299,7 +311,9 @@ class Trainer:
             if self.stop.is_set() or (stop_after is not None and self.step >= stop_after):
                 return "interrupted"
             lr = scheduled_lr(cfg, self.step)
-            loss = self.train_step(lr)
+            t_step = time.perf_counter()
+            loss = self.train_step(lr)  # its .item() waits for the device: the time is real
+            self.train_s += time.perf_counter() - t_step
             record = None
             if self.step % cfg.log_interval == 0 or self.step == cfg.max_iters:
                 now = time.perf_counter()
@@ -326,7 +340,7 @@ class Trainer:
                                      f"{losses[split + '_loss']}", self.step)
         self.eval_pending = False
         self._unsaved = True
-        self.last_eval = losses
+        self.last_eval, self.last_eval_step = losses, self.step
         improved = losses["val_loss"] < self.best_val
         if improved:
             self.best_val = losses["val_loss"]
@@ -372,25 +386,3 @@ class Trainer:
                 bad += 1
                 break
         return sum_across(self.ctx, bad).item() == 0
-
-
-@contextlib.contextmanager
-def stop_on_signals(on_signal: Callable[[], None]) -> Iterator[None]:
-    """SIGINT and SIGTERM call on_signal (the trainer checkpoints and stops at the next
-    step); a second one acts as it would have without us."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {}
-
-    def handler(signum, frame):
-        on_signal()
-        signal.signal(signum, previous[signum])
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        previous[sig] = signal.signal(sig, handler)
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
