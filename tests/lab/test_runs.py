@@ -87,3 +87,19 @@ def test_runs_encoding_names_the_runs_whose_tokenizer_encodes_the_text(
                                                                       "tiny"]
     assert post(c, "/api/runs/encoding", {"text": "\u00e9"})["runs"] == []
     bad(c, "/api/runs/encoding", {"text": ""}, "text must not be empty")
+
+
+def test_a_run_named_as_a_shipped_model_is_opened_as_dot_slash_name(tmp_path, copy_tiny_run):
+    # regression: a run folder named shakespeare hid the shipped model in the lab, while
+    # every command loads the shipped model by that name (gptlab.loading.resolve)
+    from gptlab import pretrained
+
+    root = tmp_path / "runs"
+    copy_tiny_run(root / "shakespeare")
+    app = create_app(root)
+    runs = app.state.runs
+    assert TestClient(app).get("/api/runs").json()["runs"] == ["shakespeare", "./shakespeare"]
+    assert runs.resolve("shakespeare") == pretrained.folder("shakespeare")
+    assert runs.resolve("./shakespeare") == (root / "shakespeare").resolve()
+    assert runs.load("./shakespeare").model.config.to_dict() != (
+        runs.load("shakespeare").model.config.to_dict())

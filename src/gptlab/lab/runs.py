@@ -5,8 +5,9 @@ A run is a model directory with its tokenizer (gptlab.files.model_dir.MODEL_FILE
 model.safetensors, tokenizer.json). The page names a run by its path relative to the runs
 folder; anything that resolves outside it (`..`, an absolute path, a symlink pointing out)
 is refused before a file is opened. The models gptlab ships (gptlab.pretrained) are runs
-too, by name, listed first (the page opens on the first): a folder run of the same name
-hides one.
+too, by name, listed first (the page opens on the first). As everywhere in gptlab
+(gptlab.loading.resolve), a shipped model's name always means the shipped model: a run
+folder of that name is listed and opened as ./NAME.
 """
 
 from __future__ import annotations
@@ -47,11 +48,12 @@ class Runs:
         self.model_lock = threading.Lock()
 
     def list(self) -> list[str]:
-        """The shipped models' names first (a run folder of that name in its place), then the
-        runs folder's (posix paths relative to the root, sorted; symlinks out are skipped:
-        gptlab.training.runs's listing, as `gptlab runs` and the notebooks list)."""
+        """The shipped models' names first, then the runs folder's (posix paths relative to
+        the root, sorted; symlinks out are skipped: gptlab.training.runs's listing, as
+        `gptlab runs` and the notebooks list), a run named as a shipped model as ./NAME."""
         found = [p.relative_to(self.root).as_posix() for p in model_dirs(self.root, MAX_DEPTH)]
-        return [*pretrained.NAMES, *(n for n in found if n not in pretrained.NAMES)]
+        return [*pretrained.NAMES,
+                *(f"./{n}" if pretrained.is_shipped(n) else n for n in found)]
 
     def inside(self, resolved: Path) -> bool:
         """Whether a resolved path is the runs folder or lies inside it."""
@@ -74,9 +76,9 @@ class Runs:
             raise UsageError(f"run {name[:60]!r} cannot be opened: {reason}") from None
 
     def _resolve(self, name: str, pure: PurePosixPath) -> Path:
-        path = (self.root / pure).resolve()
-        if pretrained.is_shipped(name) and not is_run(path):
+        if pretrained.is_shipped(name):  # "./NAME" is not: it names the runs folder's
             return pretrained.folder(name)  # checked against its manifest when loaded
+        path = (self.root / pure).resolve()
         if not self.inside(path):
             raise UsageError(f"run {name!r} points outside the runs folder")
         if not path.is_dir() or not is_run(path):
