@@ -76,6 +76,15 @@ def test_text_is_the_text_itself_and_text_file_a_file(trained_run, text, capsys)
     assert figures[0] == figures[1] == figures[2]
 
 
+def test_a_text_longer_than_any_file_name_is_scored_as_text(trained_run, capsys):
+    # regression: a --text too long to be a path ("File name too long") failed the
+    # old-style `--text FILE` check instead of being scored
+    line = "the king and queen said my good lord. " * 20  # 760 characters: no path
+    assert main(["eval", str(trained_run), "--text", line, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["tokens"] == len(line) and captured.err == ""
+
+
 @pytest.fixture(scope="module")
 def rope_run(tmp_path_factory, save_char_model):
     """A random-weight RoPE model of context 16 and the text it is scored on (200 chars)."""

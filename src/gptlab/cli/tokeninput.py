@@ -101,7 +101,16 @@ def input_texts(args: argparse.Namespace, legacy_files: bool = False
 def legacy_text_files(args: argparse.Namespace) -> list[str]:
     """The files an old-style `--text FILE` names (none unless every --text is a file)."""
     texts = [t for t in _listed(args.text) if t is not None]
-    return texts if texts and all(Path(t).is_file() for t in texts) else []
+    return texts if texts and all(_is_file(t) for t in texts) else []
+
+
+def _is_file(text: str) -> bool:
+    """Whether text names a file; a text no path can be (too long for the file system, a
+    NUL) is a text, not an error."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def legacy_notice(args: argparse.Namespace, prog: str) -> None:
