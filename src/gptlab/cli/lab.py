@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
         examples=[
             "gptlab lab --runs runs --port 8080",
-            "gptlab lab --host 0.0.0.0 --port 8000      # prints http://...:8000/?token=...",
+            "gptlab lab --host 0.0.0.0 --port 8000",
             "gptlab lab --host 0.0.0.0 --token my-long-secret --allow-host mybox.local",
         ],
     )
