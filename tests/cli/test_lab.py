@@ -4,6 +4,7 @@ a runs folder on localhost; a port it cannot have, in one line."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -78,6 +79,9 @@ def test_gptlab_lab_serves_on_localhost_and_prints_the_url(tmp_path, copy_tiny_r
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
         assert r.json()["runs"] == ["shakespeare", "tiny"]  # the shipped model first
+        proc.send_signal(signal.SIGINT)  # a Ctrl-C: one line and 130, as every command
+        assert proc.wait(timeout=20) == 130
+        assert proc.stderr.read().strip() == "interrupted"
     finally:
         proc.terminate()
         proc.wait(timeout=10)

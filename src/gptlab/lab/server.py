@@ -301,4 +301,8 @@ def serve(runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8000,
     else:
         print(f"no runs in {runs_path} yet: views 3, 6, 8 and 10 need one (train one from "
               f"view 9, or gptlab train ... --out {runs_path}/NAME)", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    # Server.run, not uvicorn.run, which swallows the KeyboardInterrupt uvicorn re-raises
+    # after a graceful shutdown: a Ctrl-C then ends the command with 130, a SIGTERM with
+    # 143 (gptlab.stopping), as every other command does.
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    server.run()
