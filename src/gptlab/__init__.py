@@ -2,8 +2,8 @@
 
     from gptlab import GPT, GPTConfig, load, train, TrainConfig
 
-The names are imported on first use (PEP 562): `import gptlab`, and every `gptlab.X`
-module the CLI parses with, stays free of torch and of the optional extras.
+The names are imported on first use (PEP 562): `import gptlab`, and every gptlab module
+the CLI parses with, stays free of torch and of the optional extras.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`gptlab experiment NAME`: train a small grid of models and measure them, in one command
-(gptlab.experiments). Each experiment is the module gptlab.experiments.NAME (listed in
+(gptlab.experiments). Each experiment is the module gptlab.experiments.<name> (listed in
 gptlab.experiments.catalog), which gives `run(out, data=, quick=, seed=, steps=, progress=)
 -> results`, the `tables(results)` it prints and the FIGURES it draws."""
 

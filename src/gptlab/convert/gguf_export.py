@@ -38,6 +38,9 @@ from gptlab.model.gpt import GPT
 from gptlab.model.rope_scaling import rope_inverse_frequencies
 from gptlab.version import __version__
 
+# The GGUF metadata key that holds the whole GPTConfig (beside GGUF_KEY, the version).
+GGUF_CONFIG_KEY = "gptlab.config"
+
 # Q8_0 packs 32 weights per block: a row of another length is written as f16 instead.
 Q8_0_BLOCK = 32
 # HF's ByteLevel(use_regex=True) applies GPT-2's pre-tokenizer regex, llama.cpp's "gpt-2"
@@ -359,7 +362,7 @@ def _add_metadata(gguf: Any, writer: Any, config: GPTConfig, arch: str, dtype: s
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     # Who wrote the file and the config it came from, so it can be traced back.
     writer.add_string(GGUF_KEY, __version__)  # also what lets --force replace the file
-    writer.add_string("gptlab.config", json.dumps(config.to_dict()))
+    writer.add_string(GGUF_CONFIG_KEY, json.dumps(config.to_dict()))
     writer.add_context_length(config.block_size)
     writer.add_embedding_length(config.n_embd)
     writer.add_block_count(config.n_layer)

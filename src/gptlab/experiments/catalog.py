@@ -1,7 +1,7 @@
 """Every experiment gptlab has, by name, and what any reader (the CLI, the lab) needs to show
 one's results without knowing which it is.
 
-Each experiment is the module gptlab.experiments.NAME, which gives `run(out, data=, quick=,
+Each experiment is the module gptlab.experiments.<name>, which gives `run(out, data=, quick=,
 seed=, steps=, progress=)`, `TITLE`, `FIGURES` (the files it draws in its folder) and
 `tables(results)` ([(title, (header, rows))], the tables it prints and its report holds),
 and may give `notes(results)`, lines the command prints after them.

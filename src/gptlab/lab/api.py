@@ -1,7 +1,7 @@
 """What each view of the lab answers, as plain functions of the request body.
 
 Each takes the request body as a model already checked against its limits
-(gptlab.lab.models), hands the numbers to gptlab.lab.compute (the views that need no run)
+(gptlab.lab.schemas), hands the numbers to gptlab.lab.compute (the views that need no run)
 or to a run's model (gptlab.lab.runs, gptlab.interp.heads), and returns JSON-ready data. What
 depends on a run (a layer below its n_layer, a prompt in its vocabulary) is checked here,
 as a UsageError. Masked scores (-inf) are sent as null, since JSON has no infinities; the

@@ -43,7 +43,7 @@ def seeded_inputs(tokens: list[str], d: int, seed: int) -> dict[str, torch.Tenso
 
 
 def attention(inputs: dict[str, torch.Tensor], causal: bool) -> dict[str, torch.Tensor]:
-    """gptlab.attention.attention_steps on inputs as seeded_inputs gives them."""
+    """gptlab.model.attention.attention_steps on inputs as seeded_inputs gives them."""
     return attention_steps(inputs["x"], inputs["w_q"], inputs["w_k"], inputs["w_v"],
                            causal=causal)
 

@@ -17,7 +17,7 @@ Why each check:
   `Authorization: token TOKEN` or ?token=. On loopback a token is checked only if one was
   given (--token).
 
-Guard is one ASGI middleware around the whole app (gptlab.lab.server.serving_app): the JSON
+Guard is one ASGI middleware around the whole app (gptlab.lab.server.create_app): the JSON
 routes, the page, the static files and the live event stream alike, so no route can miss it.
 """
 

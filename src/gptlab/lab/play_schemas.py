@@ -1,6 +1,6 @@
 """Request and answer models of the two views where a learner plays with a model: next
 token (gptlab.lab.nexttoken) and watch it learn (gptlab.lab.live). Same conventions as
-gptlab.lab.models (strict scalars, one-line errors, every limit in the schema) and
+gptlab.lab.schemas (strict scalars, one-line errors, every limit in the schema) and
 gptlab.lab.responses."""
 
 from __future__ import annotations

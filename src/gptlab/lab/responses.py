@@ -172,7 +172,7 @@ class Memory(BaseModel):
 
 
 class ParamsResponse(BaseModel):
-    """gptlab.params.Accounting.to_dict()."""
+    """gptlab.model.params.Accounting.to_dict()."""
 
     name: str | None
     config: ConfigOut

@@ -1,6 +1,6 @@
 """The lab's HTTP side: a JSON API over gptlab.lab.api and the static page.
 
-Request bodies and answers are pydantic models (gptlab.lab.models, gptlab.lab.responses),
+Request bodies and answers are pydantic models (gptlab.lab.schemas, gptlab.lab.responses),
 so /openapi.json describes every field, limit and answer. Bad input is a 400 with
 {"error": one line}; nothing a client can send becomes a 500 (tests/lab/test_fuzz.py fuzzes
 the API from its own schema).

@@ -37,7 +37,7 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device,
                    adamw: str | None = None):
     """AdamW with weight decay on 2-D tensors only (matmul weights and embeddings), in the
     implementation chosen for the device (adamw: one of ADAMW_IMPLEMENTATIONS instead).
-    optimizer "muon": Muon for the hidden weight matrices (gptlab.muon.hidden_matrices),
+    optimizer "muon": Muon for the hidden weight matrices (gptlab.training.muon.hidden_matrices),
     this AdamW for the rest."""
     implementation = adamw or adamw_implementation(device)
     if cfg.optimizer == "muon":
