@@ -12,6 +12,9 @@ import shutil
 import pytest
 
 from gptlab.cli.main import COMMANDS, as_flags, build_parser, setting_flags, subcommand
+from gptlab.files import kinds
+from gptlab.model.presets import PRESETS
+from gptlab.training.config import AFTER_DIVERGENCE, RESUME_OVERRIDES
 
 # What an integer's placeholder looks like; a float option must show something else.
 INT_PLACEHOLDERS = {"N", "M", "K", "S", "B", "SIZE", "ITERS", "STEPS", "INTERVAL"}
@@ -83,6 +86,38 @@ def test_parameter_names_are_said_as_flags(parser):
     assert as_flags("temperature must be >= 0", sample) == "--temperature must be >= 0"
     assert as_flags("the temperature was 0", sample) == "the temperature was 0"
     assert as_flags("n_head must divide n_embd", sample) == "n_head must divide n_embd"
+
+
+def _texts(parser, command: str) -> dict[str, str]:
+    """{flag or "description": its text} of one subcommand, as written (not yet wrapped)."""
+    sub = subcommand(parser, command)
+    texts = {a.option_strings[0]: a.help or "" for a in sub._actions if a.option_strings}
+    return texts | {"description": sub.description or ""}
+
+
+MODEL_FILES = (kinds.CONFIG_FILE, kinds.WEIGHTS_FILE, kinds.TOKENIZER_FILE)
+
+
+@pytest.mark.parametrize("command, where, names", [
+    ("train", "description", (kinds.CONFIG_FILE, kinds.TRAIN_CONFIG_FILE, kinds.WEIGHTS_FILE,
+                              kinds.STATE_FILE, kinds.TOKENIZER_FILE, kinds.METRICS_FILE,
+                              kinds.BEST_DIR + "/")),
+    ("train", "--train-config", (kinds.TRAIN_CONFIG_FILE,)),
+    ("train", "--resume", tuple(f"--{n.replace('_', '-')}" for n in
+                                RESUME_OVERRIDES + AFTER_DIVERGENCE)),
+    ("train", "--preset", tuple(PRESETS)),
+    ("prepare", "--out", (kinds.TRAIN_BIN, kinds.VAL_BIN, kinds.TOKENIZER_FILE, kinds.META_FILE)),
+    ("prepare", "description", (kinds.TRAIN_BIN, kinds.VAL_BIN, kinds.TOKENIZER_FILE,
+                                kinds.META_FILE)),
+    ("convert", "description", MODEL_FILES),
+    ("sample", "description", MODEL_FILES),
+    ("lab", "description", MODEL_FILES),
+])
+def test_help_names_what_the_constants_say(parser, command, where, names):
+    """Help texts are built from the constants they describe, so they say today's names."""
+    text = _texts(parser, command)[where]
+    for name in names:
+        assert name in text, f"{command} {where}: {name}"
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -12,7 +12,7 @@ from gptlab.errors import UsageError
 from gptlab.files import kinds
 from gptlab.files.atomic import copy_file
 from gptlab.files.authorship import GGUF
-from gptlab.files.kinds import TOKENIZER_FILE
+from gptlab.files.kinds import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE
 from gptlab.model.config import GPTConfig
 from gptlab.model.params import counted
 
@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "--from-hf: a Hugging Face GPT-2, Llama, GPT-NeoX or OPT (a directory with "
             "config.json and safetensors or pytorch_model.bin, or a hub name already in the "
             "Hugging Face cache) "
-            "-> a gptlab model directory (config.json, model.safetensors, tokenizer.json if "
+            f"-> a gptlab model directory ({CONFIG_FILE}, {WEIGHTS_FILE}, {TOKENIZER_FILE} if "
             "there is one). --to-hf: a gptlab model directory -> a directory that "
             "transformers' AutoModelForCausalLM and AutoTokenizer load: GPT-2 for LayerNorm + "
             "GELU with learned, sinusoidal or no positions, OPT for the same post-norm, GPT-NeoX "
@@ -87,7 +87,7 @@ def convert_from_hf(source: str, out: Path, force: bool) -> int:
     kinds.claim(out, kinds.MODEL, force=force)  # again: the conversion took a while
     kinds.mark(out, kinds.MODEL, "convert")
     save_model(model, out)
-    written = ["config.json", "model.safetensors"]
+    written = [CONFIG_FILE, WEIGHTS_FILE]
     if (hf_dir / hf.HF_TOKENIZER).is_file():
         copy_file(hf_dir / hf.HF_TOKENIZER, out / TOKENIZER_FILE)
         written.append(TOKENIZER_FILE)

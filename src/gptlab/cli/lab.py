@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gptlab.cli import argtypes
 from gptlab.errors import UsageError
+from gptlab.files.kinds import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE
 from gptlab.lab import guard
 
 
@@ -28,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Start the interactive attention lab on a local web server and print its URL. "
             "It works offline; every number on it is computed by gptlab. Runs (folders with "
-            "config.json, model.safetensors, tokenizer.json) are read from --runs. "
+            f"{CONFIG_FILE}, {WEIGHTS_FILE}, {TOKENIZER_FILE}) are read from --runs. "
             "It answers only requests addressed to it by its own names (127.0.0.1, "
             "localhost, [::1], the --host address and --allow-host names) and sent by no "
             "page or its own page. Listening beyond this machine (--host 0.0.0.0) it also "

@@ -11,11 +11,14 @@ from gptlab.data import corpus, download
 from gptlab.data.text import read_text
 from gptlab.errors import UsageError
 from gptlab.files import kinds
+from gptlab.files.kinds import META_FILE, TOKENIZER_FILE, TRAIN_BIN, VAL_BIN
 
 if TYPE_CHECKING:
     from gptlab.data.tokenizer import Tokenizer
 
 DEFAULT_BPE_VOCAB = 1024
+# What a data directory holds, in the order prepare writes it (meta last).
+DATA_FILES = (TRAIN_BIN, VAL_BIN, TOKENIZER_FILE, META_FILE)
 
 
 def _tinyshakespeare() -> str:
@@ -35,8 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "prepare",
         help="turn text into token files for training",
         description=(
-            "Turn a corpus into a data directory: train.bin and val.bin (token ids), "
-            "tokenizer.json and meta.json. Give exactly one source: a NAME "
+            f"Turn a corpus into a data directory: {TRAIN_BIN} and {VAL_BIN} (token ids), "
+            f"{TOKENIZER_FILE} and {META_FILE}. Give exactly one source: a NAME "
             f"({', '.join(SOURCES)}), --input PATH or --url URL."
         ),
         examples=[
@@ -58,8 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--val-fraction", type=argtypes.finite_float, default=0.1, metavar="F",
                    help="last fraction of the text kept for validation (default 0.1)")
     p.add_argument("--out", required=True, metavar="DATA_DIR",
-                   help="the data directory to write (train.bin, val.bin, tokenizer.json, "
-                        "meta.json)")
+                   help=f"the data directory to write ({', '.join(DATA_FILES)})")
     p.add_argument("--force", action="store_true",
                    help="replace the data a data directory already holds (the runs trained "
                         "on it then refuse to resume; the same tokens again need none); never "
@@ -108,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     if before == meta["fingerprint"] and not args.force:
         print(f"{Path(args.out)}/ already holds these tokens: unchanged")
     else:
-        print(f"wrote {Path(args.out)}/: train.bin val.bin tokenizer.json meta.json")
+        print(f"wrote {Path(args.out)}/: {' '.join(DATA_FILES)}")
     return 0
 
 

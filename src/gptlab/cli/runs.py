@@ -10,6 +10,7 @@ from pathlib import Path
 from gptlab.errors import UsageError
 from gptlab.files import kinds
 from gptlab.files.authorship import FIGURE
+from gptlab.files.kinds import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE
 from gptlab.plots.training import compare_runs
 from gptlab.training.runs import SORT_KEYS, format_table, is_model_dir, list_runs, read_metrics
 
@@ -77,4 +78,4 @@ def _find(root: Path, name: str) -> Path:
         if path.is_dir() and is_model_dir(path):
             return path
     raise UsageError(f"no run {name!r} in {root}/ or as a path (a run directory holds "
-                     f"config.json, model.safetensors, tokenizer.json)")
+                     f"{CONFIG_FILE}, {WEIGHTS_FILE}, {TOKENIZER_FILE})")

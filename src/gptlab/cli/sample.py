@@ -9,6 +9,7 @@ import warnings
 from gptlab.cli import argtypes
 from gptlab.cli.main import warned
 from gptlab.errors import UsageError
+from gptlab.files.kinds import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE
 from gptlab.inference.formats import WEIGHT_CHOICES
 
 SEPARATOR = "-" * 40
@@ -21,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Generate text from RUN_DIR: a run directory from `gptlab train` (its latest "
             "weights; RUN_DIR/best for the best ones), any model directory holding "
-            "config.json, model.safetensors and tokenizer.json (what `gptlab convert` "
+            f"{CONFIG_FILE}, {WEIGHTS_FILE} and {TOKENIZER_FILE} (what `gptlab convert` "
             "writes), or the model gptlab ships, by name: shakespeare. Text streams to stdout "
             "as tokens arrive. Decoding uses a KV cache; "
             "past the model's context (its block_size, or --context) the oldest half is "

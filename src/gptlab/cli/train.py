@@ -13,6 +13,15 @@ from gptlab.cli import argtypes
 from gptlab.cli.main import AsWritten
 from gptlab.errors import GptlabError, UsageError
 from gptlab.files.atomic import read_json_object
+from gptlab.files.kinds import (
+    BEST_DIR,
+    CONFIG_FILE,
+    METRICS_FILE,
+    STATE_FILE,
+    TOKENIZER_FILE,
+    TRAIN_CONFIG_FILE,
+    WEIGHTS_FILE,
+)
 from gptlab.model.config import GPTConfig
 from gptlab.model.params import counted
 from gptlab.model.presets import PRESETS
@@ -55,8 +64,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="train a model on a data directory",
         description=(
             "Train a GPT from a preset or a config file on a data directory made by "
-            "`gptlab prepare`, writing a run directory (config.json, train.json, "
-            "model.safetensors, state.pt, tokenizer.json, metrics.jsonl, loss.png, best/). "
+            "`gptlab prepare`, writing a run directory "
+            f"({CONFIG_FILE}, {TRAIN_CONFIG_FILE}, {WEIGHTS_FILE}, {STATE_FILE}, "
+            f"{TOKENIZER_FILE}, {METRICS_FILE}, loss.png, {BEST_DIR}/). "
             "Training settings come from --recipe (by default the recipe named like the "
             "preset, if there is one; else TrainConfig's defaults, nanoGPT's CPU recipe), "
             "then from the flags. --init-from fine-tunes another model instead of training "
@@ -75,7 +85,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--config", metavar="JSON", help="a model config file (GPTConfig fields)")
     p.add_argument("--recipe", metavar="NAME",
                    help=f"named training settings: {', '.join(RECIPES)}")
-    p.add_argument("--train-config", metavar="JSON", help="training settings file (train.json)")
+    p.add_argument("--train-config", metavar="JSON",
+                   help=f"training settings file ({TRAIN_CONFIG_FILE})")
     p.add_argument("--data", required=True, metavar="DATA_DIR",
                    help="a data directory from `gptlab prepare`")
     p.add_argument("--out", required=True, metavar="RUN_DIR",
@@ -95,7 +106,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                            metavar=METAVARS.get(name, "N"))
     model.add_argument("--bias", action=argparse.BooleanOptionalAction, dest="model_bias",
                        help="biases in linear layers and norms")
-    settings = p.add_argument_group("training settings (see train.json)")
+    settings = p.add_argument_group(f"training settings (see {TRAIN_CONFIG_FILE})")
     for name, kind, help in _train_fields():
         if kind is bool:
             settings.add_argument(_flag(name), action=argparse.BooleanOptionalAction,
@@ -127,7 +138,7 @@ def _resume_command(args: argparse.Namespace, exc) -> str:
                f"--learning-rate {lower:g}")
     min_lr = args.train_min_lr
     if min_lr is None:
-        min_lr = read_json_object(Path(args.out) / "train.json", "training settings").get(
+        min_lr = read_json_object(Path(args.out) / TRAIN_CONFIG_FILE, "training settings").get(
             "min_lr")
     if isinstance(min_lr, (int, float)) and min_lr > lower:
         command += f" --min-lr {lower / 10:g}"
