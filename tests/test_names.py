@@ -1,9 +1,9 @@
 """Every dotted `gptlab.` name the project writes down resolves to an object that exists.
 
-Docstrings, comments, help texts (strings in the cli modules), the README, docs/,
-BENCHMARKS.md and the notebooks' cells name modules and functions as `gptlab.x.y`; a module
-that moves leaves those names pointing nowhere. Each name is resolved by importing its
-longest module prefix and taking the rest as attributes.
+Docstrings, comments, help texts (strings in the cli modules), bench/ and tools/, the
+README, docs/, BENCHMARKS.md and the notebooks' cells name modules and functions as
+`gptlab.x.y`; a module that moves leaves those names pointing nowhere. Each name is
+resolved by importing its longest module prefix and taking the rest as attributes.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ NOT_OBJECTS = {GGUF_KEY, GGUF_CONFIG_KEY}
 def _texts() -> Iterator[tuple[str, str]]:
     """(where, line) for every line that may name a gptlab object."""
     files = sorted((ROOT / "src/gptlab").rglob("*.py"))
+    files += sorted((ROOT / "bench").rglob("*.py")) + sorted((ROOT / "tools").rglob("*.py"))
     files += [ROOT / "README.md", ROOT / "BENCHMARKS.md"]
     files += sorted((ROOT / "docs").rglob("*.md"))
     for path in files:
@@ -81,7 +82,7 @@ def test_every_dotted_gptlab_name_resolves():
 
 def test_the_scan_reads_sources_docs_and_notebooks():
     places = [where for wheres in dotted_names().values() for where in wheres]
-    for kind in ("src/gptlab/", "README.md:", "BENCHMARKS.md:", "notebooks/"):
+    for kind in ("src/gptlab/", "bench/", "README.md:", "BENCHMARKS.md:", "notebooks/"):
         assert any(where.startswith(kind) for where in places), kind
 
 
