@@ -251,8 +251,8 @@ def run_differences(run: Path, reference: Path) -> list[str]:
 def run_state(run_dir: Path, interval: int) -> str:
     """What a killed run's folder holds: 'checkpoint' (state.pt readable, of a checkpoint
     step, its weights file of that step or the one before), 'no checkpoint', or a problem."""
+    from gptlab import model_dir
     from gptlab.errors import UsageError
-    from gptlab.files import model_dir
     from gptlab.training import rundir
 
     if not (run_dir / "state.pt").is_file():

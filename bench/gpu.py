@@ -130,7 +130,7 @@ def fsdp_smoke(device: torch.device, steps: int, work: Path) -> dict[str, Any]:
     gathered model.safetensors must load as an ordinary model."""
     from gptlab.data.prepared import prepare
     from gptlab.data.tokenizer import CharTokenizer
-    from gptlab.files.model_dir import load_model
+    from gptlab.model_dir import load_model
     from gptlab.training.config import TrainConfig
     from gptlab.training.run import train
 

@@ -212,9 +212,9 @@ def save_char_model():
     widen_seed is given), built from `preset` or from `fields` alone, saved as a model
     directory with a character tokenizer of text's characters."""
     from gptlab.data.tokenizer import CharTokenizer
-    from gptlab.files.model_dir import TOKENIZER_FILE, save_model
     from gptlab.model.config import GPTConfig
     from gptlab.model.gpt import GPT
+    from gptlab.model_dir import TOKENIZER_FILE, save_model
 
     def save(directory: Path, text: str, preset: str | None = None, seed: int = 0,
              widen_seed: int | None = None, **fields):

@@ -11,10 +11,9 @@ import pytest
 import torch
 
 import gptlab
-from gptlab import loading, pretrained
+from gptlab import loading, model_dir, pretrained
 from gptlab.convert import hf
 from gptlab.errors import UsageError
-from gptlab.files import model_dir
 
 
 def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:

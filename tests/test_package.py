@@ -1,9 +1,11 @@
-"""The package's shape, read from its source: imports point one way, form no cycle (imports
-inside functions counted), and every import inside a function says why it is there."""
+"""The package's shape, read from its source: imports point one way, down the layers
+docs/ARCHITECTURE.md lists, and form no cycle between modules or between subpackages (imports
+inside functions counted); every import inside a function says why it is there."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ import gptlab
 
 SRC = Path(gptlab.__file__).parent
 FRONT_ENDS = ("gptlab.cli", "gptlab.lab", "gptlab.__main__")
+ARCHITECTURE = Path(__file__).parents[1] / "docs" / "ARCHITECTURE.md"
 
 
 def module_name(path: Path) -> str:
@@ -35,10 +38,12 @@ def imported(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
     return subs if len(subs) == len(node.names) else [base, *subs]
 
 
-def graph() -> tuple[dict[str, set[str]], list[tuple[str, int, list[str]]]]:
-    """(module -> the package's modules it imports, [(module, line, lines above)] for every
-    import inside a function)."""
-    edges, inner = {m: set() for m in MODULES}, []
+def graph() -> tuple[dict[str, set[str]], dict[str, set[str]],
+                     list[tuple[str, int, list[str]]]]:
+    """(module -> the package's modules it imports at run time, module -> those it imports
+    at all (`if TYPE_CHECKING:` blocks too), [(module, line, lines above)] for every import
+    inside a function)."""
+    edges, typed, inner = {m: set() for m in MODULES}, {m: set() for m in MODULES}, []
     for name, path in MODULES.items():
         source = path.read_text()
         tree = ast.parse(source)
@@ -48,16 +53,46 @@ def graph() -> tuple[dict[str, set[str]], list[tuple[str, int, list[str]]]]:
                    and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
         lines = source.splitlines()
         for node in ast.walk(tree):
-            if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in guarded:
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
                 continue
-            edges[name].update(m for m in imported(node, package)
-                               if m in MODULES and m != name)
+            targets = {m for m in imported(node, package) if m in MODULES and m != name}
+            typed[name].update(targets)
+            if id(node) in guarded:
+                continue
+            edges[name].update(targets)
             if id(node) not in top:
                 inner.append((name, node.lineno, lines[: node.lineno]))
-    return edges, inner
+    return edges, typed, inner
 
 
-EDGES, INNER = graph()
+EDGES, TYPED_EDGES, INNER = graph()
+
+
+def unit(module: str) -> str:
+    """What a module belongs to in the layers: its subpackage (`model` for gptlab.model.gpt),
+    itself at the top of the package (`loading`), `__init__` for the package's own."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def between_units(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph folded onto subpackages and top-level modules."""
+    units: dict[str, set[str]] = {unit(m): set() for m in edges}
+    for module, targets in edges.items():
+        units[unit(module)].update(unit(t) for t in targets if unit(t) != unit(module))
+    return units
+
+
+def layers(architecture: str) -> list[list[str]]:
+    """The rows of ARCHITECTURE.md's table "The subpackages ..., lowest first", lowest first:
+    each row is a layer, named by the backquoted names in its first cell (`model/` -> model)."""
+    section = architecture.split("## The subpackages", 1)[1].split("\n## ", 1)[0]
+    cells = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    return [re.findall(r"`(\w+)/?`", cell) for cell in cells]
+
+
+LAYERS = layers(ARCHITECTURE.read_text())
+LAYER = {name: row for row, names in enumerate(LAYERS) for name in names}
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -100,6 +135,39 @@ def test_the_scan_sees_the_package():
 
 def test_no_import_cycles_counting_imports_inside_functions():
     assert cycles(EDGES) == []
+
+
+def test_the_layers_are_read_from_the_architecture_page():
+    table = ("## The subpackages, lowest first\n| package | one line |\n|---|---|\n"
+             "| `errors`, `fields` | the `model/` below |\n| `model/` | x |\n"
+             "## Next\n| `cli/` | y |")
+    assert layers(table) == [["errors", "fields"], ["model"]]
+    assert LAYER["errors"] == LAYER["version"] < LAYER["model"] < LAYER["training"] < LAYER["cli"]
+    assert between_units({"gptlab.a.x": {"gptlab.a.y", "gptlab.b"}, "gptlab.a.y": set(),
+                          "gptlab.b": {"gptlab"}, "gptlab": set()}) == {
+        "a": {"b"}, "b": {"__init__"}, "__init__": set()}
+
+
+def test_no_import_cycles_between_subpackages():
+    """Folded onto subpackages (and top-level modules), imports inside functions and under
+    TYPE_CHECKING counted: data -> files -> data would be a cycle here even when no module
+    imports itself back."""
+    units = between_units(TYPED_EDGES)
+    assert "files" in units["model"] and "model" in units["training"]
+    assert cycles(units) == []
+
+
+def test_every_subpackage_has_one_layer():
+    named = [name for names in LAYERS for name in names]
+    assert len(named) == len(set(named))
+    assert set(named) == set(between_units(TYPED_EDGES))
+
+
+def test_every_import_points_down_the_layers():
+    """A module imports from its own layer or a lower one (an earlier row of the table)."""
+    upward = sorted(f"{m} -> {t}" for m, targets in TYPED_EDGES.items() for t in targets
+                    if LAYER.get(unit(t), -1) > LAYER.get(unit(m), -1))
+    assert upward == []
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.startswith(FRONT_ENDS)))

@@ -69,7 +69,7 @@ def ship(run: Path, out: Path) -> int:
     import torch
 
     from gptlab.files.kinds import TOKENIZER_FILE
-    from gptlab.files.model_dir import load_model, load_tokenizer_of, save_model
+    from gptlab.model_dir import load_model, load_tokenizer_of, save_model
 
     model = load_model(run)
     count = model.num_parameters()
@@ -97,7 +97,7 @@ def build(data: Path, run: Path, out: Path, max_iters: int | None, seed: int) ->
     train_seconds = time.perf_counter() - start
     steps = json.loads((run / "train.json").read_text())["max_iters"]
     from gptlab.files.kinds import WEIGHTS_FILE
-    from gptlab.files.model_dir import weights_step
+    from gptlab.model_dir import weights_step
 
     done = weights_step(run / WEIGHTS_FILE)
     if done != steps:  # a SIGTERM or Ctrl-C stops training cleanly, with exit code 0

@@ -10,9 +10,9 @@ from pathlib import Path
 import torch
 
 from gptlab.data.tokenizer import CharTokenizer
-from gptlab.files.model_dir import TOKENIZER_FILE, save_model
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
+from gptlab.model_dir import TOKENIZER_FILE, save_model
 
 TEXT = "the cat sat on the mat. the dog sat on the log. " * 40
 

@@ -25,12 +25,13 @@ from typing import Any
 
 import torch
 
+from gptlab import model_dir
 from gptlab.convert import hf
 from gptlab.convert.hf_config import config_from_hf
 from gptlab.data.tokenizer import Tokenizer, load_tokenizer
 from gptlab.distributed.process import pick_device
 from gptlab.errors import GptlabError, UsageError
-from gptlab.files import kinds, model_dir
+from gptlab.files import kinds
 from gptlab.inference import quantize
 from gptlab.inference.formats import WEIGHT_CHOICES
 from gptlab.model.config import GPTConfig, with_rope_scaling

@@ -19,9 +19,9 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from gptlab.cli.main import main
 from gptlab.data.tokenizer import CharTokenizer, HFTokenizer, load_tokenizer
-from gptlab.files.model_dir import load_model, save_model
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
+from gptlab.model_dir import load_model, save_model
 
 TEXT = ("To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer "
         "the slings and arrows of outrageous fortune, or to take arms against a sea of "

@@ -16,9 +16,9 @@ import torch
 from gptlab.cli.main import main
 from gptlab.cli.sample import SEPARATOR
 from gptlab.data.tokenizer import CharTokenizer
-from gptlab.files.model_dir import load_model
 from gptlab.inference import sampling
 from gptlab.model.config import GPTConfig
+from gptlab.model_dir import load_model
 
 CHARS = sorted(set("abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ:.,\n"))
 

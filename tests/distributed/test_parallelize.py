@@ -9,7 +9,8 @@ smallest step-to-step change of the curve, far below a wrong row, shard or all-r
 
 The model has grouped-query attention (4 heads, 2 kv heads, so each of 2 TP ranks holds 2
 query heads and their kv head) and tied embeddings. Layouts and settings that cannot be
-sharded are refused by name, in one process.
+sharded are refused by name, in one process (the settings, by gptlab.training.plan:
+tests/training/test_plan.py).
 """
 
 from __future__ import annotations
@@ -20,17 +21,15 @@ import pytest
 import torch
 
 from gptlab.distributed import sharded_checkpoint
-from gptlab.distributed.parallelize import check_settings, plan_layout
+from gptlab.distributed.parallelize import plan_layout
 from gptlab.errors import UsageError
 from gptlab.model.config import GPTConfig
 from gptlab.training import rundir
-from gptlab.training.config import TrainConfig
 
 TOLERANCE = 1e-5
 # One layer, 4 heads sharing 2 key/value heads: what the refusals are about.
 SMALL = GPTConfig(vocab_size=30, block_size=16, n_layer=1, n_head=4, n_kv_head=2, n_embd=32,
                   bias=False)
-SMALL_WITH_DROPOUT = GPTConfig.from_dict({**SMALL.to_dict(), "dropout": 0.1})
 
 
 @pytest.mark.slow
@@ -56,7 +55,7 @@ def test_two_ranks_equal_one_process_and_resume_anywhere(parallel_runs, item, lo
         assert shards == [] and "model" in state
     else:
         assert shards == [state["sharded"]] and "model" not in state
-    from gptlab.files.model_dir import load_model
+    from gptlab.model_dir import load_model
 
     for directory in (full, full / "best"):
         gathered = load_model(directory)
@@ -111,18 +110,3 @@ def test_sharded_gradients_equal_one_process_without_a_view_warning(parallel_run
 def test_layouts_that_do_not_fit_are_refused_by_name(mode, tp, world, config, message):
     with pytest.raises(UsageError, match=message.replace("+", r"\+")):
         plan_layout(mode, tp, world, config)
-
-
-@pytest.mark.parametrize("settings, config, message", [
-    (dict(parallel="fsdp", compile=True), SMALL, "does not support compile"),
-    (dict(parallel="fsdp", dtype="float16"), SMALL, "does not support dtype float16"),
-    (dict(parallel="tp", tp=2, optimizer="muon"), SMALL, "does not support optimizer muon"),
-    (dict(parallel="tp", batch_rng="nanogpt"), SMALL, "does not support batch_rng nanogpt"),
-    (dict(parallel="tp"), SMALL_WITH_DROPOUT, "needs dropout 0"),
-    (dict(parallel="tp"), GPTConfig.from_dict({**SMALL.to_dict(), "pos_encoding": "alibi"}),
-     "does not support pos_encoding 'alibi'"),
-])
-def test_settings_a_sharded_mode_lacks_are_refused_by_name(settings, config, message):
-    world = 2 if settings["parallel"] == "tp" else 1
-    with pytest.raises(UsageError, match=message):
-        check_settings(TrainConfig(**settings), config, world)

@@ -13,7 +13,7 @@ import pytest
 
 from gptlab.cli.main import main
 from gptlab.experiments import context
-from gptlab.files.model_dir import load_model
+from gptlab.model_dir import load_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

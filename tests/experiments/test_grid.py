@@ -13,7 +13,7 @@ from gptlab.cli.main import main
 from gptlab.errors import UsageError
 from gptlab.experiments.grid import GRID_FILE, Grid, RunSpec, experiment_folder, experiment_of
 from gptlab.files import kinds
-from gptlab.files.model_dir import load_config
+from gptlab.model_dir import load_config
 from gptlab.training.reporting import NullReporter
 from gptlab.training.trainer import TrainingDiverged
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from gptlab.experiments import heads
-from gptlab.files.model_dir import load_model
 from gptlab.interp.heads import next_token_targets
+from gptlab.model_dir import load_model
 
 pytestmark = pytest.mark.usefixtures("one_thread_module")
 

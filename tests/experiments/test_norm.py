@@ -13,7 +13,7 @@ import math
 import pytest
 
 from gptlab.experiments import norm
-from gptlab.files.model_dir import load_config
+from gptlab.model_dir import load_config
 from gptlab.training.rundir import read_train_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")

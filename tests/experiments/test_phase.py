@@ -17,8 +17,8 @@ from gptlab.data.prepared import load_data
 from gptlab.data.synthetic import SYMBOLS, ensure_repeated_segments, repeated_segments_text
 from gptlab.errors import UsageError
 from gptlab.experiments import phase
-from gptlab.files.model_dir import load_model
 from gptlab.interp.heads import chance_scores, head_scores, repeated_random_tokens
+from gptlab.model_dir import load_model
 from gptlab.training.runs import list_runs
 
 pytestmark = pytest.mark.usefixtures("one_thread_module")

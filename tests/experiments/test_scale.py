@@ -10,7 +10,7 @@ import json
 import pytest
 
 from gptlab.experiments import scale
-from gptlab.files.model_dir import load_config
+from gptlab.model_dir import load_config
 from gptlab.training.rundir import read_train_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")

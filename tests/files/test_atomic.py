@@ -13,7 +13,7 @@ from gptlab import GPT, GPTConfig
 from gptlab.errors import UsageError
 from gptlab.files import atomic
 from gptlab.files.atomic import atomic_path, atomic_write_text, check_dir, ensure_dir
-from gptlab.files.model_dir import save_model
+from gptlab.model_dir import save_model
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import pytest
 from gptlab.errors import UsageError
 from gptlab.files import kinds
 from gptlab.files.kinds import is_hf_dir
-from gptlab.files.model_dir import save_model
 from gptlab.model.gpt import GPT
+from gptlab.model_dir import save_model
 
 
 def test_a_hugging_face_directory_is_told_from_a_gptlab_one(tmp_path, tiny_model,

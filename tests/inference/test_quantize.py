@@ -131,7 +131,7 @@ def test_auto_on_timings_that_cannot_be_trusted_keeps_fp32(monkeypatch, tmp_path
 
 
 def test_unavailable_format_and_bad_input(monkeypatch, tmp_path):
-    from gptlab.files.model_dir import save_model
+    from gptlab.model_dir import save_model
 
     fixed_timings(monkeypatch, {**TIMINGS, "int8/bf16_input": None, "int8/fp32_input": None,
                                 "int8/dynamic": None}, tmp_path)

@@ -213,7 +213,7 @@ def test_heads_match_a_float64_recomputation_of_layer0(client, runs_root, post):
     d = post(client, "/api/heads", {"run": "tiny", "prompt": "the cat sat on the mat",
                                     "layer": 0})
     model = GPT(GPTConfig.from_json(runs_root / "tiny/config.json"))
-    from gptlab.files.model_dir import load_weights
+    from gptlab.model_dir import load_weights
 
     load_weights(model, runs_root / "tiny/model.safetensors")
     sd = {k: v.detach().double().numpy() for k, v in model.state_dict().items()}

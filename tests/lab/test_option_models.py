@@ -11,7 +11,7 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from gptlab.files import model_dir
+from gptlab import model_dir
 from gptlab.lab.server import create_app
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT

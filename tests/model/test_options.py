@@ -11,7 +11,6 @@ import torch
 from gptlab import GPT
 from gptlab.convert.gguf_export import gguf_architecture
 from gptlab.convert.hf_config import keymap_for
-from gptlab.distributed.parallelize import check_settings
 from gptlab.errors import UsageError
 from gptlab.interp.attribution import logit_attribution
 from gptlab.interp.lens import logit_lens
@@ -21,6 +20,7 @@ from gptlab.interp.walk import walk_token
 from gptlab.model.attention import attention_weights
 from gptlab.model.kv_cache import new_kv_cache
 from gptlab.training.config import TrainConfig
+from gptlab.training.plan import check_settings
 
 OPTIONS = {
     "no sqrt(d_k)": dict(attn_scale=False),

@@ -8,8 +8,8 @@ import json
 import pytest
 import torch
 
+from gptlab import model_dir
 from gptlab.errors import UsageError
-from gptlab.files import model_dir
 from gptlab.model.config import GPTConfig
 from gptlab.training import rundir
 from gptlab.training.config import TrainConfig

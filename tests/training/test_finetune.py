@@ -9,11 +9,11 @@ import json
 
 import pytest
 
+from gptlab import model_dir
 from gptlab.cli.main import main
 from gptlab.data.corpus import play_files, play_to_text, shakespeare_text
 from gptlab.data.prepared import prepare
 from gptlab.data.tokenizer import CharTokenizer
-from gptlab.files import model_dir
 from gptlab.model.config import GPTConfig
 from gptlab.training.config import recipe
 from gptlab.training.run import train

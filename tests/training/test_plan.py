@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from gptlab import model_dir
 from gptlab.data.prepared import load_data
 from gptlab.distributed.parallelize import Layout
 from gptlab.distributed.process import Dist
 from gptlab.errors import UsageError
-from gptlab.files import model_dir
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 from gptlab.training import rundir
@@ -25,6 +25,7 @@ from gptlab.training.plan import (
     FRESH,
     RESUME,
     ResumePoint,
+    check_settings,
     plan_run,
     with_precision,
 )
@@ -252,3 +253,24 @@ def test_a_run_saved_before_attention_dtype_resumes_with_autocasts_attention(dat
     (stopped_run / "train.json").write_text(json.dumps(saved))
     plan = plan_run(None, None, data, stopped_run, resume=True)
     assert plan.train_config.attention_dtype == "autocast"
+
+
+# One layer, 4 heads sharing 2 key/value heads: what a sharded mode's refusals are about.
+SHARDABLE = GPTConfig(vocab_size=30, block_size=16, n_layer=1, n_head=4, n_kv_head=2,
+                      n_embd=32, bias=False)
+SHARDABLE_WITH_DROPOUT = GPTConfig.from_dict({**SHARDABLE.to_dict(), "dropout": 0.1})
+
+
+@pytest.mark.parametrize("settings, config, message", [
+    (dict(parallel="fsdp", compile=True), SHARDABLE, "does not support compile"),
+    (dict(parallel="fsdp", dtype="float16"), SHARDABLE, "does not support dtype float16"),
+    (dict(parallel="tp", tp=2, optimizer="muon"), SHARDABLE, "does not support optimizer muon"),
+    (dict(parallel="tp", batch_rng="nanogpt"), SHARDABLE, "does not support batch_rng nanogpt"),
+    (dict(parallel="tp"), SHARDABLE_WITH_DROPOUT, "needs dropout 0"),
+    (dict(parallel="tp"), GPTConfig.from_dict({**SHARDABLE.to_dict(), "pos_encoding": "alibi"}),
+     "does not support pos_encoding 'alibi'"),
+])
+def test_settings_a_sharded_mode_lacks_are_refused_by_name(settings, config, message):
+    world = 2 if settings["parallel"] == "tp" else 1
+    with pytest.raises(UsageError, match=message):
+        check_settings(TrainConfig(**settings), config, world)

@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 import torch
 
+from gptlab import model_dir
 from gptlab.cli.main import main
-from gptlab.files import model_dir
 from gptlab.model.config import GPTConfig
 from gptlab.training.config import recipe
 from gptlab.training.run import train

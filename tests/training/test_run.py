@@ -13,9 +13,9 @@ import time
 import pytest
 import torch
 
+from gptlab import model_dir
 from gptlab.cli.main import main
 from gptlab.errors import GptlabError, UsageError
-from gptlab.files import model_dir
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 from gptlab.training import rundir

@@ -21,13 +21,14 @@ import numpy as np
 import pytest
 import torch
 
+from gptlab import model_dir
 from gptlab.cli.main import main
 from gptlab.data import prepared
 from gptlab.data.batches import TokenBatches
 from gptlab.data.prepared import prepare
 from gptlab.data.tokenizer import CharTokenizer, load_tokenizer
 from gptlab.errors import UsageError
-from gptlab.files import kinds, model_dir
+from gptlab.files import kinds
 from gptlab.model.gpt import GPT
 from gptlab.training import rundir
 from gptlab.training.config import recipe

@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 def convert_from_hf(source: str, out: Path, force: bool) -> int:
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
     from gptlab.convert import hf
-    from gptlab.files.model_dir import save_model
+    from gptlab.model_dir import save_model
 
     hf_dir = hf.resolve_hf_dir(source)
     model = hf.from_hf(hf_dir)
@@ -104,8 +104,8 @@ def convert_to_hf(name: str, out: Path, force: bool) -> int:
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
     from gptlab.convert import hf
     from gptlab.data.tokenizer import load_tokenizer
-    from gptlab.files.model_dir import load_model
     from gptlab.loading import HF_DIR, gptlab_dir, resolve
+    from gptlab.model_dir import load_model
 
     source = resolve(name)  # a run, a model directory or a shipped model's name
     model_dir = gptlab_dir(name, source)

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
     import torch
 
-    from gptlab.files import model_dir
+    from gptlab import model_dir
     from gptlab.inference.sampling import generate_text
     from gptlab.model.decoding import SamplingSettings
     from gptlab.training.run import train

@@ -95,7 +95,7 @@ def model_config(name: str) -> GPTConfig:
     would load there (its config.json only; a hub model's is fetched without weights). A
     bare word that is no preset stays a preset error, listing the presets."""
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
-    from gptlab.files.model_dir import resolve_config
+    from gptlab.model_dir import resolve_config
 
     path = Path(name)
     if not name.strip() or name in PRESETS or name.endswith(".json") or path.is_file() or (

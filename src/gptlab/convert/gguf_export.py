@@ -32,10 +32,10 @@ from gptlab.data.tokenizer import CharTokenizer, HFTokenizer, Tokenizer
 from gptlab.errors import GptlabError, UsageError
 from gptlab.files.atomic import atomic_path
 from gptlab.files.authorship import GGUF_KEY
-from gptlab.files.model_dir import weights_state
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 from gptlab.model.rope_scaling import rope_inverse_frequencies
+from gptlab.model_dir import weights_state
 from gptlab.version import __version__
 
 # The GGUF metadata key that holds the whole GPTConfig (beside GGUF_KEY, the version).

@@ -40,10 +40,10 @@ from gptlab.data.tokenizer import Tokenizer
 from gptlab.errors import GptlabError, UsageError
 from gptlab.files import kinds
 from gptlab.files.atomic import atomic_path, atomic_write_text, read_json
-from gptlab.files.model_dir import weights_state
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 from gptlab.model.inputs import unwrap
+from gptlab.model_dir import weights_state
 
 HF_CONFIG = "config.json"
 HF_TOKENIZER = "tokenizer.json"

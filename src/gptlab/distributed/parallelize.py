@@ -43,7 +43,6 @@ from gptlab.distributed.process import Dist
 from gptlab.errors import UsageError
 from gptlab.model.config import GPTConfig
 from gptlab.model.params import check_tp_divides
-from gptlab.training.config import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -61,40 +60,6 @@ class Layout:
     @property
     def uses_fsdp(self) -> bool:
         return self.mode in ("fsdp", "fsdp+tp")
-
-
-def check_settings(cfg: TrainConfig, config: GPTConfig, world_size: int) -> Layout:
-    """The layout a run's settings ask for, or a one-line UsageError naming the setting a
-    sharded mode does not support."""
-    layout = plan_layout(cfg.parallel, cfg.tp, world_size, config)
-    if layout.mode == "ddp":
-        return layout
-    refused = (("compile", cfg.compile, "not tried on sharded modules yet"),
-               ("dtype float16", cfg.dtype == "float16", "it needs a GradScaler; use bfloat16"),
-               ("batch_rng nanogpt", cfg.batch_rng == "nanogpt",
-                "each rank would initialise different weights"),
-               ("optimizer muon", cfg.optimizer == "muon",
-                "Muon orthogonalises each whole matrix, and a rank holds only a shard; "
-                "use --parallel ddp"))
-    for name, used, why in refused:
-        if used:
-            raise UsageError(f"--parallel {layout.mode} does not support {name} ({why})")
-    if layout.tp > 1 and config.pos_encoding == "alibi":
-        raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} does not support "
-                         f"pos_encoding 'alibi': its bias holds every head's slope, and a "
-                         f"rank computes only its share of the heads")
-    if layout.tp > 1 and not config.has_mlp:
-        raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} has no plan for an "
-                         f"attention-only model (mlp none) yet; use --parallel ddp or fsdp")
-    if layout.tp > 1 and (config.value_residual or config.unet_skips):
-        raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} has no plan for the "
-                         f"learned scalars of value_residual and unet_skips yet; use "
-                         f"--parallel ddp or fsdp")
-    if layout.tp > 1 and config.dropout:
-        raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} needs dropout 0: the "
-                         f"ranks of a tensor-parallel group would drop different units of "
-                         f"the same activations")
-    return layout
 
 
 def plan_layout(mode: str, tp: int | None, world_size: int, config: GPTConfig) -> Layout:
@@ -285,7 +250,7 @@ class _Unviewed(torch.autograd.Function):
 
 def full_weights(model: nn.Module) -> dict[str, Tensor] | None:
     """Every rank takes part; rank 0 gets the whole weights on the CPU in the ordinary
-    layout (tied lm_head dropped, as gptlab.files.model_dir saves them), the others None."""
+    layout (tied lm_head dropped, as gptlab.model_dir saves them), the others None."""
     state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True,
                                                                  cpu_offload=True))
     if dist.get_rank() != 0:

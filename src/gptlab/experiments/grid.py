@@ -28,8 +28,8 @@ from gptlab.errors import UsageError
 from gptlab.files import kinds
 from gptlab.files.atomic import read_json_object, write_json
 from gptlab.files.kinds import EXPERIMENT_FILE, WEIGHTS_FILE
-from gptlab.files.model_dir import weights_step
 from gptlab.model.config import GPTConfig
+from gptlab.model_dir import weights_step
 from gptlab.stopping import Interrupted
 from gptlab.training import rundir
 from gptlab.training.config import TrainConfig

@@ -37,9 +37,9 @@ from gptlab.data.synthetic import ensure_repeated_segments
 from gptlab.experiments import report
 from gptlab.experiments.grid import Grid, RunRecord, RunSpec, choose_size, open_experiment
 from gptlab.files.atomic import atomic_write_text
-from gptlab.files.model_dir import load_config
 from gptlab.interp.heads import chance_scores, head_scores, per_token_loss, repeated_random_tokens
 from gptlab.model.config import GPTConfig
+from gptlab.model_dir import load_config
 from gptlab.plots.heads import phase_curves
 from gptlab.training.config import recipe
 from gptlab.training.reporting import NullReporter

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gptlab import __version__
 from gptlab.files.atomic import atomic_write_text, write_json
+from gptlab.version import __version__
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.md"

@@ -5,7 +5,7 @@ Every command that writes a folder writes one kind of folder:
 
   run         gptlab train, gptlab demo, the lab's live training (gptlab.training.rundir)
   data        gptlab prepare, demo, the lab (gptlab.data.prepared)
-  model       gptlab convert --from-hf (gptlab.files.model_dir)
+  model       gptlab convert --from-hf (gptlab.model_dir)
   export      gptlab convert --to-hf: a Hugging Face model directory (gptlab.convert.hf)
   experiment  gptlab experiment
   figures     gptlab heads, lens, patch, attribute --out: their figures and scores

@@ -1,7 +1,7 @@
 """The runs folder: which runs the lab may open, a cache of loaded models, and the lock that
 lets one request at a time use them.
 
-A run is a model directory with its tokenizer (gptlab.files.model_dir.MODEL_FILES: config.json,
+A run is a model directory with its tokenizer (gptlab.model_dir.MODEL_FILES: config.json,
 model.safetensors, tokenizer.json). The page names a run by its path relative to the runs
 folder; anything that resolves outside it (`..`, an absolute path, a symlink pointing out)
 is refused before a file is opened. The models gptlab ships (gptlab.pretrained) are runs
@@ -19,8 +19,8 @@ from pathlib import Path, PurePosixPath
 from gptlab import pretrained
 from gptlab.data.tokenizer import encode_checked
 from gptlab.errors import GptlabError, UsageError
-from gptlab.files.model_dir import MODEL_FILES, load_model, load_tokenizer_of
 from gptlab.model.gpt import GPT
+from gptlab.model_dir import MODEL_FILES, load_model, load_tokenizer_of
 from gptlab.training.runs import model_dirs
 
 MAX_DEPTH = 3  # runs nested up to runs/<a>/<b>/<c>

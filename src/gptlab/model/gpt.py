@@ -47,7 +47,7 @@ class GPT(nn.Module):
     None); generate continues a prompt with a KV cache (gptlab.model.decoding), in windows of
     `context` tokens (block_size unless set_context raised it). Weights are
     initialised as GPT-2's (normal(0, 0.02), residual projections scaled by
-    1/sqrt(2 * n_layer)); gptlab.load and gptlab.files.model_dir load saved ones.
+    1/sqrt(2 * n_layer)); gptlab.load and gptlab.model_dir load saved ones.
     """
 
     def __init__(self, config: GPTConfig) -> None:

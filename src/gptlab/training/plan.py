@@ -20,12 +20,13 @@ from typing import Any
 
 import torch.distributed as dist
 
+from gptlab import model_dir
 from gptlab.data.prepared import TokenData, check_enough_tokens
 from gptlab.data.tokenizer import load_tokenizer, same_tokenizer
-from gptlab.distributed.parallelize import Layout, check_settings, plan_layout
+from gptlab.distributed.parallelize import Layout, plan_layout
 from gptlab.distributed.process import Dist, pick_device
 from gptlab.errors import UsageError
-from gptlab.files import kinds, model_dir
+from gptlab.files import kinds
 from gptlab.loading import describe
 from gptlab.model.config import GPTConfig
 from gptlab.model.positional import check_context
@@ -40,6 +41,41 @@ _EVAL_SETTINGS = ("eval_interval", "eval_iters")
 # which no weight's shape depends on but learned positions' (Position Interpolation is a
 # fine-tune at a longer block_size with linear rope scaling, Chen et al. 2023).
 FINE_TUNE_MAY_CHANGE = ("block_size", "rope_scaling")
+
+
+def check_settings(cfg: TrainConfig, config: GPTConfig, world_size: int) -> Layout:
+    """The layout a run's settings ask for, or a one-line UsageError naming the setting a
+    sharded mode does not support: training policy, so it lives here, above the layer
+    (gptlab.distributed.parallelize) that only arranges the ranks."""
+    layout = plan_layout(cfg.parallel, cfg.tp, world_size, config)
+    if layout.mode == "ddp":
+        return layout
+    refused = (("compile", cfg.compile, "not tried on sharded modules yet"),
+               ("dtype float16", cfg.dtype == "float16", "it needs a GradScaler; use bfloat16"),
+               ("batch_rng nanogpt", cfg.batch_rng == "nanogpt",
+                "each rank would initialise different weights"),
+               ("optimizer muon", cfg.optimizer == "muon",
+                "Muon orthogonalises each whole matrix, and a rank holds only a shard; "
+                "use --parallel ddp"))
+    for name, used, why in refused:
+        if used:
+            raise UsageError(f"--parallel {layout.mode} does not support {name} ({why})")
+    if layout.tp > 1 and config.pos_encoding == "alibi":
+        raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} does not support "
+                         f"pos_encoding 'alibi': its bias holds every head's slope, and a "
+                         f"rank computes only its share of the heads")
+    if layout.tp > 1 and not config.has_mlp:
+        raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} has no plan for an "
+                         f"attention-only model (mlp none) yet; use --parallel ddp or fsdp")
+    if layout.tp > 1 and (config.value_residual or config.unet_skips):
+        raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} has no plan for the "
+                         f"learned scalars of value_residual and unet_skips yet; use "
+                         f"--parallel ddp or fsdp")
+    if layout.tp > 1 and config.dropout:
+        raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} needs dropout 0: the "
+                         f"ranks of a tensor-parallel group would drop different units of "
+                         f"the same activations")
+    return layout
 
 
 @dataclass(frozen=True)

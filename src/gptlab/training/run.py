@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from gptlab import stopping
+from gptlab import model_dir, stopping
 from gptlab.data import prepared
 from gptlab.data.batches import BATCH_STREAMS
 from gptlab.data.prepared import TokenData
@@ -33,7 +33,7 @@ from gptlab.distributed import parallelize
 from gptlab.distributed.parallelize import Layout
 from gptlab.distributed.process import Dist, pick_device, setup
 from gptlab.errors import UsageError
-from gptlab.files import kinds, model_dir
+from gptlab.files import kinds
 from gptlab.inference.evaluate import score_ids
 from gptlab.loading import load
 from gptlab.model.config import GPTConfig

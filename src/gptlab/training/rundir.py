@@ -1,6 +1,6 @@
 """A run directory: the layout `gptlab train` writes, and the only code that writes it.
 
-A run directory is a model directory (gptlab.files.model_dir) holding the latest weights, plus:
+A run directory is a model directory (gptlab.model_dir) holding the latest weights, plus:
   train.json     the TrainConfig (gptlab.training.run)
   state.pt       the training checkpoint: step, weights, optimizer, RNG states, best val
                  loss; plain tensors and numbers, loaded with torch.load(weights_only=True)
@@ -42,9 +42,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from gptlab import model_dir
 from gptlab.distributed import sharded_checkpoint
 from gptlab.errors import UsageError
-from gptlab.files import kinds, model_dir
+from gptlab.files import kinds
 from gptlab.files.atomic import (
     append_text,
     atomic_path,

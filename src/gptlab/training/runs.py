@@ -40,7 +40,7 @@ from gptlab.model.config import GPTConfig
 from gptlab.model.params import count_parameters
 
 MAX_DEPTH = 3  # model directories nested up to root/<a>/<b>/<c>
-MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE)  # gptlab.files.model_dir's
+MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE)  # gptlab.model_dir's
 STATUSES = ("running", "interrupted", "finished")
 # --sort keys: the RunInfo field each sorts by.
 SORT_KEYS = {"name": "name", "params": "parameters", "steps": "step", "status": "status",

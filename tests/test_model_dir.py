@@ -1,4 +1,4 @@
-"""Model directories (gptlab.files.model_dir): round trips, the bare model saved from a
+"""Model directories (gptlab.model_dir): round trips, the bare model saved from a
 wrapper, and every missing or broken file named. A run's checkpoint: tests/training/
 test_rundir.py."""
 
@@ -9,8 +9,8 @@ import json
 import pytest
 import torch
 
+from gptlab import model_dir
 from gptlab.errors import UsageError
-from gptlab.files import model_dir
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 
