@@ -100,8 +100,8 @@ def test_a_damaged_or_missing_file_is_one_line(shipped_copy, capsys):
         pretrained.verified(NAME)
 
 
-def test_the_lab_lists_it_first_unless_a_run_has_its_name(tmp_path, save_char_model,
-                                                         one_thread):
+def test_the_lab_lists_it_first_and_a_run_of_its_name_as_a_path(tmp_path, save_char_model,
+                                                                one_thread):
     runs = Runs(tmp_path)
     assert runs.list() == [NAME]
     shipped = GPTConfig.from_preset(pretrained.manifest(NAME)["preset"])
@@ -109,7 +109,10 @@ def test_the_lab_lists_it_first_unless_a_run_has_its_name(tmp_path, save_char_mo
     save_char_model(tmp_path / "mine", "abc abc", preset="tiny-gpt2")
     assert runs.list() == [NAME, "mine"]
     save_char_model(tmp_path / NAME, "abc abc", preset="tiny-gpt2")  # a run of the same name
-    assert runs.list() == [NAME, "mine"] and runs.load(NAME).model.config.n_layer == 2
+    # the name stays the shipped model's, as in every command; the run is ./NAME
+    assert runs.list() == [NAME, "mine", f"./{NAME}"]
+    assert runs.load(NAME).model.config.n_layer == shipped.n_layer
+    assert runs.load(f"./{NAME}").model.config.n_layer == 2
 
 
 def test_the_name_is_the_shipped_model_and_a_folder_of_that_name_is_written_as_a_path(
