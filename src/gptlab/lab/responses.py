@@ -20,6 +20,10 @@ class Error(BaseModel):
     error: str = Field(description="what was wrong, in one line that names the field")
 
 
+# The 400 every route with a body documents.
+BAD_INPUT = {400: {"model": Error, "description": "Bad input: one line naming the field"}}
+
+
 class OtherMask(BaseModel):
     masked: MaskedMatrix
     weights: Matrix
