@@ -1,4 +1,4 @@
-"""The route class every lab router uses: a request body is small, prompt and JSON.
+"""The route class every lab router uses: a request body is small, on time and JSON.
 
 `area_router()` is the APIRouter each area of the lab (gptlab.lab.calculator_routes,
 model_routes, play_routes, live_routes, contextview, experimentsview) builds its routes on,

@@ -1,8 +1,8 @@
 """The routes of the watch-it-learn view (view 9): one training at a time in the background,
 its events streamed. Bodies and answers are gptlab.lab.live_schemas; 400 with one line for
-bad input, 409 when the training slot is taken or empty. The slot (gptlab.lab.live.
-LiveTrainer) is made by create_app and reached through gptlab.lab.state.LiveDep;
-create_app includes `router`."""
+bad input, 409 when the training slot is taken or empty. The slot
+(gptlab.lab.live.LiveTrainer) is made by create_app and reached through
+gptlab.lab.state.LiveDep; create_app includes `router`."""
 
 from __future__ import annotations
 

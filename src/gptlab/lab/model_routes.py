@@ -1,7 +1,7 @@
 """The routes of the views that look into a run: its attention patterns and heads (view 3),
 head scores and ablation (view 6), the whole model for one token, every head at a glance,
-its learned positions, and the runs to pick from. Bodies are checked by pydantic
-(gptlab.lab.schemas, gptlab.lab.model_schemas), 400 with one line for bad input;
+its learned positions, and the runs to pick from. Bodies and answers are
+gptlab.lab.model_schemas (bodies checked by pydantic, 400 with one line for bad input);
 create_app includes `router`."""
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from fastapi.responses import JSONResponse
 
 from gptlab.lab import allheads, api, learnedpos, wholemodel
 from gptlab.lab import model_schemas as ms
-from gptlab.lab import responses as res
-from gptlab.lab import schemas as m
 from gptlab.lab.body import area_router
 from gptlab.lab.responses import BAD_INPUT
 from gptlab.lab.state import RunsDep
@@ -19,32 +17,32 @@ from gptlab.lab.state import RunsDep
 router = area_router()
 
 
-@router.post("/api/heads", response_model=res.HeadsResponse, responses=BAD_INPUT)
-def heads(body: m.HeadsRequest, runs: RunsDep) -> JSONResponse:
+@router.post("/api/heads", response_model=ms.HeadsResponse, responses=BAD_INPUT)
+def heads(body: ms.HeadsRequest, runs: RunsDep) -> JSONResponse:
     """A run's attention patterns and one layer's heads, concat and W_O (view 3)."""
     return JSONResponse(api.heads_view(runs, body))
 
 
-@router.post("/api/head_scores", response_model=res.HeadScoresResponse, responses=BAD_INPUT)
-def head_scores(body: m.HeadScoresRequest, runs: RunsDep) -> JSONResponse:
+@router.post("/api/head_scores", response_model=ms.HeadScoresResponse, responses=BAD_INPUT)
+def head_scores(body: ms.HeadScoresRequest, runs: RunsDep) -> JSONResponse:
     """Previous-token, duplicate and induction scores of every head (view 6)."""
     return JSONResponse(api.head_scores_view(runs, body))
 
 
-@router.post("/api/ablate", response_model=res.AblateResponse, responses=BAD_INPUT)
-def ablate(body: m.AblateRequest, runs: RunsDep) -> JSONResponse:
+@router.post("/api/ablate", response_model=ms.AblateResponse, responses=BAD_INPUT)
+def ablate(body: ms.AblateRequest, runs: RunsDep) -> JSONResponse:
     """The loss with one head switched off (view 6)."""
     return JSONResponse(api.ablate_view(runs, body))
 
 
-@router.get("/api/runs", response_model=res.RunsResponse)
+@router.get("/api/runs", response_model=ms.RunsResponse)
 def list_runs(runs: RunsDep) -> JSONResponse:
     """The runs in the runs folder."""
     return JSONResponse(api.runs_view(runs))
 
 
-@router.post("/api/runs/encoding", response_model=res.RunsEncodingResponse, responses=BAD_INPUT)
-def runs_encoding(body: m.RunsEncodingRequest, runs: RunsDep) -> JSONResponse:
+@router.post("/api/runs/encoding", response_model=ms.RunsEncodingResponse, responses=BAD_INPUT)
+def runs_encoding(body: ms.RunsEncodingRequest, runs: RunsDep) -> JSONResponse:
     """The runs whose tokenizer encodes a text: a view's run picker defaults to one."""
     return JSONResponse(api.runs_encoding_view(runs, body))
 
