@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
+from gptlab.lab.calculator_schemas import AttentionRequest
 from gptlab.lab.quiz import ROW0_CHOICES
-from gptlab.lab.schemas import AttentionRequest
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

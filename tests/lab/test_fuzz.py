@@ -23,10 +23,10 @@ from schemathesis.checks import (  # the registry's names, stable across 4.x
 )
 from tools.tinyrun import TEXT
 
+from gptlab.lab import calculator_schemas as cs
 from gptlab.lab import contextview
 from gptlab.lab import model_schemas as ms
 from gptlab.lab import play_schemas as mp
-from gptlab.lab import schemas as m
 from gptlab.lab.server import create_app
 
 # Per operation, on top of Schemathesis's explicit boundary cases; raise it to fuzz deeper.
@@ -59,7 +59,7 @@ def _fit_run(body: dict, run: str) -> dict:
     return out
 
 
-def _fit_matrices(body: dict, request: m.AttentionRequest) -> dict:
+def _fit_matrices(body: dict, request: cs.AttentionRequest) -> dict:
     """body with its edited matrices cut or padded to the shapes the tokens and d need."""
     out = dict(body)
     for name in ("x", "w_q", "w_k", "w_v"):
@@ -110,10 +110,10 @@ FITS = {
     "/api/next_token": (mp.NextTokenRequest, _fit_text),
     "/api/next_token/append": (mp.AppendRequest, _fit_text),
     "/api/lens": (mp.LensRequest, _fit_lens),
-    "/api/heads": (m.HeadsRequest, _fit_run),
-    "/api/head_scores": (m.HeadScoresRequest, _fit_run),
-    "/api/ablate": (m.AblateRequest, _fit_run),
-    "/api/attention": (m.AttentionRequest, _fit_matrices),
+    "/api/heads": (ms.HeadsRequest, _fit_run),
+    "/api/head_scores": (ms.HeadScoresRequest, _fit_run),
+    "/api/ablate": (ms.AblateRequest, _fit_run),
+    "/api/attention": (cs.AttentionRequest, _fit_matrices),
 }
 OTHER_RUNS = ["escape", "notarun", "../tiny", "tiny/config.json"]  # see runs_root
 
@@ -132,7 +132,7 @@ def flatmap_body(context, body):
         request = model.model_validate(body)
     except pydantic.ValidationError:
         return st.just(body)
-    if model is m.AttentionRequest:
+    if model is cs.AttentionRequest:
         return st.sampled_from([True, False]).map(
             lambda fitted: fit(body, request) if fitted else body)
     # Mostly the real run (Hypothesis also simplifies towards it); sometimes the others.

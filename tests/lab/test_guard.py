@@ -21,7 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gptlab.errors import UsageError
-from gptlab.lab import live, server
+from gptlab.lab import body as checked_body
+from gptlab.lab import live
 from gptlab.lab.guard import Access, check_host_name, check_token
 from gptlab.lab.server import BackgroundServer
 
@@ -291,7 +292,7 @@ def test_event_streams_are_capped(lab):
 def test_a_body_that_trickles_in_is_refused(lab, monkeypatch):
     """A client that sends its body a byte at a time holds no route: 408 after
     BODY_TIMEOUT_S, one JSON line. A chunked body (no length) over MAX_BODY_BYTES: 400."""
-    monkeypatch.setattr(server, "BODY_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(checked_body, "BODY_TIMEOUT_S", 0.5)
     with socket.create_connection(("127.0.0.1", lab.port), timeout=30) as s:
         s.sendall(f"POST /api/scaling HTTP/1.1\r\nHost: 127.0.0.1:{lab.port}\r\n"
                   f"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{".encode())

@@ -1,11 +1,10 @@
-"""The lab's request and response models (gptlab.lab.schemas, gptlab.lab.responses): the
-config they carry is GPTConfig's, field for field."""
+"""The lab's request and response models (gptlab.lab.schemas and the areas' schemas, e.g.
+gptlab.lab.calculator_schemas): the config they carry is GPTConfig's, field for field."""
 
 import dataclasses
 
 from gptlab import GPTConfig
-from gptlab.lab.responses import ConfigOut
-from gptlab.lab.schemas import ConfigFields
+from gptlab.lab.calculator_schemas import ConfigFields, ConfigOut
 
 
 def test_params_models_list_every_gptconfig_field():

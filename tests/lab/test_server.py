@@ -111,3 +111,38 @@ def test_openapi_schema_documents_the_400s(client):
     assert schema["components"]["schemas"]["Error"]["required"] == ["error"]
     limits = schema["components"]["schemas"]["AttentionRequest"]["properties"]["d"]
     assert (limits["minimum"], limits["maximum"]) == (1, 64)
+
+
+# Every route of the API, as the areas' routers declare them (gptlab.lab.server.ROUTERS).
+ROUTES = {
+    ("/api/attention", "post"), ("/api/scaling", "post"), ("/api/sinusoidal", "post"),
+    ("/api/rope", "post"), ("/api/params", "post"), ("/api/presets", "get"),
+    ("/api/quiz", "post"), ("/api/quiz/check", "post"),  # calculator_routes
+    ("/api/heads", "post"), ("/api/head_scores", "post"), ("/api/ablate", "post"),
+    ("/api/runs", "get"), ("/api/runs/encoding", "post"), ("/api/walk", "post"),
+    ("/api/all_heads", "post"), ("/api/learned_positions", "post"),  # model_routes
+    ("/api/next_token", "post"), ("/api/next_token/append", "post"),
+    ("/api/lens", "post"),  # play_routes
+    ("/api/live/start", "post"), ("/api/live/stop", "post"), ("/api/live/status", "get"),
+    ("/api/live/events", "get"),  # live_routes
+    ("/api/context", "post"), ("/api/context/experiments", "get"),
+    ("/api/context/experiment", "post"),  # contextview
+    ("/api/experiments", "get"), ("/api/experiments/report", "post"),  # experimentsview
+}
+
+
+def test_create_app_composes_every_areas_router_with_the_body_check(client):
+    """The API is the areas' routers (server.ROUTERS), each route once, documented; every
+    POST keeps the body check (CheckedBody) its router gives it."""
+    from gptlab.lab.server import ROUTERS
+
+    documented = {(p, m) for p, ops in client.get("/openapi.json").json()["paths"].items()
+                  for m in ops}
+    declared = [(r.path, m.lower()) for router in ROUTERS for r in router.routes
+                for m in r.methods]
+    assert documented == set(declared) == ROUTES and len(declared) == len(ROUTES)
+    for path, method in sorted(ROUTES):
+        if method == "post":
+            r = client.post(path, content="{}", headers={"content-type": "text/plain"})
+            assert r.status_code == 400, (path, r.text)
+            assert "must be sent with Content-Type: application/json" in r.json()["error"]

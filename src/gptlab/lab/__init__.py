@@ -6,15 +6,22 @@ Every number the page shows is computed on the server by gptlab's own code
 builds the app; `serve` runs it.
 
 One module per concern:
-  server        HTTP: the routes, the body checks (size, time, JSON only), errors as 400s
+  server        the app: composes the areas' routers (ROUTERS), errors as 400s, the guard,
+                the page and /static
+  body          the route class of every router: bodies small, on time, sent as JSON
+  state         what routes share, as FastAPI dependencies: the runs folder, the training slot
   guard         who it answers: its own Host names, its own page's Origin, a token beyond
                 loopback (one ASGI middleware in front of everything)
-  play_routes   the routes of views 8-10 (next token, watch it learn, logit lens)
-  schemas       request bodies and their limits; a failed check as one line
-  play_schemas  the bodies and answers of views 8-10
-  responses     the answers' schemas
+  One APIRouter per area, its schemas beside it:
+  calculator_routes + calculator_schemas   views 1, 2, 4, 5 and the quiz (no run needed)
+  model_routes + model_schemas   views 3 and 6, whole model, all heads, learned positions
+  play_routes + play_schemas     views 8 and 10 (next token, logit lens)
+  live_routes + live_schemas     view 9 (watch it learn)
+  contextview, experimentsview   longer than trained, experiments (schemas, routes, views)
+  schemas       the field types and limits every body shares; a failed check as one line
+  responses     what the answers share: the error, the start of an answer about a run
   api           one view per route: a checked body in, a JSON-ready answer out
-  nexttoken, lensview, live (+ live_tasks)   views 8, 10 and 9
+  nexttoken, lensview, live (+ live_tasks), wholemodel, allheads, learnedpos   the views
   compute       the arithmetic of the views that need no run, shared with the quiz
   quiz          questions from (kind, seed), answers recomputed when checked
   runs          the runs folder, kept inside its root; loaded models and their lock

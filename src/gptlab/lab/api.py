@@ -1,11 +1,11 @@
 """What each view of the lab answers, as plain functions of the request body.
 
 Each takes the request body as a model already checked against its limits
-(gptlab.lab.schemas), hands the numbers to gptlab.lab.compute (the views that need no run)
-or to a run's model (gptlab.lab.runs, gptlab.interp.heads), and returns JSON-ready data. What
-depends on a run (a layer below its n_layer, a prompt in its vocabulary) is checked here,
-as a UsageError. Masked scores (-inf) are sent as null, since JSON has no infinities; the
-page draws them as -inf.
+(gptlab.lab.calculator_schemas, gptlab.lab.model_schemas), hands the numbers to
+gptlab.lab.compute (the views that need no run) or to a run's model (gptlab.lab.runs,
+gptlab.interp.heads), and returns JSON-ready data. What depends on a run (a layer below its
+n_layer, a prompt in its vocabulary) is checked here, as a UsageError. Masked scores (-inf)
+are sent as null, since JSON has no infinities; the page draws them as -inf.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from gptlab.interp.heads import (
     head_scores,
 )
 from gptlab.interp.hooks import eval_mode, forward_hooks, recording_attention
+from gptlab.lab import calculator_schemas as cs
 from gptlab.lab import compute
+from gptlab.lab import model_schemas as ms
 from gptlab.lab import schemas as m
 from gptlab.lab.runs import Runs
 from gptlab.model import presets
@@ -44,7 +46,7 @@ def to_json(t: torch.Tensor) -> Any:
 # ----------------------------------------------------------------------------- 1. calculator
 
 
-def attention_view(body: m.AttentionRequest) -> dict[str, Any]:
+def attention_view(body: cs.AttentionRequest) -> dict[str, Any]:
     """Every stage of one head, for the mask switch's both positions (`causal` selects
     which one is the main result; `other` holds the rest, so the page can show the diff)."""
     tokens, d, seed, causal = body.tokens, body.d, body.seed, body.causal
@@ -66,21 +68,21 @@ def attention_view(body: m.AttentionRequest) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- 2. sqrt(d_k)
 
 
-def scaling_view(body: m.ScalingRequest) -> dict[str, Any]:
+def scaling_view(body: cs.ScalingRequest) -> dict[str, Any]:
     return compute.scaling_stats(body.d_k, body.n_keys, body.seed)
 
 
 # ----------------------------------------------------------------------------- 4. positions
 
 
-def sinusoidal_view(body: m.SinusoidalRequest) -> dict[str, Any]:
+def sinusoidal_view(body: cs.SinusoidalRequest) -> dict[str, Any]:
     positions, d_model = body.positions, body.d_model
     pe = compute.sinusoidal(positions, d_model)
     return {"positions": positions, "d_model": d_model, "table": pe["table"].tolist(),
             "similarity": pe["similarity"].tolist()}
 
 
-def rope_view(body: m.RopeRequest) -> dict[str, Any]:
+def rope_view(body: cs.RopeRequest) -> dict[str, Any]:
     head_dim, base, positions, seed = body.head_dim, body.base, body.positions, body.seed
     offset = body.offset  # set, below positions, by the model
     r = compute.rope_scores(head_dim, base, positions, seed)
@@ -114,7 +116,7 @@ def presets_view() -> dict[str, Any]:
             "choices": {name: list(values) for name, values in CONFIG_CHOICES.items()}}
 
 
-def params_view(body: m.ParamsRequest) -> dict[str, Any]:
+def params_view(body: cs.ParamsRequest) -> dict[str, Any]:
     name = body.preset
     # Only the fields sent override the preset's (a null n_kv_head or ffn_hidden: default).
     config_body = body.config.model_dump(exclude_unset=True) if body.config else {}
@@ -148,7 +150,7 @@ def runs_view(runs: Runs) -> dict[str, Any]:
     return {"root": str(runs.root), "runs": runs.list()}
 
 
-def runs_encoding_view(runs: Runs, body: m.RunsEncodingRequest) -> dict[str, Any]:
+def runs_encoding_view(runs: Runs, body: ms.RunsEncodingRequest) -> dict[str, Any]:
     return {"text": body.text, "runs": runs.encoding(body.text)}
 
 
@@ -181,7 +183,7 @@ def below(name: str, value: int, n: int) -> int:
     return value
 
 
-def heads_view(runs: Runs, body: m.HeadsRequest) -> dict[str, Any]:
+def heads_view(runs: Runs, body: ms.HeadsRequest) -> dict[str, Any]:
     run = runs.load(body.run)
     cfg = run.model.config
     layer = below("layer", body.layer, cfg.n_layer)
@@ -229,7 +231,7 @@ def token_ids(run, value: list[int]) -> torch.Tensor:
     return torch.tensor([value])
 
 
-def _prompt_ids(run, body: m.HeadScoresRequest) -> torch.Tensor:
+def _prompt_ids(run, body: ms.HeadScoresRequest) -> torch.Tensor:
     if body.ids is not None:
         return token_ids(run, body.ids)
     if not body.prompt:
@@ -237,7 +239,7 @@ def _prompt_ids(run, body: m.HeadScoresRequest) -> torch.Tensor:
     return encode_prompt(run, body.prompt)
 
 
-def head_scores_view(runs: Runs, body: m.HeadScoresRequest) -> dict[str, Any]:
+def head_scores_view(runs: Runs, body: ms.HeadScoresRequest) -> dict[str, Any]:
     run = runs.load(body.run)
     idx = _prompt_ids(run, body)
     if idx.shape[1] < 2:
@@ -254,7 +256,7 @@ def head_scores_view(runs: Runs, body: m.HeadScoresRequest) -> dict[str, Any]:
     }
 
 
-def ablate_view(runs: Runs, body: m.AblateRequest) -> dict[str, Any]:
+def ablate_view(runs: Runs, body: ms.AblateRequest) -> dict[str, Any]:
     run = runs.load(body.run)
     cfg = run.model.config
     layer = below("layer", body.layer, cfg.n_layer)

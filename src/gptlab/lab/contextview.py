@@ -6,8 +6,8 @@
   stretched by a scaling if asked), and one head's attention at a query position, which
   may be one the model never saw.
 
-Its schemas, routes and computations live here, in one module: server.create_app adds the
-routes with `register`. The numbers are the library's own (gptlab.inference.evaluate's
+Its schemas, routes and computations live here, in one module: `router` holds the routes,
+which server.create_app includes. The numbers are the library's own (gptlab.inference.evaluate's
 score_positions, the attention weights of gptlab.interp.hooks), as `gptlab eval
 --by-position` and `gptlab heads` compute them.
 """
@@ -18,7 +18,6 @@ import warnings
 from typing import Any, Literal
 
 import torch
-from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
@@ -31,9 +30,12 @@ from gptlab.experiments.report import RESULTS_FILE
 from gptlab.files.atomic import read_json_object
 from gptlab.inference.evaluate import score_positions
 from gptlab.interp.hooks import eval_mode, recording_attention
+from gptlab.lab.body import area_router
 from gptlab.lab.experimentsview import experiment_folder, experiment_folders
+from gptlab.lab.responses import BAD_INPUT
 from gptlab.lab.runs import Runs
 from gptlab.lab.schemas import MAX_PROMPT_CHARS, Body, RunName, _int, _text
+from gptlab.lab.state import RunsDep
 from gptlab.loading import with_config
 from gptlab.model.config import with_rope_scaling
 from gptlab.model.positional import ContextWarning, check_context
@@ -127,24 +129,28 @@ class ExperimentResponse(BaseModel):
 # ----------------------------------------------------------------------------- routes
 
 
-def register(app: FastAPI, runs: Runs, bad_input: dict[int, Any]) -> None:
-    @app.post("/api/context", response_model=ContextResponse, responses=bad_input)
-    def context(body: ContextRequest) -> JSONResponse:
-        """A run's loss by position in windows of `context` tokens, and one head's
-        attention at a query position (longer-than-trained view)."""
-        return JSONResponse(context_view(runs, body))
+router = area_router()
 
-    @app.get("/api/context/experiments", response_model=ExperimentsResponse)
-    def experiments() -> JSONResponse:
-        """The context experiments in the runs folder."""
-        return JSONResponse({"experiments": list_experiments(runs)})
 
-    @app.post("/api/context/experiment", response_model=ExperimentResponse,
-              responses=bad_input)
-    def experiment(body: ExperimentRequest) -> JSONResponse:
-        """Every method's loss by position at one length, from an experiment's
-        results.json (longer-than-trained view)."""
-        return JSONResponse(experiment_view(runs, body))
+@router.post("/api/context", response_model=ContextResponse, responses=BAD_INPUT)
+def context(body: ContextRequest, runs: RunsDep) -> JSONResponse:
+    """A run's loss by position in windows of `context` tokens, and one head's
+    attention at a query position (longer-than-trained view)."""
+    return JSONResponse(context_view(runs, body))
+
+
+@router.get("/api/context/experiments", response_model=ExperimentsResponse)
+def experiments(runs: RunsDep) -> JSONResponse:
+    """The context experiments in the runs folder."""
+    return JSONResponse({"experiments": list_experiments(runs)})
+
+
+@router.post("/api/context/experiment", response_model=ExperimentResponse,
+             responses=BAD_INPUT)
+def experiment(body: ExperimentRequest, runs: RunsDep) -> JSONResponse:
+    """Every method's loss by position at one length, from an experiment's
+    results.json (longer-than-trained view)."""
+    return JSONResponse(experiment_view(runs, body))
 
 
 # ----------------------------------------------------------------------------- views

@@ -2,8 +2,8 @@
 results.json, as the tables it prints and the figures it drew, with the runs of its grid
 (ordinary runs: every other view opens them).
 
-Its schemas, routes and computations live here, in one module: server.create_app adds the
-routes with `register`. The tables are the experiment module's own (gptlab.experiments.
+Its schemas, routes and computations live here, in one module: `router` holds the routes,
+which server.create_app includes. The tables are the experiment module's own (gptlab.experiments.
 catalog.summary), the same `gptlab experiment` prints.
 """
 
@@ -13,15 +13,17 @@ import base64
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from gptlab.errors import UsageError
 from gptlab.experiments import catalog
 from gptlab.experiments.grid import RUNS_DIR, experiment_of
+from gptlab.lab.body import area_router
+from gptlab.lab.responses import BAD_INPUT
 from gptlab.lab.runs import MAX_DEPTH, Runs, is_run
 from gptlab.lab.schemas import Body, _text
+from gptlab.lab.state import RunsDep
 from gptlab.training.runs import find_folders
 
 # ----------------------------------------------------------------------------- schemas
@@ -64,18 +66,21 @@ class ReportResponse(BaseModel):
 # ----------------------------------------------------------------------------- routes
 
 
-def register(app: FastAPI, runs: Runs, bad_input: dict[int, Any]) -> None:
-    @app.get("/api/experiments", response_model=ExperimentList)
-    def experiments() -> JSONResponse:
-        """Every experiment in the runs folder that has written its results."""
-        return JSONResponse({"experiments": [
-            {"name": name, "experiment": experiment_of(folder)}
-            for name, folder in experiment_folders(runs)]})
+router = area_router()
 
-    @app.post("/api/experiments/report", response_model=ReportResponse, responses=bad_input)
-    def report(body: ReportRequest) -> JSONResponse:
-        """One experiment's tables and figures, from its results.json (experiments view)."""
-        return JSONResponse(report_view(runs, body.experiment))
+
+@router.get("/api/experiments", response_model=ExperimentList)
+def experiments(runs: RunsDep) -> JSONResponse:
+    """Every experiment in the runs folder that has written its results."""
+    return JSONResponse({"experiments": [
+        {"name": name, "experiment": experiment_of(folder)}
+        for name, folder in experiment_folders(runs)]})
+
+
+@router.post("/api/experiments/report", response_model=ReportResponse, responses=BAD_INPUT)
+def report(body: ReportRequest, runs: RunsDep) -> JSONResponse:
+    """One experiment's tables and figures, from its results.json (experiments view)."""
+    return JSONResponse(report_view(runs, body.experiment))
 
 
 # ----------------------------------------------------------------------------- views

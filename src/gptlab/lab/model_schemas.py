@@ -1,14 +1,28 @@
-"""Request and answer models of the views that look at a whole run: the whole model for
-one token (gptlab.lab.wholemodel), every head at a glance (gptlab.lab.allheads) and a run's
-learned positions (gptlab.lab.learnedpos). Same conventions as gptlab.lab.schemas (strict
-scalars, one-line errors, every limit in the schema) and gptlab.lab.responses."""
+"""Request and answer models of the views that look into a run (gptlab.lab.model_routes):
+its attention patterns and heads, head scores and ablation (gptlab.lab.api), the whole
+model for one token (gptlab.lab.wholemodel), every head at a glance (gptlab.lab.allheads),
+a run's learned positions (gptlab.lab.learnedpos) and the runs to pick from. Same
+conventions as gptlab.lab.schemas (strict scalars, one-line errors, every limit in the
+schema); the answers' shared start is gptlab.lab.responses.ModelOnTokens."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, Field
 
-from gptlab.lab.responses import ModelOnTokens
-from gptlab.lab.schemas import MAX_PROMPT_CHARS, Body, RunName, _int, _text
+from gptlab.lab.responses import Matrix, ModelOnTokens
+from gptlab.lab.schemas import (
+    MAX_PROMPT_CHARS,
+    Body,
+    Ids,
+    Integer,
+    Prompt,
+    RunName,
+    Seed,
+    _int,
+    _text,
+)
 
 MAX_WALK_TOKENS = 64  # tokens of text the whole-model view takes
 MAX_WALK_TOP = 20
@@ -17,6 +31,82 @@ MAX_POSITIONS = 256  # rows of a learned position table sent
 MAX_NEIGHBOURS = 10
 
 Vector = list[float]
+
+
+# ----------------------------------------------------------------------------- heads, runs
+
+
+class HeadsRequest(Body):
+    run: RunName
+    prompt: Prompt | None = Field(None, description="required unless ids are given")
+    ids: Ids | None = None
+    layer: Annotated[Integer, Field(ge=0, description="below the run's n_layer")] = 0
+
+
+class HeadScoresRequest(Body):
+    run: RunName
+    prompt: Prompt | None = Field(None, description="empty: a random sequence, repeated")
+    ids: Ids | None = None
+    seed: Seed = 0
+
+
+class AblateRequest(HeadScoresRequest):
+    layer: Annotated[Integer, Field(ge=0, description="below the run's n_layer")]
+    head: Annotated[Integer, Field(ge=0, description="below the run's n_head")]
+
+
+class RunsEncodingRequest(Body):
+    text: _text(MAX_PROMPT_CHARS, "a view's text, e.g. its default prompt", min_length=1)
+
+
+class RunsResponse(BaseModel):
+    root: str
+    runs: list[str]
+
+
+class RunsEncodingResponse(BaseModel):
+    text: str
+    runs: list[str] = Field(description="the runs whose tokenizer encodes the text")
+
+
+class HeadsResponse(ModelOnTokens):
+    head_dim: int
+    n_embd: int
+    layer: int
+    attention: list[list[Matrix]] = Field(description="(n_layer, n_head, T, T)")
+    heads: list[Matrix] = Field(description="(n_head, T, head_dim): weights @ V per head")
+    concat: Matrix = Field(description="(T, n_head * head_dim)")
+    w_o: Matrix = Field(description="(n_head * head_dim, n_embd): out = concat @ w_o + b_o")
+    b_o: list[float] | None
+    out: Matrix = Field(description="(T, n_embd)")
+
+
+class HeadScores(BaseModel):
+    previous_token: Matrix
+    duplicate_token: Matrix
+    induction: Matrix
+
+
+class ChanceScores(BaseModel):
+    previous_token: float
+    duplicate_token: float
+    induction: float
+
+
+class HeadScoresResponse(ModelOnTokens):
+    scores: HeadScores = Field(description="each (n_layer, n_head)")
+    chance: ChanceScores = Field(description="each score of a head attending evenly, on this input")
+    ablation_deltas: Matrix = Field(description="(n_layer, n_head): loss change")
+    loss: float
+
+
+class AblateResponse(BaseModel):
+    run: str
+    layer: int
+    head: int
+    loss: float
+    ablated_loss: float
+    delta: float
 
 
 # ----------------------------------------------------------------------------- whole model

@@ -1,5 +1,5 @@
-"""Request and answer models of the two views where a learner plays with a model: next
-token (gptlab.lab.nexttoken) and watch it learn (gptlab.lab.live). Same conventions as
+"""Request and answer models of the next-token and logit-lens views (gptlab.lab.nexttoken,
+gptlab.lab.lensview), whose routes are gptlab.lab.play_routes. Same conventions as
 gptlab.lab.schemas (strict scalars, one-line errors, every limit in the schema) and
 gptlab.lab.responses."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field
 
 from gptlab.lab.responses import ModelOnTokens
 from gptlab.lab.schemas import (
@@ -23,8 +23,6 @@ from gptlab.lab.schemas import (
 MAX_NEXT_TOKENS = 256  # tokens of text the next-token view takes (and the model's context)
 MAX_SHOW = 100  # bars
 MAX_TEMPERATURE = 10.0
-LIVE_TASKS = ("induction", "shakespeare")
-MAX_LIVE_STEPS = 5000
 
 
 # ----------------------------------------------------------------------------- next token
@@ -87,30 +85,6 @@ class AppendResponse(BaseModel):
     id: int
     token: str
     text: str
-
-
-# ----------------------------------------------------------------------------- live training
-
-
-class LiveStartRequest(Body):
-    task: Literal[LIVE_TASKS] = "induction"
-    steps: _int(10, MAX_LIVE_STEPS, "optimizer steps") = 1500
-    every: _int(5, 1000, "evaluate, score the heads and sample every N steps") = 25
-    seed: Seed = 1337
-
-    @model_validator(mode="after")
-    def _every(self) -> LiveStartRequest:
-        if self.every > self.steps:
-            raise ValueError(f"every ({self.every}) must not exceed steps ({self.steps})")
-        return self
-
-
-class LiveStatus(BaseModel):
-    running: bool
-    run: str | None = Field(description="the run folder inside the runs folder")
-    task: Literal[LIVE_TASKS] | None
-    step: int
-    steps: int
 
 
 # ----------------------------------------------------------------------------- logit lens

@@ -15,8 +15,8 @@ from typing import Any
 
 from gptlab.errors import UsageError
 from gptlab.lab import compute
-from gptlab.lab.schemas import QUIZ_KINDS as KINDS
-from gptlab.lab.schemas import QuizCheckRequest, QuizRequest
+from gptlab.lab.calculator_schemas import QUIZ_KINDS as KINDS
+from gptlab.lab.calculator_schemas import QuizCheckRequest, QuizRequest
 from gptlab.model.config import GPTConfig
 from gptlab.model.params import accounting
 

@@ -1,10 +1,13 @@
-"""The lab's request bodies as pydantic models, and the one line a failed check becomes.
+"""What every request body of the lab shares: its field types and limits, and the one line
+a failed check becomes. Each area's own bodies and answers are in its schemas module
+(gptlab.lab.calculator_schemas, model_schemas, play_schemas, live_schemas; contextview and
+experimentsview hold theirs), built from these types; the answers' shared parts are
+gptlab.lab.responses.
 
 FastAPI checks every request body against its model before a view runs, so bad input
 never reaches torch, and the same models are the requests' half of the OpenAPI schema
-(/openapi.json) that tests/lab/test_fuzz.py fuzzes; the answers' half is
-gptlab.lab.responses. Every limit lives here, in the schema: a request can ask for at most
-64 tokens, a 4096-wide d_k, a 256 x 256 table.
+(/openapi.json) that tests/lab/test_fuzz.py fuzzes. Every limit lives in the schema: a
+request can ask for at most 64 tokens, a 4096-wide d_k, a 256 x 256 table.
 
 Scalars are strict (an integer field takes a JSON integer, not "4", 4.5 or true; 4.0 counts,
 as in JSON Schema), so what the schema promises is exactly what the server accepts. A
@@ -12,20 +15,17 @@ failed check becomes one line naming the field (`one_line`), which the server an
 400 {"error": line}.
 """
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
-    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from gptlab.fields import is_number
-from gptlab.model import presets
-from gptlab.model.config import MLPS, NORM_POSITIONS, NORMS, POS_ENCODINGS, ROPE_SCALINGS
 
 MAX_TOKENS = 64  # tokens in the attention calculator, and prompt tokens shown for a model
 MAX_DIM = 64  # d_model / d_k of the calculator
@@ -36,7 +36,6 @@ MAX_PROMPT_CHARS = 4000
 MAX_RUN_CHARS = 500
 MAX_ANSWER_CHARS = 500
 MAX_CONFIG_INT = 10**7  # any GPTConfig size (llama2-70b's largest is 32000 x 8192)
-QUIZ_KINDS = ("params", "masked_row", "row0", "rope_offset", "sqrt_dk")
 
 
 # ----------------------------------------------------------------------------- field types
@@ -134,189 +133,6 @@ class Closed(BaseModel):
 
 
 # ----------------------------------------------------------------------------- requests
-
-
-def _tokens(value: object) -> object:
-    """A whitespace-separated string or a list of strings -> 1..MAX_TOKENS tokens."""
-    if isinstance(value, str):
-        if len(value) > MAX_TOKENS * (MAX_TOKEN_CHARS + 1):
-            raise ValueError(f"tokens: at most {MAX_TOKENS} tokens are allowed")
-        value = value.split()
-    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
-        raise ValueError("tokens must be a string or a list of strings")
-    too_long = [t for t in value if len(t) > MAX_TOKEN_CHARS]
-    if too_long:
-        raise ValueError(f"token {too_long[0][:40]!r} is longer than {MAX_TOKEN_CHARS} characters")
-    value = [_unicode("tokens", t).strip() for t in value]
-    if not value or any(not t for t in value):
-        raise ValueError("tokens: give at least one token, none of them empty")
-    if len(value) > MAX_TOKENS:
-        raise ValueError(f"tokens: {len(value)} given; at most {MAX_TOKENS} are allowed")
-    return value
-
-
-class AttentionRequest(Body):
-    tokens: Annotated[
-        Annotated[str, Field(max_length=MAX_TOKENS * (MAX_TOKEN_CHARS + 1))]
-        | Annotated[list[Token], Field(min_length=1, max_length=MAX_TOKENS)],
-        BeforeValidator(_tokens),
-        Field(description="whitespace-separated, or a list; 1 to 64 tokens",
-              validate_default=True),
-    ] = "cat sat on the mat"
-    d: _int(1, MAX_DIM, "d_model = d_k of the head") = 4
-    seed: Seed = 0
-    causal: bool = True
-    x: InMatrix | None = Field(None, description="edited embeddings, tokens x d")
-    w_q: InMatrix | None = Field(None, description="edited W_Q, d x d")
-    w_k: InMatrix | None = Field(None, description="edited W_K, d x d")
-    w_v: InMatrix | None = Field(None, description="edited W_V, d x d")
-
-    @model_validator(mode="after")
-    def _shapes(self) -> "AttentionRequest":
-        for name in ("x", "w_q", "w_k", "w_v"):
-            m = getattr(self, name)
-            rows = len(self.tokens) if name == "x" else self.d
-            if m is not None and (len(m) != rows or any(len(r) != self.d for r in m)):
-                raise ValueError(f"{name} must be a {rows} x {self.d} matrix "
-                                 f"(a list of {rows} rows)")
-        return self
-
-
-class ScalingRequest(Body):
-    d_k: _int(1, 4096) = 64
-    n_keys: _int(2, MAX_TOKENS) = 16
-    seed: Seed = 0
-
-
-class SinusoidalRequest(Body):
-    positions: _int(1, 256) = 64
-    d_model: _int(2, 256) = 64
-
-
-class RopeRequest(Body):
-    head_dim: _int(2, 128, "even: RoPE rotates pairs", even=True) = 8
-    base: _float(2.0, 1e7) = 10000.0
-    positions: _int(2, MAX_TOKENS) = 16
-    offset: _int(0, MAX_TOKENS - 1, "n - m; below positions (default min(3, positions - 1))"
-                 ) | None = None
-    seed: Seed = 0
-
-    @model_validator(mode="after")
-    def _offset(self) -> "RopeRequest":
-        if self.offset is None:
-            self.offset = min(3, self.positions - 1)
-        elif self.offset >= self.positions:
-            raise ValueError(f"offset must be between 0 and {self.positions - 1}, "
-                             f"got {self.offset}")
-        return self
-
-
-class RopeScaling(Closed):
-    type: Literal[ROPE_SCALINGS]
-    factor: _float(1.0, 1e6)
-    original_max_position_embeddings: _int(1, MAX_CONFIG_INT) | None = None
-    beta_fast: _float(-1e6, 1e6) | None = None
-    beta_slow: _float(-1e6, 1e6) | None = None
-    attention_factor: _float(-1e6, 1e6) | None = None
-    mscale: _float(-1e6, 1e6) | None = None
-    mscale_all_dim: _float(-1e6, 1e6) | None = None
-    low_freq_factor: _float(-1e6, 1e6) | None = None
-    high_freq_factor: _float(-1e6, 1e6) | None = None
-    truncate: bool | None = None
-
-
-ConfigInt = _int(1, MAX_CONFIG_INT)
-
-
-def _no_null_default(schema: dict[str, Any]) -> None:
-    """An omitted field keeps the preset's value: drop pydantic's `default: null`."""
-    for prop in schema.get("properties", {}).values():
-        if prop.get("default", 0) is None:
-            del prop["default"]
-
-
-class ConfigFields(Closed):
-    """GPTConfig fields to override (gptlab.model.config checks how they fit together)."""
-
-    model_config = ConfigDict(json_schema_extra=_no_null_default)
-    vocab_size: ConfigInt = None
-    block_size: ConfigInt = None
-    n_layer: ConfigInt = None
-    n_head: ConfigInt = None
-    n_kv_head: ConfigInt | None = Field(None, description="null: n_head")
-    n_embd: ConfigInt = None
-    ffn_hidden: ConfigInt | None = Field(None, description="null: 4 * n_embd")
-    pos_encoding: Literal[POS_ENCODINGS] = None
-    rope_base: Annotated[float, Field(gt=1, le=1e12, allow_inf_nan=False)] = None
-    rope_scaling: RopeScaling | None = None
-    norm: Literal[NORMS] = None
-    norm_eps: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = None
-    norm_position: Literal[NORM_POSITIONS] = None
-    mlp: Literal[MLPS] = None
-    bias: bool = None
-    tie_embeddings: bool = None
-    dropout: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = None
-    # The options of later work (gptlab.model.config): the parameters they add are counted.
-    attn_scale: bool = None
-    qk_norm: bool = None
-    logit_softcap: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] | None = None
-    zero_init_proj: bool = None
-    value_residual: bool = None
-    unet_skips: bool = None
-
-
-class ParamsRequest(Body):
-    preset: Literal[tuple(presets.PRESETS)] | None = None
-    config: ConfigFields | None = Field(None, description="overrides the preset's fields")
-    seq_len: _int(1, MAX_CONFIG_INT, "context for FLOPs and KV cache; default block_size"
-                  ) | None = None
-
-
-class HeadsRequest(Body):
-    run: RunName
-    prompt: Prompt | None = Field(None, description="required unless ids are given")
-    ids: Ids | None = None
-    layer: Annotated[Integer, Field(ge=0, description="below the run's n_layer")] = 0
-
-
-class HeadScoresRequest(Body):
-    run: RunName
-    prompt: Prompt | None = Field(None, description="empty: a random sequence, repeated")
-    ids: Ids | None = None
-    seed: Seed = 0
-
-
-class AblateRequest(HeadScoresRequest):
-    layer: Annotated[Integer, Field(ge=0, description="below the run's n_layer")]
-    head: Annotated[Integer, Field(ge=0, description="below the run's n_head")]
-
-
-class RunsEncodingRequest(Body):
-    text: _text(MAX_PROMPT_CHARS, "a view's text, e.g. its default prompt", min_length=1)
-
-
-class QuizRequest(Body):
-    kind: Literal[QUIZ_KINDS] | None = Field(None, description="null: chosen by the seed")
-    seed: Seed = 0
-
-
-def _answer(value: object) -> object:
-    if isinstance(value, str):
-        if len(value) > MAX_ANSWER_CHARS:
-            raise ValueError(f"answer is {len(value)} characters long; "
-                             f"the limit is {MAX_ANSWER_CHARS}")
-        return _unicode("answer", value)
-    if not is_number(value):
-        raise ValueError("answer must be a string or a finite number")
-    try:
-        return float(value)
-    except OverflowError:  # an integer beyond any float
-        raise ValueError(f"answer {fmt_num(value)} is too large a number") from None
-
-
-class QuizCheckRequest(QuizRequest):
-    answer: Annotated[Annotated[str, Field(max_length=MAX_ANSWER_CHARS)] | float,
-                      BeforeValidator(_answer)]
 
 
 # ----------------------------------------------------------------------------- errors

@@ -1,7 +1,11 @@
-"""The lab's HTTP side: a JSON API over gptlab.lab.api and the static page.
+"""The lab's HTTP side: the app that composes the areas' routers, and the static page.
 
-Request bodies and answers are pydantic models (gptlab.lab.schemas, gptlab.lab.responses),
-so /openapi.json describes every field, limit and answer. Bad input is a 400 with
+create_app includes one APIRouter per area of the lab (ROUTERS: calculator_routes,
+model_routes, play_routes, live_routes, contextview, experimentsview), each with its
+request and answer models (pydantic) in the schemas module beside it, so /openapi.json
+describes every field, limit and answer. Here live what every route shares: the error
+handlers, the runs folder and the training slot on app.state (the routes reach them
+through gptlab.lab.state), the guard, the page and /static. Bad input is a 400 with
 {"error": one line}; nothing a client can send becomes a 500 (tests/lab/test_fuzz.py fuzzes
 the API from its own schema).
 """
@@ -12,88 +16,39 @@ import mimetypes
 import socket
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import torch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
-from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gptlab.errors import GptlabError, UsageError
-from gptlab.lab import api, contextview, experimentsview, live, model_routes, play_routes, quiz
-from gptlab.lab import responses as res
+from gptlab.lab import (
+    calculator_routes,
+    contextview,
+    experimentsview,
+    live,
+    live_routes,
+    model_routes,
+    play_routes,
+)
 from gptlab.lab import schemas as m
+from gptlab.lab.body import CheckedBody
 from gptlab.lab.guard import ANY_ADDRESS, Access, Guard, is_loopback
 from gptlab.lab.runs import Runs
 
 STATIC = Path(__file__).parent / "static"
-MAX_BODY_BYTES = 256 * 1024
-# A body must have arrived this long after its request began (408 otherwise): a client that
-# trickles one byte a second holds no route for longer. 256 KiB needs far less, even remote.
-BODY_TIMEOUT_S = 10.0
-
-BAD_INPUT = {400: {"model": res.Error, "description": "Bad input: one line naming the field"}}
+# Each area of the lab, one APIRouter with its routes (its schemas in the module beside it).
+ROUTERS = (calculator_routes.router, model_routes.router, play_routes.router,
+           live_routes.router, contextview.router, experimentsview.router)
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
-
-
-def _is_json(media: str) -> bool:
-    return media == "application/json" or (media.startswith("application/")
-                                           and media.endswith("+json"))
-
-
-class CheckedBody(APIRoute):
-    """A route whose body is at most MAX_BODY_BYTES long (checked before it is parsed),
-    arrives within BODY_TIMEOUT_S and is sent as JSON (Content-Type application/json or
-    */*+json). A page on another site can make a visitor's browser post text/plain, a form
-    or a body with no type without asking the server first (no CORS preflight), but not
-    JSON; so only the lab's own page, curl -H and the like can drive it (and gptlab.lab.guard
-    refuses another site's Origin anyway). FastAPI refuses the same bodies
-    (strict_content_type, its default since 0.132), less clearly, and not in every version
-    pyproject.toml allows."""
-
-    def get_route_handler(self) -> Callable:
-        handler = super().get_route_handler()
-
-        async def checked(request: Request) -> Any:
-            length = request.headers.get("content-length", "")
-            if length.isdigit() and int(length) > MAX_BODY_BYTES:
-                raise UsageError(f"request body is {length} bytes; the limit is {MAX_BODY_BYTES}")
-            try:
-                with anyio.fail_after(BODY_TIMEOUT_S):
-                    raw = await _read_body(request)
-            except TimeoutError:
-                raise StarletteHTTPException(408, f"request body did not arrive within "
-                                                  f"{BODY_TIMEOUT_S:g} s") from None
-            media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-            if raw and not _is_json(media):
-                sent = f"as {media}" if media else "without one"
-                raise UsageError("request body must be sent with Content-Type: "
-                                 f"application/json; it was sent {sent}")
-            return await handler(request)
-
-        return checked
-
-
-async def _read_body(request: Request) -> bytes:
-    """The body, read up to MAX_BODY_BYTES and no further (a chunked body says no length)."""
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise UsageError(f"request body is over {MAX_BODY_BYTES} bytes, the limit")
-        chunks.append(chunk)
-    # Where Request.body() keeps a body it read, so the route's handler reads it again.
-    request._body = b"".join(chunks)
-    return request._body
 
 
 def _openapi_without_422(app: FastAPI) -> None:
@@ -144,79 +99,9 @@ def create_app(runs_dir: str | Path = "runs", access: Access | None = None) -> F
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return _error(exc.status_code, str(exc.detail), exc.headers)  # e.g. 405's Allow
 
-    # Views are plain (sync) functions: FastAPI runs them in its thread pool. They return
-    # JSONResponse themselves, so response_model documents the answer (and the fuzz test
-    # checks it) without a second pass over large float matrices.
-
-    @app.post("/api/attention", response_model=res.AttentionResponse, responses=BAD_INPUT)
-    def attention(body: m.AttentionRequest) -> JSONResponse:
-        """One attention head, stage by stage, on seeded or edited inputs (view 1)."""
-        return JSONResponse(api.attention_view(body))
-
-    @app.post("/api/scaling", response_model=res.ScalingResponse, responses=BAD_INPUT)
-    def scaling(body: m.ScalingRequest) -> JSONResponse:
-        """Why scores are divided by sqrt(d_k) (view 2)."""
-        return JSONResponse(api.scaling_view(body))
-
-    @app.post("/api/sinusoidal", response_model=res.SinusoidalResponse, responses=BAD_INPUT)
-    def sinusoidal(body: m.SinusoidalRequest) -> JSONResponse:
-        """The sinusoidal position table and its dot products (view 4)."""
-        return JSONResponse(api.sinusoidal_view(body))
-
-    @app.post("/api/rope", response_model=res.RopeResponse, responses=BAD_INPUT)
-    def rope(body: m.RopeRequest) -> JSONResponse:
-        """RoPE: scores depend on the offset n - m only (view 4)."""
-        return JSONResponse(api.rope_view(body))
-
-    @app.post("/api/params", response_model=res.ParamsResponse, responses=BAD_INPUT)
-    def params(body: m.ParamsRequest) -> JSONResponse:
-        """Parameters, FLOPs and memory of a preset or config (view 5)."""
-        return JSONResponse(api.params_view(body))
-
-    @app.post("/api/heads", response_model=res.HeadsResponse, responses=BAD_INPUT)
-    def heads(body: m.HeadsRequest) -> JSONResponse:
-        """A run's attention patterns and one layer's heads, concat and W_O (view 3)."""
-        return JSONResponse(api.heads_view(runs, body))
-
-    @app.post("/api/head_scores", response_model=res.HeadScoresResponse, responses=BAD_INPUT)
-    def head_scores(body: m.HeadScoresRequest) -> JSONResponse:
-        """Previous-token, duplicate and induction scores of every head (view 6)."""
-        return JSONResponse(api.head_scores_view(runs, body))
-
-    @app.post("/api/ablate", response_model=res.AblateResponse, responses=BAD_INPUT)
-    def ablate(body: m.AblateRequest) -> JSONResponse:
-        """The loss with one head switched off (view 6)."""
-        return JSONResponse(api.ablate_view(runs, body))
-
-    @app.post("/api/quiz", response_model=res.QuizResponse, responses=BAD_INPUT)
-    def quiz_question(body: m.QuizRequest) -> JSONResponse:
-        """A question made from the library; its answer stays on the server (view 7)."""
-        return JSONResponse(quiz.question_view(body))
-
-    @app.post("/api/quiz/check", response_model=res.QuizCheckResponse, responses=BAD_INPUT)
-    def quiz_check(body: m.QuizCheckRequest) -> JSONResponse:
-        """Checks an answer to the question (kind, seed) against the computed one."""
-        return JSONResponse(quiz.check_view(body))
-
-    @app.get("/api/runs", response_model=res.RunsResponse)
-    def list_runs() -> JSONResponse:
-        """The runs in the runs folder."""
-        return JSONResponse(api.runs_view(runs))
-
-    @app.post("/api/runs/encoding", response_model=res.RunsEncodingResponse, responses=BAD_INPUT)
-    def runs_encoding(body: m.RunsEncodingRequest) -> JSONResponse:
-        """The runs whose tokenizer encodes a text: a view's run picker defaults to one."""
-        return JSONResponse(api.runs_encoding_view(runs, body))
-
-    @app.get("/api/presets", response_model=res.PresetsResponse)
-    def list_presets() -> JSONResponse:
-        """Every preset's config, and the choices of the config's string fields."""
-        return JSONResponse(api.presets_view())
-
-    app.state.live = play_routes.register(app, runs, BAD_INPUT)  # next token, live training
-    contextview.register(app, runs, BAD_INPUT)  # longer than trained
-    experimentsview.register(app, runs, BAD_INPUT)  # any experiment's report
-    model_routes.register(app, runs, BAD_INPUT)  # whole model, all heads, learned positions
+    app.state.live = live.LiveTrainer(runs.root)  # the one training slot (live_routes)
+    for router in ROUTERS:
+        app.include_router(router)
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:

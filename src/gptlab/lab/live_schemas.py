@@ -1,0 +1,35 @@
+"""Request and answer models of the watch-it-learn view (gptlab.lab.live), whose routes are
+gptlab.lab.live_routes. Same conventions as gptlab.lab.schemas (strict scalars, one-line
+errors, every limit in the schema)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from gptlab.lab.schemas import Body, Seed, _int
+
+LIVE_TASKS = ("induction", "shakespeare")
+MAX_LIVE_STEPS = 5000
+
+
+class LiveStartRequest(Body):
+    task: Literal[LIVE_TASKS] = "induction"
+    steps: _int(10, MAX_LIVE_STEPS, "optimizer steps") = 1500
+    every: _int(5, 1000, "evaluate, score the heads and sample every N steps") = 25
+    seed: Seed = 1337
+
+    @model_validator(mode="after")
+    def _every(self) -> LiveStartRequest:
+        if self.every > self.steps:
+            raise ValueError(f"every ({self.every}) must not exceed steps ({self.steps})")
+        return self
+
+
+class LiveStatus(BaseModel):
+    running: bool
+    run: str | None = Field(description="the run folder inside the runs folder")
+    task: Literal[LIVE_TASKS] | None
+    step: int
+    steps: int
