@@ -107,8 +107,11 @@ def train_to_rungs(
     while trainer.step < cfg.max_iters and len(reached) < len(rungs):
         t = time.perf_counter()
         trainer.train_step(scheduled_lr(cfg, trainer.step))
+        evaluating = trainer.step == next_eval or trainer.step == cfg.max_iters
+        if evaluating:
+            trainer.check()  # waits for the device: the steps' time is training time
         train_s += time.perf_counter() - t
-        if trainer.step == next_eval or trainer.step == cfg.max_iters:
+        if evaluating:
             t = time.perf_counter()
             loss = whole_val_loss(model, val_ids)
             eval_s += time.perf_counter() - t

@@ -83,11 +83,14 @@ def train_to_target(
         lr = scheduled_lr(cfg, trainer.step)
         t = time.perf_counter()
         trainer.train_step(lr)
+        evaluating = trainer.step == next_eval or trainer.step == cfg.max_iters
+        if evaluating or first_step_s is None:
+            trainer.check()  # waits for the device: the steps' time is training time
         dt = time.perf_counter() - t
         train_s += dt
         if first_step_s is None:
             first_step_s = dt  # includes torch.compile's work when compiling
-        if trainer.step == next_eval or trainer.step == cfg.max_iters:
+        if evaluating:
             t = time.perf_counter()
             losses = trainer.evaluate()
             eval_s += time.perf_counter() - t

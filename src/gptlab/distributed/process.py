@@ -111,3 +111,12 @@ def sum_across(ctx: Dist, value: torch.Tensor) -> torch.Tensor:
         value = value.clone()
         dist.all_reduce(value, op=dist.ReduceOp.SUM)
     return value
+
+
+def min_across(ctx: Dist, value: torch.Tensor) -> torch.Tensor:
+    """The smallest `value` over all processes, element by element (itself when there is
+    one)."""
+    if ctx.enabled:
+        value = value.clone()
+        dist.all_reduce(value, op=dist.ReduceOp.MIN)
+    return value

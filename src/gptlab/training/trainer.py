@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from gptlab.distributed.process import Dist, sum_across
+from gptlab.distributed.process import Dist, min_across, sum_across
 from gptlab.errors import GptlabError
 from gptlab.model.attention import set_float32_attention
 from gptlab.training.config import TrainConfig
@@ -28,6 +28,12 @@ from gptlab.training.optim import make_optimizer
 from gptlab.training.precision import autocast_dtype
 from gptlab.training.reporting import NullReporter
 from gptlab.training.schedule import lr_at, ramped
+
+# Under torchrun, every rank must stop at the same step, so a stop request is agreed on by an
+# all-reduce, which waits for the device: at logging, evaluation and checkpoint steps, and at
+# least every CHECK_EVERY steps. A stop there waits at most CHECK_EVERY steps; one process
+# reads its stop flag (a host-side Event) before every step.
+CHECK_EVERY = 10
 
 
 class TrainingDiverged(GptlabError):
@@ -104,7 +110,14 @@ class Trainer:
     say to `reporter`.
 
     model: `model(x, y) -> (logits, loss)`; batches: `train_batch()`, `eval_batch(split, i)`,
-    `state()`, `load_state(s)`; stop: set (by a signal handler) to end at the next step.
+    `state()`, `load_state(s)`; stop: set (by a signal handler) to end at the next step (one
+    process; under torchrun within CHECK_EVERY steps).
+
+    A step never waits for the device: its loss stays there, and whether it was finite is
+    noted there too (the first step whose loss was not). `check()` reads both, at logging,
+    evaluation and checkpoint steps (and every CHECK_EVERY steps under torchrun), and before
+    anything is written: a divergence is raised, naming the first step whose loss was not
+    finite, before a checkpoint or best/ could keep it.
     """
 
     def __init__(self, model: nn.Module, batches: Any, cfg: TrainConfig, ctx: Dist,
@@ -144,6 +157,12 @@ class Trainer:
         self._unsaved = True  # state has moved on since the last checkpoint
         self.saved_step: int | None = None  # the step of the last checkpoint
         self.grad_norm: torch.Tensor | None = None  # of the last step, when clipping
+        # On the device, read only by check(): the last step's summed loss; the first step
+        # whose loss was not finite (0: none yet) and that loss.
+        zero = torch.zeros(1, dtype=torch.float64, device=ctx.device)
+        self._last_loss, self._first_bad, self._bad_loss = zero, zero, zero
+        self._unchecked = False  # steps were taken since the last check()
+        self._stop_agreed = False  # every rank saw a stop request (under torchrun)
 
     # state for --resume: plain tensors and numbers only, so weights_only loading works. The
     # weights and the optimizer's moments go beside it, as the Checkpointer keeps them.
@@ -192,7 +211,13 @@ class Trainer:
         packed = sum_across(self.ctx, torch.cat([value, stop]))
         if packed[-1].item() > 0:
             self.stop.set()
+            self._stop_agreed = True
         return packed[:-1], self.stop.is_set()
+
+    def _stopping(self) -> bool:
+        """Whether to stop before the next step: one process looks at its flag; ranks stop
+        only once check() or an evaluation agreed on it, so that all stop together."""
+        return self._stop_agreed if self.ctx.enabled else self.stop.is_set()
 
     def _stop_requested(self) -> bool:
         """Whether this rank or any other was asked to stop (an all-reduce only when there
@@ -229,9 +254,10 @@ class Trainer:
             model.train(was_training)
         return out
 
-    def train_step(self, lr: float) -> float:
-        """One optimizer step over gradient_accumulation_steps micro-batches; returns the
-        mean loss over every process's micro-batches."""
+    def train_step(self, lr: float) -> torch.Tensor:
+        """One optimizer step over gradient_accumulation_steps micro-batches, without waiting
+        for the device; returns this process's mean micro-batch loss, still on the device.
+        Whether it was finite is noted there and raised by the next check()."""
         cfg, model = self.cfg, self.model
         for group in self.optimizer.param_groups:
             group["lr"] = lr * group.get("lr_scale", 1.0)
@@ -249,11 +275,7 @@ class Trainer:
                     _, loss = model(x, y)
                 self.scaler.scale(loss / accum).backward()
             loss_sum += loss.detach().double()
-        loss_sum, _ = self._any_rank(loss_sum)
-        mean_loss = loss_sum.item() / (accum * self.ctx.world_size)
-        if not math.isfinite(mean_loss):
-            self.optimizer.zero_grad(set_to_none=True)
-            raise self._diverged(f"the loss became {mean_loss}", self.step + 1)
+        self._note_loss(loss_sum)
         if cfg.grad_clip > 0:
             self.scaler.unscale_(self.optimizer)
             # the norm before clipping, kept as a tensor: read only at a logging step (a
@@ -265,7 +287,32 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         self._unsaved = True
-        return mean_loss
+        return loss_sum / accum
+
+    def _note_loss(self, loss_sum: torch.Tensor) -> None:
+        """Keep the step's loss and, the first time one is not finite, its step, on the
+        device (torch.where with a Python number: no copy, no wait)."""
+        fresh = ~torch.isfinite(loss_sum) & (self._first_bad == 0)
+        self._first_bad = torch.where(fresh, float(self.step + 1), self._first_bad)
+        self._bad_loss = torch.where(fresh, loss_sum, self._bad_loss)
+        self._last_loss = loss_sum
+        self._unchecked = True
+
+    def check(self) -> float:
+        """Wait for the device and read what the steps since the last check left there: the
+        last step's mean loss over every process's micro-batches, returned; a TrainingDiverged
+        naming the first step whose loss was not finite (on any rank); and, under torchrun,
+        whether any rank was asked to stop (then every rank stops before its next step)."""
+        total, _ = self._any_rank(self._last_loss)
+        first_bad = min_across(self.ctx, torch.where(self._first_bad > 0, self._first_bad,
+                                                     math.inf)).item()
+        self._unchecked = False
+        if math.isfinite(first_bad):
+            step = int(first_bad)
+            # this rank's bad loss where it was the first; another's reads as nan
+            value = self._bad_loss.item() if self._first_bad.item() == step else math.nan
+            raise self._diverged(f"the loss became {value}", step)
+        return total.item() / (self.cfg.gradient_accumulation_steps * self.ctx.world_size)
 
     def _ramped(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The batch's first rows or positions while the ramp (cfg.ramp) lasts."""
@@ -308,14 +355,21 @@ class Trainer:
         while True:
             if self.step >= cfg.max_iters:
                 return "finished"
-            if self.stop.is_set() or (stop_after is not None and self.step >= stop_after):
+            if self._stopping() or (stop_after is not None and self.step >= stop_after):
                 return "interrupted"
             lr = scheduled_lr(cfg, self.step)
             t_step = time.perf_counter()
-            loss = self.train_step(lr)  # its .item() waits for the device: the time is real
+            self.train_step(lr)
+            logging = self.step % cfg.log_interval == 0 or self.step == cfg.max_iters
+            evaluating = self.step % cfg.eval_interval == 0 or self.step == cfg.max_iters
+            saving = self.step % cfg.checkpoint_interval == 0
+            loss = None
+            if logging or evaluating or saving or (self.ctx.enabled
+                                                   and self.step % CHECK_EVERY == 0):
+                loss = self.check()  # waits for the device: the steps' time is real
             self.train_s += time.perf_counter() - t_step
             record = None
-            if self.step % cfg.log_interval == 0 or self.step == cfg.max_iters:
+            if logging:
                 now = time.perf_counter()
                 tok_s = (self.tokens - tokens_log) / max(now - t_log, 1e-9)
                 t_log, tokens_log = now, self.tokens
@@ -324,10 +378,10 @@ class Trainer:
                 if self.grad_norm is not None:
                     record["grad_norm"] = self._grad_norm()
             self.reporter.step(record)
-            if self.step % cfg.eval_interval == 0 or self.step == cfg.max_iters:
+            if evaluating:
                 self.eval_pending = True
                 self._evaluate_and_record()
-            if self.step % cfg.checkpoint_interval == 0:
+            if saving:
                 self._save_checkpoint()
 
     def _evaluate_and_record(self) -> None:
@@ -368,7 +422,10 @@ class Trainer:
     def _save_checkpoint(self) -> None:
         """Commit a checkpoint, whose weights must all be finite: a step whose loss was
         finite can still leave weights that are not (a huge learning rate), and a checkpoint
-        is what a resume, sample and the advice on divergence trust."""
+        is what a resume, sample and the advice on divergence trust. The losses since the
+        last check are read first."""
+        if self._unchecked:
+            self.check()
         if not self._weights_finite():
             raise self._diverged("a weight became inf or nan", self.step)
         self.checkpoints.save(self.state(), self.raw_model, self.optimizer)
