@@ -115,6 +115,7 @@ def test_time_to_quality_trains_both_recipes(smoke_results):
         assert r["train_s"] > 0 and r["steps"] == r["curve"][-1]["step"]
 
 
+@smoke_run
 def test_cli_startup_times_help_against_import_torch(smoke_results):
     data = load(smoke_results, "cli_startup")
     assert set(data["median_s"]) == {"gptlab --help", "import torch", "python"}

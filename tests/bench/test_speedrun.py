@@ -25,6 +25,11 @@ LAP2 = "shakespeare-char-cpu-speedrun-2"
 TRACK_188 = "shakespeare-char-cpu-speedrun-188"  # the second lap's recipe on one block
 
 
+# The tests that read the speedrun's smoke run (two seeds of four recipes, about 25 s) are
+# in the slow tier.
+smoke_run = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("speedrun")
@@ -33,6 +38,7 @@ def smoke(tmp_path_factory) -> Path:
     return out
 
 
+@smoke_run
 def test_reference_and_candidate_both_ran_every_seed(smoke):
     data = json.loads((smoke / "speedrun.json").read_text())
     assert data["benchmark"] == "speedrun" and data["size"] == "smoke"
@@ -86,6 +92,7 @@ def test_reference_and_candidate_both_ran_every_seed(smoke):
                 k: decided[k] for k in PRECISION_SETTINGS}
 
 
+@smoke_run
 def test_record_rows_name_both_recipes(smoke):
     rows = (smoke / "speedrun.md").read_text().splitlines()
     assert rows[0].startswith("| date | machine | recipe | seeds | time to 2.6 |")
