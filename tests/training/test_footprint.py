@@ -24,6 +24,8 @@ def test_the_estimate_adds_the_optimizer_state_and_the_activations():
     assert need.activations == 4 * 34 * 128 * tokens * 2 + 2 * tokens * 65 * 4
     assert footprint.estimate(model, train, fp32=False).activations < need.activations
     assert 39 * GIB < need.total < 40 * GIB  # what `train --block-size 100000` asked for
+    muon = footprint.estimate(model, TrainConfig(batch_size=12, optimizer="muon"), fp32=True)
+    assert muon.state == 12 * count_parameters(model)  # one momentum: still a lower bound
 
 
 def test_refused_above_the_memory_warned_above_half_and_silent_below():

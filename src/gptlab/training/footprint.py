@@ -2,7 +2,8 @@
 has (refused above it, warned near it), and the work of one step.
 
 Memory is a lower bound, so that a refusal is never wrong: the weights, their gradients and
-AdamW's two moments (gptlab.model.params' 16 bytes a parameter in fp32), plus the
+AdamW's two moments (gptlab.model.params' 16 bytes a parameter in fp32; 12 with Muon, whose
+matrices keep one momentum, counted for every parameter to stay a lower bound), plus the
 activations kept for the backward pass, 34 bytes per token per layer per unit of width at
 16 bits (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
 Models", without the attention-score term a fused attention does not store; twice that in
@@ -24,6 +25,7 @@ from gptlab.model.params import ADAMW_FP32_BYTES_PER_PARAM, accounting, human_by
 from gptlab.training.config import TrainConfig
 
 ACTIVATION_BYTES_16BIT = 34  # per token, layer and unit of width (Korthikanti et al., eq. 2)
+MUON_BYTES_PER_PARAM = 12  # weight 4 + grad 4 + momentum 4 (AdamW's rest has two moments)
 WARN_SHARE = 0.5  # of the available memory, from which a run is told it is large
 
 
@@ -53,7 +55,8 @@ def estimate(model: GPTConfig, train: TrainConfig, fp32: bool) -> Footprint:
     per_layer = ACTIVATION_BYTES_16BIT * model.n_embd * tokens * (2 if fp32 else 1)
     logits = 2 * tokens * model.vocab_size * 4  # the logits and their gradient, fp32
     steps_tokens = tokens * train.gradient_accumulation_steps
-    return Footprint(state=acc.total * ADAMW_FP32_BYTES_PER_PARAM,
+    per_param = ADAMW_FP32_BYTES_PER_PARAM if train.optimizer == "adamw" else MUON_BYTES_PER_PARAM
+    return Footprint(state=acc.total * per_param,
                      activations=model.n_layer * per_layer + logits,
                      flops_per_step=acc.flops_train_per_token * steps_tokens)
 
