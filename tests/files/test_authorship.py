@@ -1,23 +1,9 @@
 """Whether gptlab wrote a file, from the file's own metadata (gptlab.files.authorship)."""
 
-import gguf
-import numpy as np
 import pytest
 
 from gptlab.files import authorship
 from gptlab.plots import Figure, new_figure
-
-
-def _gguf(path, **strings):
-    writer = gguf.GGUFWriter(path, "llama")
-    for key, value in strings.items():
-        writer.add_string(key, value)
-    writer.add_tensor("t", np.zeros(4, dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
 
 
 @pytest.mark.parametrize("suffix", [".png", ".svg"])
@@ -46,14 +32,16 @@ def test_anything_else_is_not_ours(tmp_path):
         authorship.written_by_gptlab(notes, "pdf")
 
 
-def test_a_gguf_file_gptlab_exported_holds_its_key(tmp_path):
-    assert authorship.is_gptlab_gguf(_gguf(tmp_path / "ours.gguf", **{"gptlab.version": "1"}))
-    assert not authorship.is_gptlab_gguf(_gguf(tmp_path / "llama.gguf", **{"general.name": "x"}))
+def test_a_gguf_file_gptlab_exported_holds_its_key(tmp_path, write_gguf):
+    ours = write_gguf(tmp_path / "ours.gguf", **{"gptlab.version": "1"})
+    assert authorship.is_gptlab_gguf(ours)
+    assert not authorship.is_gptlab_gguf(write_gguf(tmp_path / "llama.gguf",
+                                                    **{"general.name": "x"}))
     (tmp_path / "cut.gguf").write_bytes(b"GGUF\3\0\0\0")
     assert not authorship.is_gptlab_gguf(tmp_path / "cut.gguf")
 
 
-def test_without_the_gguf_package_nothing_is_taken_as_ours(tmp_path, monkeypatch):
-    ours = _gguf(tmp_path / "ours.gguf", **{"gptlab.version": "1"})
+def test_without_the_gguf_package_nothing_is_taken_as_ours(tmp_path, monkeypatch, write_gguf):
+    ours = write_gguf(tmp_path / "ours.gguf", **{"gptlab.version": "1"})
     monkeypatch.setitem(__import__("sys").modules, "gguf", None)  # import gguf fails
     assert not authorship.is_gptlab_gguf(ours)

@@ -239,20 +239,6 @@ def test_a_symlink_to_a_folder_is_judged_by_where_it_leads(folders, tmp_path):
 # --- one file (gptlab.files.kinds.claim_file) ----------------------------------------------
 
 
-def gptlab_gguf(path, key="gptlab.version"):
-    import gguf
-    import numpy as np
-
-    writer = gguf.GGUFWriter(path, "llama")
-    writer.add_string(key, "test")
-    writer.add_tensor("t", np.zeros(4, dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
-
-
 PROTECTED = [("run", "state.pt"), ("run", "model.safetensors"), ("run", "best/config.json"),
              ("run-unmarked", "state.pt"), ("data", "train.bin"), ("data-unmarked", "meta.json"),
              ("export", "config.json"), ("export-unmarked", "config.json"),
@@ -281,14 +267,15 @@ def test_no_file_inside_a_folder_of_a_kind_even_with_force(folders, tmp_path, tr
         assert tree(tmp_path) == before
 
 
-def test_an_existing_file_is_replaced_only_with_force_and_only_if_gptlab_wrote_it(tmp_path):
+def test_an_existing_file_is_replaced_only_with_force_and_only_if_gptlab_wrote_it(tmp_path,
+                                                                                 write_gguf):
     ours = gptlab_figure(tmp_path / "ours.png")
     ours_svg = gptlab_figure(tmp_path / "ours.svg")
     older = matplotlib_figure(tmp_path / "older.png")
     notes = tmp_path / "notes.png"
     notes.write_text("the user's notes\n")
-    model = gptlab_gguf(tmp_path / "model.gguf")
-    foreign = gptlab_gguf(tmp_path / "foreign.gguf", key="general.author")
+    model = write_gguf(tmp_path / "model.gguf", **{"gptlab.version": "test"})
+    foreign = write_gguf(tmp_path / "foreign.gguf", **{"general.author": "test"})
     for path, output in ((ours, "figure"), (ours_svg, "figure"), (model, "gguf")):
         with pytest.raises(UsageError, match="already exists: --force replaces it"):
             kinds.claim_file(path, output)
