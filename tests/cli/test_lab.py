@@ -59,6 +59,17 @@ def test_token_and_names_reach_the_server(tmp_path, no_server):
                                "allow_hosts": ("mybox.local", "::1")}
 
 
+def first_answer(port: int, path: str, seconds: float = 30) -> httpx.Response:
+    """The answer to GET path from a lab starting on 127.0.0.1:port, once it listens."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}{path}", timeout=5)
+        except httpx.ConnectError:
+            assert time.monotonic() < deadline, f"nothing listened on port {port}"
+            time.sleep(0.1)
+
+
 def test_gptlab_lab_serves_on_localhost_and_prints_the_url(tmp_path, copy_tiny_run):
     runs_root = tmp_path / "runs"
     copy_tiny_run(runs_root / "tiny")
@@ -70,14 +81,7 @@ def test_gptlab_lab_serves_on_localhost_and_prints_the_url(tmp_path, copy_tiny_r
     try:
         line = proc.stdout.readline()
         assert f"http://127.0.0.1:{port}/" in line, line
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                r = httpx.get(f"http://127.0.0.1:{port}/api/runs", timeout=5)
-                break
-            except httpx.ConnectError:
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+        r = first_answer(port, "/api/runs")
         assert r.json()["runs"] == ["shakespeare", "tiny"]  # the shipped model first
         proc.send_signal(signal.SIGINT)  # a Ctrl-C: one line and 130, as every command
         assert proc.wait(timeout=20) == 130
@@ -100,14 +104,7 @@ def test_gptlab_lab_beyond_loopback_prints_its_token_and_needs_it(tmp_path):
         assert url.startswith(f"http://127.0.0.1:{port}/?token="), line
         token = url.split("=", 1)[1]
         assert len(token) >= 32 and "reachable from other machines" in proc.stdout.readline()
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                refused = httpx.get(f"http://127.0.0.1:{port}/api/runs", timeout=5)
-                break
-            except httpx.ConnectError:
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+        refused = first_answer(port, "/api/runs")
         assert refused.status_code == 403 and "needs its token" in refused.json()["error"]
         served = httpx.get(f"http://127.0.0.1:{port}/api/runs",
                            headers={"Authorization": f"token {token}"}, timeout=5)
