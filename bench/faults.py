@@ -251,7 +251,6 @@ def run_differences(run: Path, reference: Path) -> list[str]:
 def run_state(run_dir: Path, interval: int) -> str:
     """What a killed run's folder holds: 'checkpoint' (state.pt readable, of a checkpoint
     step, its weights file of that step or the one before), 'no checkpoint', or a problem."""
-    from gptlab import model_dir
     from gptlab.errors import UsageError
     from gptlab.training import rundir
 
@@ -262,7 +261,7 @@ def run_state(run_dir: Path, interval: int) -> str:
     except UsageError as exc:
         return f"PROBLEM: {exc}"
     step = state["step"]
-    wstep = (model_dir.weights_step(run_dir / "model.safetensors")
+    wstep = (rundir.weights_step(run_dir / "model.safetensors")
              if (run_dir / "model.safetensors").is_file() else None)
     if step % interval and step != TRAIN_STEPS:
         return f"PROBLEM: state.pt at step {step}, not a checkpoint step"

@@ -96,10 +96,9 @@ def build(data: Path, run: Path, out: Path, max_iters: int | None, seed: int) ->
     gptlab(*train)
     train_seconds = time.perf_counter() - start
     steps = json.loads((run / "train.json").read_text())["max_iters"]
-    from gptlab.files.kinds import WEIGHTS_FILE
-    from gptlab.model_dir import weights_step
+    from gptlab.training.rundir import checkpoint_step
 
-    done = weights_step(run / WEIGHTS_FILE)
+    done = checkpoint_step(run)
     if done != steps:  # a SIGTERM or Ctrl-C stops training cleanly, with exit code 0
         raise GptlabError(f"the training stopped at step {done} of {steps}: nothing shipped; "
                           f"run `make pretrained` again")

@@ -4,17 +4,20 @@ A model directory holds `config.json` (GPTConfig.to_dict) and `model.safetensors
 unwrapped model's weights; a tied lm_head is stored once, as `wte.weight`), optionally a
 `tokenizer.json`. Every write is atomic, and nothing is loaded with pickle.
 
-A run directory (what `gptlab train` writes) is a model directory with more files in it:
-see gptlab.training.rundir.
+A run directory (what `gptlab train` writes) is a model directory with more files in it,
+and the step of its weights in their metadata: gptlab.training.rundir owns that format
+(rundir.weights_metadata, rundir.weights_step). Here the metadata is whatever a caller
+passes, written, never read back.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError, safe_open
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from gptlab.data.tokenizer import Tokenizer, load_tokenizer
@@ -39,22 +42,12 @@ def weights_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: t.detach().contiguous() for name, t in state.items()}
 
 
-def save_weights(model: torch.nn.Module, path: str | Path, step: int | None = None) -> None:
-    metadata = {"format": "pt"}
-    if step is not None:
-        metadata["step"] = str(step)
+def save_weights(model: torch.nn.Module, path: str | Path,
+                 metadata: Mapping[str, str] | None = None) -> None:
+    """model.safetensors, its header carrying `metadata` beside safetensors' "format" (a
+    run's step: gptlab.training.rundir.weights_metadata)."""
     with atomic_path(path) as tmp:
-        save_file(weights_state(model), str(tmp), metadata=metadata)
-
-
-def weights_step(path: str | Path) -> int | None:
-    """The training step recorded in a weights file's metadata (None if it has none)."""
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            step = (f.metadata() or {}).get("step")
-    except (SafetensorError, OSError, ValueError) as exc:
-        raise UsageError(f"{path} is not a readable safetensors file ({exc})") from None
-    return int(step) if step is not None and step.isdigit() else None
+        save_file(weights_state(model), str(tmp), metadata={"format": "pt", **(metadata or {})})
 
 
 def load_weights(model: GPT, path: str | Path) -> None:
@@ -92,12 +85,13 @@ def load_state(model: GPT, state: dict[str, torch.Tensor], source: str) -> None:
     model.load_state_dict(state, strict=not model.config.tie_embeddings)
 
 
-def save_model(model: torch.nn.Module, out_dir: str | Path, step: int | None = None) -> None:
+def save_model(model: torch.nn.Module, out_dir: str | Path,
+               metadata: Mapping[str, str] | None = None) -> None:
     """Write config.json and model.safetensors into out_dir (weights first, so a config
-    never points at weights that are not there yet)."""
+    never points at weights that are not there yet); metadata: save_weights'."""
     out_dir = ensure_dir(out_dir)
     gpt = unwrap(model)
-    save_weights(gpt, out_dir / WEIGHTS_FILE, step=step)
+    save_weights(gpt, out_dir / WEIGHTS_FILE, metadata=metadata)
     atomic_write_text(out_dir / CONFIG_FILE, json.dumps(gpt.config.to_dict(), indent=2) + "\n")
 
 

@@ -14,6 +14,7 @@ import pytest
 from gptlab.cli.main import COMMANDS, as_flags, build_parser, setting_flags, subcommand
 from gptlab.files import kinds
 from gptlab.model.presets import PRESETS
+from gptlab.training import rundir
 from gptlab.training.config import AFTER_DIVERGENCE, RESUME_OVERRIDES
 
 # What an integer's placeholder looks like; a float option must show something else.
@@ -100,7 +101,7 @@ MODEL_FILES = (kinds.CONFIG_FILE, kinds.WEIGHTS_FILE, kinds.TOKENIZER_FILE)
 
 @pytest.mark.parametrize("command, where, names", [
     ("train", "description", (kinds.CONFIG_FILE, kinds.TRAIN_CONFIG_FILE, kinds.WEIGHTS_FILE,
-                              kinds.STATE_FILE, kinds.TOKENIZER_FILE, kinds.METRICS_FILE,
+                              kinds.STATE_FILE, kinds.TOKENIZER_FILE, rundir.METRICS_FILE,
                               kinds.BEST_DIR + "/")),
     ("train", "--train-config", (kinds.TRAIN_CONFIG_FILE,)),
     ("train", "--resume", tuple(f"--{n.replace('_', '-')}" for n in

@@ -46,7 +46,7 @@ def test_a_training_that_stopped_early_ships_nothing(tmp_path, data_dir, monkeyp
     those weights as the recipe's (it did once, when its process was stopped)."""
     import tools.pretrained as tool
 
-    monkeypatch.setattr("gptlab.model_dir.weights_step", lambda path: 1)
+    monkeypatch.setattr("gptlab.training.rundir.checkpoint_step", lambda run: 1)
     out = tmp_path / "out"
     assert tool.main(["--data", str(data_dir), "--out", str(out), "--max-iters", "2"]) == 1
     assert "the training stopped at step 1 of 2: nothing shipped" in capsys.readouterr().err

@@ -44,8 +44,8 @@ def test_a_run_that_reports_nothing_still_checkpoints_and_resumes(words_data_dir
     assert (stopped.status, stopped.step) == ("interrupted", 6)
     state = rundir.load_checkpoint(part)  # committed without a reporter's help
     assert state["step"] == 6 and "optimizer" in state
-    assert model_dir.weights_step(part / "model.safetensors") == 6
-    assert model_dir.weights_step(part / "best" / "model.safetensors") == 4
+    assert rundir.weights_step(part / "model.safetensors") == 6
+    assert rundir.weights_step(part / "best" / "model.safetensors") == 4
     assert (part / "metrics.jsonl").read_text() == ""  # and nothing was reported
     resumed = train(None, None, words_data_dir, part, resume=True, progress=False)
     assert resumed.step == 8 and resumed.val_loss is not None

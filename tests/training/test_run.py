@@ -95,7 +95,7 @@ def test_run_directory_and_learning(data_dir, tmp_path, tiny_model, tiny_train, 
     assert json.loads((run / "config.json").read_text())["vocab_size"] == vocab != 1
     assert (run / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     best = model_dir.load_model(run / "best")
-    assert model_dir.weights_step(run / "best/model.safetensors") == 30
+    assert rundir.weights_step(run / "best/model.safetensors") == 30
     assert best.config == model_dir.load_config(run)
     state = torch.load(run / "state.pt", weights_only=True)
     assert state["step"] == 30 and state["best_val"] == pytest.approx(result.best_val_loss)
@@ -200,7 +200,7 @@ def test_a_validation_loss_that_is_not_finite_is_never_kept(data_dir, tmp_path, 
     evals = [r for r in records if r["kind"] == "eval"]
     assert [r["step"] for r in evals] == [0] and math.isfinite(evals[0]["val_loss"])
     assert records[-1]["kind"] == "diverged" and records[-1]["checkpoint_step"] == 0
-    assert model_dir.weights_step(run / "best" / "model.safetensors") == 0
+    assert rundir.weights_step(run / "best" / "model.safetensors") == 0
 
 
 def test_a_huge_learning_rate_says_what_works_and_the_resume_it_names_does(data_dir, tmp_path,

@@ -108,10 +108,10 @@ def test_interrupted_mid_checkpoint_write(data_dir, whole, tmp_path, monkeypatch
     run = tmp_path / "run"
     save_model = model_dir.save_model
 
-    def ctrl_c_while_saving(model, out_dir, step=None):
-        if step == 4 and Path(out_dir) == run:
+    def ctrl_c_while_saving(model, out_dir, metadata=None):
+        if metadata == rundir.weights_metadata(4) and Path(out_dir) == run:
             interrupt_self()
-        save_model(model, out_dir, step=step)
+        save_model(model, out_dir, metadata=metadata)
 
     monkeypatch.setattr(model_dir, "save_model", ctrl_c_while_saving)
     result = train(tiny_model(dropout=0.1), tiny_train(), data_dir, run, progress=False)
@@ -126,16 +126,16 @@ def test_killed_between_the_two_checkpoint_files(data_dir, whole, tmp_path, monk
     run = tmp_path / "run"
     save_model = model_dir.save_model
 
-    def dies_at_step_8(model, out_dir, step=None):
-        if step == 8 and Path(out_dir) == run:
+    def dies_at_step_8(model, out_dir, metadata=None):
+        if metadata == rundir.weights_metadata(8) and Path(out_dir) == run:
             raise SystemExit("killed")
-        save_model(model, out_dir, step=step)
+        save_model(model, out_dir, metadata=metadata)
 
     monkeypatch.setattr(model_dir, "save_model", dies_at_step_8)
     with pytest.raises(SystemExit):
         train(tiny_model(dropout=0.1), tiny_train(), data_dir, run, progress=False)
     monkeypatch.undo()
-    assert model_dir.weights_step(run / "model.safetensors") == 4
+    assert rundir.weights_step(run / "model.safetensors") == 4
     assert rundir.load_checkpoint(run)["step"] == 8
     resume_and_compare(data_dir, run, whole)
 
@@ -460,7 +460,7 @@ def test_the_checkpoint_is_whole_whatever_the_weights_file_holds(tmp_path, tiny_
     torch.manual_seed(1)
     other = GPT(tiny_model())
     assert not torch.equal(other.wte.weight, model.wte.weight)
-    model_dir.save_model(other, tmp_path, step=4)
+    model_dir.save_model(other, tmp_path, metadata=rundir.weights_metadata(4))
     state = rundir.load_checkpoint(tmp_path)
     assert state["step"] == 3
     assert torch.equal(state["model"]["wte.weight"], model.wte.weight)
@@ -471,7 +471,7 @@ def test_pickled_objects_are_not_loaded(tmp_path, tiny_model):
         def __reduce__(self):
             return (print, ("this would run",))
 
-    model_dir.save_model(GPT(tiny_model()), tmp_path, step=0)
+    model_dir.save_model(GPT(tiny_model()), tmp_path, metadata=rundir.weights_metadata(0))
     torch.save({"step": 0, "x": Evil()}, tmp_path / "state.pt")
     with pytest.raises(UsageError, match="not a readable training state"):
         rundir.load_checkpoint(tmp_path)

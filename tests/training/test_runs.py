@@ -19,13 +19,8 @@ from gptlab.lab.runs import Runs
 from gptlab.model.config import GPTConfig
 from gptlab.model.params import count_parameters
 from gptlab.training.run import train
-from gptlab.training.runs import (
-    list_runs,
-    lock_holder,
-    model_dirs,
-    read_run,
-    sort_runs,
-)
+from gptlab.training.rundir import lock_holder
+from gptlab.training.runs import list_runs, model_dirs, read_run, sort_runs
 
 
 @pytest.fixture(scope="module")

@@ -169,7 +169,7 @@ def test_a_nan_between_evaluations_is_never_kept_as_best(data_dir, tmp_path, mon
     cfg = tiny_train(log_interval=100, eval_interval=4, checkpoint_interval=100)
     with pytest.raises(GptlabError, match=r"the loss became nan at step 5: training stopped"):
         train(tiny_model(), cfg, data_dir, run, progress=False)
-    assert model_dir.weights_step(run / "best" / "model.safetensors") == 4
+    assert rundir.weights_step(run / "best" / "model.safetensors") == 4
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if r["kind"] == "eval"] == [0, 4]
     assert records[-1] == {**records[-1], "kind": "diverged", "step": 5}

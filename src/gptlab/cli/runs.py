@@ -12,7 +12,8 @@ from gptlab.files import kinds
 from gptlab.files.authorship import FIGURE
 from gptlab.files.kinds import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE
 from gptlab.plots.training import compare_runs
-from gptlab.training.runs import SORT_KEYS, format_table, is_model_dir, list_runs, read_metrics
+from gptlab.training.rundir import read_metrics
+from gptlab.training.runs import SORT_KEYS, format_table, is_model_dir, list_runs
 
 DEFAULT_DIR = "runs"  # gptlab lab's --runs default, and gptlab demo's
 

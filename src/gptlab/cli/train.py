@@ -13,20 +13,21 @@ from gptlab.cli import argtypes
 from gptlab.cli.main import AsWritten
 from gptlab.errors import GptlabError, UsageError
 from gptlab.files.atomic import read_json_object
-from gptlab.files.kinds import (
-    BEST_DIR,
-    CONFIG_FILE,
-    METRICS_FILE,
-    STATE_FILE,
-    TOKENIZER_FILE,
-    TRAIN_CONFIG_FILE,
-    WEIGHTS_FILE,
-)
 from gptlab.model.config import GPTConfig
 from gptlab.model.params import counted
 from gptlab.model.presets import PRESETS
 from gptlab.training.config import AFTER_DIVERGENCE, RESUME_OVERRIDES, TrainConfig, with_settings
 from gptlab.training.recipes import RECIPES
+from gptlab.training.rundir import (
+    BEST_DIR,
+    CONFIG_FILE,
+    METRICS_FILE,
+    PLOT_FILE,
+    STATE_FILE,
+    TOKENIZER_FILE,
+    TRAIN_CONFIG_FILE,
+    WEIGHTS_FILE,
+)
 
 # Model fields a flag may override (the rest belong in a --config file).
 MODEL_FLAGS = {"n_layer": int, "n_head": int, "n_kv_head": int, "n_embd": int,
@@ -66,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Train a GPT from a preset or a config file on a data directory made by "
             "`gptlab prepare`, writing a run directory "
             f"({CONFIG_FILE}, {TRAIN_CONFIG_FILE}, {WEIGHTS_FILE}, {STATE_FILE}, "
-            f"{TOKENIZER_FILE}, {METRICS_FILE}, loss.png, {BEST_DIR}/). "
+            f"{TOKENIZER_FILE}, {METRICS_FILE}, {PLOT_FILE}, {BEST_DIR}/). "
             "Training settings come from --recipe (by default the recipe named like the "
             "preset, if there is one; else TrainConfig's defaults, nanoGPT's CPU recipe), "
             "then from the flags. --init-from fine-tunes another model instead of training "

@@ -29,7 +29,6 @@ from gptlab.files import kinds
 from gptlab.files.atomic import read_json_object, write_json
 from gptlab.files.kinds import EXPERIMENT_FILE, WEIGHTS_FILE
 from gptlab.model.config import GPTConfig
-from gptlab.model_dir import weights_step
 from gptlab.stopping import Interrupted
 from gptlab.training import rundir
 from gptlab.training.config import TrainConfig
@@ -304,4 +303,4 @@ def _finished_at(run_dir: Path) -> int | None:
     """The step a run's weights were saved at (None where there are none)."""
     if not (run_dir / WEIGHTS_FILE).is_file():
         return None
-    return weights_step(run_dir / WEIGHTS_FILE)
+    return rundir.weights_step(run_dir / WEIGHTS_FILE)

@@ -43,7 +43,7 @@ from gptlab.model_dir import load_config
 from gptlab.plots.heads import phase_curves
 from gptlab.training.config import recipe
 from gptlab.training.reporting import NullReporter
-from gptlab.training.rundir import METRICS_FILE
+from gptlab.training.rundir import read_metrics
 
 NAME = "phase"
 RECIPE = "shakespeare-char-cpu-fast"
@@ -228,8 +228,7 @@ def crossing(records: list[dict[str, Any]], threshold: float) -> int | None:
 def summarize(run_dir: Path, record: RunRecord, size: Size, probe: Probe) -> dict[str, Any]:
     """One run: its watcher's records, its loss curve, and the crossing step."""
     phase = read_records(run_dir / PHASE_FILE)
-    metrics = [json.loads(line) for line in (run_dir / METRICS_FILE).read_text(
-        encoding="utf-8").splitlines() if line.strip()]
+    metrics = read_metrics(run_dir)
     curve = [(m["step"], m["loss"]) for m in metrics if "loss" in m and "step" in m
              and "val_loss" not in m and isinstance(m["loss"], float)]
     threshold = CHANCE_MULTIPLE * probe.chance["induction"]

@@ -25,7 +25,7 @@ from gptlab.experiments import probes, report
 from gptlab.experiments.grid import RunRecord, RunSpec
 from gptlab.model.config import GPTConfig
 from gptlab.plots.experiments import line_panels
-from gptlab.training.runs import read_metrics
+from gptlab.training.rundir import read_metrics
 
 NAME = "scale"
 SCALES = (True, False)

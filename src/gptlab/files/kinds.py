@@ -54,6 +54,9 @@ from gptlab.errors import UsageError
 from gptlab.files import authorship
 from gptlab.files.atomic import check_dir, ensure_dir, is_temp_name, write_json
 
+# The names each kind of folder is known by. A run's are declared here, where the rule that
+# recognises a run needs them; gptlab.training.rundir owns the run's format and re-exports
+# them (its other names are its own).
 CONFIG_FILE = "config.json"  # a gptlab model directory's and a Hugging Face export's
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
@@ -61,8 +64,7 @@ META_FILE = "meta.json"  # a data directory's (gptlab.data.prepared), written la
 TRAIN_CONFIG_FILE = "train.json"  # a run directory's (gptlab.training.rundir)
 STATE_FILE = "state.pt"  # a run's checkpoint commit point
 EXPERIMENT_FILE = "experiment.json"  # an experiment's (gptlab.experiments.grid): which one
-METRICS_FILE = "metrics.jsonl"  # a run's log, one JSON object per logged step
-LOCK_FILE = ".lock"  # a run's: held (flock) by its one trainer, holding its PID
+LOCK_FILE = ".lock"  # a run's: its one trainer's (gptlab.training.rundir.locked)
 BEST_DIR = "best"  # a run's best weights, a model directory inside it
 TRAIN_BIN, VAL_BIN = "train.bin", "val.bin"  # a data directory's tokens
 MARKER_FILE = ".gptlab.json"
@@ -91,7 +93,7 @@ FIGURE_HOSTS = (RUN, MODEL, EXPORT)
 FIGURE_FILES = re.compile(r"(lens|scores|patch|attribution)\.(png|json)|layer\d+_head\d+\.png")
 # Entries that do not make a folder non-empty: a desktop's clutter, and a trainer's lock
 # (gptlab.training.rundir), which a failed start may leave in a folder it never wrote.
-IGNORED = frozenset({".DS_Store", ".lock"})
+IGNORED = frozenset({".DS_Store", LOCK_FILE})
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,14 @@
-"""A run directory: the layout `gptlab train` writes, and the only code that writes it.
+"""A run directory: the one module that knows its format. Its file names, how it is
+written, how it is read (with torch: the checkpoint; without: the step, the log, the lock),
+and the lock protocol, both sides. Every other module asks here; none opens a run's files
+by name, parses its weights' header, or touches its lock.
 
 A run directory is a model directory (gptlab.model_dir) holding the latest weights, plus:
   train.json     the TrainConfig (gptlab.training.run)
   state.pt       the training checkpoint: step, weights, optimizer, RNG states, best val
                  loss; plain tensors and numbers, loaded with torch.load(weights_only=True)
+  model.safetensors  the weights of the last checkpoint, their step in its metadata
+                 (weights_metadata), readable without torch (weights_step)
   metrics.jsonl  one JSON object per logged step; loss.png, the curve drawn from it
   best/          a model directory with the weights of the best validation loss so far
   tb/            with `log tensorboard`: TensorBoard's event files (scalars, samples, configs)
@@ -12,7 +17,8 @@ A run directory is a model directory (gptlab.model_dir) holding the latest weigh
                  it
   data.json      the data it started on: its folder and its tokens' fingerprint
                  (gptlab.data.prepared); a resume on tokens that changed since is refused
-  .lock          held (flock) by the one trainer writing the directory; it holds its PID
+  .lock          held (flock) by the one trainer writing the directory; it holds its PID:
+                 `locked` takes it, `lock_holder` tells who holds it
   .gptlab.json   the mark of a run (gptlab.files.kinds), written before any other file
 
 state.pt is the commit point of a checkpoint. It carries the weights itself and is written
@@ -24,6 +30,15 @@ one whose state.pt is gone but whose weights are there keeps them (gptlab.files.
 A sharded run's state.pt carries no weights but names its shards directory, whole before
 state.pt is written. `Checkpoints` is the one way a trainer commits them, in every mode,
 whatever it reports; no checkpoint holds a weight that is not finite.
+
+Why here, in training/: writing a checkpoint needs the model directory's writer, the sharded
+checkpoint and the loss curve, all in lower layers, so the owner sits above them; and the
+readers below it need nothing of a run: gptlab.model_dir writes whatever metadata it is
+given (weights_metadata), and gptlab.files.kinds declares the names it recognises a run by
+(re-exported here, the names a user of a run takes). Importing this module loads no torch:
+`gptlab runs` and the lab's listings read runs beside a training (gptlab.training.runs);
+torch, the model directory, the shards and the plots are imported by the functions that
+write or read checkpoints.
 """
 
 from __future__ import annotations
@@ -37,13 +52,10 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
+from safetensors import SafetensorError, safe_open
 
-from gptlab import model_dir
-from gptlab.distributed import sharded_checkpoint
 from gptlab.errors import UsageError
 from gptlab.files import kinds
 from gptlab.files.atomic import (
@@ -59,24 +71,41 @@ from gptlab.files.kinds import (
     BEST_DIR,
     CONFIG_FILE,
     LOCK_FILE,
-    METRICS_FILE,
     RUN,
     STATE_FILE,
     TOKENIZER_FILE,
     TRAIN_CONFIG_FILE,
     WEIGHTS_FILE,
 )
-from gptlab.plots.training import loss_curves
 
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+__all__ = ["BEST_DIR", "CONFIG_FILE", "DATA_RECORD_FILE", "LOCK_FILE", "METRICS_FILE",
+           "PLOT_FILE", "RUN_FILES", "STATE_FILE", "STEP_KEY", "TB_DIR", "TOKENIZER_FILE",
+           "TRAIN_CONFIG_FILE", "WEIGHTS_FILE", "Checkpoints", "RunFiles", "check_resumable",
+           "check_same_data", "check_same_tokenizer", "checkpoint_step", "clear",
+           "divergence", "fresh_start_hint", "has_checkpoint", "load_checkpoint", "lock_holder",
+           "locked", "read_metrics", "read_train_config", "record_data", "remove_stale_shards",
+           "save_best", "save_checkpoint", "start", "weights_metadata", "weights_step",
+           "write_train_config"]
+
+# --- the names ------------------------------------------------------------------------------
+# gptlab.files.kinds declares the ones it tells a run by (the folder rule sits below every
+# writer); the rest are the run's alone.
+METRICS_FILE = "metrics.jsonl"  # one JSON object per logged step
 PLOT_FILE = "loss.png"
 DATA_RECORD_FILE = "data.json"
 TB_DIR = "tb"  # with `log tensorboard` (gptlab.training.reporting.TensorBoardReporter)
 # Every file a run writes at its top level (best/ and .lock aside).
 RUN_FILES = (CONFIG_FILE, TRAIN_CONFIG_FILE, WEIGHTS_FILE, STATE_FILE, TOKENIZER_FILE,
              METRICS_FILE, PLOT_FILE, DATA_RECORD_FILE)
+STEP_KEY = "step"  # in model.safetensors' metadata: the step its weights were saved at
+_LOCK_HELD = (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK)  # flock's "someone has it"
 
 
-# --- one writer -----------------------------------------------------------------------------
+# --- the lock: one writer, and who it is ----------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -99,7 +128,7 @@ def locked(run_dir: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            if exc.errno not in _LOCK_HELD:
                 raise
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
             raise UsageError(f"{run_dir} is in use by another trainer (PID {holder}); wait "
@@ -109,6 +138,105 @@ def locked(run_dir: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def lock_holder(run_dir: str | Path) -> int | None:
+    """The PID of the trainer holding run_dir's lock (`locked`), or None. The PID in .lock
+    is only believed while that process lives and the lock is held: a lock file outlives
+    its trainer, and its PID may be reused."""
+    path = Path(run_dir) / LOCK_FILE
+    try:
+        text = path.read_text(encoding="ascii", errors="replace").strip()
+    except OSError:
+        return None
+    if not text.isdigit() or not _alive(int(text)):
+        return None
+    try:
+        import fcntl  # POSIX only
+    except ImportError:  # Windows: no flock; a live PID is all there is
+        return int(text)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        # A shared lock for an instant: refused while a trainer holds its exclusive one.
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return int(text) if exc.errno in _LOCK_HELD else None
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:  # alive, someone else's
+        return True
+    return True
+
+
+# --- reading without torch ------------------------------------------------------------------
+
+
+def weights_metadata(step: int) -> dict[str, str]:
+    """What a run records in its weights' header (gptlab.model_dir.save_model's metadata):
+    the step they were saved at, which weights_step reads back."""
+    return {STEP_KEY: str(step)}
+
+
+def weights_step(path: str | Path) -> int | None:
+    """The step a weights file's metadata records (weights_metadata), or None if it has
+    none; a UsageError if it is not a readable safetensors file. Only the header is read,
+    by the safetensors library with framework="numpy": no torch, no tensor loaded."""
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            step = (f.metadata() or {}).get(STEP_KEY)
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise UsageError(f"{path} is not a readable safetensors file ({exc})") from None
+    return int(step) if step is not None and step.isdigit() else None
+
+
+def checkpoint_step(run_dir: str | Path) -> int | None:
+    """The step of the last checkpoint's weights (model.safetensors), without torch; None
+    when the run has none, or none readable (a table shows a blank, not an error)."""
+    try:
+        return weights_step(Path(run_dir) / WEIGHTS_FILE)
+    except UsageError:
+        return None
+
+
+def read_metrics(run_dir: str | Path) -> list[dict]:
+    """metrics.jsonl's records (a line cut short by a kill, or not JSON, is skipped; none
+    when there is no log)."""
+    try:
+        text = (Path(run_dir) / METRICS_FILE).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    records = []
+    for line in text.splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            if isinstance(record, dict):
+                records.append(record)
+    return records
+
+
+def divergence(run_dir: Path, after_step: int) -> dict[str, Any] | None:
+    """The "diverged" record metrics.jsonl holds for a step after `after_step` (the run's
+    checkpoint, the last one with finite losses and weights), or None: whether the run
+    stopped on a loss or weight that is not finite since that checkpoint."""
+    return next((r for r in reversed(read_metrics(run_dir)) if r.get("kind") == "diverged"
+                 and isinstance(r.get("step"), int) and r["step"] > after_step), None)
+
+
+def read_train_config(run_dir: Path) -> dict[str, Any]:
+    return read_json_object(run_dir / TRAIN_CONFIG_FILE, "training settings")
 
 
 # --- fresh starts and resumes ---------------------------------------------------------------
@@ -166,7 +294,7 @@ def _kept_weights(run_dir: Path) -> list[str]:
                         (run_dir / BEST_DIR, f"{BEST_DIR}/ (the best weights")):
         if (where / WEIGHTS_FILE).is_file():
             try:
-                step = model_dir.weights_step(where / WEIGHTS_FILE)
+                step = weights_step(where / WEIGHTS_FILE)
             except UsageError:
                 step = None
             kept.append(name + (f", step {step})" if step is not None else ")"))
@@ -204,10 +332,6 @@ def check_same_data(run_dir: Path, data_dir: Path, fingerprint: str) -> None:
                          f"{run_dir}")
 
 
-def read_train_config(run_dir: Path) -> dict[str, Any]:
-    return read_json_object(run_dir / TRAIN_CONFIG_FILE, "training settings")
-
-
 def start(run_dir: Path, data_tokenizer: Path, settings: dict[str, Any],
           model_config: dict[str, Any], by: str = "train",
           data_fingerprint: str | None = None) -> None:
@@ -233,17 +357,25 @@ def save_checkpoint(run_dir: Path, model: nn.Module, state: dict[str, Any]) -> N
 
     state: plain data (tensors, numbers, strings, lists, dicts) with an int "step"; a
     sharded run's names its shards directory as "sharded" instead of carrying weights."""
+    # start-up time: torch and the model's writer, only where a checkpoint is written
+    import torch
+
+    from gptlab import model_dir
+
     if "sharded" not in state:
         state = {**state, "model": model_dir.weights_state(model)}
     with atomic_path(run_dir / STATE_FILE) as tmp:
         torch.save(state, tmp)
     remove_stale_shards(run_dir, keep=state.get("sharded"))
-    model_dir.save_model(model, run_dir, step=state["step"])
+    model_dir.save_model(model, run_dir, metadata=weights_metadata(state["step"]))
 
 
 def remove_stale_shards(run_dir: Path, keep: str | None) -> None:
     """Once state.pt names `keep`, every other shards directory goes (older checkpoints,
     and partial ones a crash left)."""
+    # start-up time: the sharded checkpoint loads torch.distributed
+    from gptlab.distributed import sharded_checkpoint
+
     for path in run_dir.glob(sharded_checkpoint.PREFIX + "*"):
         if path.name != keep and path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
@@ -255,6 +387,8 @@ def load_checkpoint(run_dir: Path, mmap: bool = False) -> dict[str, Any]:
     path = run_dir / STATE_FILE
     if not path.is_file():
         raise UsageError(f"nothing to resume: {path} does not exist")
+    import torch  # start-up time: only the checkpoint itself needs torch
+
     try:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as exc:  # a truncated or foreign file; torch raises many kinds
@@ -268,8 +402,10 @@ def load_checkpoint(run_dir: Path, mmap: bool = False) -> dict[str, Any]:
 
 def save_best(run_dir: Path, model: nn.Module, step: int) -> None:
     """RUN_DIR/best/: a plain model directory (config, weights, tokenizer)."""
+    from gptlab import model_dir  # start-up time: the model's writer loads torch
+
     best = run_dir / BEST_DIR
-    model_dir.save_model(model, best, step=step)
+    model_dir.save_model(model, best, metadata=weights_metadata(step))
     tokenizer = run_dir / TOKENIZER_FILE
     if tokenizer.is_file():
         copy_file(tokenizer, best / TOKENIZER_FILE)
@@ -301,6 +437,8 @@ class Checkpoints:
                 save_checkpoint(self.run_dir, model,
                                 {**progress, "optimizer": optimizer.state_dict()})
             return
+        from gptlab.distributed import sharded_checkpoint  # start-up time: torch.distributed
+
         shards = sharded_checkpoint.save(self.run_dir, progress["step"], model, optimizer)
         whole = self.sharding.gathered()  # model.safetensors stays an ordinary file
         if self.writer:
@@ -313,6 +451,8 @@ class Checkpoints:
         if self.sharding is None:
             optimizer.load_state_dict(state["optimizer"])
         else:
+            from gptlab.distributed import sharded_checkpoint  # start-up time, as in save
+
             sharded_checkpoint.load(self.run_dir, state["sharded"], model, optimizer)
 
     def save_best(self, model: nn.Module, step: int) -> None:
@@ -321,23 +461,6 @@ class Checkpoints:
 
 
 # --- metrics --------------------------------------------------------------------------------
-
-
-def divergence(run_dir: Path, after_step: int) -> dict[str, Any] | None:
-    """The "diverged" record metrics.jsonl holds for a step after `after_step` (the run's
-    checkpoint, the last one with finite losses and weights), or None: whether the run
-    stopped on a loss or weight that is not finite since that checkpoint."""
-    path = run_dir / METRICS_FILE
-    if not path.is_file():
-        return None
-    found = None
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        with contextlib.suppress(json.JSONDecodeError):
-            r = json.loads(line)
-            if (isinstance(r, dict) and r.get("kind") == "diverged"
-                    and isinstance(r.get("step"), int) and r["step"] > after_step):
-                found = r
-    return found
 
 
 class RunFiles:
@@ -353,18 +476,12 @@ class RunFiles:
         killed after its checkpoint may have logged steps that will now run again).
         redo_eval: the checkpoint's evaluation is pending (it was saved before it, as step
         0's is): an evaluation logged at that step will be logged again, so it goes."""
-        records = []
-        if keep_until_step is not None and self.metrics_path.is_file():
-            for line in self.metrics_path.read_text(encoding="utf-8").splitlines():
-                with contextlib.suppress(json.JSONDecodeError):
-                    r = json.loads(line)
-                    if not isinstance(r, dict) or r.get("step", math.inf) > keep_until_step:
-                        continue
-                    if not (redo_eval and r.get("kind") == "eval"
-                            and r.get("step") == keep_until_step):
-                        records.append(r)
-        self.records = records
-        atomic_write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in records))
+        kept = [] if keep_until_step is None else [
+            r for r in read_metrics(self.run_dir)
+            if r.get("step", math.inf) <= keep_until_step
+            and not (redo_eval and r.get("kind") == "eval" and r.get("step") == keep_until_step)]
+        self.records = kept
+        atomic_write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in kept))
 
     def log(self, record: dict) -> None:
         record = {**record, "time": round(time.time(), 3)}
@@ -372,4 +489,6 @@ class RunFiles:
         append_text(self.metrics_path, json.dumps(record) + "\n")
 
     def plot(self) -> None:
+        from gptlab.plots.training import loss_curves  # start-up time: matplotlib
+
         loss_curves(self.records, title=self.title).save(self.run_dir / PLOT_FILE)

@@ -2,24 +2,21 @@
 good it is, read from its files alone (no torch: `gptlab runs` answers at once, even beside
 a training). `gptlab runs`, the lab's run pickers and the notebooks all list through here.
 
-A run directory (gptlab.training.rundir) tells its own story:
+A run directory tells its own story, read through gptlab.training.rundir (the one owner of
+its format, torch-free to import):
   config.json, train.json      the model's shape and the steps planned (max_iters)
-  model.safetensors            the step of the last checkpoint, in the file's metadata
-  metrics.jsonl                losses, tokens/s and the whole-val score, as logged
-  .lock                        flock-held by the trainer writing it, holding its PID
+  model.safetensors            the step of the last checkpoint (rundir.checkpoint_step)
+  metrics.jsonl                losses, tokens/s and the whole-val score (rundir.read_metrics)
+  .lock                        held by the trainer writing it (rundir.lock_holder: its PID)
 so its status is one of: running (the lock is held: by that PID), finished (its checkpoint
 is at max_iters), interrupted (stopped before, with a checkpoint to --resume from).
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
 import math
-import os
 import statistics
-import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
@@ -27,17 +24,19 @@ from pathlib import Path
 from typing import Any
 
 from gptlab.errors import GptlabError, UsageError
-from gptlab.files.kinds import (
+from gptlab.model.config import GPTConfig
+from gptlab.model.params import count_parameters
+from gptlab.training.rundir import (
     CONFIG_FILE,
-    LOCK_FILE,
     METRICS_FILE,
     STATE_FILE,
     TOKENIZER_FILE,
     TRAIN_CONFIG_FILE,
     WEIGHTS_FILE,
+    checkpoint_step,
+    lock_holder,
+    read_metrics,
 )
-from gptlab.model.config import GPTConfig
-from gptlab.model.params import count_parameters
 
 MAX_DEPTH = 3  # model directories nested up to root/<a>/<b>/<c>
 MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE)  # gptlab.model_dir's
@@ -175,66 +174,6 @@ def read_run(path: str | Path, name: str | None = None) -> RunInfo:
         changed=max((p.stat().st_mtime for p in _files(path)), default=0.0))
 
 
-def read_metrics(run_dir: str | Path) -> list[dict]:
-    """metrics.jsonl's records (a line cut short by a kill, or not JSON, is skipped)."""
-    out = []
-    with contextlib.suppress(OSError):
-        for line in (Path(run_dir) / METRICS_FILE).read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(ValueError):
-                record = json.loads(line)
-                if isinstance(record, dict):
-                    out.append(record)
-    return out
-
-
-def checkpoint_step(run_dir: str | Path) -> int | None:
-    """The step in model.safetensors' metadata (written with every checkpoint), read from
-    the file's JSON header: 8 bytes of length, then the header."""
-    try:
-        with open(Path(run_dir) / WEIGHTS_FILE, "rb") as f:
-            (size,) = struct.unpack("<Q", f.read(8))
-            if size > 100_000_000:
-                return None
-            header = json.loads(f.read(size))
-    except (OSError, ValueError, struct.error):
-        return None
-    step = (header.get("__metadata__") or {}).get("step") if isinstance(header, dict) else None
-    return int(step) if isinstance(step, str) and step.isdigit() else None
-
-
-def lock_holder(run_dir: str | Path) -> int | None:
-    """The PID of the trainer holding run_dir's lock (gptlab.training.rundir.locked), or
-    None. The PID in .lock is only believed while that process lives and the lock is held:
-    a lock file outlives its trainer, and its PID may be reused."""
-    path = Path(run_dir) / LOCK_FILE
-    try:
-        text = path.read_text(encoding="ascii", errors="replace").strip()
-    except OSError:
-        return None
-    if not text.isdigit() or not _alive(int(text)):
-        return None
-    try:
-        import fcntl  # POSIX only
-    except ImportError:  # Windows: no flock; a live PID is all there is
-        return int(text)
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        # A shared lock for an instant: refused while a trainer holds its exclusive one.
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-            return int(text)
-        return None
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
-
-
 def format_table(runs: list[RunInfo]) -> str:
     """One aligned row per run."""
     header = ("run", "model", "params", "steps", "status", "best val", "whole val",
@@ -290,12 +229,3 @@ def _parameters(config: dict[str, Any]) -> int | None:
     except GptlabError:  # a config gptlab cannot build: the table shows "-" for its count
         return None
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):
-        return False
-    except PermissionError:  # alive, someone else's
-        return True
-    return True
