@@ -199,3 +199,35 @@ def test_every_import_inside_a_function_says_why():
                       "    from gptlab import x"])
     assert not explained(["def f():", '    """Doc."""', "    import torch"])
     assert [f"{m}:{line}" for m, line, above in INNER if not explained(above)] == []
+
+
+# The run directory's format has one owner: no other module reads a safetensors header
+# (safe_open, or struct by hand) or takes, tests or names a run's lock (fcntl, flock,
+# LOCK_FILE). files.kinds declares the lock's name, which its folder rule ignores.
+RUN_FORMAT_OWNER = "gptlab.training.rundir"
+RUN_FORMAT = frozenset({"safe_open", "struct", "fcntl", "flock", "LOCK_FILE"})
+RUN_FORMAT_ALLOWED = {RUN_FORMAT_OWNER: RUN_FORMAT, "gptlab.files.kinds": {"LOCK_FILE"}}
+
+
+def run_format_uses(source: str) -> set[str]:
+    """The names of RUN_FORMAT a module's source imports or uses."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            found.update([(node.module or "").split(".")[0], *(a.name for a in node.names)])
+        elif isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+    return found & RUN_FORMAT
+
+
+def test_one_module_reads_a_runs_weights_header_and_its_lock():
+    assert run_format_uses("import struct\nfrom safetensors import safe_open\n"
+                           "fcntl.flock(fd)\nx = kinds.LOCK_FILE") == set(RUN_FORMAT)
+    uses = {m: run_format_uses(p.read_text()) for m, p in MODULES.items()}
+    assert uses[RUN_FORMAT_OWNER] == {"safe_open", "fcntl", "flock", "LOCK_FILE"}
+    assert {m: sorted(found - RUN_FORMAT_ALLOWED.get(m, set()))
+            for m, found in uses.items() if found - RUN_FORMAT_ALLOWED.get(m, set())} == {}

@@ -526,3 +526,69 @@ def test_a_run_from_before_the_record_resumes_and_records_its_data(tmp_path, mak
     result = train(None, None, data, run, resume=True, progress=False)
     assert result.step == 4
     assert json.loads((run / rundir.DATA_RECORD_FILE).read_text())["fingerprint"] == fingerprint
+
+
+# --- the format, read with and without torch, and the lock's both sides ----------------------
+
+
+def read_without_torch(code: str) -> list[str]:
+    """Runs `code` (which has `rundir` imported) in a fresh interpreter that must not load
+    torch; the words it printed."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys; from gptlab.training import rundir; " + code
+         + "; print('torch' in sys.modules)"],
+        capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")})
+    return out.stdout.split()
+
+
+def test_a_checkpoint_reads_the_same_step_with_and_without_torch(tmp_path, tiny_model):
+    model = GPT(tiny_model())
+    rundir.save_checkpoint(tmp_path, model, {"step": 7})
+    rundir.save_best(tmp_path, model, 5)
+    assert rundir.load_checkpoint(tmp_path)["step"] == 7  # torch: state.pt
+    assert rundir.checkpoint_step(tmp_path) == 7  # its weights' header
+    assert rundir.weights_step(tmp_path / rundir.BEST_DIR / rundir.WEIGHTS_FILE) == 5
+    assert read_without_torch(f"print(rundir.checkpoint_step({str(tmp_path)!r}))") == [
+        "7", "False"]
+
+
+def test_weights_without_a_step_have_none(tmp_path, tiny_model):
+    model_dir.save_model(GPT(tiny_model()), tmp_path)  # what convert writes: no run's step
+    assert rundir.weights_step(tmp_path / rundir.WEIGHTS_FILE) is None
+    assert rundir.checkpoint_step(tmp_path / "nowhere") is None
+
+
+@pytest.mark.parametrize("damage", ["truncated header", "header not JSON", "empty", "absent"])
+def test_a_broken_weights_header_is_one_clear_error(tmp_path, tiny_model, damage):
+    model_dir.save_model(GPT(tiny_model()), tmp_path, metadata=rundir.weights_metadata(3))
+    weights = tmp_path / rundir.WEIGHTS_FILE
+    data = weights.read_bytes()
+    size = int.from_bytes(data[:8], "little")
+    weights.write_bytes({"truncated header": data[: 8 + size // 2],
+                         "header not JSON": data[:8] + b"\xff" * size + data[8 + size:],
+                         "empty": b"", "absent": b""}[damage])
+    if damage == "absent":
+        weights.unlink()
+    with pytest.raises(UsageError, match=re.escape(f"{weights} is not a readable safetensors "
+                                                   f"file (")):
+        rundir.weights_step(weights)
+    assert rundir.checkpoint_step(tmp_path) is None  # a table shows a blank
+
+
+def test_the_lock_names_its_holder_while_held_and_no_one_after(tmp_path, lock_held):
+    run = tmp_path / "run"
+    assert rundir.lock_holder(run) is None  # never locked
+    with lock_held(run) as holder:
+        assert rundir.lock_holder(run) == holder.pid
+        assert read_without_torch(f"print(rundir.lock_holder({str(run)!r}))") == [
+            str(holder.pid), "False"]
+        with pytest.raises(UsageError, match=f"in use by another trainer \\(PID {holder.pid}\\)"):
+            with rundir.locked(run):
+                pass
+    holder.wait(timeout=60)  # killed: the OS released its lock; its PID stays in the file
+    assert (run / rundir.LOCK_FILE).read_text().strip() == str(holder.pid)
+    assert rundir.lock_holder(run) is None
+    with rundir.locked(run):  # taken by this process now
+        assert rundir.lock_holder(run) == os.getpid()
+    assert rundir.lock_holder(run) is None  # released at the block's end
