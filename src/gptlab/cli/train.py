@@ -27,6 +27,7 @@ from gptlab.training.rundir import (
     TOKENIZER_FILE,
     TRAIN_CONFIG_FILE,
     WEIGHTS_FILE,
+    read_train_config,
 )
 
 # Model fields a flag may override (the rest belong in a --config file).
@@ -139,8 +140,7 @@ def _resume_command(args: argparse.Namespace, exc) -> str:
                f"--learning-rate {lower:g}")
     min_lr = args.train_min_lr
     if min_lr is None:
-        min_lr = read_json_object(Path(args.out) / TRAIN_CONFIG_FILE, "training settings").get(
-            "min_lr")
+        min_lr = read_train_config(Path(args.out)).get("min_lr")
     if isinstance(min_lr, (int, float)) and min_lr > lower:
         command += f" --min-lr {lower / 10:g}"
     return command

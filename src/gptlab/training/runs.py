@@ -35,7 +35,7 @@ from gptlab.training.rundir import (
     WEIGHTS_FILE,
     checkpoint_step,
     lock_holder,
-    read_metrics,
+    read_metrics,  # also a name of this module's: the notebooks read a run's log from here
 )
 
 MAX_DEPTH = 3  # model directories nested up to root/<a>/<b>/<c>
