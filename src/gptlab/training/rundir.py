@@ -1,7 +1,8 @@
 """A run directory: the one module that knows its format. Its file names, how it is
 written, how it is read (with torch: the checkpoint; without: the step, the log, the lock),
-and the lock protocol, both sides. Every other module asks here; none opens a run's files
-by name, parses its weights' header, or touches its lock.
+and the lock protocol, both sides. Every other module asks here: for the names, for a
+checkpoint written or read, for the step and the log, for the lock; none parses a run's
+weights' header or touches its lock (tests/test_package.py checks).
 
 A run directory is a model directory (gptlab.model_dir) holding the latest weights, plus:
   train.json     the TrainConfig (gptlab.training.run)
@@ -54,8 +55,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from safetensors import SafetensorError, safe_open
-
 from gptlab.errors import UsageError
 from gptlab.files import kinds
 from gptlab.files.atomic import (
@@ -81,15 +80,6 @@ from gptlab.files.kinds import (
 if TYPE_CHECKING:
     import torch
     from torch import nn
-
-__all__ = ["BEST_DIR", "CONFIG_FILE", "DATA_RECORD_FILE", "LOCK_FILE", "METRICS_FILE",
-           "PLOT_FILE", "RUN_FILES", "STATE_FILE", "STEP_KEY", "TB_DIR", "TOKENIZER_FILE",
-           "TRAIN_CONFIG_FILE", "WEIGHTS_FILE", "Checkpoints", "RunFiles", "check_resumable",
-           "check_same_data", "check_same_tokenizer", "checkpoint_step", "clear",
-           "divergence", "fresh_start_hint", "has_checkpoint", "load_checkpoint", "lock_holder",
-           "locked", "read_metrics", "read_train_config", "record_data", "remove_stale_shards",
-           "save_best", "save_checkpoint", "start", "weights_metadata", "weights_step",
-           "write_train_config"]
 
 # --- the names ------------------------------------------------------------------------------
 # gptlab.files.kinds declares the ones it tells a run by (the folder rule sits below every
@@ -194,6 +184,9 @@ def weights_step(path: str | Path) -> int | None:
     """The step a weights file's metadata records (weights_metadata), or None if it has
     none; a UsageError if it is not a readable safetensors file. Only the header is read,
     by the safetensors library with framework="numpy": no torch, no tensor loaded."""
+    # start-up time: `gptlab --help` builds `train`'s parser from this module's names
+    from safetensors import SafetensorError, safe_open
+
     try:
         with safe_open(str(path), framework="numpy") as f:
             step = (f.metadata() or {}).get(STEP_KEY)
