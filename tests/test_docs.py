@@ -250,3 +250,5 @@ def test_the_site_builds_strict_without_a_warning(tmp_path):
     assert (tmp_path / "site/api/training/index.html").is_file()
     assert "gptlab.training.run.train" in (tmp_path / "site/api/training/index.html").read_text()
     assert (tmp_path / "site/bench/results/scaling.png").is_file()  # BENCHMARKS.md's figure
+    training = (tmp_path / "site/training/index.html").read_text()
+    assert 'href="../api/training/#gptlab.training.footprint"' in training  # the hook's link

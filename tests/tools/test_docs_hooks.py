@@ -6,7 +6,7 @@ from pathlib import Path
 
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import Files
-from tools.docs_hooks import on_files
+from tools.docs_hooks import linked_names, on_files
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,3 +22,13 @@ def test_the_benchmarks_figures_join_the_site(tmp_path):
     assert all((ROOT / uri).is_file() for uri in added)
     assert all(Path(file.abs_dest_path).parent.parent.parent == tmp_path / "site"
                for file in files)
+
+
+def test_names_in_the_prose_become_optional_references_and_code_stays_code():
+    markdown = ("`gptlab.training.footprint` estimates; `gptlab.load(path)` loads\n"
+                "```\n`gptlab.training.footprint`\n```\n")
+    lines = linked_names(markdown).splitlines()
+    assert lines[0] == ('<autoref identifier="gptlab.training.footprint" optional>'
+                        "<code>gptlab.training.footprint</code></autoref> estimates; "
+                        "`gptlab.load(path)` loads")
+    assert lines[1:] == ["```", "`gptlab.training.footprint`", "```"]
