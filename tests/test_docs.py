@@ -252,3 +252,7 @@ def test_the_site_builds_strict_without_a_warning(tmp_path):
     assert (tmp_path / "site/bench/results/scaling.png").is_file()  # BENCHMARKS.md's figure
     training = (tmp_path / "site/training/index.html").read_text()
     assert 'href="../api/training/#gptlab.training.footprint"' in training  # the hook's link
+    # Offline, as the lab: nothing fetched from elsewhere (no web fonts, scripts or styles).
+    for page in (tmp_path / "site").rglob("*.html"):
+        html = page.read_text(encoding="utf-8")
+        assert not re.search(r'src="https?:|<link[^>]+href="https?:', html), page
