@@ -4,10 +4,12 @@ README.md, the site's pages (docs/, built by `make docs`) and BENCHMARKS.md show
 ``` blocks. Every `gptlab ...` line there (typed at a `$ ` prompt, or in a block of commands
 without prompts, `python -m gptlab` and `torchrun ... -m gptlab` included) parses with the
 real CLI parser; one shown failing at parse time fails with the error line shown. The
-cheap, deterministic ones (`gptlab params`, from a config alone) run, and their output
-must hold the lines shown. README's relative links and images point to files that exist,
-every subpackage has a page in the API reference, and the site builds with
-`mkdocs build --strict` (a broken link, anchor or API reference fails) without a warning.
+cheap, deterministic ones run, and their output must hold the lines shown: `gptlab params`
+(from a config alone) in the fast tier, and in the slow one `prepare` and `sample` on what
+gptlab ships (the embedded plays, the `shakespeare` model). README's relative links and
+images point to files that exist, every subpackage has a page in the API reference, and the
+site builds with `mkdocs build --strict` (a broken link, anchor or API reference fails)
+without a warning and reads offline.
 """
 
 from __future__ import annotations
@@ -208,6 +210,28 @@ def test_what_params_prints_is_what_the_docs_show(shown, capsys):
     captured = capsys.readouterr()
     actual = _piped(captured.out.splitlines(), shown.pipe) + captured.err.splitlines()
     actual = [line.rstrip() for line in actual]
+    assert holds(actual, shown.output), (
+        f"{shown} prints\n" + "\n".join(actual) + "\nand the docs show\n" + "\n".join(shown.output))
+
+
+# Commands that need nothing but what gptlab ships (the embedded plays, the shipped model),
+# deterministic on a CPU, and seconds long: run in an empty folder, as a reader would.
+SELF_CONTAINED = {("prepare", "shakespeare"), ("sample", "shakespeare")}
+RUNNABLE = [shown for shown in SHOWN if shown.argv[:2] in SELF_CONTAINED]
+
+
+def test_the_self_contained_commands_are_found():
+    assert {shown.argv[:2] for shown in RUNNABLE} == SELF_CONTAINED
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shown", RUNNABLE, ids=str)
+def test_what_self_contained_commands_print_is_what_the_docs_show(shown, tmp_path, monkeypatch,
+                                                                   capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(list(shown.argv)) == 0
+    captured = capsys.readouterr()
+    actual = [line.rstrip() for line in captured.out.splitlines() + captured.err.splitlines()]
     assert holds(actual, shown.output), (
         f"{shown} prints\n" + "\n".join(actual) + "\nand the docs show\n" + "\n".join(shown.output))
 
