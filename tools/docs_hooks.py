@@ -35,7 +35,8 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
 
 
 def linked_names(markdown: str) -> str:
-    """The markdown with each `gptlab.x.y` outside code blocks an optional reference."""
+    """The markdown with each dotted gptlab name in backticks outside code blocks an optional
+    reference."""
     lines, in_code = [], False
     for line in markdown.splitlines(keepends=True):
         if FENCE.match(line):
