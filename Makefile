@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 # The CPU build of torch; a bare `torch` would pull a multi-GB CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: demo check test lab bench lint clean pretrained
+.PHONY: demo check test docs lab bench lint clean pretrained
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,15 @@ test: $(VENV)/.test
 	$(VENV)/bin/ruff check src tests bench tools
 	$(PY) -m pytest -q
 
+# The documentation site (mkdocs.yml; the pages are docs/, the API reference comes from the
+# docstrings) into site/, offline. --strict: a broken link, anchor or reference fails.
+$(VENV)/.docs: $(VENV)/.base
+	$(PY) -m pip install -q -e ".[corpus,docs]"
+	touch $@
+
+docs: $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 lab: $(VENV)/.base
 	$(VENV)/bin/gptlab lab
 
@@ -66,4 +75,4 @@ lint: $(VENV)/.test
 	$(VENV)/bin/ruff check src tests bench tools
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info
+	rm -rf $(VENV) build dist site src/*.egg-info

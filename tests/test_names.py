@@ -82,7 +82,7 @@ def test_every_dotted_gptlab_name_resolves():
 
 def test_the_scan_reads_sources_docs_and_notebooks():
     places = [where for wheres in dotted_names().values() for where in wheres]
-    for kind in ("src/gptlab/", "bench/", "README.md:", "BENCHMARKS.md:", "notebooks/"):
+    for kind in ("src/gptlab/", "bench/", "README.md:", "BENCHMARKS.md:", "docs/", "notebooks/"):
         assert any(where.startswith(kind) for where in places), kind
 
 

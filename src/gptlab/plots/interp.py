@@ -59,7 +59,7 @@ def head_scores(scores: dict[str, Tensor], title: str = "") -> Figure:
 def lens_grid(probs: Tensor, tokens: Sequence[Sequence[str]], rows: Sequence[str],
               columns: Sequence[str], title: str = "") -> Figure:
     """Depth x position: each cell coloured by the top token's probability and labelled
-    with that token. probs (rows, T); tokens[row][t] the top token's text."""
+    with that token. `probs` (rows, T); `tokens[row][t]` the top token's text."""
     n_rows, T = probs.shape
     fig = new_figure(figsize=(min(24.0, 2.5 + 0.75 * T), min(14.0, 1.5 + 0.45 * n_rows)))
     ax = fig.add_subplot()
