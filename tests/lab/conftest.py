@@ -63,6 +63,24 @@ def bad():
 
 
 @pytest.fixture(scope="session")
+def invalid():
+    """invalid(model, body) -> the one line (gptlab.lab.schemas.one_line) the server would
+    answer with when the request model refuses body."""
+    from pydantic import ValidationError
+
+    from gptlab.lab.schemas import one_line
+
+    def refuse(model, body) -> str:
+        with pytest.raises(ValidationError) as error:
+            model.model_validate(body)
+        line = one_line(error.value.errors())
+        assert "\n" not in line
+        return line
+
+    return refuse
+
+
+@pytest.fixture(scope="session")
 def fits_a_phone():
     """`with fits_a_phone(page, redrawn=None):` the page at phone width (390 px, waiting
     for the JS condition `redrawn` where a view redraws for a width) must not scroll
