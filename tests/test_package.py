@@ -1,6 +1,7 @@
 """The package's shape, read from its source: imports point one way, down the layers
 docs/ARCHITECTURE.md lists, and form no cycle between modules or between subpackages (imports
-inside functions counted); every import inside a function says why it is there."""
+inside functions counted); every import inside a function says why it is there; every module
+has its test file at the mirrored path."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import gptlab
 SRC = Path(gptlab.__file__).parent
 FRONT_ENDS = ("gptlab.cli", "gptlab.lab", "gptlab.__main__")
 ARCHITECTURE = Path(__file__).parents[1] / "docs" / "ARCHITECTURE.md"
+TESTS = Path(__file__).parent
 
 
 def module_name(path: Path) -> str:
@@ -231,3 +233,19 @@ def test_one_module_reads_a_runs_weights_header_and_its_lock():
     assert uses[RUN_FORMAT_OWNER] == {"safe_open", "fcntl", "flock", "LOCK_FILE"}
     assert {m: sorted(found - RUN_FORMAT_ALLOWED.get(m, set()))
             for m, found in uses.items() if found - RUN_FORMAT_ALLOWED.get(m, set())} == {}
+
+
+def mirrored_test(path: Path) -> Path:
+    """Where a module's tests live: tests/<subpackage>/test_<module>.py, tests/test_<module>.py
+    for a top-level one."""
+    relative = path.relative_to(SRC)
+    return TESTS.joinpath(*relative.parent.parts, f"test_{relative.name}")
+
+
+def test_every_module_has_a_test_file_at_its_mirrored_path():
+    assert mirrored_test(SRC / "model" / "gpt.py") == TESTS / "model" / "test_gpt.py"
+    assert mirrored_test(SRC / "fields.py") == TESTS / "test_fields.py"
+    missing = sorted(str(mirrored_test(p).relative_to(TESTS.parent)) for p in MODULES.values()
+                     if p.name not in ("__init__.py", "__main__.py")
+                     and not mirrored_test(p).is_file())
+    assert not missing, f"{len(missing)} module(s) without their test file: {', '.join(missing)}"

@@ -1,9 +1,9 @@
-"""`gptlab experiment phase` at its --quick size, and the repeated-segments task it trains on,
-checked for what must hold whatever the models learned: the grid is 1- and 2-layer
-attention-only models, two seeds, on both tasks; every evaluation left a record; the last
-record's head scores and in-context-learning score are the final weights' own, recomputed
-directly; the crossing is the first record past 5x chance; a resumed watcher keeps what came
-before; a second run reuses every run."""
+"""`gptlab experiment phase` at its --quick size, checked for what must hold whatever the
+models learned: the grid is 1- and 2-layer attention-only models, two seeds, on both tasks;
+every evaluation left a record; the last record's head scores and in-context-learning score
+are the final weights' own, recomputed directly; the crossing is the first record past 5x
+chance; a resumed watcher keeps what came before; a second run reuses every run. (The task
+it trains on: tests/data/test_synthetic.py.)"""
 
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ import torch
 import torch.nn.functional as F
 
 from gptlab.data.prepared import load_data
-from gptlab.data.synthetic import SYMBOLS, ensure_repeated_segments, repeated_segments_text
-from gptlab.errors import UsageError
 from gptlab.experiments import phase
 from gptlab.interp.heads import chance_scores, head_scores, repeated_random_tokens
 from gptlab.model_dir import load_model
@@ -28,28 +26,6 @@ QUICK = phase.SIZES["quick"]
 @pytest.fixture(scope="module")
 def experiment(quick_experiment):
     return quick_experiment("phase")
-
-
-def test_the_task_repeats_segments_of_distinct_symbols(tmp_path):
-    text = repeated_segments_text(5000, seed=3)
-    assert len(text) == 5000 and set(text) <= set(SYMBOLS)
-    assert text == repeated_segments_text(5000, seed=3) != repeated_segments_text(5000, seed=4)
-    # an earlier copy predicts most symbols (find the previous symbol in the last 24 and
-    # copy what followed it: an induction head's rule); the previous symbol alone does not
-    induction = sum(text[text.rindex(text[i - 1], i - 25, i - 1) + 1] == text[i]
-                    for i in range(25, len(text)) if text[i - 1] in text[i - 25:i - 1])
-    assert induction / (len(text) - 25) > 0.6
-    successors: dict[str, dict[str, int]] = {}
-    for a, b in zip(text, text[1:], strict=False):
-        successors.setdefault(a, {}).setdefault(b, 0)
-        successors[a][b] += 1
-    assert sum(max(s.values()) for s in successors.values()) / (len(text) - 1) < 0.2
-    meta, reused = ensure_repeated_segments(tmp_path / "d", 5000, seed=3)
-    assert not reused and ensure_repeated_segments(tmp_path / "d", 5000, seed=3)[1]
-    data = load_data(tmp_path / "d")
-    assert data.vocab_size == len(SYMBOLS) and meta["train_tokens"] + meta["val_tokens"] == 5000
-    with pytest.raises(UsageError, match="segment lengths"):
-        repeated_segments_text(10, segment=(1, 3))
 
 
 def test_the_grid_is_one_and_two_layers_attention_only_two_seeds_two_tasks(experiment,

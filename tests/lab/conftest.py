@@ -63,6 +63,44 @@ def bad():
 
 
 @pytest.fixture(scope="session")
+def served():
+    """served(router, client) -> {(path, method)} of an area's router: one of the routers
+    create_app composes (server.ROUTERS), each route checking its body (CheckedBody), each
+    path routed by the client's app (the other method: 405, not 404)."""
+    from gptlab.lab.body import CheckedBody
+    from gptlab.lab.server import ROUTERS
+
+    def routes(router, client) -> set[tuple[str, str]]:
+        assert any(router is r for r in ROUTERS)
+        assert all(isinstance(r, CheckedBody) for r in router.routes)
+        declared = {(r.path, m.lower()) for r in router.routes for m in r.methods}
+        for path, method in declared:
+            other = client.get(path) if method == "post" else client.post(path, json={})
+            assert other.status_code == 405, (path, other.status_code)
+        return declared
+
+    return routes
+
+
+@pytest.fixture(scope="session")
+def invalid():
+    """invalid(model, body) -> the one line (gptlab.lab.schemas.one_line) the server would
+    answer with when the request model refuses body."""
+    from pydantic import ValidationError
+
+    from gptlab.lab.schemas import one_line
+
+    def refuse(model, body) -> str:
+        with pytest.raises(ValidationError) as error:
+            model.model_validate(body)
+        line = one_line(error.value.errors())
+        assert "\n" not in line
+        return line
+
+    return refuse
+
+
+@pytest.fixture(scope="session")
 def fits_a_phone():
     """`with fits_a_phone(page, redrawn=None):` the page at phone width (390 px, waiting
     for the JS condition `redrawn` where a view redraws for a width) must not scroll

@@ -3,7 +3,7 @@ server. A foreign Host (DNS rebinding), a foreign Origin, no token or a wrong on
 loopback: 403 with one JSON line, and nothing under the runs folder changes (every file's
 bytes compared before and after, a moment later, so a training that started would show);
 the lab's own names, its own page and the right token are served. Also the event streams'
-cap and a body that trickles in."""
+cap. (A body that trickles in: tests/lab/test_body.py.)"""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import hashlib
 import http.client
 import json
 import re
-import select
 import socket
 import time
 from pathlib import Path
@@ -21,7 +20,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gptlab.errors import UsageError
-from gptlab.lab import body as checked_body
 from gptlab.lab import live
 from gptlab.lab.guard import Access, check_host_name, check_token
 from gptlab.lab.server import BackgroundServer
@@ -288,33 +286,6 @@ def test_event_streams_are_capped(lab):
     finally:
         for conn in streams:
             conn.close()
-
-
-def test_a_body_that_trickles_in_is_refused(lab, monkeypatch):
-    """A client that sends its body a byte at a time holds no route: 408 after
-    BODY_TIMEOUT_S, one JSON line. A chunked body (no length) over MAX_BODY_BYTES: 400."""
-    monkeypatch.setattr(checked_body, "BODY_TIMEOUT_S", 0.5)
-    with socket.create_connection(("127.0.0.1", lab.port), timeout=30) as s:
-        s.sendall(f"POST /api/scaling HTTP/1.1\r\nHost: 127.0.0.1:{lab.port}\r\n"
-                  f"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{".encode())
-        answer = b""
-        for _ in range(50):  # a byte every 0.2 s until the server answers (99 bytes: 20 s)
-            if select.select([s], [], [], 0.2)[0]:
-                break
-            s.sendall(b" ")
-        while chunk := s.recv(4096):
-            answer += chunk
-    head, _, body = answer.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 408"), answer
-    assert "did not arrive within 0.5 s" in json.loads(body)["error"]
-
-    conn = http.client.HTTPConnection("127.0.0.1", lab.port, timeout=30)
-    chunk = b"[" + b"0," * 40_000
-    conn.request("POST", "/api/scaling", body=iter([chunk] * 4), encode_chunked=True,
-                 headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
-    r = conn.getresponse()
-    assert r.status == 400 and "over 262144 bytes" in json.loads(r.read())["error"]
-    conn.close()
 
 
 @pytest.mark.slow

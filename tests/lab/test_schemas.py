@@ -1,12 +1,54 @@
-"""The lab's request and response models (gptlab.lab.schemas and the areas' schemas, e.g.
-gptlab.lab.calculator_schemas): the config they carry is GPTConfig's, field for field."""
+"""What every request body of the lab shares (gptlab.lab.schemas): strict scalars (4.0 is an
+integer, "4", 4.5 and true are not), ranges naming both ends, cells within +-1e6, unknown
+fields ignored in a body but not in a closed object, and pydantic's errors as one line
+naming the field. The areas' own bodies: tests/lab/test_<area>_schemas.py."""
 
-import dataclasses
-
-from gptlab import GPTConfig
-from gptlab.lab.calculator_schemas import ConfigFields, ConfigOut
+from gptlab.lab import schemas
+from gptlab.lab.schemas import Body, Cell, Closed, Seed, _int, fmt_num, one_line
 
 
-def test_params_models_list_every_gptconfig_field():
-    fields = {f.name for f in dataclasses.fields(GPTConfig) if f.init}
-    assert set(ConfigFields.model_fields) == fields == set(ConfigOut.model_fields)
+class Sample(Body):
+    n: _int(1, 8) = 2
+    even: _int(2, 8, even=True) = 2
+    seed: Seed = 0
+    cells: list[Cell] = []
+
+
+class Inner(Closed):
+    a: int = 0
+
+
+class Outer(Body):
+    inner: Inner = Inner()
+
+
+def test_strict_scalars_and_ranges(invalid):
+    assert Sample.model_validate({"n": 4.0, "unknown": 1}).n == 4
+    assert invalid(Sample, {"n": "4"}) == "n must be an integer, got '4'"
+    assert invalid(Sample, {"n": True}) == "n must be an integer, got True"
+    assert invalid(Sample, {"n": 4.5}) == "n must be an integer, got 4.5"
+    assert invalid(Sample, {"n": 9}) == "n must be between 1 and 8, got 9"
+    assert invalid(Sample, {"even": 3}) == "even must be even (RoPE rotates pairs), got 3"
+    assert invalid(Sample, {"seed": -1}) == f"seed must be between 0 and {schemas.MAX_SEED}, got -1"
+    assert invalid(Sample, {"cells": [1, 2e6]}) == "cells[1] = 2e+06 is beyond +-1e+06"
+
+
+def test_a_closed_object_refuses_what_it_does_not_know(invalid):
+    assert invalid(Outer, {"inner": {"b": 1}}) == "unknown inner field 'b'"
+    assert invalid(Outer, {"inner": []}) == "inner must be a JSON object, got []"
+
+
+def test_one_line_for_the_body_as_a_whole():
+    assert one_line([]) == "invalid request"
+    assert one_line([{"type": "missing", "loc": ("body",)}]) == \
+        "request body must be a JSON object; none was sent"
+    assert one_line([{"type": "json_invalid", "loc": ("body", 3),
+                      "ctx": {"error": "Expecting value"}}]) == \
+        "request body is not valid JSON: Expecting value (char 3)"
+    assert one_line([{"type": "model_attributes_type", "loc": ("body",), "input": [1, 2]}]) \
+        == "request body must be a JSON object, got [1, 2]"
+
+
+def test_numbers_in_messages():
+    assert fmt_num(0.5) == "0.5" and fmt_num(1e-7) == "1e-07" and fmt_num(42) == "42"
+    assert fmt_num(10**30) == "100000000000... (31 digits)"

@@ -1,6 +1,6 @@
 """The lab's server (gptlab.lab.server): the page and its assets, served offline; hostile
-values, bodies that are not JSON objects sent as JSON, and wrong methods all get a 4xx with a
-message, never a 500; the OpenAPI schema documents the 400s."""
+values and wrong methods all get a 4xx with a message, never a 500; the OpenAPI schema
+documents the 400s. (Bodies sent as JSON: tests/lab/test_body.py.)"""
 
 from __future__ import annotations
 
@@ -77,27 +77,6 @@ def test_inputs_that_once_were_500s_are_400s(client, bad):
 def test_a_405_names_the_allowed_method(client):
     r = client.get("/api/attention")
     assert r.status_code == 405 and r.headers["allow"] == "POST" and r.json()["error"]
-
-
-def test_bodies_are_json_objects_sent_as_json(client, post, bad):
-    # What another site's page can post without a CORS preflight is refused: text/plain,
-    # a form, no Content-Type at all.
-    for headers in ({"content-type": "text/plain"}, {}, {"content-type": "application/x-www-"
-                                                         "form-urlencoded"}):
-        r = client.post("/api/scaling", content='{"d_k": 4}', headers=headers)
-        assert r.status_code == 400, (headers, r.text)
-        assert "must be sent with Content-Type: application/json" in r.json()["error"]
-    for media in ("application/json; charset=utf-8", "application/merge-patch+json"):
-        r = client.post("/api/scaling", content='{"d_k": 4}', headers={"content-type": media})
-        assert r.status_code == 200 and r.json()["d_k"] == 4, (media, r.text)
-    bad(client, "/api/scaling", "d_k=4", "not valid JSON")
-    bad(client, "/api/scaling", "", "request body must be a JSON object")
-    bad(client, "/api/scaling", "null", "request body must be a JSON object")
-    # JSON Schema counts 4.0 as an integer, and so does the server; "4" and true are not.
-    assert post(client, "/api/scaling", {"d_k": 4.0})["d_k"] == 4
-    bad(client, "/api/scaling", {"d_k": "4"}, "d_k must be an integer, got '4'")
-    bad(client, "/api/scaling", {"d_k": True}, "d_k must be an integer, got True")
-    bad(client, "/api/scaling", {"d_k": 4.5}, "d_k must be an integer, got 4.5")
 
 
 def test_openapi_schema_documents_the_400s(client):

@@ -14,7 +14,6 @@ from gptlab.training.config import TrainConfig
 from gptlab.training.muon import (
     NS_COEFFICIENTS,
     Muon,
-    MuonWithAdamW,
     hidden_matrices,
     orthogonalize,
 )
@@ -200,23 +199,6 @@ def test_normuon_step_follows_the_papers_algorithm(shape):
     assert opt.state[plain].keys() == {"momentum_buffer"}
 
 
-def test_split_qkv_gives_muon_attentions_q_k_and_v_rows():
-    model = GPT(GPTConfig.from_preset("tiny-llama"))  # grouped-query: fewer k and v heads
-    attn = model.blocks[0].attn
-    assert attn.n_kv_head < attn.n_head
-    opt = make_optimizer(model, TrainConfig(optimizer="muon", muon_split_qkv=True),
-                         torch.device("cpu"))
-    whole, cut = opt.muon.param_groups
-    assert whole["row_blocks"] is None
-    assert id(attn.qkv.weight) not in {id(p) for p in whole["params"]}
-    q, kv = attn.n_head * attn.head_dim, attn.n_kv_head * attn.head_dim
-    assert cut["row_blocks"] == (q, kv, kv)
-    assert {id(p) for p in cut["params"]} == {id(b.attn.qkv.weight) for b in model.blocks}
-    assert cut["lr_scale"] == whole["lr_scale"]  # the trainer's schedule reaches both
-    plain = make_optimizer(model, TrainConfig(optimizer="muon"), torch.device("cpu"))
-    assert [g["row_blocks"] for g in plain.muon.param_groups] == [None]
-
-
 def test_the_split_and_normuon_settings_resume_exactly(data_dir, tmp_path, tiny_model,
                                                      losses, muon_train):
     cfg = muon_train(muon_split_qkv=True, muon_normuon_beta2=0.95)
@@ -270,31 +252,6 @@ def test_llama_style_split_with_an_untied_head():
     assert sorted(adamw) == sorted(["wte.weight", "lm_head.weight", "ln_f.weight"]
                                    + [f"blocks.{i}.norm_{j}.weight" for i in range(2)
                                       for j in (1, 2)])
-
-
-def test_make_optimizer_gives_every_parameter_once():
-    model = GPT(GPTConfig.from_preset("tiny-gpt2"))
-    opt = make_optimizer(model, TrainConfig(optimizer="muon", muon_lr=0.05,
-                                            learning_rate=1e-3), torch.device("cpu"))
-    assert isinstance(opt, MuonWithAdamW)
-    params = [p for g in opt.param_groups for p in g["params"]]
-    assert len(params) == len({id(p) for p in params}) == len(list(model.parameters()))
-    assert all(p.dim() == 2 for p in opt.muon.param_groups[0]["params"])
-    # The trainer sets lr * lr_scale on every group: Muon follows the schedule at its own lr.
-    assert opt.muon.param_groups[0]["lr_scale"] == pytest.approx(50.0)
-    assert all("lr_scale" not in g for g in opt.adamw.param_groups)
-
-
-def test_the_muon_variant_settings_reach_the_optimizer():
-    model = GPT(GPTConfig.from_preset("tiny-gpt2"))
-    plain = make_optimizer(model, TrainConfig(optimizer="muon"), torch.device("cpu"))
-    assert plain.muon.param_groups[0]["nesterov"] and plain.muon.param_groups[0]["ns_steps"] == 5
-    variant = make_optimizer(model, TrainConfig(optimizer="muon", muon_nesterov=False,
-                                                muon_ns_steps=3), torch.device("cpu"))
-    group = variant.muon.param_groups[0]
-    assert group["nesterov"] is False and group["ns_steps"] == 3
-    with pytest.raises(UsageError, match="muon_ns_steps must be an integer in"):
-        TrainConfig(muon_ns_steps=0)
 
 
 @pytest.fixture(scope="session")
