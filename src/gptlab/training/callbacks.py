@@ -44,6 +44,7 @@ class Callbacks:
     def make_reporter(self, files: RunFiles, progress: bool) -> NullReporter:
         """The reporter of the run's steps and evaluations (rank 0 only): by default
         metrics.jsonl, loss.png and, if `progress`, a progress bar on stderr."""
+        # start-up time: reporting loads torch, which a command's callbacks must not wait for
         from gptlab.training.reporting import Reporter
 
         return Reporter(files, progress=progress)
