@@ -106,7 +106,7 @@ def test_demo_replaces_its_own_run_and_another_only_with_force(demo_targets, tmp
     run = demo_targets["run"]
     with pytest.raises(Reached):
         main(["demo", "--out", str(run), "--data", str(tmp_path / "d"), "--force"])
-    assert calls[-1]["overwrite"] and calls[-1]["owner"] == "demo"
+    assert calls[-1]["overwrite"] and calls[-1]["callbacks"].owner == "demo"
     kinds.mark(run, "run", "demo")  # as an earlier demo leaves its run
     with pytest.raises(Reached):
         main(["demo", "--out", str(run), "--data", str(tmp_path / "d")])

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from gptlab.training.callbacks import StopAfter
 from gptlab.training.run import train
 
 
@@ -17,7 +18,7 @@ def folder(tmp_path_factory, trained_run, data_dir, tiny_model, tiny_train,
     root = tmp_path_factory.mktemp("runs")
     shutil.copytree(trained_run, root / "done")
     train(tiny_model(), tiny_train(), data_dir, root / "stopped", progress=False,
-          stop_after=4)
+          callbacks=StopAfter(4))
     shutil.copytree(root / "stopped", root / "live")
     return root
 

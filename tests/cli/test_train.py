@@ -15,6 +15,7 @@ from gptlab.cli.main import main
 from gptlab.data.prepared import prepare
 from gptlab.data.tokenizer import CharTokenizer
 from gptlab.model.config import GPTConfig
+from gptlab.training.callbacks import StopAfter
 from gptlab.training.config import TrainConfig
 from gptlab.training.run import train
 
@@ -172,7 +173,7 @@ def test_a_fine_tune_scales_its_schedule_to_its_length_and_prints_it(trained_run
 def test_done_after_a_resume_counts_only_the_steps_trained_now(data_dir, tmp_path, tiny_model,
                                                                tiny_train, gptlab):
     run = tmp_path / "run"
-    train(tiny_model(), tiny_train(), data_dir, run, progress=False, stop_after=4)
+    train(tiny_model(), tiny_train(), data_dir, run, progress=False, callbacks=StopAfter(4))
     code, out, err = gptlab("train", "--data", data_dir, "--out", run, "--resume",
                             "--no-progress")
     assert code == 0, err
@@ -215,7 +216,7 @@ def test_resume_help_lists_what_may_change_from_the_constants(gptlab):
 def test_resume_refusals_name_every_setting_as_its_flag(data_dir, tmp_path, tiny_model,
                                                          tiny_train, gptlab):
     run = tmp_path / "run"
-    train(tiny_model(), tiny_train(), data_dir, run, progress=False, stop_after=4)
+    train(tiny_model(), tiny_train(), data_dir, run, progress=False, callbacks=StopAfter(4))
     for given, said in [(["--seed", "3"], "cannot change --seed (only --max-iters, "),
                         (["--parallel", "fsdp"],
                          "saved with --parallel ddp: resume it with --parallel ddp")]:

@@ -10,6 +10,7 @@ from gptlab.distributed import sharded_checkpoint
 from gptlab.errors import GptlabError
 from gptlab.model.gpt import GPT
 from gptlab.training import rundir
+from gptlab.training.callbacks import StopAfter
 from gptlab.training.run import train
 
 TOLERANCE = 1e-5
@@ -30,7 +31,7 @@ def test_a_stop_and_a_crash_mid_save_resume_exactly(data_dir, tmp_path, monkeypa
 
     # a stop (what Ctrl-C and SIGTERM do) in tensor-parallel mode, resumed under FSDP
     stopped = train(config, tiny_sharded(parallel="tp"), data_dir, tmp_path / "stopped",
-                    progress=False, stop_after=2)
+                    progress=False, callbacks=StopAfter(2))
     assert (stopped.status, stopped.step) == ("interrupted", 2)
     train(None, None, data_dir, tmp_path / "stopped", resume=True,
           overrides={"parallel": "fsdp"}, progress=False)

@@ -104,18 +104,23 @@ def test_a_probed_run_interrupted_and_resumed_probes_as_one_uninterrupted(
     one that ran through (the probe draws no random number and touches no .grad)."""
     x, y = probes.probe_batch(data_dir, 16, 2)
 
-    def reporter(files):
-        return probes.ProbeReporter(files, lambda model: {
-            "layers": probes.layer_grad_norms(model, x, y)})
+    def probe(model):
+        return {"layers": probes.layer_grad_norms(model, x, y)}
+
+    class ProbedUntil6(probes.Probed):
+        def should_stop(self, step: int) -> bool:
+            return step >= 6
 
     settings = tiny_train(max_iters=12, whole_val=False)
     whole = tmp_path / "whole"
-    train(tiny_model(), settings, data_dir, whole, progress=False, make_reporter=reporter)
+    train(tiny_model(), settings, data_dir, whole, progress=False,
+          callbacks=probes.Probed(probe))
     cut = tmp_path / "cut"
-    first = train(tiny_model(), settings, data_dir, cut, progress=False, stop_after=6,
-                  make_reporter=reporter)
-    assert first.status == "interrupted"
-    train(None, None, data_dir, cut, resume=True, progress=False, make_reporter=reporter)
+    first = train(tiny_model(), settings, data_dir, cut, progress=False,
+                  callbacks=ProbedUntil6(probe))
+    assert (first.status, first.step) == ("interrupted", 6)
+    train(None, None, data_dir, cut, resume=True, progress=False,
+          callbacks=probes.Probed(probe))
     expected = probes.read_probes(whole)
     assert [p["step"] for p in expected] == [0, 4, 8, 12]
     assert probes.read_probes(cut) == expected

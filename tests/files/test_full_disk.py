@@ -95,9 +95,10 @@ def reference(data, tmp_path_factory) -> Path:
 
 def train_stopped_at(data: Path, run: Path, step: int) -> None:
     """`gptlab train` of the reference's settings, stopped with a checkpoint at `step` as an
-    interruption stops it (gptlab.training.run.train's stop_after)."""
+    interruption stops it (gptlab.training.callbacks.StopAfter)."""
     script = ("import sys; import gptlab.training.run as r; real = r.train; "
-              f"r.train = lambda *a, **k: real(*a, **{{**k, 'stop_after': {step}}}); "
+              "from gptlab.training.callbacks import StopAfter; "
+              f"r.train = lambda *a, **k: real(*a, **{{**k, 'callbacks': StopAfter({step})}}); "
               "from gptlab.cli.main import main; sys.exit(main(sys.argv[1:]))")
     done = subprocess.run([sys.executable, "-c", script, "train", "--data", str(data), "--out",
                            str(run), *TRAIN, "--max-iters", "12"], capture_output=True,

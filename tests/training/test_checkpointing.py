@@ -12,6 +12,7 @@ from gptlab import model_dir
 from gptlab.errors import UsageError
 from gptlab.model.config import GPTConfig
 from gptlab.training import rundir
+from gptlab.training.callbacks import Callbacks
 from gptlab.training.config import TrainConfig
 from gptlab.training.reporting import NullReporter
 from gptlab.training.run import train
@@ -31,16 +32,25 @@ def settings(**over) -> TrainConfig:
                           **over})
 
 
-def silent(files: rundir.RunFiles) -> NullReporter:
-    return NullReporter()
+class Silent(Callbacks):
+    """Reports nothing; stops once `steps` are done, if given."""
+
+    def __init__(self, steps: int | None = None) -> None:
+        self.steps = steps
+
+    def make_reporter(self, files: rundir.RunFiles, progress: bool) -> NullReporter:
+        return NullReporter()
+
+    def should_stop(self, step: int) -> bool:
+        return self.steps is not None and step >= self.steps
 
 
 def test_a_run_that_reports_nothing_still_checkpoints_and_resumes(words_data_dir, tmp_path):
     whole = tmp_path / "whole"
-    train(tiny(), settings(), words_data_dir, whole, progress=False, make_reporter=silent)
+    train(tiny(), settings(), words_data_dir, whole, progress=False, callbacks=Silent())
     part = tmp_path / "part"
-    stopped = train(tiny(), settings(), words_data_dir, part, progress=False, stop_after=6,
-                    make_reporter=silent)
+    stopped = train(tiny(), settings(), words_data_dir, part, progress=False,
+                    callbacks=Silent(6))
     assert (stopped.status, stopped.step) == ("interrupted", 6)
     state = rundir.load_checkpoint(part)  # committed without a reporter's help
     assert state["step"] == 6 and "optimizer" in state

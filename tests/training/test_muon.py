@@ -10,6 +10,7 @@ import torch
 from gptlab.errors import UsageError
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
+from gptlab.training.callbacks import StopAfter
 from gptlab.training.config import TrainConfig
 from gptlab.training.muon import (
     NS_COEFFICIENTS,
@@ -203,7 +204,7 @@ def test_the_split_and_normuon_settings_resume_exactly(data_dir, tmp_path, tiny_
                                                      losses, muon_train):
     cfg = muon_train(muon_split_qkv=True, muon_normuon_beta2=0.95)
     whole = train(tiny_model(), cfg, data_dir, tmp_path / "whole", progress=False)
-    train(tiny_model(), cfg, data_dir, tmp_path / "part", progress=False, stop_after=5)
+    train(tiny_model(), cfg, data_dir, tmp_path / "part", progress=False, callbacks=StopAfter(5))
     state = torch.load(tmp_path / "part/state.pt", weights_only=True)["optimizer"]["muon"]
     assert [g["row_blocks"] for g in state["param_groups"]] == [None, (32, 32, 32)]
     assert all("row_moments" in s for s in state["state"].values())
@@ -268,7 +269,8 @@ def test_resume_with_muon_reproduces_the_uninterrupted_run(data_dir, tmp_path, s
                                                            tiny_model, losses, muon_train):
     model, cfg = tiny_model(dropout=0.1), muon_train(lr_schedule="wsd", cooldown_frac=0.5)
     whole = train(model, cfg, data_dir, tmp_path / "whole", progress=False)
-    part = train(model, cfg, data_dir, tmp_path / "part", progress=False, stop_after=stop_at)
+    part = train(model, cfg, data_dir, tmp_path / "part", progress=False,
+                 callbacks=StopAfter(stop_at))
     assert part.status == "interrupted" and part.step == stop_at
     state = torch.load(tmp_path / "part/state.pt", weights_only=True)
     assert set(state["optimizer"]) == {"adamw", "muon"} and state["optimizer"]["muon"]["state"]

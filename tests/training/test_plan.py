@@ -53,7 +53,7 @@ def stopped_run(data, tmp_path) -> Path:
     run = tmp_path / "stopped"
     config = model(vocab_size=data.vocab_size)
     run.mkdir()
-    rundir.start(run, data.tokenizer_path, settings().to_dict(), config.to_dict())
+    rundir.start(run, data.directory, settings().to_dict(), config.to_dict())
     gpt = GPT(config)
     optimizer = torch.optim.AdamW(gpt.parameters())
     Checkpoints(run, writer=True).save({"step": 3, "best_val": 2.0, "data_ranks": 1}, gpt,
@@ -72,6 +72,11 @@ def test_a_fresh_plan_applies_the_overrides_and_touches_nothing(data, tmp_path):
     assert (plan.train_config.max_iters, plan.train_config.lr_decay_iters) == (10, 8)
     assert (plan.data.vocab_size, plan.data.train_tokens, plan.data.val_tokens) == (
         data.vocab_size, len(data.train), len(data.val))
+    # the plan carries the opened data down: its tokens (nothing reads the directory again)
+    # and the directory it was given, not one worked out from a file inside it
+    assert plan.data.train is data.train and plan.data.val is data.val
+    assert plan.data.directory == data.directory
+    assert plan.data.fingerprint == data.fingerprint()
     assert plan.layout == Layout("ddp", 1, 1) and not plan.sharded
     assert (plan.rank, plan.world_size, plan.is_main) == (0, 1, True)
     assert (plan.init_seed, plan.dropout_seed) == (7, 7)

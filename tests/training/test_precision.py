@@ -14,6 +14,7 @@ from gptlab import probe
 from gptlab.errors import UsageError
 from gptlab.model.config import GPTConfig
 from gptlab.training import precision
+from gptlab.training.callbacks import StopAfter
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 CPU = torch.device("cpu")
@@ -148,7 +149,7 @@ def test_a_run_records_what_auto_meant(probed, tmp_path, capsys):
     cfg = TrainConfig(max_iters=4, eval_interval=2, eval_iters=1, batch_size=2,
                       warmup_iters=0, lr_decay_iters=4)
     train(GPTConfig.from_preset("tiny-gpt2", block_size=16), cfg, data, run, progress=False,
-          stop_after=2)
+          callbacks=StopAfter(2))
     assert "dtype auto: bfloat16 autocast, 2.50x float32" in capsys.readouterr().err
     assert json.loads((run / "train.json").read_text())["dtype"] == "bfloat16"
     result = train(None, None, data, run, resume=True, progress=False)

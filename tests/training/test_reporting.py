@@ -19,6 +19,7 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 
 from gptlab.errors import UsageError
 from gptlab.training import reporting, rundir
+from gptlab.training.callbacks import StopAfter
 from gptlab.training.reporting import SCALAR_TAGS, markdown_block
 from gptlab.training.run import train
 
@@ -115,12 +116,12 @@ def test_a_resume_from_an_earlier_checkpoint_logs_no_step_twice(
     from step 4 trains them again, and the board, like metrics.jsonl, keeps them once."""
     run = tmp_path / "run"
     train(tiny_model(), tiny_train(log="tensorboard"), data_dir, run, progress=False,
-          stop_after=4)
+          callbacks=StopAfter(4))
     kept = tmp_path / "step4"
     kept.mkdir()
     for name in ("state.pt", "model.safetensors"):
         shutil.copy2(run / name, kept / name)
-    result = train(None, None, data_dir, run, resume=True, progress=False, stop_after=7)
+    result = train(None, None, data_dir, run, resume=True, progress=False, callbacks=StopAfter(7))
     assert result.step == 7 and max(r["step"] for r in records(run)) == 7
     for name in ("state.pt", "model.safetensors"):  # back to step 4, as after a kill
         shutil.copy2(kept / name, run / name)
@@ -136,7 +137,7 @@ def test_a_resume_from_an_earlier_checkpoint_logs_no_step_twice(
 def test_the_log_can_start_on_resume_and_a_missing_package_is_refused_first(
         data_dir, tmp_path, tiny_model, tiny_train, monkeypatch):
     run = tmp_path / "run"
-    train(tiny_model(), tiny_train(), data_dir, run, progress=False, stop_after=4)
+    train(tiny_model(), tiny_train(), data_dir, run, progress=False, callbacks=StopAfter(4))
     assert not (run / rundir.TB_DIR).exists()
     monkeypatch.setattr(reporting.importlib.util, "find_spec", lambda name: None)
     before = sorted(p.name for p in run.iterdir())
@@ -179,7 +180,7 @@ def test_event_files_opened_in_one_second_are_read_in_the_order_written(
     monkeypatch.setattr(event_files._global_uid, "_value", 8)  # the next files: .8, .9, .10
     run = tmp_path / "run"
     train(tiny_model(), tiny_train(log="tensorboard"), data_dir, run, progress=False,
-          stop_after=4)
+          callbacks=StopAfter(4))
     train(None, None, data_dir, run, resume=True, progress=False)
     names = sorted(p.name for p in (run / rundir.TB_DIR).glob("events.out.tfevents.*"))
     uids = [int(n.split(".")[-1]) for n in names]

@@ -19,6 +19,7 @@ from gptlab.errors import GptlabError, UsageError
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 from gptlab.training import rundir
+from gptlab.training.callbacks import StopAfter
 from gptlab.training.config import TrainConfig
 from gptlab.training.optim import make_optimizer
 from gptlab.training.recipes import RECIPES
@@ -110,7 +111,8 @@ def test_resume_reproduces_the_uninterrupted_run(data_dir, tmp_path, stop_at, ba
     model = tiny_model(dropout=0.1)
     cfg = tiny_train(gradient_accumulation_steps=2, batch_rng=batch_rng)
     whole = train(model, cfg, data_dir, tmp_path / "whole", progress=False)
-    part = train(model, cfg, data_dir, tmp_path / "part", progress=False, stop_after=stop_at)
+    part = train(model, cfg, data_dir, tmp_path / "part", progress=False,
+                 callbacks=StopAfter(stop_at))
     assert part.status == "interrupted" and part.step == stop_at
     assert torch.load(tmp_path / "part/state.pt", weights_only=True)["step"] == stop_at
     resumed = train(None, None, data_dir, tmp_path / "part", resume=True, progress=False)
@@ -129,7 +131,8 @@ def test_without_eval_at_start_the_first_evaluation_follows_training(data_dir, t
     evals = [r[1] for r in losses(tmp_path / "whole") if r[0] == "eval"]
     assert evals == [4, 8, 12] and whole.val_loss is not None  # no step 0: 12 steps, every 4
     # and a run stopped before its first evaluation resumes to the same losses
-    part = train(tiny_model(), cfg, data_dir, tmp_path / "part", progress=False, stop_after=2)
+    part = train(tiny_model(), cfg, data_dir, tmp_path / "part", progress=False,
+                 callbacks=StopAfter(2))
     assert part.status == "interrupted" and part.best_val_loss is None
     assert not torch.load(tmp_path / "part/state.pt", weights_only=True)["eval_pending"]
     train(None, None, data_dir, tmp_path / "part", resume=True, progress=False)

@@ -31,6 +31,7 @@ from gptlab.errors import UsageError
 from gptlab.files import kinds
 from gptlab.model.gpt import GPT
 from gptlab.training import rundir
+from gptlab.training.callbacks import StopAfter
 from gptlab.training.config import recipe
 from gptlab.training.run import train
 
@@ -491,7 +492,7 @@ def test_a_resume_on_data_that_changed_is_refused_naming_the_folder(tmp_path, ma
                                                                     capsys):
     data = make_data(tmp_path / "data", n_chars=5000)
     run = tmp_path / "run"
-    train(tiny_model(), tiny_train(max_iters=4), data, run, progress=False, stop_after=2)
+    train(tiny_model(), tiny_train(max_iters=4), data, run, progress=False, callbacks=StopAfter(2))
     recorded = json.loads((run / rundir.DATA_RECORD_FILE).read_text())
     assert recorded == {"data": str(data),
                         "fingerprint": prepared.load_data(data).fingerprint()}
@@ -521,7 +522,7 @@ def test_a_run_from_before_the_record_resumes_and_records_its_data(tmp_path, mak
     (data / "meta.json").write_text(json.dumps(meta))
     assert prepared.load_data(data).fingerprint() == fingerprint  # computed from the tokens
     run = tmp_path / "run"
-    train(tiny_model(), tiny_train(max_iters=4), data, run, progress=False, stop_after=2)
+    train(tiny_model(), tiny_train(max_iters=4), data, run, progress=False, callbacks=StopAfter(2))
     (run / rundir.DATA_RECORD_FILE).unlink()
     result = train(None, None, data, run, resume=True, progress=False)
     assert result.step == 4

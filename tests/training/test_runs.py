@@ -18,6 +18,7 @@ from gptlab.errors import UsageError
 from gptlab.lab.runs import Runs
 from gptlab.model.config import GPTConfig
 from gptlab.model.params import count_parameters
+from gptlab.training.callbacks import StopAfter
 from gptlab.training.run import train
 from gptlab.training.rundir import lock_holder
 from gptlab.training.runs import list_runs, model_dirs, read_run, sort_runs
@@ -31,7 +32,7 @@ def folder(tmp_path_factory, trained_run, data_dir, tiny_model, tiny_train,
     root = tmp_path_factory.mktemp("runs")
     shutil.copytree(trained_run, root / "done")
     train(tiny_model(), tiny_train(), data_dir, root / "stopped", progress=False,
-          stop_after=4)
+          callbacks=StopAfter(4))
     shutil.copytree(root / "stopped", root / "nested" / "deep" / "live")
     (root / "converted").mkdir()
     for name in ("config.json", "model.safetensors", "tokenizer.json"):

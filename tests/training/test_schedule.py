@@ -12,6 +12,7 @@ from gptlab.distributed.process import Dist
 from gptlab.errors import UsageError
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
+from gptlab.training.callbacks import StopAfter
 from gptlab.training.config import TrainConfig
 from gptlab.training.run import train
 from gptlab.training.schedule import lr_at, ramped
@@ -93,7 +94,7 @@ def test_a_run_with_a_ramp_resumes_exactly(data_dir, tmp_path, tiny_model, tiny_
     model = tiny_model()
     cfg = tiny_train(ramp="sequence", ramp_iters=8, ramp_start=0.25)
     whole = train(model, cfg, data_dir, tmp_path / "whole", progress=False)
-    train(model, cfg, data_dir, tmp_path / "part", progress=False, stop_after=5)
+    train(model, cfg, data_dir, tmp_path / "part", progress=False, callbacks=StopAfter(5))
     train(None, None, data_dir, tmp_path / "part", resume=True, progress=False)
     assert whole.step == 12
     assert losses(tmp_path / "part") == losses(tmp_path / "whole")

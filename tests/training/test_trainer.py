@@ -20,6 +20,7 @@ from gptlab.errors import GptlabError
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 from gptlab.training import rundir
+from gptlab.training.callbacks import StopAfter
 from gptlab.training.config import TrainConfig
 from gptlab.training.reporting import NullReporter
 from gptlab.training.run import train
@@ -183,5 +184,5 @@ def test_a_nan_before_a_stop_is_caught_by_the_stop_s_checkpoint(data_dir, tmp_pa
     cfg = tiny_train(log_interval=100, eval_interval=100, checkpoint_interval=100)
     with pytest.raises(GptlabError, match=r"the loss became nan at step 3: training stopped; "
                                           r"its last checkpoint, step 0 in"):
-        train(tiny_model(), cfg, data_dir, run, progress=False, stop_after=5)
+        train(tiny_model(), cfg, data_dir, run, progress=False, callbacks=StopAfter(5))
     assert rundir.load_checkpoint(run)["step"] == 0

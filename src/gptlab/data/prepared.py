@@ -157,11 +157,18 @@ def _same_tokenizer_file(out_dir: Path, tokenizer: Tokenizer) -> bool:
 
 @dataclass
 class TokenData:
+    """An opened data directory: its splits, its meta.json, and where it is (so that nothing
+    downstream has to work it out again from a file inside it)."""
+
     train: np.ndarray  # read-only memmap of token ids
     val: np.ndarray
     meta: dict
     vocab_size: int
-    tokenizer_path: Path
+    directory: Path
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.directory / TOKENIZER_FILE
 
     def split(self, name: str) -> np.ndarray:
         return {"train": self.train, "val": self.val}[name]
@@ -194,11 +201,11 @@ def load_data(data_dir: str | Path) -> TokenData:
                 f"{meta[f'{name}_tokens']} {dtype.name} tokens ({expected} bytes)"
             )
         arrays[name] = np.memmap(path, dtype=dtype, mode="r")
-    tokenizer_path = data_dir / "tokenizer.json"
-    if not tokenizer_path.is_file():
-        raise UsageError(f"missing {tokenizer_path}")
-    _check_vocabulary(data_dir, meta, arrays, tokenizer_path)
-    return TokenData(arrays["train"], arrays["val"], meta, meta["vocab_size"], tokenizer_path)
+    data = TokenData(arrays["train"], arrays["val"], meta, meta["vocab_size"], data_dir)
+    if not data.tokenizer_path.is_file():
+        raise UsageError(f"missing {data.tokenizer_path}")
+    _check_vocabulary(data_dir, meta, arrays, data.tokenizer_path)
+    return data
 
 
 def _check_vocabulary(data_dir: Path, meta: dict, arrays: dict[str, np.ndarray],

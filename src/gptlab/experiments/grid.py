@@ -31,8 +31,9 @@ from gptlab.files.kinds import EXPERIMENT_FILE, WEIGHTS_FILE
 from gptlab.model.config import GPTConfig
 from gptlab.stopping import Interrupted
 from gptlab.training import rundir
+from gptlab.training.callbacks import Callbacks
 from gptlab.training.config import TrainConfig
-from gptlab.training.reporting import NullReporter, Reporter, Reporters
+from gptlab.training.reporting import NullReporter, Reporters
 from gptlab.training.run import train
 from gptlab.training.trainer import TrainingDiverged
 from gptlab.version import __version__
@@ -191,19 +192,17 @@ class Grid:
     directory, each its own `state` file, all their runs in FOLDER/runs (where `gptlab runs`
     and the lab find them).
 
-    make_reporter(run_name, files): a Reporter for each training (gptlab.training.run.train's
-    make_reporter), for an experiment that measures its models while they train (a RunSpec's
-    watcher measures beside the run's own reporter); keep_diverged: a run whose loss or
-    weights became NaN is a result, not an error."""
+    callbacks: every training's (gptlab.training.callbacks), for an experiment that measures
+    its models while they train (a RunSpec's watcher measures beside the reporter they
+    make); keep_diverged: a run whose loss or weights became NaN is a result, not an
+    error."""
 
     def __init__(self, folder: Path, data_dir: str | Path, state: str = GRID_FILE,
-                 keep_diverged: bool = False,
-                 make_reporter: Callable[[str, rundir.RunFiles], NullReporter] | None = None
-                 ) -> None:
+                 keep_diverged: bool = False, callbacks: Callbacks | None = None) -> None:
         self.folder, self.data_dir = Path(folder), Path(data_dir)
         self.state_path = self.folder / state
         self.data = data_identity(self.data_dir)
-        self.keep_diverged, self.make_reporter = keep_diverged, make_reporter
+        self.keep_diverged, self.callbacks = keep_diverged, callbacks or Callbacks()
 
     def run_dir(self, name: str) -> Path:
         return self.folder / RUNS_DIR / name
@@ -237,22 +236,18 @@ class Grid:
             settings = replace(settings, init_from=str(self.run_dir(spec.start)))
         self._record(spec, finished=False, train_s=0.0)
         t0 = time.perf_counter()
-        reporter = None
-        if spec.watcher is not None or self.make_reporter is not None:
-            watcher, own = spec.watcher, self.make_reporter
-
-            def reporter(files: rundir.RunFiles) -> NullReporter:
-                record = own(spec.name, files) if own else Reporter(files, progress=progress)
-                return Reporters(record, watcher(run_dir)) if watcher else record
+        callbacks = self.callbacks
+        if spec.watcher is not None:
+            callbacks = Watched(callbacks, spec.watcher)
         try:
             if same and rundir.has_checkpoint(run_dir):
                 log(f"{spec.name}: resuming the interrupted run in {run_dir}")
                 result = train(None, None, self.data_dir, run_dir, resume=True,
-                               progress=progress, make_reporter=reporter)
+                               progress=progress, callbacks=callbacks)
             else:
                 log(f"{spec.name}: training {steps} steps into {run_dir}")
                 result = train(spec.model, settings, self.data_dir, run_dir, overwrite=True,
-                               progress=progress, make_reporter=reporter)
+                               progress=progress, callbacks=callbacks)
         except TrainingDiverged as exc:
             if not self.keep_diverged:
                 raise
@@ -283,6 +278,22 @@ class Grid:
         state["runs"][spec.name] = {"spec": spec.key(), "finished": finished,
                                     "train_s": round(train_s, 2), "diverged": diverged}
         write_json(self.state_path, state)
+
+
+class Watched(Callbacks):
+    """`callbacks` with a RunSpec's watcher (watcher(run_dir) -> a reporter) beside the
+    reporter they make."""
+
+    def __init__(self, callbacks: Callbacks, watcher: Callable[[Path], NullReporter]) -> None:
+        self.callbacks, self.watcher = callbacks, watcher
+        self.owner = callbacks.owner
+
+    def make_reporter(self, files: rundir.RunFiles, progress: bool) -> NullReporter:
+        return Reporters(self.callbacks.make_reporter(files, progress),
+                         self.watcher(files.run_dir))
+
+    def should_stop(self, step: int) -> bool:
+        return self.callbacks.should_stop(step)
 
 
 def data_identity(data_dir: Path) -> dict[str, Any]:

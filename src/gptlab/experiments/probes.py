@@ -33,6 +33,7 @@ from gptlab.errors import UsageError
 from gptlab.experiments import report
 from gptlab.experiments.grid import Grid, RunRecord, RunSpec, open_experiment
 from gptlab.model.config import GPTConfig
+from gptlab.training.callbacks import Callbacks
 from gptlab.training.config import TrainConfig, recipe
 from gptlab.training.reporting import Reporter
 from gptlab.training.rundir import RunFiles
@@ -152,6 +153,16 @@ class ProbeReporter(Reporter):
             f.write(json.dumps({"step": record["step"], **self.probe(model)}) + "\n")
 
 
+class Probed(Callbacks):
+    """A training whose reporter is a ProbeReporter with probe(model)."""
+
+    def __init__(self, probe: Callable[[nn.Module], dict[str, Any]]) -> None:
+        self.probe = probe
+
+    def make_reporter(self, files: RunFiles, progress: bool) -> ProbeReporter:
+        return ProbeReporter(files, self.probe, progress=progress)
+
+
 def probed_grid(folder: Path, data_dir: Path, block_size: int, rows: int,
                 measure: Callable[[nn.Module, Tensor, Tensor], dict[str, Any]]) -> Grid:
     """A grid whose every run is probed at each evaluation by measure(model, x, y) on the
@@ -161,8 +172,7 @@ def probed_grid(folder: Path, data_dir: Path, block_size: int, rows: int,
     def probe(model: nn.Module) -> dict[str, Any]:
         return measure(model, x, y)
 
-    return Grid(folder, data_dir, keep_diverged=True,
-                make_reporter=lambda name, files: ProbeReporter(files, probe))
+    return Grid(folder, data_dir, keep_diverged=True, callbacks=Probed(probe))
 
 
 def read_probes(run_dir: str | Path) -> list[dict[str, Any]]:

@@ -2,9 +2,10 @@
 
 The training is gptlab.training.run.train itself, in a background thread, into an ordinary run
 folder (runs/live-<task>): resumable with `gptlab train --resume`, openable in every view.
-Two seams of the trainer carry it: its stop Event (the Stop button sets it; the trainer
-checkpoints and ends at the next step) and its Reporter (LiveReporter, below, does what the
-CLI's reporter does and also turns each logged step and each evaluation into an event).
+train()'s callbacks carry it (LiveCallbacks, gptlab.training.callbacks): should_stop says
+yes once the Stop button is pressed (the trainer checkpoints and ends before the next step),
+and the reporter, LiveReporter below, does what the CLI's reporter does and also turns each
+logged step and each evaluation into an event.
 
 At every evaluation the reporter also measures the model: every head's previous-token,
 duplicate-token and induction score on a fixed probe (random tokens repeated twice,
@@ -34,6 +35,7 @@ from gptlab.inference.sampling import generate_text
 from gptlab.interp.heads import chance_scores, induction_probe, repeated_random_tokens
 from gptlab.lab import live_tasks
 from gptlab.model.decoding import SamplingSettings
+from gptlab.training.callbacks import Callbacks
 from gptlab.training.reporting import Reporter
 from gptlab.training.run import train
 
@@ -73,6 +75,23 @@ class LiveReporter(Reporter):
         super().evaluation(record, model, improved)
         self.emit({"kind": "eval", "step": record["step"], "train_loss": record["train_loss"],
                    "val_loss": record["val_loss"], **measure(model, self.prompt, self.tokenizer)})
+
+
+class LiveCallbacks(Callbacks):
+    """The lab's hooks into train(): its runs marked as the lab's, a LiveReporter, and a stop
+    once `stop` is set (the Stop button)."""
+
+    owner = OWNER
+
+    def __init__(self, stop: threading.Event, emit: Callable[[dict[str, Any]], None],
+                 prompt: str, tokenizer) -> None:
+        self.stop, self.emit, self.prompt, self.tokenizer = stop, emit, prompt, tokenizer
+
+    def make_reporter(self, files, progress: bool) -> LiveReporter:
+        return LiveReporter(files, self.emit, self.prompt, self.tokenizer)
+
+    def should_stop(self, step: int) -> bool:
+        return self.stop.is_set()
 
 
 def measure(model, prompt: str, tokenizer) -> dict[str, Any]:
@@ -187,10 +206,8 @@ class LiveTrainer:
             run_dir = self.root / s.run
             # The lab replaces a run of its own; one gptlab train wrote there is kept.
             result = train(task.model, settings, data_dir, run_dir,
-                           overwrite=kinds.recognise(run_dir).by == OWNER, owner=OWNER,
-                           progress=False, stop=s.stop,
-                           make_reporter=lambda files: LiveReporter(
-                               files, s.emit, task.prompt, tokenizer))
+                           overwrite=kinds.recognise(run_dir).by == OWNER, progress=False,
+                           callbacks=LiveCallbacks(s.stop, s.emit, task.prompt, tokenizer))
             # Stopped early: resume to the steps asked for; finished: twice as far.
             done = result.status == "finished"
             end.update(status=result.status, step=result.step,

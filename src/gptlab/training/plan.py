@@ -2,7 +2,8 @@
 
 `plan_run` takes the call's arguments and the opened data directory and resolves them: the
 mode (a fresh run, a resume, a fine-tune), the final model config and training settings
-(overrides applied and checked), the data's facts, the run directory, the model a fine-tune
+(overrides applied and checked), the data (its tokens and what the run records of them:
+nothing reads the data directory again), the run directory, the model a fine-tune
 starts from, the seeds and the layout of the ranks (sharded or not). It checks everything
 that can be checked without the run directory's lock: it only reads that directory (a
 resumed run's settings and its checkpoint's step and kind), and gptlab.training.run then
@@ -18,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch.distributed as dist
 
 from gptlab import model_dir
@@ -78,16 +80,28 @@ def check_settings(cfg: TrainConfig, config: GPTConfig, world_size: int) -> Layo
     return layout
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DataFacts:
-    """What a run needs to know of its data directory (gptlab.data.prepared)."""
+    """Everything a run takes from its data directory (gptlab.data.prepared): where it is,
+    its tokens (what the batches and the whole-val score read) and their fingerprint."""
 
     directory: Path
-    tokenizer_path: Path
     vocab_size: int
-    train_tokens: int
-    val_tokens: int
     fingerprint: str  # its tokens' (gptlab.data.prepared.fingerprint), recorded in the run
+    train: np.ndarray  # read-only memmaps of token ids
+    val: np.ndarray
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.directory / kinds.TOKENIZER_FILE
+
+    @property
+    def train_tokens(self) -> int:
+        return len(self.train)
+
+    @property
+    def val_tokens(self) -> int:
+        return len(self.val)
 
 
 @dataclass(frozen=True)
@@ -101,12 +115,13 @@ class ResumePoint:
 
 @dataclass(frozen=True)
 class TrainPlan:
-    """Everything a train() call will do, as plain data; gptlab.training.run executes it."""
+    """Everything a train() call will do and needs (the data's tokens too);
+    gptlab.training.run executes it."""
 
     mode: str  # FRESH, RESUME or FINE_TUNE
     model_config: GPTConfig
     train_config: TrainConfig
-    data: DataFacts
+    data: DataFacts  # the opened data directory: nothing reads it again
     run_dir: Path
     overwrite: bool  # a fresh start may replace a run that holds work in run_dir
     owner: str  # the command whose run it is (its mark, gptlab.files.kinds)
@@ -155,8 +170,8 @@ def plan_run(model_config: GPTConfig | None, train_config: TrainConfig | None,
         mode = FINE_TUNE if train_config.init_from is not None else FRESH
     _check_run(model_config, train_config, data)
     init_seed, dropout_seed = _seeds(train_config, rank)
-    facts = DataFacts(data.tokenizer_path.parent, data.tokenizer_path, data.vocab_size,
-                      len(data.train), len(data.val), data.fingerprint())
+    facts = DataFacts(data.directory, data.vocab_size, data.fingerprint(), data.train,
+                      data.val)
     if resume:
         rundir.check_same_data(run_dir, facts.directory, facts.fingerprint)
     return TrainPlan(mode=mode, model_config=model_config, train_config=train_config,
@@ -256,7 +271,7 @@ def _starting_config(init_from: str, model_config: GPTConfig | None,
     if model_config is not None:
         config = _with_new_reach(config, model_config, init_from)
     if not same_tokenizer(load_tokenizer(data.tokenizer_path), tokenizer):
-        raise UsageError(f"the data in {data.tokenizer_path.parent} was prepared with another "
+        raise UsageError(f"the data in {data.directory} was prepared with another "
                          f"tokenizer than {init_from}'s: prepare it with `gptlab prepare "
                          f"--tokenizer MODEL/tokenizer.json`")
     if data.vocab_size > config.vocab_size:

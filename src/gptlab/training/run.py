@@ -1,11 +1,13 @@
 """`train()`: the GPT glue the CLI calls, one process or many under torchrun.
 
 It opens the data directory and plans the call (gptlab.training.plan: everything decided and
-checked before the run directory is touched), then carries the plan out, step by step below:
-take the run directory's lock (gptlab.training.rundir), join the processes, build (or load)
-the model and shard it as planned, and hand it to a gptlab.training.trainer.Trainer, whose
-checkpoints go to the run directory and whose progress goes to a reporter. Files a run
-writes (rank 0 only) are listed in gptlab.training.rundir.
+checked before the run directory is touched; the plan holds the opened data, which nothing
+reads again), then carries the plan out, step by step below: take the run directory's lock
+(gptlab.training.rundir), join the processes, build (or load) the model and shard it as
+planned, and hand it to a gptlab.training.trainer.Trainer, whose checkpoints go to the run
+directory and whose progress goes to the reporter the callbacks make
+(gptlab.training.callbacks). Files a run writes (rank 0 only) are listed in
+gptlab.training.rundir.
 """
 
 from __future__ import annotations
@@ -21,13 +23,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from gptlab import model_dir, stopping
 from gptlab.data import prepared
 from gptlab.data.batches import BATCH_STREAMS
-from gptlab.data.prepared import TokenData
 from gptlab.data.tokenizer import load_tokenizer
 from gptlab.distributed import parallelize
 from gptlab.distributed.parallelize import Layout
@@ -40,6 +42,7 @@ from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 from gptlab.model.params import count_parameters, counted
 from gptlab.training import footprint, rundir
+from gptlab.training.callbacks import Callbacks
 from gptlab.training.config import TrainConfig
 from gptlab.training.plan import (
     FINE_TUNE,
@@ -52,7 +55,6 @@ from gptlab.training.plan import (
 from gptlab.training.precision import autocast_dtype
 from gptlab.training.reporting import (
     NullReporter,
-    Reporter,
     Reporters,
     TensorBoardReporter,
     hparams,
@@ -101,9 +103,8 @@ class _Watch:
     """How the caller follows the run: none of it changes what is trained."""
 
     progress: bool
-    stop_after: int | None
-    stop: threading.Event
-    make_reporter: Callable[[rundir.RunFiles], Reporter] | None
+    callbacks: Callbacks
+    stop: threading.Event  # set by SIGINT, SIGTERM or the callbacks' should_stop
     t0: float  # when train() was called, for elapsed_s
 
 
@@ -116,48 +117,45 @@ def train(
     resume: bool = False,
     overrides: dict[str, Any] | None = None,
     overwrite: bool = False,
-    owner: str = "train",
     progress: bool = True,
-    stop_after: int | None = None,
-    stop: threading.Event | None = None,
-    make_reporter: Callable[[rundir.RunFiles], Reporter] | None = None,
+    callbacks: Callbacks | None = None,
 ) -> TrainResult:
-    """Train a GPT on a data directory into a run directory.
+    """Train a GPT on a data directory (made by `gptlab prepare`) into a run directory.
 
-    Fresh run: model_config and train_config given; vocab_size comes from the data.
-    resume=True: both None; they are read from out_dir, and `overrides` may change
-    RESUME_OVERRIDES (gptlab.training.plan; e.g. a larger max_iters). stop_after: stop (with
-    a checkpoint) once this many steps are done, as an interruption would.
+    Fresh run: model_config and train_config given; vocab_size comes from the data. A
+    fine-tune: train_config.init_from names the model it starts from, and model_config is
+    None (or that model's config with another block_size or rope_scaling). resume=True:
+    both None; they are read from out_dir, and `overrides` may change RESUME_OVERRIDES
+    (gptlab.training.config; e.g. a larger max_iters). A fresh run's `overrides` apply to
+    train_config.
 
     out_dir is claimed as gptlab.files.kinds says (absent, empty or a run: never another
     kind of folder or one gptlab did not make); overwrite=True replaces a run that holds
-    work there. owner: the command that writes the run, in its mark ("demo" and "lab"
-    replace only runs of their own).
+    work there. progress: a progress bar on stderr (off a terminal, a line now and then).
+
+    callbacks: hooks that follow or steer the run (gptlab.training.callbacks: the reporter
+    its steps go to, a stop before any step); without them the run is what `gptlab train`
+    does. Checkpoints are the run directory's whatever the callbacks.
 
     SIGINT and SIGTERM, from the moment this is called, end the run with a checkpoint
     (status "interrupted", `signal` the one that came: gptlab.stopping.deferred), an
     evaluation cut short between two batches; one during the final whole-val scoring
     raises gptlab.stopping.Interrupted, the finished run's checkpoint kept. Everything that
     can be checked is checked before the run directory is touched.
-
-    stop: set from another thread to end the run the same way (the lab's Stop button);
-    make_reporter(files): the Reporter to use instead of gptlab.training.reporting.Reporter (the
-    lab's live view subclasses it to stream each step). Checkpoints are the run directory's
-    whatever the reporter.
     """
-    watch = _Watch(progress, stop_after, stop or threading.Event(), make_reporter,
+    watch = _Watch(progress, callbacks or Callbacks(), threading.Event(),
                    time.perf_counter())
     with stopping.deferred(watch.stop.set) as signalled, _out_of_memory_as_usage_error():
         data = prepared.load_data(Path(data_dir))
         world = int(os.environ.get("WORLD_SIZE", "1"))
         plan = plan_run(model_config, train_config, data, Path(out_dir), resume=resume,
-                        overrides=overrides, overwrite=overwrite, owner=owner,
+                        overrides=overrides, overwrite=overwrite, owner=watch.callbacks.owner,
                         rank=int(os.environ.get("RANK", "0")) if world > 1 else 0,
                         world_size=world)
         require_logger(plan.train_config.log)
         if world == 1 and not plan.sharded:
             _check_footprint(plan)
-        result = _carry_out(plan, data, watch)
+        result = _carry_out(plan, watch)
         if result.status == "finished":
             stopping.check()  # a signal after the last step: interrupted, as in any phase
         return replace(result, signal=signalled.signum)
@@ -196,14 +194,14 @@ def _out_of_memory_as_usage_error() -> Iterator[None]:
 # --- carrying the plan out ------------------------------------------------------------------
 
 
-def _carry_out(plan: TrainPlan, data: TokenData, watch: _Watch) -> TrainResult:
+def _carry_out(plan: TrainPlan, watch: _Watch) -> TrainResult:
     # Only the first process writes files, so only it takes the run directory's lock.
     with rundir.locked(plan.run_dir) if plan.is_main else contextlib.nullcontext():
         state = _checkpoint_under_lock(plan)
         with setup(plan.train_config.device) as ctx, _process_group(plan, ctx):
             plan, reasons = with_precision(plan, ctx)
             _tell(ctx, *reasons)
-            return _train_on(plan, data, state, ctx, watch)
+            return _train_on(plan, state, ctx, watch)
 
 
 def _checkpoint_under_lock(plan: TrainPlan) -> dict[str, Any] | None:
@@ -225,9 +223,9 @@ def _process_group(plan: TrainPlan, ctx: Dist):
     return parallelize.process_group(ctx) if plan.sharded else contextlib.nullcontext()
 
 
-def _train_on(plan: TrainPlan, data: TokenData, state: dict[str, Any] | None, ctx: Dist,
-              watch: _Watch) -> TrainResult:
-    cfg = plan.train_config
+def _train_on(plan: TrainPlan, state: dict[str, Any] | None, ctx: Dist, watch: _Watch
+              ) -> TrainResult:
+    cfg, data = plan.train_config, plan.data
     model, sharding, data_ctx = _model(plan, state, ctx)
     batches = BATCH_STREAMS[cfg.batch_rng](data.train, data.val, cfg.batch_size,
                                            plan.model_config.block_size, cfg.seed, data_ctx)
@@ -239,10 +237,10 @@ def _train_on(plan: TrainPlan, data: TokenData, state: dict[str, Any] | None, ct
         trainer.load_state(state)
     whole = sharding.gathered if sharding is not None else lambda: model
     _announce(plan, trainer, ctx)
-    status = _fit(plan, trainer, ctx, watch.stop_after, whole, data, reporter)
+    status = _fit(plan, trainer, ctx, watch.callbacks, whole, reporter)
     whole_val = None
     if status == "finished" and cfg.whole_val:
-        whole_val = _whole_val(whole, data, reporter, trainer.step, ctx)
+        whole_val = _whole_val(whole, data.val, reporter, trainer.step, ctx)
     best = trainer.best_val if math.isfinite(trainer.best_val) else None
     return TrainResult(plan.run_dir, trainer.step, status, trainer.last_eval.get("train_loss"),
                        trainer.last_eval.get("val_loss"), best,
@@ -318,7 +316,7 @@ def _open_run_dir(plan: TrainPlan, state: dict[str, Any] | None, watch: _Watch
     run_dir, cfg = plan.run_dir, plan.train_config
     if state is None:
         rundir.clear(run_dir)
-        rundir.start(run_dir, plan.data.tokenizer_path, cfg.to_dict(),
+        rundir.start(run_dir, plan.data.directory, cfg.to_dict(),
                      plan.model_config.to_dict(), by=plan.owner,
                      data_fingerprint=plan.data.fingerprint)
     else:
@@ -329,10 +327,7 @@ def _open_run_dir(plan: TrainPlan, state: dict[str, Any] | None, watch: _Watch
     files = rundir.RunFiles(run_dir, title=f"{run_dir.name}: {_describe(plan.model_config)}")
     files.reset_metrics(keep_until_step=state["step"] if state else None,
                         redo_eval=bool(state and state.get("eval_pending")))
-    if watch.make_reporter is not None:
-        reporter = watch.make_reporter(files)
-    else:
-        reporter = Reporter(files, progress=watch.progress)
+    reporter = watch.callbacks.make_reporter(files, watch.progress)
     if cfg.log != "tensorboard":
         return reporter
     board = TensorBoardReporter(run_dir / rundir.TB_DIR,
@@ -370,12 +365,13 @@ def _tell(ctx: Dist, *lines: str) -> None:
             print(line, file=sys.stderr)
 
 
-def _fit(plan: TrainPlan, trainer: Trainer, ctx: Dist, stop_after: int | None,
-         whole: Callable[[], nn.Module | None], data: TokenData, reporter: NullReporter) -> str:
+def _fit(plan: TrainPlan, trainer: Trainer, ctx: Dist, callbacks: Callbacks,
+         whole: Callable[[], nn.Module | None], reporter: NullReporter) -> str:
     try:
         if plan.mode == FINE_TUNE and plan.train_config.whole_val:
-            _whole_val(whole, data, reporter, 0, ctx)  # where the starting model stands
-        return trainer.fit(resumed=plan.resume_from is not None, stop_after=stop_after)
+            _whole_val(whole, plan.data.val, reporter, 0, ctx)  # where the starting model stands
+        return trainer.fit(resumed=plan.resume_from is not None,
+                           should_stop=callbacks.should_stop)
     except TrainingDiverged:
         raise  # its message points at the checkpoint, which stays
     except BaseException:
@@ -384,7 +380,7 @@ def _fit(plan: TrainPlan, trainer: Trainer, ctx: Dist, stop_after: int | None,
         raise
 
 
-def _whole_val(whole: Callable[[], nn.Module | None], data: TokenData,
+def _whole_val(whole: Callable[[], nn.Module | None], val: np.ndarray,
                reporter: NullReporter, step: int, ctx: Dist) -> float | None:
     """Mean loss over the whole val split (gptlab.inference.evaluate's sliding windows),
     logged as a "whole_val" record: the figure to quote, where eval_iters batches are an
@@ -392,7 +388,7 @@ def _whole_val(whole: Callable[[], nn.Module | None], data: TokenData,
     model = whole()
     if not ctx.is_main:
         return None
-    ids = torch.from_numpy(data.val.astype("int64"))
+    ids = torch.from_numpy(val.astype("int64"))
     nll, scored = score_ids(model, ids)
     loss = nll / scored
     reporter.whole_val({"kind": "whole_val", "step": step, "loss": loss, "tokens": scored})

@@ -325,15 +325,16 @@ def check_same_data(run_dir: Path, data_dir: Path, fingerprint: str) -> None:
                          f"{run_dir}")
 
 
-def start(run_dir: Path, data_tokenizer: Path, settings: dict[str, Any],
+def start(run_dir: Path, data_dir: Path, settings: dict[str, Any],
           model_config: dict[str, Any], by: str = "train",
           data_fingerprint: str | None = None) -> None:
-    """The files a fresh run begins with, its mark first (written by command `by`); the
-    checkpoint of step 0 follows at once. data_fingerprint: the data's (record_data)."""
+    """The files a fresh run begins with, its mark first (written by command `by`), its
+    tokenizer data_dir's; the checkpoint of step 0 follows at once. data_fingerprint: the
+    data's (record_data)."""
     kinds.mark(run_dir, RUN, by)
-    copy_file(data_tokenizer, run_dir / TOKENIZER_FILE)
+    copy_file(data_dir / TOKENIZER_FILE, run_dir / TOKENIZER_FILE)
     if data_fingerprint is not None:
-        record_data(run_dir, data_tokenizer.parent, data_fingerprint)
+        record_data(run_dir, data_dir, data_fingerprint)
     write_train_config(run_dir, settings)
     write_json(run_dir / CONFIG_FILE, model_config)
 

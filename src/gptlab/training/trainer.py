@@ -14,6 +14,7 @@ import contextlib
 import math
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import torch
@@ -327,10 +328,12 @@ class Trainer:
         return TrainingDiverged(happened, step, self.saved_step, self.checkpoints.where,
                                 self.cfg.learning_rate)
 
-    def fit(self, resumed: bool = False, stop_after: int | None = None) -> str:
-        """Train until max_iters (or a stop request, or stop_after steps): "finished" or
-        "interrupted". A checkpoint is saved before returning either way, and on a fresh
-        run before anything else, so --resume works from the first moment on."""
+    def fit(self, resumed: bool = False,
+            should_stop: Callable[[int], bool] | None = None) -> str:
+        """Train until max_iters (or a stop request, or should_stop(steps done) says so
+        before a step: a stop request too): "finished" or "interrupted". A checkpoint is
+        saved before returning either way, and on a fresh run before anything else, so
+        --resume works from the first moment on."""
         cfg = self.cfg
         self.start_step = self.step
         self.reporter.open(cfg.max_iters, self.step)
@@ -339,7 +342,7 @@ class Trainer:
                 self._save_checkpoint()  # step 0, its evaluation pending
             if self.eval_pending:
                 self._evaluate_and_record()
-            status = self._loop(stop_after)
+            status = self._loop(should_stop)
             if self._unsaved:
                 self._save_checkpoint()
             return status
@@ -349,13 +352,15 @@ class Trainer:
         finally:
             self.reporter.close()
 
-    def _loop(self, stop_after: int | None) -> str:
+    def _loop(self, should_stop: Callable[[int], bool] | None) -> str:
         cfg = self.cfg
         t_log, tokens_log = time.perf_counter(), self.tokens
         while True:
             if self.step >= cfg.max_iters:
                 return "finished"
-            if self._stopping() or (stop_after is not None and self.step >= stop_after):
+            if should_stop is not None and should_stop(self.step):
+                self.stop.set()  # as a signal's request: under torchrun, the ranks agree
+            if self._stopping():
                 return "interrupted"
             lr = scheduled_lr(cfg, self.step)
             t_step = time.perf_counter()
