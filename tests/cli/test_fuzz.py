@@ -557,7 +557,7 @@ def test_no_command_changes_a_folder_of_another_kind_or_the_users(world, capsys,
     class Reached(Exception):
         """Training would start here: every check passed."""
 
-    def carry_out(plan, data, watch):
+    def carry_out(plan, watch):
         raise Reached
 
     kind, make_argv = FOLDER_COMMANDS[command]
