@@ -44,7 +44,7 @@ def test_a_stop_after_n_steps_ends_the_run_with_a_checkpoint_at_n_and_resumes(
                     callbacks=StopAfter(5))
     assert (stopped.status, stopped.step, stopped.signal) == ("interrupted", 5, None)
     assert rundir.load_checkpoint(run)["step"] == 5
-    assert model_dir.weights_step(run / "model.safetensors") == 5
+    assert rundir.weights_step(run / "model.safetensors") == 5
     assert rundir.has_checkpoint(run)
     resumed = train(None, None, data_dir, run, resume=True, progress=False)
     assert (resumed.status, resumed.step, resumed.start_step) == ("finished", 12, 5)
