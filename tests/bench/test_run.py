@@ -159,6 +159,7 @@ def test_only_accepts_every_benchmark_in_the_folder():
     assert "time_to_quality" not in bench_run.selected(None, "quick")
 
 
+@pytest.mark.slow  # seconds (a process, a timed-out body, 30 runs): make test, not make check
 def test_python_m_bench_answers_help_and_refuses_bad_usage_in_one_line():
     """`python -m bench` from the checkout, as `make bench` runs it: --help, then a bad
     flag (exit 2, one line, no traceback)."""

@@ -367,6 +367,7 @@ def test_convert(world, capsys, offline, pair, out, force):
     check(world, capsys, argv + (["--force"] if force else []))
 
 
+@pytest.mark.slow  # seconds (a process, a timed-out body, 30 runs): make test, not make check
 @fuzz(30)
 @given(run=RUNS, opts=argsets(
     valid=dict(text_file=world_path("short", "short", "small"), out=out_paths(),

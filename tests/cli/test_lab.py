@@ -70,6 +70,7 @@ def first_answer(port: int, path: str, seconds: float = 30) -> httpx.Response:
             time.sleep(0.1)
 
 
+@pytest.mark.slow  # seconds (a process, a timed-out body, 30 runs): make test, not make check
 def test_gptlab_lab_serves_on_localhost_and_prints_the_url(tmp_path, copy_tiny_run):
     runs_root = tmp_path / "runs"
     copy_tiny_run(runs_root / "tiny")
@@ -91,6 +92,7 @@ def test_gptlab_lab_serves_on_localhost_and_prints_the_url(tmp_path, copy_tiny_r
         proc.wait(timeout=10)
 
 
+@pytest.mark.slow  # seconds (a process, a timed-out body, 30 runs): make test, not make check
 def test_gptlab_lab_beyond_loopback_prints_its_token_and_needs_it(tmp_path):
     port = free_port()
     proc = subprocess.Popen(
@@ -114,6 +116,7 @@ def test_gptlab_lab_beyond_loopback_prints_its_token_and_needs_it(tmp_path):
         proc.wait(timeout=10)
 
 
+@pytest.mark.slow  # seconds (a process, a timed-out body, 30 runs): make test, not make check
 def test_gptlab_lab_bad_port_is_one_line_exit_2():
     r = subprocess.run([sys.executable, "-m", "gptlab", "lab", "--port", "70000"],
                        capture_output=True, text=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from gptlab import GPTConfig
 from gptlab.cli.main import main
 from gptlab.distributed.memory import per_rank_memory
@@ -97,6 +99,7 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, gptlab):
             assert word in err, (argv, err)
 
 
+@pytest.mark.slow  # seconds (a process, a timed-out body, 30 runs): make test, not make check
 def test_cli_in_a_subprocess(tmp_path, gptlab_process):
     """The real entry point, a few cases (each start costs a torch import); main() above
     covers every bad input."""

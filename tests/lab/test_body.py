@@ -65,6 +65,7 @@ def test_bodies_are_json_objects_sent_as_json(client, post, bad):
     bad(client, "/api/scaling", {"d_k": 4.5}, "d_k must be an integer, got 4.5")
 
 
+@pytest.mark.slow  # seconds (a process, a timed-out body, 30 runs): make test, not make check
 def test_a_body_that_trickles_in_is_refused(lab, monkeypatch):
     """A client that sends its body a byte at a time holds no route: 408 after
     BODY_TIMEOUT_S, one JSON line. A chunked body (no length) over MAX_BODY_BYTES: 400."""

@@ -163,6 +163,7 @@ def test_killed_after_step_0s_evaluation_was_logged(data_dir, whole, tmp_path, m
     resume_and_compare(data_dir, run, whole)
 
 
+@pytest.mark.slow  # seconds (a process, a timed-out body, 30 runs): make test, not make check
 def test_ctrl_c_in_a_real_process_at_its_first_file(data_dir, tmp_path, capsys):
     """As a user would: Ctrl-C as soon as the run directory appears."""
     run = tmp_path / "run"
