@@ -15,6 +15,7 @@ import math
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,13 @@ import torch
 os.environ["GPTLAB_AUTO_DTYPE"] = "float32"
 os.environ["GPTLAB_CACHE"] = tempfile.mkdtemp(prefix="gptlab-test-cache-")
 atexit.register(shutil.rmtree, os.environ["GPTLAB_CACHE"], ignore_errors=True)
+
+# Ctrl-C as a user's terminal delivers it, however the suite was started: a shell's
+# background job (`make test &`, nohup) starts with SIGINT ignored, which every process a
+# test starts would inherit, and gptlab keeps an ignored SIGINT ignored (gptlab.stopping).
+# Tests of that case set it up themselves.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 ASSETS = Path(__file__).parent / "assets"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -4,6 +4,7 @@ the event stream a 404, each one line; a stream gives its follower slot back how
 ends."""
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from fastapi.testclient import TestClient
@@ -29,6 +30,13 @@ def test_with_no_training_there_is_nothing_to_stop_or_follow(tmp_path):
     assert events.json() == {"error": "no training has started yet: POST /api/live/start"}
 
 
+def run_alone(coroutine):
+    """asyncio.run in a thread of its own: the session's Chromium (Playwright's sync API)
+    keeps an event loop marked running in the main thread once a browser test has run."""
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, coroutine).result()
+
+
 def test_a_stream_gives_its_slot_back_when_it_ends_or_fails():
     released = []
 
@@ -42,8 +50,8 @@ def test_a_stream_gives_its_slot_back_when_it_ends_or_fails():
     stream = Followed(iter(["data: 1\n\n"]), lambda: released.append(1))
     scope = {"type": "http", "asgi": {"spec_version": "2.4"}}
     with pytest.raises(ClientDisconnect):
-        asyncio.run(stream(scope, receive, send))
+        run_alone(stream(scope, receive, send))
     assert released == [1]
-    asyncio.run(Followed(iter([]), lambda: released.append(2))(scope, receive,
-                                                               lambda m: asyncio.sleep(0)))
+    run_alone(Followed(iter([]), lambda: released.append(2))(scope, receive,
+                                                             lambda m: asyncio.sleep(0)))
     assert released == [1, 2]
