@@ -25,7 +25,7 @@ from gptlab.cli.main import COMMANDS, build_parser, main
 ROOT = Path(__file__).resolve().parents[2]
 # What no light path may load: torch, and the optional extras.
 EXTRAS = ("transformers", "matplotlib", "fastapi", "uvicorn", "llama_cpp", "gguf",
-          "huggingface_hub", "pydantic")
+          "huggingface_hub", "pydantic", "lm_eval")
 
 
 def python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
