@@ -157,6 +157,10 @@ class GptlabLM(TemplateLM):
         results: list[tuple[float, bool]] = []
         order = Collator(requests, sort_fn=_longest_first, group_by="contexts",
                          group_fn=lambda req: req[-2] + req[-1][:-1])
+        longest = max((len(cont) for _, _, cont in requests), default=0)
+        if longest > self.max_length:  # the hf backend asserts it: the context would be lost
+            raise UsageError(f"a continuation of {longest} tokens is longer than max_length "
+                             f"({self.max_length}): nothing would predict its first token")
         for chunk in order.get_batched(n=self.batch_size):
             inputs = [torch.tensor((ctx + cont)[-(self.max_length + 1):][:-1], dtype=torch.long,
                                    device=self.device) for _, ctx, cont in chunk]
