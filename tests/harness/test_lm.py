@@ -38,6 +38,7 @@ HIDDEN = [
     {"context": "To be, or not to be: ", "choices": ["that is the question", "whatever"],
      "label": 0},
     {"context": "A", "choices": [" horse! a horse! my kingdom for a horse!", "pple"], "label": 0},
+    {"context": "And what of th", "choices": ["e", "a", "o"], "label": 0},  # is_greedy, likely
 ]
 
 
@@ -47,9 +48,9 @@ def offline(monkeypatch):
         monkeypatch.setenv(name, value)
 
 
-def _train(model: GPT, ids: torch.Tensor, steps: int = 30) -> None:
+def _train(model: GPT, ids: torch.Tensor, steps: int = 300) -> None:
     """A few AdamW steps, so that the scores are a trained model's, not uniform."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     g = torch.Generator().manual_seed(0)
     T = model.config.block_size
     for _ in range(steps):
@@ -124,6 +125,7 @@ def test_the_gptlab_model_scores_every_request_as_the_hf_backend_does(exported, 
         assert [x[1] for x in a] == [y[1] for y in b]  # is_greedy
         for metric in ("acc,none", "acc_norm,none"):
             assert ours["results"][task][metric] == theirs["results"][task][metric]
+    assert any(greedy for _, greedy in _responses(ours, "hidden_words"))  # "th" -> "e"
     a, b = _responses(ours, "gptlab_val_bpb"), _responses(theirs, "gptlab_val_bpb")
     assert max(abs(x - y) for x, y in zip(a, b, strict=True)) < 1e-4
     bpb = ours["results"]["gptlab_val_bpb"]["bits_per_byte,none"]

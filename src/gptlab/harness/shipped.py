@@ -2,7 +2,8 @@
 corpus's val split (the 10% `gptlab prepare shakespeare` holds out):
 
 - gptlab_next_line: which of four lines follows a given line of a speech (multiple
-  choice; the other three are lines drawn from elsewhere in the val split): acc, acc_norm.
+  choice; the other three are lines of about the same length drawn from elsewhere in the
+  val split): acc, acc_norm.
 - gptlab_val_bpb: the speeches of the val split's first 20,000 characters, each a
   document scored whole (loglikelihood_rolling): bits_per_byte, byte and word perplexity.
 
@@ -41,8 +42,8 @@ def _speeches(text: str) -> list[list[str]]:
 
 def make_next_line(val_text: str, questions: int = QUESTIONS, seed: int = SEED) -> list[dict]:
     """Questions {line, choices, label}: `line` and the line after it within one speech,
-    among three other speech lines of the val split, in a random order (lines of at most
-    MAX_LINE characters)."""
+    among three other speech lines of the val split of about its length, in a random order
+    (lines of at most MAX_LINE characters)."""
     def short(line: str) -> bool:
         return bool(line.strip()) and len(line) <= MAX_LINE
 
@@ -53,11 +54,11 @@ def make_next_line(val_text: str, questions: int = QUESTIONS, seed: int = SEED) 
     rng = random.Random(seed)
     out = []
     for line, answer in rng.sample(pairs, questions):
-        wrong: list[str] = []
-        while len(wrong) < 3:
-            candidate = rng.choice(pool)
-            if candidate not in (line, answer, *wrong):
-                wrong.append(candidate)
+        # Wrong answers of about the answer's length, so that a summed log-likelihood
+        # (acc) does not simply pick the shortest line.
+        near = [c for c in pool if abs(len(c) - len(answer)) <= max(2, len(answer) // 10)
+                and c not in (line, answer)]
+        wrong = rng.sample(near, 3)
         choices = [answer, *wrong]
         rng.shuffle(choices)
         out.append({"line": line, "choices": choices, "label": choices.index(answer)})
