@@ -74,5 +74,28 @@ def run(args: argparse.Namespace) -> int:
                          "--tasks gptlab_next_line (gptlab harness --help)")
     # start-up time: lm-eval, torch and the model class load here, never for --help
     from gptlab.harness import TASKS_DIR, run_lm_eval  # HarnessMissing without the extra
+    from gptlab.loading import resolve
 
-    return run_lm_eval(lm_eval_argv(list(args.lm_eval_args), str(TASKS_DIR)))
+    argv = lm_eval_argv(list(args.lm_eval_args), str(TASKS_DIR))
+    pretrained = gptlab_pretrained(argv)
+    if pretrained is not None:  # a bad path is one line now, not after lm-eval's set-up
+        resolve(pretrained)
+    return run_lm_eval(argv)
+
+
+def gptlab_pretrained(argv: list[str]) -> str | None:
+    """The pretrained= of `--model gptlab --model_args ...,pretrained=X,...` in lm-eval's
+    argv, or None (another model, or model_args not written key=value)."""
+    def value(flag: str) -> str | None:
+        for i, arg in enumerate(argv):
+            if arg == flag and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(flag + "="):
+                return arg.split("=", 1)[1]
+        return None
+
+    if value("--model") != "gptlab":
+        return None
+    pairs = [part.split("=", 1) for part in (value("--model_args") or "").split(",")]
+    return next((v.strip() for k, *rest in pairs for v in rest if k.strip() == "pretrained"),
+                None)

@@ -61,7 +61,11 @@ try:  # the optional extra `harness`
     from lm_eval.api.model import TemplateLM
     from lm_eval.api.registry import register_model
     from lm_eval.models.utils import Collator, handle_stop_sequences, normalize_gen_kwargs
-    from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+    from lm_eval.utils import (
+        get_rolling_token_windows,
+        make_disjoint_window,
+        simple_parse_args_string,
+    )
 except ImportError as exc:
     raise HarnessMissing(f"evaluating on lm-evaluation-harness needs lm-eval {LM_EVAL} "
                          f"({exc}): {HARNESS_HINT}") from None
@@ -107,6 +111,19 @@ class GptlabLM(TemplateLM):
         self._prefix = given if given is not None else _default_prefix(tokenizer, self._eot)
         self.stride = _int("stride", stride)
         self._max_gen_toks = _int("max_gen_toks", max_gen_toks)
+
+    @classmethod
+    def create_from_arg_obj(cls, arg_dict: dict[str, Any],
+                            additional_config: dict[str, Any] | None = None) -> GptlabLM:
+        """As lm-eval makes every model, but a model_args value (batch_size=16) wins over the
+        command line's default of the same name instead of being given twice."""
+        given = {k: v for k, v in (additional_config or {}).items() if v is not None}
+        return cls(**{**given, **arg_dict})
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str,
+                               additional_config: dict[str, Any] | None = None) -> GptlabLM:
+        return cls.create_from_arg_obj(simple_parse_args_string(arg_string), additional_config)
 
     # ------------------------------------------------------------------ what lm-eval reads
 

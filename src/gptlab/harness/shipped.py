@@ -56,9 +56,10 @@ def make_next_line(val_text: str, questions: int = QUESTIONS, seed: int = SEED) 
     for line, answer in rng.sample(pairs, questions):
         # Wrong answers of about the answer's length, so that a summed log-likelihood
         # (acc) does not simply pick the shortest line.
-        near = [c for c in pool if abs(len(c) - len(answer)) <= max(2, len(answer) // 10)
-                and c not in (line, answer)]
-        wrong = rng.sample(near, 3)
+        others = sorted((c for c in pool if c not in (line, answer)),
+                        key=lambda c: abs(len(c) - len(answer)))
+        near = [c for c in others if abs(len(c) - len(answer)) <= max(2, len(answer) // 10)]
+        wrong = rng.sample(near if len(near) >= 3 else others[:3], 3)
         choices = [answer, *wrong]
         rng.shuffle(choices)
         out.append({"line": line, "choices": choices, "label": choices.index(answer)})
