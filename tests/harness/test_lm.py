@@ -205,7 +205,13 @@ def test_a_loaded_model_is_passed_as_it_is(save_char_model, tmp_path):
     ({"pretrained": "no-such-run"}, "no such run"),
     ({"pretrained": "shakespeare", "max_length": "129"}, "exceeds the model's context"),
     ({"pretrained": "shakespeare", "stride": "half"}, "stride must be an integer"),
+    ({"pretrained": "shakespeare", "batch_size": "0"}, "batch_size must be at least 1"),
 ])
 def test_bad_model_args_are_one_line_usage_errors(args, message):
     with pytest.raises(UsageError, match=message):
         GptlabLM(device="cpu", **args)
+
+
+def test_a_misspelt_model_arg_is_named_not_ignored():
+    with pytest.raises(UsageError, match="gptlab takes no strid= .it takes pretrained, device"):
+        GptlabLM.create_from_arg_string("pretrained=shakespeare,strid=8", {"batch_size": 2})

@@ -36,7 +36,7 @@ exporting never changes the vocabulary.
 
 from __future__ import annotations
 
-from pathlib import Path
+import inspect
 from typing import Any
 
 import torch
@@ -83,8 +83,8 @@ class GptlabLM(TemplateLM):
                  batch_size: int | str = 1, max_batch_size: int | None = None,
                  max_length: int | str | None = None, context: int | str | None = None,
                  rope_scaling: str | None = None, prefix_token_id: int | str | None = None,
-                 stride: int | str | None = None, max_gen_toks: int | str = MAX_GEN_TOKS,
-                 **unused: Any) -> None:
+                 stride: int | str | None = None, max_gen_toks: int | str = MAX_GEN_TOKS
+                 ) -> None:
         super().__init__()
         if pretrained is None:
             raise UsageError("model_args must give pretrained=RUN_OR_MODEL (a run, a model "
@@ -94,8 +94,7 @@ class GptlabLM(TemplateLM):
                 raise UsageError("a model passed as pretrained needs its tokenizer=")
             model = pretrained
         else:
-            model, tokenizer = load(str(pretrained) if isinstance(pretrained, Path) else pretrained,
-                                    device="auto" if device is None else device,
+            model, tokenizer = load(pretrained, device="auto" if device is None else device,
                                     context=_int("context", context), rope_scaling=rope_scaling)
         self.model, self.tokenizer = model.eval(), tokenizer
         self._device = next(model.parameters()).device
@@ -106,6 +105,8 @@ class GptlabLM(TemplateLM):
                              f"({model_context}); give context= to run it longer")
         self._batch_size = AUTO_BATCH if str(batch_size).startswith("auto") else \
             _int("batch_size", batch_size)
+        if self._batch_size < 1:
+            raise UsageError(f"batch_size must be at least 1 or auto, got {batch_size!r}")
         self._eot = _end_of_text(tokenizer)
         given = _int("prefix_token_id", prefix_token_id)
         self._prefix = given if given is not None else _default_prefix(tokenizer, self._eot)
@@ -118,6 +119,11 @@ class GptlabLM(TemplateLM):
         """As lm-eval makes every model, but a model_args value (batch_size=16) wins over the
         command line's default of the same name instead of being given twice."""
         given = {k: v for k, v in (additional_config or {}).items() if v is not None}
+        known = [name for name in inspect.signature(cls).parameters if name != "tokenizer"]
+        unknown = [name for name in arg_dict if name not in known]
+        if unknown:
+            raise UsageError(f"model_args: gptlab takes no {unknown[0]}= (it takes "
+                             f"{', '.join(known)})")
         return cls(**{**given, **arg_dict})
 
     @classmethod
