@@ -24,7 +24,7 @@ from gptlab.cli.main import COMMANDS, build_parser, main
 ROOT = Path(__file__).resolve().parents[2]
 # What no light path may load: torch, and the optional extras.
 EXTRAS = ("transformers", "matplotlib", "fastapi", "uvicorn", "llama_cpp", "gguf",
-          "huggingface_hub", "pydantic")
+          "huggingface_hub", "pydantic", "lm_eval")
 
 
 def python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -123,6 +123,7 @@ REACHES_TORCH = {
     "experiment": ["experiment", "context", "--quick", "--out", "{tmp}/e"],
     "runs": ["runs", "{tmp}", "--plot", "m", "--out", "{tmp}/p.png"],
     "lab": ["lab", "--runs", "{tmp}"],
+    "harness": ["harness", "--model_args", "pretrained={tmp}/m", "--tasks", "gptlab_next_line"],
 }
 # Commands that never load torch: `gptlab probe` only reads and clears the cache file.
 TORCH_FREE = {"probe": ["probe"]}
