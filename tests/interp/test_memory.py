@@ -215,6 +215,17 @@ def test_records_can_be_recomputed_from_their_ids(model):
         assert row["agreement"] == agree / 3
 
 
+def test_shuffled_agreement_pairs_every_unit_with_every_other():
+    def record(value, following):
+        return {"value_top_token": {"id": value}, "next_token": {"id": following}}
+
+    # values 1, 1, 2; next tokens 1, 2, 1: of the 6 ordered pairs (i != j), i's value
+    # equals j's next token for (0,2), (1,0), (1,2), (2,1): 4 of 6.
+    records = [record(1, 1), record(1, 2), record(2, 1)]
+    assert memory.shuffled_agreement(records) == pytest.approx(4 / 6)
+    assert memory.shuffled_agreement(records[:1]) is None
+
+
 def test_sampled_units_are_distinct_and_seeded(model):
     a, b = memory.sample_units(model, 8, seed=4), memory.sample_units(model, 8, seed=4)
     assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))

@@ -304,6 +304,15 @@ def sample_units(model: nn.Module, per_layer: int, seed: int = 0) -> list[Tensor
             for _ in range(n_layer)]
 
 
+def shuffled_agreement(records: Sequence[dict]) -> float | None:
+    """The share of pairs of different units (i, j) of the records where i's value top
+    token is the token after j's top trigger: chance with these tokens' frequencies, which
+    a character vocabulary makes far from 1/vocab (None with fewer than two records)."""
+    pairs = [(a["value_top_token"]["id"], b["next_token"]["id"])
+             for i, a in enumerate(records) for j, b in enumerate(records) if i != j]
+    return sum(x == y for x, y in pairs) / len(pairs) if pairs else None
+
+
 def memory_measures(model: nn.Module, ids: Sequence[int] | Tensor,
                     decode: Callable[[Sequence[int]], str], per_layer: int = 32,
                     k: int = TOP_K, chars: int = 3, top_units: int = 1, seed: int = 0,
@@ -312,7 +321,8 @@ def memory_measures(model: nn.Module, ids: Sequence[int] | Tensor,
     {"layers": [{layer, pattern, drop, agreement, composition}], "random_pattern",
     "chance" (1/vocab), "gain", "records"}. pattern, drop: means over the layer's sampled
     units (drop over those with a positive top coefficient); agreement: the share of them
-    whose value's top token is the token after their top trigger; composition:
+    whose value's top token is the token after their top trigger (agreement_shuffled:
+    the same between different units, `shuffled_agreement`); composition:
     composition_share over every position taken."""
     check_positive(k, "k")
     capture = capture_ffn(model, ids)
@@ -329,6 +339,7 @@ def memory_measures(model: nn.Module, ids: Sequence[int] | Tensor,
             "drop": sum(drops) / len(drops) if drops else None,
             "agreement": sum(r["value_top_token"]["id"] == r["next_token"]["id"]
                              for r in mine) / len(mine),
+            "agreement_shuffled": shuffled_agreement(mine),
             "composition": composition_share(model, capture, layer, top_units),
         })
     return {"layers": layers,
