@@ -16,6 +16,7 @@ from gptlab.data.tokenizer import CharTokenizer
 from gptlab.errors import UsageError
 from gptlab.interp.brackets import (
     bracket_heads,
+    closing_accuracy,
     closing_loss_targets,
     closing_queries,
     pattern_scores,
@@ -78,6 +79,16 @@ def test_the_queries_and_the_rules_on_hand_made_rows():
         sum(1 / (q + 1) for q in queries.query.tolist()) / len(queries))
 
 
+def test_the_closing_accuracy_counts_the_right_kind_preferred():
+    targets = torch.tensor([[2, -1, 4, 2]])  # ids: ")" 2, "]" 4 (dyck.SYMBOLS sorted)
+    other = torch.tensor([[4, 2, 2, 4]])
+    logits = torch.zeros(1, 4, 5)
+    logits[0, 0, 2] = logits[0, 2, 4] = 1.0  # right at 0 and 2
+    logits[0, 3, 4] = 1.0  # wrong at 3; position 1 is not a closing target
+    assert closing_accuracy(logits, targets, other) == pytest.approx(2 / 3)
+    assert TOKENIZER.encode(")]") == [2, 4]
+
+
 def test_the_ablated_loss_equals_the_loss_with_the_heads_output_projection_zeroed(
         preset_model):
     model = preset_model("tiny-gpt2", seed=1, vocab_size=len(dyck.SYMBOLS))
@@ -113,6 +124,8 @@ def test_a_tiny_model_end_to_end(preset_model):
         assert part["tracks_matching"] == []  # an untrained model finds no match
     best = result["best"]
     assert best["ablated_loss"] == result["ablated_loss"][best["layer"]][best["head"]]
+    assert best["match"] == max(max(row) for row in result["before"]["heads"]["match"])
+    assert 0.0 <= best["ablated_accuracy"] <= 1.0 and 0.0 <= result["closing_accuracy"] <= 1.0
     idx = torch.tensor([TOKENIZER.encode(r) for r in rows])
     assert torch.allclose(torch.tensor(result["previous_token"]),
                           head_scores(model, idx)["previous_token"], atol=1e-6)

@@ -43,8 +43,8 @@ from gptlab.data.dyck import (
     nearest_openings,
 )
 from gptlab.errors import UsageError
-from gptlab.interp.heads import ablation_deltas, scores_from_patterns
-from gptlab.interp.hooks import capture_attention, check_tokens, eval_mode
+from gptlab.interp.heads import ablate_heads, ablation_deltas, scores_from_patterns
+from gptlab.interp.hooks import capture_with_logits, check_tokens, eval_mode
 
 QUERIES = ("closing", "before")
 RULES = ("uniform", "uniform_openings", "nearest_opening", "nearest_same_kind")
@@ -172,17 +172,22 @@ def bracket_heads(model: nn.Module, rows: Sequence[str], encode: Callable[[str],
     (n_layer, n_head) lists; "rules", rule_scores; "tracks_matching", the (layer, head) pairs
     whose match score beats every rule by MATCH_MARGIN; "counting", those whose uniformity
     is at least COUNTING_UNIFORMITY; "n" the closing brackets scored. Also "previous_token"
-    (n_layer, n_head), TransformerLens's detector score (gptlab.interp.heads). With ablate,
-    "closing_loss" (the clean loss on closing brackets, in nats), "ablated_loss" (n_layer,
-    n_head: that loss with the head's output zeroed) and "best" (the head with the largest
-    "before" match score) with its ablated loss.
+    (n_layer, n_head), TransformerLens's detector score (gptlab.interp.heads), and
+    "closing_accuracy" (closing_accuracy: the right kind of closing bracket preferred). With
+    ablate, also "closing_loss" (the clean loss on closing brackets, in nats),
+    "ablated_loss" (n_layer, n_head: that loss with the head's output zeroed) and "best"
+    (the head with the largest "before" match score) with its ablated loss and accuracy.
     """
     if not rows or len({len(r) for r in rows}) != 1:
         raise UsageError("rows must be one or more strings of the same length")
     idx = check_tokens(model, torch.tensor([encode(r) for r in rows]), min_len=2)
-    weights = capture_attention(model, idx).cpu()  # (L, B, nh, T, T)
+    weights, logits = capture_with_logits(model, idx)  # (L, B, nh, T, T), (B, T, vocab)
+    weights = weights.cpu()
+    targets = closing_loss_targets(idx, rows)
+    other = _other_closing(targets, encode)
     previous = scores_from_patterns(weights, idx.cpu()[:, None, :])["previous_token"]
-    out: dict = {"previous_token": previous.mean(dim=1).tolist()}  # mean over the rows
+    out: dict = {"previous_token": previous.mean(dim=1).tolist(),  # mean over the rows
+                 "closing_accuracy": closing_accuracy(logits, targets, other)}
     for where in QUERIES:
         queries = closing_queries(rows, where)
         grids = pattern_scores(weights, queries)
@@ -196,18 +201,36 @@ def bracket_heads(model: nn.Module, rows: Sequence[str], encode: Callable[[str],
             "counting": _where(grids["uniformity"] >= COUNTING_UNIFORMITY),
         }
     if ablate:
-        targets = closing_loss_targets(idx, rows)
         with eval_mode(model), torch.no_grad():
             _, clean = model(idx, targets)
         deltas = ablation_deltas(model, idx, targets)
         ablated = deltas + float(clean)
-        match = torch.tensor(out["before"]["heads"]["match"])
+        match = torch.tensor(out["before"]["heads"]["match"], dtype=torch.float64)
         layer, head = divmod(int(match.argmax()), match.shape[1])
+        with eval_mode(model), torch.no_grad(), ablate_heads(model, [(layer, head)]):
+            without, _ = model(idx)
         out.update(closing_loss=float(clean), ablated_loss=ablated.tolist(),
                    best={"layer": layer, "head": head,
                          "match": float(match[layer, head]),
-                         "ablated_loss": float(ablated[layer, head])})
+                         "ablated_loss": float(ablated[layer, head]),
+                         "ablated_accuracy": closing_accuracy(without, targets, other)})
     return out
+
+
+def _other_closing(targets: Tensor, encode: Callable[[str], list[int]]) -> Tensor:
+    """(B, T): at each closing target, the id of the other kind of closing bracket."""
+    a, b = (encode(bracket)[0] for bracket in CLOSING)
+    return torch.where(targets == a, b, a)
+
+
+def closing_accuracy(logits: Tensor, targets: Tensor, other: Tensor) -> float:
+    """The share of closing targets (targets != -1) where the right closing bracket's logit
+    beats the other kind's: whether the model knows which bracket closes, leaving aside
+    when (an opening could come instead, a coin toss in the data)."""
+    kept = targets != -1
+    right = logits[kept].gather(-1, targets[kept][:, None])
+    wrong = logits[kept].gather(-1, other[kept][:, None])
+    return float((right > wrong).double().mean())
 
 
 def _where(mask: Tensor) -> list[tuple[int, int]]:
