@@ -146,3 +146,19 @@ def test_bad_rows_are_refused_in_one_line(preset_model, rows, where, message):
         else:
             closing_queries(rows, where)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.slow  # a real train() and load(): seconds, beyond make check's budget
+def test_a_run_trained_on_the_dyck_data_directory_is_scored(tmp_path, tiny_model, tiny_train):
+    """The data directory dyck writes trains an ordinary run; the run, loaded with its own
+    tokenizer, is scored on rows of its context."""
+    from gptlab import load, train
+
+    dyck.ensure_dyck(tmp_path / "data", 5000, seed=0)
+    train(tiny_model(), tiny_train(max_iters=4), tmp_path / "data", tmp_path / "run",
+          progress=False)
+    model, tokenizer = load(tmp_path / "run")
+    rows = dyck.dyck_rows(2, model.config.block_size, seed=1)
+    result = bracket_heads(model, rows, tokenizer.encode, ablate=False)
+    assert model.config.vocab_size == 5 and result["closing"]["n"] > 0
+    assert torch.tensor(result["closing"]["heads"]["match"]).shape == (2, 2)
