@@ -63,6 +63,10 @@ def test_every_word_is_balanced_within_the_depth_bound(seed, n_chars, low, extra
         assert low - low % 2 <= len(word) <= low + extra
     assert max(dyck.depths(text), default=0) <= max_depth
     assert dyck.matching_openings(text) == reference_matches(text)
+    top = dyck.innermost_open(text)
+    for c, opening in enumerate(dyck.matching_openings(text)):
+        if opening != dyck.NONE:
+            assert top[c - 1] == opening  # the top of the stack is what closes next
 
 
 @settings(max_examples=40, deadline=None)
@@ -88,6 +92,7 @@ def test_matches_and_the_rules_on_a_hand_made_text():
     # ")" at 3: the "(" at 2; ")" at 5: the "(" at 2 too (already matched: the rule is wrong)
     assert dyck.nearest_same_kind(text) == [-1, -1, -1, 2, 1, 2, -1, -1, -1, 7]
     assert dyck.depths(text) == [1, 2, 3, 2, 1, 0, 0, 1, 2, 1]
+    assert dyck.innermost_open(text) == [0, 1, 2, 1, 0, -1, -1, 7, 8, -1]
     assert dyck.matching_openings(")(") == [-1, -1]  # a closing bracket before any opening
 
 

@@ -12,9 +12,10 @@ most recent unmatched opening bracket, which a model must find to predict it.
 
 What each closing bracket is measured against (gptlab.interp.brackets scores heads on it):
 
-- its match (`matching_openings`): the opening bracket it closes. At a closing bracket the
-  most recent *unmatched* opening bracket is, by definition, its match, so that rule is the
-  target itself, not a baseline; the baselines are the rules that need no stack:
+- its match (`matching_openings`): the opening bracket it closes. Just before a closing
+  bracket the most recent *unmatched* opening bracket (`innermost_open`, the top of the
+  stack) is, by definition, its match, so that rule is the target itself, not a baseline;
+  the baselines are the rules that need no stack:
 - `nearest_openings`: the most recent opening bracket of any kind (right whenever the
   closing bracket directly follows its own opening);
 - `nearest_same_kind`: the most recent opening bracket of the closing bracket's own kind
@@ -118,6 +119,24 @@ def matching_openings(text: str) -> list[int]:
                 stack.clear()  # unbalanced: nothing before this point is matched again
         else:
             stack.clear()
+    return out
+
+
+def innermost_open(text: str) -> list[int]:
+    """Per position i, the most recent unmatched opening bracket once text[..i] is read (the
+    top of the stack; NONE where nothing is open): what the symbol after i must close if it
+    is a closing bracket, so innermost_open[c - 1] == matching_openings[c] at each closing
+    bracket c with its match in text."""
+    stack: list[int] = []
+    out = []
+    for symbol in text:
+        if symbol in OPENING:
+            stack.append(len(out))
+        elif symbol in CLOSING and stack and text[stack[-1]] == OPENING_OF[symbol]:
+            stack.pop()
+        else:
+            stack.clear()  # a newline, or a closing bracket with nothing to match
+        out.append(stack[-1] if stack else NONE)
     return out
 
 
