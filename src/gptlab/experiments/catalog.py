@@ -16,7 +16,7 @@ from typing import Any
 
 from gptlab.errors import UsageError
 from gptlab.experiments.grid import experiment_of
-from gptlab.experiments.report import RESULTS_FILE, claims_tables, timing_line
+from gptlab.experiments.report import RESULTS_FILE, timing_line
 from gptlab.files.atomic import read_json_object
 
 NAMES = ("context", "norm", "scale", "heads", "phase")
@@ -35,8 +35,8 @@ def has_results(folder: Path) -> bool:
 
 
 def summary(folder: str | Path) -> dict[str, Any]:
-    """An experiment folder's results as its tables (the claims table first, where its
-    results.json judged claims: "claims" holds them too), its figures' file names (those
+    """An experiment folder's results as its tables, its claims judged (results.json's
+    "claims": [] where it was written before claims were), its figures' file names (those
     that exist) and its timing line."""
     folder = Path(folder)
     if not has_results(folder):
@@ -48,8 +48,7 @@ def summary(folder: str | Path) -> dict[str, Any]:
     return {"experiment": name, "title": experiment.TITLE,
             "tables": [{"title": title.rstrip(":"), "header": list(header),
                         "rows": [[str(c) for c in row] for row in rows]}
-                       for title, (header, rows) in [*claims_tables(results),
-                                                     *experiment.tables(results)]],
+                       for title, (header, rows) in experiment.tables(results)],
             "claims": results.get("claims") or [],
             "figures": [f for f in experiment.FIGURES if (folder / f).is_file()],
             "timing": timing_line(results["timing"], results["machine"])}

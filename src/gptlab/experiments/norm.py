@@ -149,7 +149,7 @@ def _loss(run: dict[str, Any]) -> float | None:
 
 
 def _gap(results: dict[str, Any], depth: int, pre_warmup: int | None = None,
-         post_warmup: int | None = None) -> Measured:
+         post_warmup: int | None = None, what: str = "Post - Pre loss") -> Measured:
     """Post-LN's final loss minus Pre-LN's, per seed, averaged over the learning rates (and
     the warm-ups, where not given) at one depth; a diverged run makes its seed's None."""
     pre = _by_seed(results, _loss, depth=depth, norm="pre",
@@ -162,7 +162,8 @@ def _gap(results: dict[str, Any], depth: int, pre_warmup: int | None = None,
         effects.append(None if any(v is None for v in values)
                        else sum(b) / len(b) - sum(a) / len(a))
     shown = ", ".join("—" if e is None else f"{e:+.3f}" for e in effects)
-    return Measured(list(results["seeds"]), effects, f"Post - Pre loss {shown} (per seed)")
+    return Measured(list(results["seeds"]), effects, f"{what}, {depth} layers: {shown} (per "
+                                                     f"seed)")
 
 
 def _deepest(results: dict[str, Any]) -> int:
@@ -221,7 +222,8 @@ CLAIMS = (
           "Pre-LN without warm-up about 34 BLEU, Post-LN with 4,000 warm-up steps about 34",
           "Post-LN with warm-up minus Pre-LN without, final validation loss at the deepest "
           "depth, mean over rates (nats)",
-          lambda r: _gap(r, _deepest(r), pre_warmup=0, post_warmup=r["warmup"]),
+          lambda r: _gap(r, _deepest(r), pre_warmup=0, post_warmup=r["warmup"],
+                         what="Post-LN warmed up - Pre-LN without, loss"),
           direction=1, smallest=0.05),
     Claim("post_grad_grows",
           "Post-LN's gradient at initialisation is largest at the last layer",
