@@ -12,6 +12,7 @@ test_experiment_docs.py regenerates the page in memory and fails when it differs
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 from gptlab.experiments import catalog, claims
 from gptlab.experiments.report import markdown_table
-from gptlab.files.atomic import atomic_write_text, read_json_object, write_json
+from gptlab.files.atomic import atomic_write_text, read_json_object
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "experiments.md"
@@ -89,7 +90,12 @@ def add(name: str, folder: Path, root: Path = ROOT) -> Path:
     results["claims"] = judged(name, results)
     path = results_path(name, root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(path, results)
+    # one line, no indent: the per-position and per-record numbers make an indented file
+    # several times larger, and nobody reads it by eye
+    # where it ran says nothing: its paths are written as OUT/... (the command's --out)
+    text = json.dumps(results, separators=(",", ":"))
+    text = text.replace(json.dumps(str(folder))[1:-1], "OUT")
+    atomic_write_text(path, text + "\n")
     return path
 
 
