@@ -340,7 +340,7 @@ CLAIMS = (
           _forms, direction=1, smallest=0.0),
     Claim("phase_change",
           "they form in a phase change (repeated segments)",
-          "abrupt, early in training, a bump in the loss (Olsson et al.)",
+          "abrupt and early, a bump in the loss (Olsson et al.)",
           "the largest rise of the best induction score in one 50-step interval, as a share "
           "of its whole rise, minus one half",
           lambda r: _measured(r, "segments", 2, _abrupt,
