@@ -13,6 +13,7 @@ import pytest
 
 from gptlab.cli.main import main
 from gptlab.experiments import context
+from gptlab.experiments.claims import evaluate
 from gptlab.model_dir import load_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -123,3 +124,29 @@ def test_a_folder_of_something_else_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "holds files gptlab did not write" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_the_claims_on_hand_made_results():
+    """One seed: every verdict at most held weakly."""
+    losses = {"sinusoidal": [2.6, 3.4, 4.1, 4.5], "rope": [1.87, 1.92, 2.08, 2.26],
+              "alibi": [1.95, 1.94, 1.94, 1.93], "linear": [1.87, 2.58, 3.07, 3.22],
+              "ntk": [1.87, 1.90, 2.01, 2.26], "pi-ft": [None, 1.90, 2.08, 2.23]}
+
+    def cell(loss):
+        return None if loss is None else {"non-overlapping": {"loss": loss}}
+    rows = [{"method": "learned", "cells": [cell(2.0)] + [{"refused": "no"}] * 3}]
+    rows += [{"method": m, "cells": [cell(v) for v in values]}
+             for m, values in losses.items()]
+    results = {"trained_length": 64, "lengths": [64, 128, 256, 512], "rows": rows,
+               "runs": {"rope": {"seed": 1337}}}
+    judged = {c["key"]: c for c in evaluate(context.CLAIMS, results)}
+    assert {k: c["verdict"] for k, c in judged.items()} == {
+        "learned_dies": "held weakly", "sinusoidal": "held weakly",
+        "rope_gentle": "held weakly", "alibi_flat": "held weakly",
+        "pi_without_finetune": "held weakly", "pi_finetune": "held weakly",
+        "ntk_beats_pi": "held weakly"}
+    assert all(c["seeds"] == [1337] and c["spread"] is None for c in judged.values())
+    assert judged["sinusoidal"]["mean"] == pytest.approx(math.exp(0.8) - 1)
+    assert judged["pi_finetune"]["mean"] == pytest.approx(2.58 - 1.90)
+    rows[5]["cells"][1] = cell(2.6)  # NTK worse than PI at 2x: one seed never contradicts
+    assert evaluate(context.CLAIMS, results)[-1]["verdict"] == "not seen"

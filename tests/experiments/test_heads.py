@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from gptlab.experiments import heads
+from gptlab.experiments.claims import evaluate
 from gptlab.interp.heads import next_token_targets
 from gptlab.model_dir import load_model
 
@@ -100,3 +101,26 @@ def test_a_second_run_reuses_every_trained_model(experiment, results, rerun):
     assert again.grid_after == again.grid_before
     assert all(r["reused"] for r in again.results["runs"].values())
     assert again.results["rows"] == results["rows"]
+
+
+def _made_row(seed, under, prunable, importance_step, random_step):
+    """A hand-made row of results: the loss's change grows linearly with the fraction
+    pruned, by importance_step (random_step) per 10%."""
+    return {"seed": seed, "heads": 32, "single": {"under_threshold": under},
+            "prunable": {"importance": prunable},
+            "pruning": [{"fraction": i / 10, "change": {"importance": importance_step * i,
+                                                        "random": random_step * i}}
+                        for i in range(11)]}
+
+
+def test_the_claims_on_hand_made_results():
+    results = {"rows": [_made_row(1337, 27, 0.2, 0.003, 0.02),
+                        _made_row(1338, 26, 0.1, 0.0031, 0.01)]}
+    judged = {c["key"]: c for c in evaluate(heads.CLAIMS, results)}
+    assert {k: c["verdict"] for k, c in judged.items()} == {
+        "alone": "held", "together": "not seen", "few_do_the_work": "contradicted",
+        "importance_beats_random": "held weakly"}
+    assert judged["alone"]["effects"] == pytest.approx([27 / 32 - 0.5, 26 / 32 - 0.5])
+    assert judged["together"]["effects"] == pytest.approx([0.05, -0.05])  # mean 0: none
+    assert judged["few_do_the_work"]["effects"] == pytest.approx([0.01 - 0.024, 0.01 - 0.0248])
+    assert judged["importance_beats_random"]["effects"] == pytest.approx([0.051, 0.0207])

@@ -13,6 +13,7 @@ import math
 import pytest
 
 from gptlab.experiments import norm
+from gptlab.experiments.claims import evaluate
 from gptlab.model_dir import load_config
 from gptlab.training.rundir import read_train_config
 
@@ -62,3 +63,41 @@ def test_step_zero_gradients_depend_on_the_model_and_seed_only(results):
                  if c["depth"] == depth and c["norm"] == position}
         assert len(step0) == 1
         assert len(json.loads(step0.pop())) == depth
+
+
+def _made_results(post_deep=3.2, post_shallow=2.41, post_growth=1.0, pre_last=(0.56, 0.73)):
+    """A hand-made results dict of the default grid's shape: Pre-LN at 2.40 (+0.01 for
+    the second seed), Post-LN as given; step-0 gradients per layer."""
+    seeds, depths, lrs, warmup = [1337, 1338], [2, 6], [0.002, 0.01], 60
+    cells, runs = [], {}
+    for d, lr, w, n in itertools.product(depths, lrs, (0, warmup), norm.NORMS):
+        cell = {"depth": d, "lr": lr, "warmup": w, "norm": n}
+        names = [norm.run_name(cell, s) for s in seeds]
+        for i, name in enumerate(names):
+            loss = 2.40 if n == "pre" else (post_deep if d == 6 else post_shallow)
+            last = pre_last[depths.index(d)] if n == "pre" else post_growth
+            grads = [1.0] * (d - 1) + [last] if n == "post" else [0.8] * (d - 1) + [last]
+            runs[name] = {"final_loss": loss + 0.01 * i, "layer_grad_norms": [[0, grads]]}
+        cells.append({**cell, "runs": names})
+    return {"seeds": seeds, "depths": depths, "lrs": lrs, "warmup": warmup, "cells": cells,
+            "runs": runs}
+
+
+def test_the_claims_on_hand_made_results():
+    judged = {c["key"]: c for c in evaluate(norm.CLAIMS, _made_results())}
+    assert {k: c["verdict"] for k, c in judged.items()} == {
+        "pre_stable_deep": "held", "pre_stable_shallow": "not seen",
+        "no_warmup_needed": "held", "post_grad_grows": "not seen",
+        "pre_grad_shrinks": "contradicted"}
+    assert judged["pre_stable_deep"]["effects"] == pytest.approx([0.8, 0.8])
+    assert judged["pre_stable_deep"]["seeds"] == [1337, 1338]
+    assert judged["pre_grad_shrinks"]["mean"] == pytest.approx(0.56 / 0.73 - 1)
+
+
+def test_a_diverged_run_leaves_its_claim_undecided():
+    results = _made_results()
+    results["runs"][norm.run_name({"depth": 6, "lr": 0.01, "warmup": 0, "norm": "post"},
+                                  1338)]["final_loss"] = None
+    judged = {c["key"]: c for c in evaluate(norm.CLAIMS, results)}
+    assert judged["pre_stable_deep"]["verdict"] == "undecided"
+    assert judged["pre_stable_shallow"]["verdict"] == "not seen"

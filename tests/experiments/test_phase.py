@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from gptlab.data.prepared import load_data
 from gptlab.experiments import phase
+from gptlab.experiments.claims import evaluate
 from gptlab.interp.heads import chance_scores, head_scores, repeated_random_tokens
 from gptlab.model_dir import load_model
 from gptlab.training.runs import list_runs
@@ -120,3 +121,37 @@ def test_the_depth_line_compares_the_gap_with_the_seed_spread():
             "than the seed-to-seed spread (0.200)") in line
     assert ("best induction score: 1 layer +0.025, 2 layers +0.130 (seed means), a gap not "
             "larger than the seed-to-seed spread (0.180)") in line
+
+
+def _made_run(seed, layers, induction, icl, crossing=None):
+    """A hand-made run: its best induction score and ICL score at each record."""
+    records = [{"step": 50 * i, "induction": [[0.0, v]], "icl": c}
+               for i, (v, c) in enumerate(zip(induction, icl, strict=True))]
+    return {"seed": seed, "layers": layers, "records": records, "crossing_step": crossing,
+            "final": {"induction_max": induction[-1]}}
+
+
+def test_the_claims_on_hand_made_results():
+    flat, slow = [0.02, 0.02, 0.021, 0.02], [-0.1, -0.2, -0.3, -0.4]
+    jump = [0.02, 0.03, 0.30, 0.31]  # 0.27 of the whole 0.29 rise in one interval
+    segments = {
+        "a": _made_run(1337, 1, flat, slow), "b": _made_run(1338, 1, flat, slow),
+        "c": _made_run(1337, 2, jump, [-0.4, -0.5, -2.5, -2.7], crossing=100),
+        "d": _made_run(1338, 2, jump, [-0.4, -0.6, -2.4, -2.8], crossing=100)}
+    text = {"e": _made_run(1337, 1, flat, slow), "f": _made_run(1338, 1, flat, slow),
+            "g": _made_run(1337, 2, [0.02, 0.024], [0, -0.2]),
+            "h": _made_run(1338, 2, [0.02, 0.025], [0, -0.2])}
+    results = {"chance_multiple": 5.0,
+               "tasks": {"segments": {"chance": {"induction": 0.02}, "runs": segments},
+                         "text": {"chance": {"induction": 0.02}, "runs": text}}}
+    judged = {c["key"]: c for c in evaluate(phase.CLAIMS, results)}
+    assert {k: c["verdict"] for k, c in judged.items()} == {
+        "one_layer_never": "held", "two_layers_form": "held", "phase_change": "held",
+        "icl_same_time": "held", "natural_text": "not seen"}
+    assert judged["one_layer_never"]["effects"] == pytest.approx([5 - 1.05, 5 - 1.05])
+    assert judged["phase_change"]["effects"] == pytest.approx([0.27 / 0.29 - 0.5] * 2)
+    # (ICL before the crossing - after it) / its whole fall
+    assert judged["icl_same_time"]["effects"] == pytest.approx([2.2 / 2.3 - 0.5,
+                                                                2.2 / 2.4 - 0.5])
+    segments["c"]["crossing_step"] = None  # no crossing: no "at the same time"
+    assert evaluate(phase.CLAIMS, results)[3]["verdict"] == "undecided"

@@ -113,3 +113,16 @@ def test_finish_writes_results_and_report(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "\nLosses:\na\n1\n\na note\n" in printed
     assert printed.endswith("wrote out/results.json, out/report.md, out/x.png\n")
+
+
+def test_the_claims_table_comes_first_where_results_judged_claims(capsys):
+    from gptlab.experiments.claims import Claim, Measured, evaluate
+
+    judged = evaluate([Claim("k", "a claim", "a paper", "q",
+                             lambda r: Measured([1, 2], [1.0, 1.1], "it rose"))], {})
+    assert report.claims_tables({}) == []  # results.json from before claims were judged
+    [(title, (header, rows))] = report.claims_tables({"claims": judged})
+    assert header == ["the claim", "the paper", "this run", "verdict"]
+    assert rows[0][:3] == ["a claim", "a paper", "it rose"] and rows[0][3].startswith("held ")
+    heading, body = report.claims_section({"claims": judged})
+    assert "| a claim | a paper | it rose | held (" in body and "twice the seed spread" in body

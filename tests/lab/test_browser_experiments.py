@@ -1,7 +1,8 @@
 """View 14 (experiments) in real headless Chromium (the session's browser), over a runs
 folder holding a quick norm experiment: the tables are the API's, the figure is the PNG the
-experiment drew, shown with a text alternative, each run of the grid opens in the heads
-view; at phone width nothing overflows and axe-core finds nothing serious."""
+experiment drew, shown with a text alternative, the claims' computed verdicts above them,
+each run of the grid opens in the heads view; at phone width nothing overflows and axe-core
+finds nothing serious."""
 
 from __future__ import annotations
 
@@ -37,6 +38,21 @@ def test_the_tables_and_figure_are_the_reports(lab, settle):
     image = page.eval_on_selector("[data-testid=exp-figure]",
                                   "i => [i.naturalWidth, i.alt, i.dataset.file]")
     assert image[0] > 300 and "norm.png" in image[1] and image[2] == "norm.png"
+
+
+def test_the_claims_table_shows_each_claims_computed_verdict(lab, settle):
+    page, _ = lab
+    settle(page)
+    rows = page.eval_on_selector_all("[data-testid=exp-claims] tr",
+                                     "trs => trs.map(tr => [...tr.cells].map(c => c.textContent))")
+    assert rows[0] == ["the claim", "the paper", "this run", "verdict"]
+    assert len(rows) == 1 + 5  # norm's five claims
+    verdicts = page.eval_on_selector_all("[data-testid=exp-verdict] strong",
+                                         "ss => ss.map(s => s.textContent)")
+    assert len(verdicts) == 5
+    assert set(verdicts) <= {"held", "held weakly", "not seen", "contradicted", "undecided"}
+    # --quick is one seed: no spread, so at most held weakly
+    assert "held" not in verdicts and "contradicted" not in verdicts
 
 
 def test_a_run_of_the_grid_opens_in_the_heads_view(lab, settle):

@@ -53,6 +53,10 @@ def test_a_report_is_the_printed_tables_and_the_drawn_figures(lab, post, name, m
     assert len(d["runs"]) == len(results["runs"])
     assert set(d["runs"]) <= set(client.get("/api/runs").json()["runs"])  # the lab opens them
     assert "torch thread" in d["timing"]
+    # its claims, judged, as results.json holds them (the experiment's own CLAIMS)
+    assert [c["key"] for c in d["claims"]] == [c.key for c in module.CLAIMS]
+    assert [(c["verdict"], c["mean"], c["seeds"]) for c in d["claims"]] == [
+        (c["verdict"], c["mean"], c["seeds"]) for c in results["claims"]]
 
 
 def test_the_norm_report_holds_its_grid(lab, post):

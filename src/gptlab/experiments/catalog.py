@@ -35,8 +35,9 @@ def has_results(folder: Path) -> bool:
 
 
 def summary(folder: str | Path) -> dict[str, Any]:
-    """An experiment folder's results as its tables, its figures' file names (those that
-    exist) and its timing line."""
+    """An experiment folder's results as its tables, its claims judged (results.json's
+    "claims": [] where it was written before claims were), its figures' file names (those
+    that exist) and its timing line."""
     folder = Path(folder)
     if not has_results(folder):
         raise UsageError(f"{folder} holds no experiment's {RESULTS_FILE} (one of "
@@ -48,5 +49,6 @@ def summary(folder: str | Path) -> dict[str, Any]:
             "tables": [{"title": title.rstrip(":"), "header": list(header),
                         "rows": [[str(c) for c in row] for row in rows]}
                        for title, (header, rows) in experiment.tables(results)],
+            "claims": results.get("claims") or [],
             "figures": [f for f in experiment.FIGURES if (folder / f).is_file()],
             "timing": timing_line(results["timing"], results["machine"])}

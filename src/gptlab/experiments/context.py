@@ -18,6 +18,7 @@ Every number is `gptlab eval RUN --text FOLDER/eval.txt --context N --stride S` 
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from gptlab.data.prepared import load_data
 from gptlab.data.tokenizer import load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.experiments import report
+from gptlab.experiments.claims import Claim, Measured
 from gptlab.experiments.grid import (
     Grid,
     RunRecord,
@@ -123,7 +125,7 @@ def run_context(out: str | Path, data: str | Path | None = None, quick: bool = F
     }
     _figures(folder, results)
     return report.finish(folder, results, records, timer, TITLE,
-                         lambda results: _sections(results, records))
+                         lambda results: _sections(results, records), CLAIMS)
 
 
 def _specs(size: Size, seed: int, vocab_size: int) -> list[RunSpec]:
@@ -206,6 +208,100 @@ def _cell(run_dir: Path, text: str, length: int, scaling: str | None, block: int
                           "by_length": positions.spans(starts),
                           "by_position": positions.buckets(size.buckets)}
     return cell
+
+
+# ----------------------------------------------------------------------------- claims
+#
+# One model per method and one seed: every verdict here is at most "held weakly" (no seed
+# spread to beat). Losses are non-overlapping windows'; "2x" is twice the trained length.
+
+
+def _loss(results: dict[str, Any], method: str, multiple: int) -> float | None:
+    """A method's non-overlapping loss at multiple x the trained length (None: refused)."""
+    row = next(r for r in results["rows"] if r["method"] == method)
+    cell = row["cells"][results["lengths"].index(multiple * results["trained_length"])]
+    if cell is None or "refused" in cell:
+        return None
+    return cell["non-overlapping"]["loss"]
+
+
+def _seeds(results: dict[str, Any]) -> list[int]:
+    return [results["runs"]["rope"]["seed"]]
+
+
+def _one(results: dict[str, Any], effect: float | None, shown: str) -> Measured:
+    return Measured(_seeds(results), [effect], shown)
+
+
+def _refused(results: dict[str, Any]) -> Measured:
+    longer = [m for m in MULTIPLES if m > 1]
+    share = sum(_loss(results, "learned", m) is None for m in longer) / len(longer)
+    return _one(results, share - 0.5, f"learned refuses {share:.0%} of the longer lengths")
+
+
+def _ratio(results: dict[str, Any], method: str) -> float:
+    """Perplexity at 2x over perplexity at 1x."""
+    return math.exp(_loss(results, method, 2) - _loss(results, method, 1))
+
+
+def _difference(results: dict[str, Any], worse: str, better: str, multiple: int) -> Measured:
+    a, b = _loss(results, worse, multiple), _loss(results, better, multiple)
+    return _one(results, a - b, f"{LABELS[worse]} {a:.3f} - {LABELS[better]} {b:.3f} at "
+                                f"{multiple}x: {a - b:+.3f}")
+
+
+def _flat(results: dict[str, Any]) -> Measured:
+    first, last = _loss(results, "alibi", 1), _loss(results, "alibi", MULTIPLES[-1])
+    return _one(results, FLAT - abs(last - first),
+                f"ALiBi {first:.3f} at 1x, {last:.3f} at {MULTIPLES[-1]}x")
+
+
+# Thresholds: a loss difference counts from 0.05 nats (about 5% in perplexity; the second
+# decimal moves with the seed at this size); a perplexity ratio from +0.5 (the sinusoidal
+# model's rise in the ALiBi paper is +1.17); "flat" is within FLAT nats of the 1x loss.
+FLAT = 0.05
+CLAIMS = (
+    Claim("learned_dies",
+          "learned positions that only saw the training length die past it",
+          "no row past the table: the model cannot run",
+          "share of the longer lengths the learned model refuses, minus one half",
+          _refused, direction=1),
+    Claim("sinusoidal",
+          "sinusoidal positions, in theory extrapolatable, do not extrapolate in practice",
+          "20.05 at 512 → 43.54 at 1012 (x2.17; ALiBi, Table 2)",
+          "perplexity at 2x over 1x, minus 1",
+          lambda r: _one(r, _ratio(r, "sinusoidal") - 1,
+                         f"x{_ratio(r, 'sinusoidal'):.2f} at 2x"),
+          direction=1, smallest=0.5),
+    Claim("rope_gentle",
+          "RoPE degrades more gently than sinusoidal positions past the trained length",
+          "20.07 → 21.37 (x1.065) against sinusoidal's x2.17 (ALiBi, Table 2)",
+          "sinusoidal's perplexity ratio 2x / 1x minus RoPE's",
+          lambda r: _one(r, _ratio(r, "sinusoidal") - _ratio(r, "rope"),
+                         f"RoPE x{_ratio(r, 'rope'):.3f}, sinusoidal "
+                         f"x{_ratio(r, 'sinusoidal'):.2f} at 2x"),
+          direction=1, smallest=0.5),
+    Claim("alibi_flat",
+          "ALiBi stays flat far past its training length",
+          "flat to 15k tokens from 512 (ALiBi, Table 2)",
+          f"{FLAT} nats minus |loss at the longest length - loss at 1x|",
+          _flat, direction=1),
+    Claim("pi_without_finetune",
+          "Position Interpolation without fine-tuning degrades",
+          "degrades (Chen et al. 2023)",
+          "loss at 2x, RoPE + linear scaling minus RoPE unscaled (nats)",
+          lambda r: _difference(r, "linear", "rope", 2), direction=1, smallest=0.05),
+    Claim("pi_finetune",
+          "a short fine-tune recovers Position Interpolation",
+          "about 200 steps recover (Chen et al. 2023)",
+          "loss at 2x, PI without fine-tuning minus PI fine-tuned (nats)",
+          lambda r: _difference(r, "linear", "pi-ft", 2), direction=1, smallest=0.05),
+    Claim("ntk_beats_pi",
+          "adjusting RoPE's frequencies (NTK-aware) beats interpolating them, no fine-tune",
+          "NTK better than PI without fine-tuning (YaRN, Table 1)",
+          "loss at 2x, RoPE + linear minus RoPE + NTK-aware (nats)",
+          lambda r: _difference(r, "linear", "ntk", 2), direction=1, smallest=0.05),
+)
 
 
 # ----------------------------------------------------------------------------- writing

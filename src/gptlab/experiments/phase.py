@@ -35,6 +35,7 @@ from torch import nn
 from gptlab.data.prepared import load_data
 from gptlab.data.synthetic import ensure_repeated_segments
 from gptlab.experiments import report
+from gptlab.experiments.claims import Claim, Measured
 from gptlab.experiments.grid import Grid, RunRecord, RunSpec, choose_size, open_experiment
 from gptlab.files.atomic import atomic_write_text
 from gptlab.interp.heads import chance_scores, head_scores, per_token_loss, repeated_random_tokens
@@ -130,7 +131,7 @@ def run_phase(out: str | Path, data: str | Path | None = None, quick: bool = Fal
         figure(results, task).save(folder / figure_name(task))
     timer.add("report_s", time.perf_counter() - t0)
     return report.finish(folder, results, records, timer, TITLE,
-                         lambda done: sections(done, records))
+                         lambda done: sections(done, records), CLAIMS)
 
 
 def icl_positions(block: int) -> tuple[int, int]:
@@ -243,6 +244,123 @@ def summarize(run_dir: Path, record: RunRecord, size: Size, probe: Probe) -> dic
                 "previous_token_max": max(max(row) for row in final["previous_token"]),
                 "icl": final["icl"], "loss_early": final["loss_early"],
                 "loss_late": final["loss_late"]}}
+
+
+# ----------------------------------------------------------------------------- claims
+
+
+def _best(record: dict[str, Any], key: str = "induction") -> float:
+    return max(max(row) for row in record[key])
+
+
+def _runs(results: dict[str, Any], task: str, layers: int) -> list[dict[str, Any]]:
+    """The task's runs of one depth, in seed order."""
+    return sorted((r for r in results["tasks"][task]["runs"].values() if r["layers"] == layers),
+                  key=lambda r: r["seed"])
+
+
+def _over_chance(results: dict[str, Any], task: str) -> float:
+    return results["tasks"][task]["chance"]["induction"]
+
+
+def _measured(results: dict[str, Any], task: str, layers: int,
+              value: Callable[[dict[str, Any]], float | None], shown: str) -> Measured:
+    runs = _runs(results, task, layers)
+    effects = [value(r) for r in runs]
+    return Measured([r["seed"] for r in runs], effects, shown.format(
+        ", ".join("—" if e is None else f"{e:+.2f}" for e in effects)))
+
+
+def _never(results: dict[str, Any]) -> Measured:
+    """5 (the crossing's multiple) minus the 1-layer models' highest best induction score
+    at any record, in multiples of chance (segments)."""
+    chance = _over_chance(results, "segments")
+    return _measured(results, "segments", 1,
+                     lambda r: results["chance_multiple"]
+                     - max(_best(x) for x in r["records"]) / chance,
+                     "1 layer, repeated segments: 5 - highest best induction / chance: {}")
+
+
+def _forms(results: dict[str, Any]) -> Measured:
+    chance = _over_chance(results, "segments")
+    return _measured(results, "segments", 2,
+                     lambda r: r["final"]["induction_max"] / chance - results["chance_multiple"],
+                     "2 layers, repeated segments: final best induction / chance - 5: {}")
+
+
+def _abrupt(run: dict[str, Any]) -> float | None:
+    """The largest rise of the best induction score between two records, as a share of its
+    whole rise (first record to highest), minus one half; None without a rise."""
+    scores = [_best(x) for x in run["records"]]
+    rise = max(scores) - scores[0]
+    if len(scores) < 2 or rise <= 0:
+        return None
+    return max(b - a for a, b in zip(scores, scores[1:], strict=False)) / rise - 0.5
+
+
+def _icl_with_it(run: dict[str, Any]) -> float | None:
+    """The share of the ICL score's whole fall (first record to lowest) that happens from
+    the record before the crossing to the one after it (two intervals), minus one half;
+    None without a crossing or a fall."""
+    steps = [x["step"] for x in run["records"]]
+    icl = [x["icl"] for x in run["records"]]
+    if run["crossing_step"] is None or icl[0] - min(icl) <= 0:
+        return None
+    i = steps.index(run["crossing_step"])
+    before, after = icl[max(0, i - 1)], icl[min(len(icl) - 1, i + 1)]
+    return (before - after) / (icl[0] - min(icl)) - 0.5
+
+
+def _text_depth(results: dict[str, Any]) -> Measured:
+    """On text, per seed: 2 layers' final best induction minus 1 layer's, in chance units."""
+    chance = _over_chance(results, "text")
+    one, two = _runs(results, "text", 1), _runs(results, "text", 2)
+    effects = [(b["final"]["induction_max"] - a["final"]["induction_max"]) / chance
+               for a, b in zip(one, two, strict=True)]
+    return Measured([r["seed"] for r in two], effects,
+                    "text: 2 layers - 1 layer final best induction / chance: "
+                    + ", ".join(f"{e:+.2f}" for e in effects))
+
+
+# Thresholds: induction is counted in multiples of chance (a head attending uniformly),
+# the experiment's crossing at 5x (CHANCE_MULTIPLE); "abrupt" and "at the same time" mean
+# more than half of the whole rise (fall) within one (two) of the watcher's 50-step
+# intervals; on text a depth difference counts from one chance unit.
+CLAIMS = (
+    Claim("one_layer_never",
+          "one-layer attention-only models never form induction heads",
+          "never (Olsson et al.)",
+          "5 minus the 1-layer models' highest best induction score over training, in "
+          "multiples of chance (repeated segments)",
+          _never, direction=1, smallest=0.0),
+    Claim("two_layers_form",
+          "two-layer models form induction heads (repeated segments)",
+          "they do (Olsson et al.)",
+          "the 2-layer models' final best induction score in multiples of chance, minus 5",
+          _forms, direction=1, smallest=0.0),
+    Claim("phase_change",
+          "they form in a phase change (repeated segments)",
+          "abrupt and early, a bump in the loss (Olsson et al.)",
+          "the largest rise of the best induction score in one 50-step interval, as a share "
+          "of its whole rise, minus one half",
+          lambda r: _measured(r, "segments", 2, _abrupt,
+                              "2 layers: largest one-interval share of the rise - 0.5: {}"),
+          direction=1, smallest=0.0),
+    Claim("icl_same_time",
+          "in-context learning improves at the same time (repeated segments)",
+          "the ICL score drops at the phase change (Olsson et al.)",
+          "the share of the ICL score's whole fall around the crossing (the record before to "
+          "the one after), minus one half",
+          lambda r: _measured(r, "segments", 2, _icl_with_it,
+                              "2 layers: share of the ICL fall around the crossing - 0.5: {}"),
+          direction=1, smallest=0.0),
+    Claim("natural_text",
+          "the same on natural text: two layers form induction heads, one does not",
+          "on natural text, after a few billion tokens (Olsson et al.)",
+          "2 layers' minus 1 layer's final best induction score on text, in multiples of "
+          "chance",
+          _text_depth, direction=1, smallest=1.0),
+)
 
 
 # ----------------------------------------------------------------------------- writing

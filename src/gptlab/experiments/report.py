@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gptlab.experiments import claims as claims_module
 from gptlab.files.atomic import atomic_write_text, write_json
 from gptlab.version import __version__
 
@@ -89,17 +90,45 @@ def write_report(folder: Path, title: str, sections: Sequence[tuple[str, str]]) 
 
 
 def finish(folder: Path, results: dict[str, Any], records: dict[str, Any], timer: Timer,
-           title: str, sections: Callable[[dict[str, Any]], Sequence[tuple[str, str]]]
-           ) -> dict[str, Any]:
+           title: str, sections: Callable[[dict[str, Any]], Sequence[tuple[str, str]]],
+           claims: Sequence[claims_module.Claim] = ()) -> dict[str, Any]:
     """What every experiment does last, its figures drawn: the grid's training time (when
-    it was trained), the timing and the machine added to `results`, then results.json and
-    report.md (title, sections(results)) written. Returns results."""
+    it was trained), the timing and the machine added to `results`, its claims judged on
+    them (results["claims"], gptlab.experiments.claims), then results.json and report.md
+    (title, the claims table after the first of sections(results)) written. Returns
+    results."""
     results["training_time_s"] = round(sum(r.train_s for r in records.values()), 1)
     results["timing"] = timer.to_dict()
     results["machine"] = machine()
+    results["claims"] = claims_module.evaluate(claims, results)
     write_results(folder, results)
-    write_report(folder, title, sections(results))
+    parts = list(sections(results))
+    if results["claims"]:
+        parts.insert(1, claims_section(results))
+    write_report(folder, title, parts)
     return results
+
+
+def claims_section(results: dict[str, Any]) -> tuple[str, str]:
+    """report.md's claims table (the claim | the paper | this run | verdict) and the rule."""
+    return ("The claims, judged", markdown_table(*claims_module.table(results["claims"]),
+                                                 "llll")
+            + "\n\n" + RULE_NOTE)
+
+
+RULE_NOTE = ("Verdicts are computed (gptlab.experiments.claims): the effect is measured per "
+             "seed; held = in the claimed direction and beyond twice the seed spread, held "
+             "weakly = in the direction within it, not seen = no effect (below the claim's "
+             "smallest) or the opposite within it, contradicted = the opposite beyond it, "
+             "undecided = a run without a number. One seed has no spread: at most held "
+             "weakly.")
+
+
+def claims_tables(results: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[list[str]]]]]:
+    """The claims table as the first of the tables a command prints and the lab shows (none
+    for results written before claims were judged)."""
+    judged = results.get("claims") or []
+    return [("the claims, judged:", claims_module.table(judged))] if judged else []
 
 
 def closing(results: dict[str, Any], figure: str) -> list[tuple[str, str]]:
@@ -118,8 +147,8 @@ def print_tables(results: dict[str, Any], out: str,
                  tables: Sequence[tuple[str, tuple[Sequence[str], Sequence[Sequence[Any]]]]],
                  files: Sequence[str], notes: Sequence[str] = ()) -> None:
     """What an experiment prints: each (title, (header, rows)) as a text table, the notes,
-    then the footer (print_footer)."""
-    for title, (header, rows) in tables:
+    then the footer (print_footer). The claims table (results["claims"]) comes first."""
+    for title, (header, rows) in [*claims_tables(results), *tables]:
         print(f"\n{title}")
         print(text_table(header, rows))
     if notes:

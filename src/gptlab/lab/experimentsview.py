@@ -48,6 +48,22 @@ class Table(BaseModel):
     rows: list[list[str]]
 
 
+class ClaimVerdict(BaseModel):
+    """One claim judged (gptlab.experiments.claims.evaluate), as results.json holds it."""
+
+    key: str
+    sentence: str = Field(description="the chapter's claim")
+    paper: str = Field(description="the paper's figure beside it")
+    quantity: str = Field(description="what was measured")
+    this_run: str = Field(description="what this run shows")
+    verdict: str = Field(description="held, held weakly, not seen, contradicted or undecided")
+    rule: str
+    seeds: list[int]
+    effects: list[float | None] = Field(description="the effect, per seed")
+    mean: float | None
+    spread: float | None = Field(description="max - min of the effects; None for one seed")
+
+
 class Figure(BaseModel):
     file: str
     png: str = Field(description="the figure as a data: URL (image/png, base64)")
@@ -58,6 +74,7 @@ class ReportResponse(BaseModel):
     experiment: str
     title: str
     tables: list[Table]
+    claims: list[ClaimVerdict] = Field(description="its claims, judged on its numbers")
     figures: list[Figure]
     timing: str
     runs: list[str] = Field(description="its runs, as the lab names them")

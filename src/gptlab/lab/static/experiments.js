@@ -21,6 +21,31 @@ function table({title, header, rows}, k) {
   return region;
 }
 
+// The claims table: the claim | the paper | this run | verdict, the verdict with the mean
+// effect and the seeds it was judged on (the rule in the cell's title).
+function claimsTable(claims) {
+  if (!claims.length) return htmlEl("p", {class: "note"}, "This results.json judged no claims (written before verdicts were computed).");
+  const t = htmlEl("table", {class: "stats", "data-testid": "exp-claims"});
+  t.appendChild(htmlEl("caption", {}, "the claims, judged"));
+  const head = htmlEl("tr");
+  ["the claim", "the paper", "this run", "verdict"].forEach((h) => head.appendChild(htmlEl("th", {scope: "col"}, h)));
+  t.appendChild(head);
+  claims.forEach((c) => {
+    const tr = htmlEl("tr", {"data-verdict": c.verdict});
+    tr.appendChild(htmlEl("th", {scope: "row"}, c.sentence));
+    tr.appendChild(htmlEl("td", {}, c.paper));
+    tr.appendChild(htmlEl("td", {}, c.this_run));
+    const mean = c.mean === null ? "" : ` (${c.mean >= 0 ? "+" : ""}${c.mean.toPrecision(3)}, seeds ${c.seeds.join(", ")})`;
+    const verdict = htmlEl("td", {title: c.rule, "data-testid": "exp-verdict"});
+    verdict.append(htmlEl("strong", {}, c.verdict), mean);
+    tr.appendChild(verdict);
+    t.appendChild(tr);
+  });
+  const region = htmlEl("div", {class: "scroll", tabindex: "0", role: "region", "aria-label": "the claims, judged"});
+  region.appendChild(t);
+  return region;
+}
+
 const runLink = (run, view, label) => htmlEl("a", {href: `?run=${encodeURIComponent(run)}#${view}`}, label);
 
 const show = guarded(async () => {
@@ -28,6 +53,7 @@ const show = guarded(async () => {
   if (!name) return;
   const d = await api("/api/experiments/report", {experiment: name});
   $("exp-title").textContent = `${d.title} (gptlab experiment ${d.experiment})`;
+  $("exp-claims").replaceChildren(claimsTable(d.claims));
   $("exp-tables").replaceChildren(...d.tables.map(table));
   $("exp-figures").replaceChildren(...d.figures.map((f) => htmlEl("img", {
     src: f.png, alt: `${d.title}: the figure ${f.file} the experiment drew`, class: "exp-figure",
@@ -40,7 +66,7 @@ const show = guarded(async () => {
     list.appendChild(li);
   });
   $("exp-runs").replaceChildren(list);
-}, ["exp-tables", "exp-figures", "exp-runs"]);
+}, ["exp-claims", "exp-tables", "exp-figures", "exp-runs"]);
 
 export async function load() {
   const d = await api("/api/experiments");

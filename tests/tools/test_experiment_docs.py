@@ -1,0 +1,63 @@
+"""docs/experiments.md's claims tables are what the committed results give
+(tools.experiment_docs), and the tool's own behaviour."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gptlab.experiments import catalog
+from tools import experiment_docs as docs
+
+
+def test_the_page_agrees_with_the_committed_results():
+    page = docs.PAGE.read_text(encoding="utf-8")
+    assert docs.regenerate(page) == page, "run python -m tools.experiment_docs"
+
+
+@pytest.mark.parametrize("name", catalog.NAMES)
+def test_every_experiment_has_its_block_and_results(name):
+    start, end = docs.markers(name)
+    page = docs.PAGE.read_text(encoding="utf-8")
+    assert start in page and end in page
+    results = json.loads(docs.results_path(name).read_text())
+    assert results["experiment"] == name
+    # the file's own claims are the ones its numbers give today
+    assert results["claims"] == docs.judged(name, results)
+
+
+def _norm_results():
+    return json.loads(docs.results_path("norm").read_text())
+
+
+def test_a_block_is_rewritten_and_anything_else_kept(tmp_path):
+    results = _norm_results()
+    path = docs.results_path("norm", tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(results))
+    start, end = docs.markers("norm")
+    page = f"before\n{start}\nstale table\n{end}\nafter\n"
+    fresh = docs.regenerate(page, tmp_path)
+    assert "stale table" not in fresh
+    assert fresh.startswith("before\n") and fresh.endswith("after\n")
+    assert "| the claim | the paper | this run | verdict |" in fresh
+    assert docs.regenerate(fresh, tmp_path) == fresh
+
+
+def test_a_quick_run_says_so_and_a_missing_file_is_named(tmp_path):
+    results = {**_norm_results(), "size": "quick"}
+    assert "not the default size" in docs.block("norm", results)
+    start, end = docs.markers("norm")
+    with pytest.raises(SystemExit, match="does not exist"):
+        docs.regenerate(f"{start}\n{end}\n", tmp_path)
+
+
+def test_check_fails_on_a_disagreeing_page(tmp_path, monkeypatch, capsys):
+    start, end = docs.markers("norm")
+    page = tmp_path / "experiments.md"
+    page.write_text(f"{start}\nheld, typed by hand\n{end}\n")
+    monkeypatch.setattr(docs, "PAGE", page)
+    assert docs.main(["--check"]) == 1
+    assert "disagrees" in capsys.readouterr().err
+    assert docs.main([]) == 0 and docs.main(["--check"]) == 0
