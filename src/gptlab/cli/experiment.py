@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from gptlab.cli import argtypes
+from gptlab.errors import UsageError
 
 EXPERIMENTS = {
     "context": "one small model per positional encoding (learned, sinusoidal, RoPE, ALiBi, "
@@ -28,6 +29,9 @@ EXPERIMENTS = {
              "random segments and on text, their heads' induction and previous-token "
              "scores and the in-context-learning score recorded as they train: the "
              "induction-head phase change",
+    "memory": "a trained model's FFN units read as key-value memories (Geva et al. 2021) "
+              "over held-out text: trigger patterns, the activation drop, value agreement "
+              "and composition per layer; trains nothing (--model, default the shipped one)",
 }
 
 
@@ -59,6 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=argtypes.int_in(0, 2**63 - 1), default=1337, metavar="S",
                    help="the seed of every run's weights and batches (default 1337; heads and "
                         "phase train a second seed, S+1, beside it)")
+    p.add_argument("--model", metavar="MODEL",
+                   help="memory only: the model to read, a run or model directory or a "
+                        "shipped model's name (default: shakespeare)")
     p.add_argument("--progress", action="store_true", help="progress bars while training")
     p.add_argument("--force", action="store_true",
                    help="train again in an --out that holds this experiment's results for "
@@ -76,9 +83,15 @@ def run(args: argparse.Namespace) -> int:
     # what its results depend on: another configuration's are replaced only with --force
     configuration = {"quick": args.quick, "steps": args.steps, "seed": args.seed,
                      "data": None if args.data is None else str(Path(args.data).absolute())}
+    extra = {}
+    if args.model is not None:
+        if args.name != "memory":
+            raise UsageError("--model is for `gptlab experiment memory` only (the others "
+                             "train their models)")
+        extra["model"] = configuration["model"] = args.model
     experiment_folder(out, args.name, configuration, force=args.force)
     results = experiment.run(out, data=args.data, quick=args.quick, seed=args.seed,
-                             steps=args.steps, progress=args.progress)
+                             steps=args.steps, progress=args.progress, **extra)
     notes = experiment.notes(results) if hasattr(experiment, "notes") else []
     report.print_tables(results, out, experiment.tables(results), experiment.FIGURES, notes)
     return 0
