@@ -28,6 +28,10 @@ EXPERIMENTS = {
              "random segments and on text, their heads' induction and previous-token "
              "scores and the in-context-learning score recorded as they train: the "
              "induction-head phase change",
+    "brackets": "small models (three seeds) trained on Dyck-2 brackets, their heads scored "
+                "for attention to the matching bracket against rules that need no stack "
+                "and for uniform attention (counting), the best-matching and most uniform "
+                "heads ablated; the shipped model's previous-token heads",
 }
 
 
