@@ -35,18 +35,24 @@ def _train_and_save(out_dir: Path, steps: int, seed: int) -> Path:
     torch.manual_seed(seed)
     config = GPTConfig.from_preset("tiny-gpt2", vocab_size=tokenizer.vocab_size)
     model = GPT(config)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    train_steps(model, data, steps, lr=3e-3, seed=seed)
+    save_model(model, out_dir)
+    tokenizer.save(out_dir / TOKENIZER_FILE)
+    return out_dir
+
+
+def train_steps(model: GPT, ids: torch.Tensor, steps: int, lr: float, seed: int) -> None:
+    """`steps` AdamW steps on random windows of `ids` (8 a batch, the model's block size),
+    then eval mode: a model trained a little, without the trainer."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     g = torch.Generator().manual_seed(seed)
-    T = config.block_size
+    T = model.config.block_size
     for _ in range(steps):
-        starts = torch.randint(len(data) - T - 1, (8,), generator=g)
-        x = torch.stack([data[s : s + T] for s in starts])
-        y = torch.stack([data[s + 1 : s + T + 1] for s in starts])
+        starts = torch.randint(len(ids) - T - 1, (8,), generator=g)
+        x = torch.stack([ids[s : s + T] for s in starts])
+        y = torch.stack([ids[s + 1 : s + T + 1] for s in starts])
         _, loss = model(x, y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
     model.eval()
-    save_model(model, out_dir)
-    tokenizer.save(out_dir / TOKENIZER_FILE)
-    return out_dir

@@ -12,6 +12,7 @@ import math
 import lm_eval
 import pytest
 import torch
+from tools.tinyrun import train_steps
 
 from gptlab.cli.main import main
 from gptlab.convert.hf import to_hf
@@ -48,22 +49,6 @@ def offline(monkeypatch):
         monkeypatch.setenv(name, value)
 
 
-def _train(model: GPT, ids: torch.Tensor, steps: int = 300) -> None:
-    """A few AdamW steps, so that the scores are a trained model's, not uniform."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    g = torch.Generator().manual_seed(0)
-    T = model.config.block_size
-    for _ in range(steps):
-        starts = torch.randint(len(ids) - T - 1, (8,), generator=g)
-        x = torch.stack([ids[s:s + T] for s in starts])
-        y = torch.stack([ids[s + 1:s + T + 1] for s in starts])
-        _, loss = model(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-    model.eval()
-
-
 @pytest.fixture(scope="module", params=["tiny-gpt2", "tiny-llama"])
 def exported(request, tmp_path_factory, one_thread_module):
     """(run directory, its Hugging Face export): a tiny character run of the shipped model's
@@ -74,7 +59,8 @@ def exported(request, tmp_path_factory, one_thread_module):
     torch.manual_seed(0)
     model = GPT(GPTConfig.from_preset(request.param, vocab_size=tokenizer.vocab_size,
                                       block_size=BLOCK))
-    _train(model, torch.tensor(tokenizer.encode(text)))
+    # a trained model's scores, not a uniform one's
+    train_steps(model, torch.tensor(tokenizer.encode(text)), 300, lr=1e-2, seed=0)
     root = tmp_path_factory.mktemp(request.param)
     save_model(model, root / "run")
     tokenizer.save(root / "run" / TOKENIZER_FILE)
