@@ -2,8 +2,11 @@
 tools.experiment_docs` (rewrite) or `--check` (exit 1 where docs/experiments.md disagrees).
 
 A developer tool, not part of the package. Each experiment's results.json from a run at its
-default size is committed as docs/experiments/results/NAME.json (`--add NAME FOLDER` copies
-it there, its claims judged again); the page holds, between `<!-- claims:NAME -->` and
+default size is shipped in the package as src/gptlab/experiments/shipped/NAME.json
+(gptlab.experiments.shipped_results: the lab shows them on a fresh install; `--add NAME
+FOLDER` copies it there, its claims judged again and the date stamped where the run did
+not record one), the one copy: the docs site serves it at experiments/results/NAME.json
+(tools/docs_hooks.py). The page holds, between `<!-- claims:NAME -->` and
 `<!-- /claims:NAME -->`, the claims table judged from that file's numbers by the
 experiment's own CLAIMS (gptlab.experiments.claims), never typed. tests/tools/
 test_experiment_docs.py regenerates the page in memory and fails when it differs.
@@ -18,17 +21,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gptlab.experiments import catalog, claims
+from gptlab.experiments import catalog, claims, shipped_results
 from gptlab.experiments.report import markdown_table
 from gptlab.files.atomic import atomic_write_text, read_json_object
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "experiments.md"
-RESULTS = ROOT / "docs" / "experiments" / "results"
+RESULTS = shipped_results.FOLDER
 
 
-def results_path(name: str, root: Path = ROOT) -> Path:
-    return root / "docs" / "experiments" / "results" / f"{name}.json"
+def results_path(name: str, folder: Path = RESULTS) -> Path:
+    return shipped_results.results_path(name, folder)
 
 
 def judged(name: str, results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -59,7 +62,7 @@ def markers(name: str) -> tuple[str, str]:
     return f"<!-- claims:{name} -->", f"<!-- /claims:{name} -->"
 
 
-def regenerate(page: str, root: Path = ROOT) -> str:
+def regenerate(page: str, folder: Path = RESULTS) -> str:
     """The page with every experiment's block rewritten from its committed results (an
     experiment without markers is left alone; markers without a results file are an
     error)."""
@@ -67,7 +70,7 @@ def regenerate(page: str, root: Path = ROOT) -> str:
         start, end = markers(name)
         if start not in page:
             continue
-        path = results_path(name, root)
+        path = results_path(name, folder)
         if not path.is_file():
             raise SystemExit(f"{PAGE.name} has {start} but {path} does not exist "
                              f"(python -m tools.experiment_docs --add {name} FOLDER)")
@@ -80,15 +83,17 @@ def regenerate(page: str, root: Path = ROOT) -> str:
     return page
 
 
-def add(name: str, folder: Path, root: Path = ROOT) -> Path:
-    """Copy an experiment folder's results.json to the committed results, its claims
-    judged again with today's CLAIMS."""
+def add(name: str, folder: Path, shipped: Path = RESULTS) -> Path:
+    """Copy an experiment folder's results.json to the shipped results, its claims judged
+    again with today's CLAIMS and today's date stamped where the run recorded none (its
+    figures are copied by hand, as shipped/NAME.png or NAME-*.png)."""
     results = read_json_object(folder / "results.json", f"{folder}'s results")
     if results.get("experiment") != name:
         raise SystemExit(f"{folder}/results.json is experiment {results.get('experiment')!r},"
                          f" not {name!r}")
     results["claims"] = judged(name, results)
-    path = results_path(name, root)
+    results["machine"].setdefault("date", shipped_results.today())
+    path = results_path(name, shipped)
     path.parent.mkdir(parents=True, exist_ok=True)
     # one line, no indent: the per-position and per-record numbers make an indented file
     # several times larger, and nobody reads it by eye

@@ -27,6 +27,32 @@ def test_every_experiment_has_its_block_and_results(name):
     assert results["claims"] == docs.judged(name, results)
 
 
+def test_the_results_have_one_home_the_package():
+    # the shipped folder is the one copy; the old one in docs/ must not come back (a merge
+    # of a branch that still writes there, say)
+    old = docs.ROOT / "docs" / "experiments" / "results"
+    assert not (old.is_dir() and list(old.glob("*.json"))), f"move {old}/*.json to {docs.RESULTS}"
+    assert docs.RESULTS == docs.ROOT / "src" / "gptlab" / "experiments" / "shipped"
+    for name in catalog.NAMES:
+        assert docs.results_path(name).is_file(), name
+
+
+def test_add_copies_the_results_with_their_date(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    results = _norm_results()
+    results["machine"].pop("date", None)
+    (run / "results.json").write_text(json.dumps({**results, "claims": []}))
+    shipped = tmp_path / "shipped"
+    path = docs.add("norm", run, shipped)
+    written = json.loads(path.read_text())
+    assert path == shipped / "norm.json"
+    assert written["machine"]["date"] == docs.shipped_results.today()
+    assert written["claims"] == docs.judged("norm", results)
+    with pytest.raises(SystemExit, match="not 'scale'"):
+        docs.add("scale", run, shipped)
+
+
 def _norm_results():
     return json.loads(docs.results_path("norm").read_text())
 
@@ -34,7 +60,6 @@ def _norm_results():
 def test_a_block_is_rewritten_and_anything_else_kept(tmp_path):
     results = _norm_results()
     path = docs.results_path("norm", tmp_path)
-    path.parent.mkdir(parents=True)
     path.write_text(json.dumps(results))
     start, end = docs.markers("norm")
     page = f"before\n{start}\nstale table\n{end}\nafter\n"

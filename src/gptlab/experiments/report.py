@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gptlab.experiments import claims as claims_module
+from gptlab.experiments import shipped_results
 from gptlab.files.atomic import atomic_write_text, write_json
 from gptlab.version import __version__
 
@@ -46,8 +47,8 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def machine() -> dict[str, Any]:
-    """Where the numbers were measured: CPUs, torch's threads, the load at the time (a
-    shared machine's timings are only indicative)."""
+    """Where and when the numbers were measured: CPUs, torch's threads, the load at the time
+    (a shared machine's timings are only indicative), the date (UTC)."""
     # start-up time: torch is already loaded by every experiment that calls this
     import torch
 
@@ -55,7 +56,7 @@ def machine() -> dict[str, Any]:
     return {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "load_average": [round(x, 2) for x in load] if load else None,
             "python": platform.python_version(), "torch": torch.__version__,
-            "gptlab": __version__}
+            "gptlab": __version__, "date": shipped_results.today()}
 
 
 @dataclass

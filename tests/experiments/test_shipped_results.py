@@ -1,0 +1,48 @@
+"""The shipped results (gptlab.experiments.shipped_results): every experiment's, at the
+default size, dated, with its figures, readable from the package."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gptlab.experiments import catalog, shipped_results
+
+
+@pytest.mark.parametrize("name", catalog.NAMES)
+def test_every_experiment_ships_default_size_results_with_machine_and_date(name):
+    results = shipped_results.load(name)
+    assert results is not None and results["experiment"] == name
+    assert results["size"] == "default"
+    assert results["machine"]["cpus"] >= 1
+    assert len(results["machine"]["date"]) == 10  # YYYY-MM-DD
+    assert shipped_results.figures(name), f"no shipped figure for {name}"
+
+
+def test_figures_are_the_experiments_own_by_name():
+    assert [p.name for p in shipped_results.figures("heads")] == ["heads-pruning.png"]
+    assert [p.name for p in shipped_results.figures("norm")] == ["norm.png"]
+    for path in shipped_results.FOLDER.glob("*.png"):
+        assert any(path in shipped_results.figures(n) for n in catalog.NAMES), path.name
+
+
+def test_a_missing_experiment_is_none(tmp_path):
+    assert shipped_results.load("norm", tmp_path) is None
+    assert shipped_results.figures("norm", tmp_path) == []
+
+
+def test_the_label_names_the_machine_and_the_date(tmp_path):
+    results = json.loads(shipped_results.results_path("context").read_text())
+    label = shipped_results.label(results)
+    assert label.startswith("shipped results (default size), measured on 2 CPU cores")
+    assert label.endswith(f"at {results['machine']['date']}")
+    undated = {**results, "machine": {"cpus": 4}}
+    assert shipped_results.label(undated).endswith("measured on 4 CPU cores at an unrecorded date")
+
+
+def test_the_machine_in_words():
+    words = shipped_results.machine_words({"cpus": 2, "torch_threads": 1,
+                                           "load_average": [1.02, 2.0, 3.0],
+                                           "torch": "2.13.0+cpu"})
+    assert words == "2 CPU cores (1 torch thread, load 1.0), torch 2.13.0+cpu"
