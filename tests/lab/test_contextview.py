@@ -12,6 +12,7 @@ import shutil
 import pytest
 from fastapi.testclient import TestClient
 
+from gptlab.experiments import shipped_results
 from gptlab.lab.server import create_app
 
 
@@ -26,7 +27,8 @@ def lab(tmp_path_factory, context_experiment, copy_tiny_run):
 def test_experiments_are_listed_with_their_runs(lab):
     client, _ = lab
     found = client.get("/api/context/experiments").json()["experiments"]
-    assert [e["name"] for e in found] == ["ctx"]
+    assert [e["name"] for e in found] == ["ctx"]  # the shipped one gives way to the user's
+    assert found[0]["shipped"] is None
     assert found[0]["trained_length"] == 64 and found[0]["lengths"] == [64, 128, 256, 512]
     assert "ctx/runs/alibi" in found[0]["runs"] and len(found[0]["runs"]) == 8
     runs = client.get("/api/runs").json()["runs"]
@@ -47,7 +49,23 @@ def test_an_experiments_curves_are_its_results(lab, post):
     assert "pi-ft" in by_method  # fine-tuned at 256
 
 
+def test_a_fresh_lab_shows_the_shipped_experiment(tmp_path, post):
+    client = TestClient(create_app(tmp_path))
+    found = client.get("/api/context/experiments").json()["experiments"]
+    shipped = shipped_results.load("context")
+    assert found == [{"name": "context", "trained_length": shipped["trained_length"],
+                      "lengths": shipped["lengths"], "runs": [],
+                      "shipped": shipped_results.label(shipped)}]
+    d = post(client, "/api/context/experiment", {"experiment": "context", "shipped": True,
+                                                 "length": shipped["lengths"][-1]})
+    assert d["shipped"] == found[0]["shipped"] and "measured on" in d["shipped"]
+    rope = next(r for r in shipped["rows"] if r["method"] == "rope")["cells"][-1]
+    by_method = {s["method"]: s for s in d["series"]}
+    assert by_method["rope"]["loss"] == rope["non-overlapping"]["loss"]
+
+
 @pytest.mark.parametrize("body, fragment", [
+    ({"experiment": "ctx", "shipped": True}, "no shipped results of a context experiment"),
     ({"experiment": "nope"}, "no context experiment named 'nope'"),
     ({"experiment": "../ctx"}, "must be a path inside the runs folder"),
     ({"experiment": "tiny"}, "no context experiment named 'tiny'"),

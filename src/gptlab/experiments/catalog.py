@@ -44,11 +44,17 @@ def summary(folder: str | Path) -> dict[str, Any]:
                          f"`gptlab experiment {'|'.join(NAMES)}`)")
     name = experiment_of(folder)
     results = read_json_object(folder / RESULTS_FILE, "experiment results")
+    return {**results_summary(name, results),
+            "figures": [f for f in module(name).FIGURES if (folder / f).is_file()]}
+
+
+def results_summary(name: str, results: dict[str, Any]) -> dict[str, Any]:
+    """Experiment `name`'s results (a results.json's object, from a folder or shipped) as
+    its title, tables, claims and timing line."""
     experiment = module(name)
     return {"experiment": name, "title": experiment.TITLE,
             "tables": [{"title": title.rstrip(":"), "header": list(header),
                         "rows": [[str(c) for c in row] for row in rows]}
                        for title, (header, rows) in experiment.tables(results)],
             "claims": results.get("claims") or [],
-            "figures": [f for f in experiment.FIGURES if (folder / f).is_file()],
             "timing": timing_line(results["timing"], results["machine"])}

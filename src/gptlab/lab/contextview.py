@@ -1,7 +1,10 @@
 """The "Longer than trained" view: a model past its training length.
 
 - an experiment of `gptlab experiment context` (its results.json): every encoding's and
-  scaling's loss by position in windows of one length, the training length marked;
+  scaling's loss by position in windows of one length, the training length marked; where
+  the runs folder holds none, the results gptlab ships (gptlab.experiments.shipped_results,
+  labelled with the machine and date), until the user runs one (from the page: its --quick
+  form, gptlab.lab.quickrun);
 - a run, live: its loss by position in non-overlapping windows of any context (RoPE
   stretched by a scaling if asked), and one head's attention at a query position, which
   may be one the model never saw.
@@ -23,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from gptlab.data.tokenizer import encode_checked
 from gptlab.errors import UsageError
+from gptlab.experiments import shipped_results
 from gptlab.experiments.context import EVAL_TEXT, MODES
 from gptlab.experiments.context import NAME as CONTEXT_EXPERIMENT
 from gptlab.experiments.grid import experiment_of
@@ -31,7 +35,7 @@ from gptlab.files.atomic import read_json_object
 from gptlab.inference.evaluate import score_positions
 from gptlab.interp.hooks import eval_mode, recording_attention
 from gptlab.lab.body import area_router
-from gptlab.lab.experimentsview import experiment_folder, experiment_folders
+from gptlab.lab.experimentsview import SHIPPED, experiment_folder, experiment_folders
 from gptlab.lab.responses import BAD_INPUT
 from gptlab.lab.runs import Runs
 from gptlab.lab.schemas import MAX_PROMPT_CHARS, Body, RunName, _int, _text
@@ -68,6 +72,7 @@ class ExperimentRequest(Body):
     experiment: _text(500, "an experiment's folder inside the runs folder", min_length=1)
     length: _int(1, 10**6, "one of the experiment's evaluation lengths") = 256
     mode: Literal[MODES] = "non-overlapping"
+    shipped: bool = SHIPPED
 
 
 class Bucket(BaseModel):
@@ -104,6 +109,8 @@ class Experiment(BaseModel):
     trained_length: int
     lengths: list[int]
     runs: list[str] = Field(description="its runs, as the lab names them")
+    shipped: str | None = Field(None, description="shipped results: their label; null: the "
+                                                  "runs folder's")
 
 
 class ExperimentsResponse(BaseModel):
@@ -124,6 +131,7 @@ class ExperimentResponse(BaseModel):
     length: int
     mode: str
     series: list[Series]
+    shipped: str | None = Field(None, description="shipped results: their label")
 
 
 # ----------------------------------------------------------------------------- routes
@@ -141,7 +149,7 @@ def context(body: ContextRequest, runs: RunsDep) -> JSONResponse:
 
 @router.get("/api/context/experiments", response_model=ExperimentsResponse)
 def experiments(runs: RunsDep) -> JSONResponse:
-    """The context experiments in the runs folder."""
+    """The context experiments in the runs folder, or the shipped one where it has none."""
     return JSONResponse({"experiments": list_experiments(runs)})
 
 
@@ -157,18 +165,25 @@ def experiment(body: ExperimentRequest, runs: RunsDep) -> JSONResponse:
 
 
 def list_experiments(runs: Runs) -> list[dict[str, Any]]:
-    """Folders of the runs folder (to MAX_DEPTH) holding a finished context experiment."""
+    """Folders of the runs folder (to MAX_DEPTH) holding a finished context experiment;
+    where there is none, the shipped results (no runs: none are shipped)."""
     found = []
     for name, folder in experiment_folders(runs, CONTEXT_EXPERIMENT):
         results = read_json_object(folder / RESULTS_FILE, "experiment results")
         found.append({"name": name, "trained_length": results["trained_length"],
                       "lengths": results["lengths"],
-                      "runs": [f"{name}/{r['dir']}" for r in results["runs"].values()]})
-    return found
+                      "runs": [f"{name}/{r['dir']}" for r in results["runs"].values()],
+                      "shipped": None})
+    shipped = None if found else shipped_results.load(CONTEXT_EXPERIMENT)
+    if shipped is None:
+        return found
+    return [{"name": CONTEXT_EXPERIMENT, "trained_length": shipped["trained_length"],
+             "lengths": shipped["lengths"], "runs": [],
+             "shipped": shipped_results.label(shipped)}]
 
 
 def experiment_view(runs: Runs, body: ExperimentRequest) -> dict[str, Any]:
-    results = _results(runs, body.experiment)
+    results = _results(runs, body.experiment, body.shipped)
     if body.length not in results["lengths"]:
         raise UsageError(f"length {body.length} is not one of the experiment's: "
                          f"{', '.join(map(str, results['lengths']))}")
@@ -184,7 +199,8 @@ def experiment_view(runs: Runs, body: ExperimentRequest) -> dict[str, Any]:
                        "loss": scored["loss"] if scored else None,
                        "buckets": scored["by_position"] if scored else []})
     return {"experiment": body.experiment, "trained_length": results["trained_length"],
-            "length": body.length, "mode": body.mode, "series": series}
+            "length": body.length, "mode": body.mode, "series": series,
+            "shipped": shipped_results.label(results) if body.shipped else None}
 
 
 def context_view(runs: Runs, body: ContextRequest) -> dict[str, Any]:
@@ -240,9 +256,16 @@ def _text_of(runs: Runs, body: ContextRequest) -> tuple[str, str]:
                      "a text to score")
 
 
-def _results(runs: Runs, name: str) -> dict[str, Any]:
+def _results(runs: Runs, name: str, shipped: bool = False) -> dict[str, Any]:
     """A context experiment's results.json, the folder checked to lie inside the runs
-    folder (as a run name is)."""
+    folder (as a run name is); or, shipped, the results gptlab ships."""
+    if shipped:
+        results = shipped_results.load(CONTEXT_EXPERIMENT) if name == CONTEXT_EXPERIMENT \
+            else None
+        if results is None:
+            raise UsageError(f"no shipped results of a context experiment named "
+                             f"{name[:60]!r} (the one shipped: {CONTEXT_EXPERIMENT!r})")
+        return results
     folder = experiment_folder(runs, name, CONTEXT_EXPERIMENT)
     if folder is None:
         raise UsageError(f"no context experiment named {name!r} in the runs folder (one "

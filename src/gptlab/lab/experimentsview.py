@@ -2,6 +2,12 @@
 results.json, as the tables it prints and the figures it drew, with the runs of its grid
 (ordinary runs: every other view opens them).
 
+An experiment the runs folder holds no results of is listed with the results gptlab ships
+(gptlab.experiments.shipped_results: its default size, run once, labelled with the machine
+and the date), so a fresh install shows real numbers; the user's own results of that
+experiment, once there (`gptlab experiment NAME`, or its --quick form from the page:
+gptlab.lab.quickrun), replace them.
+
 Its schemas, routes and computations live here, in one module: `router` holds the routes,
 which server.create_app includes. The tables are the experiment module's own (gptlab.experiments.
 catalog.summary), the same `gptlab experiment` prints.
@@ -17,7 +23,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from gptlab.errors import UsageError
-from gptlab.experiments import catalog
+from gptlab.experiments import catalog, shipped_results
 from gptlab.experiments.grid import RUNS_DIR, experiment_of
 from gptlab.lab.body import area_router
 from gptlab.lab.responses import BAD_INPUT
@@ -29,13 +35,22 @@ from gptlab.training.runs import find_folders
 # ----------------------------------------------------------------------------- schemas
 
 
+SHIPPED = Field(False, description="experiment names an experiment (context, norm, ...) "
+                                   "whose shipped results are read, not a folder")
+
+
 class ReportRequest(Body):
     experiment: _text(500, "an experiment's folder inside the runs folder", min_length=1)
+    shipped: bool = SHIPPED
 
 
 class ExperimentEntry(BaseModel):
-    name: str = Field(description="its folder, relative to the runs folder")
+    name: str = Field(description="its folder, relative to the runs folder; for shipped "
+                                  "results, the experiment's name")
     experiment: str = Field(description="which experiment (context, norm, scale, ...)")
+    shipped: str | None = Field(None, description="shipped results: what they are and where "
+                                                  "and when they were measured; null: the "
+                                                  "runs folder's")
 
 
 class ExperimentList(BaseModel):
@@ -78,6 +93,8 @@ class ReportResponse(BaseModel):
     figures: list[Figure]
     timing: str
     runs: list[str] = Field(description="its runs, as the lab names them")
+    shipped: str | None = Field(None, description="shipped results: their label; null: the "
+                                                  "runs folder's")
 
 
 # ----------------------------------------------------------------------------- routes
@@ -88,19 +105,53 @@ router = area_router()
 
 @router.get("/api/experiments", response_model=ExperimentList)
 def experiments(runs: RunsDep) -> JSONResponse:
-    """Every experiment in the runs folder that has written its results."""
-    return JSONResponse({"experiments": [
-        {"name": name, "experiment": experiment_of(folder)}
-        for name, folder in experiment_folders(runs)]})
+    """Every experiment in the runs folder that has written its results, then the shipped
+    results of every experiment the runs folder has none of."""
+    return JSONResponse({"experiments": list_experiments(runs)})
 
 
 @router.post("/api/experiments/report", response_model=ReportResponse, responses=BAD_INPUT)
 def report(body: ReportRequest, runs: RunsDep) -> JSONResponse:
     """One experiment's tables and figures, from its results.json (experiments view)."""
+    if body.shipped:
+        return JSONResponse(shipped_report(body.experiment))
     return JSONResponse(report_view(runs, body.experiment))
 
 
 # ----------------------------------------------------------------------------- views
+
+
+def list_experiments(runs: Runs) -> list[dict[str, Any]]:
+    own = [{"name": name, "experiment": experiment_of(folder), "shipped": None}
+           for name, folder in experiment_folders(runs)]
+    return own + [{"name": name, "experiment": name, "shipped": shipped_results.label(results)}
+                  for name, results in shipped_instead(runs, {e["experiment"] for e in own})]
+
+
+def shipped_instead(runs: Runs, own: set[str] | None = None) -> list[tuple[str, dict]]:
+    """(name, results) of the shipped results of every experiment the runs folder holds
+    no results of (own: the experiments it holds, when the caller has listed them)."""
+    if own is None:
+        own = {experiment_of(folder) for _, folder in experiment_folders(runs)}
+    return [(name, results) for name in catalog.NAMES if name not in own
+            for results in [shipped_results.load(name)] if results is not None]
+
+
+def shipped_report(name: str) -> dict[str, Any]:
+    """Experiment `name`'s shipped results as report_view answers them (no runs: none are
+    shipped)."""
+    results = shipped_results.load(name) if name in catalog.NAMES else None
+    if results is None:
+        raise UsageError(f"no shipped results of an experiment named {name[:60]!r} "
+                         f"(experiments: {', '.join(catalog.NAMES)})")
+    return {"name": name, **catalog.results_summary(name, results),
+            "figures": [_figure(path) for path in shipped_results.figures(name)],
+            "runs": [], "shipped": shipped_results.label(results)}
+
+
+def _figure(path: Path) -> dict[str, str]:
+    return {"file": path.name, "png": "data:image/png;base64,"
+            + base64.b64encode(path.read_bytes()).decode("ascii")}
 
 
 def experiment_folders(runs: Runs, kind: str | None = None) -> list[tuple[str, Path]]:
@@ -136,7 +187,5 @@ def report_view(runs: Runs, name: str) -> dict[str, Any]:
     grid = folder / RUNS_DIR
     members = sorted(p for p in grid.iterdir() if is_run(p)) if grid.is_dir() else []
     return {"name": name, **summary,
-            "figures": [{"file": f, "png": "data:image/png;base64,"
-                         + base64.b64encode((folder / f).read_bytes()).decode("ascii")}
-                        for f in summary["figures"]],
-            "runs": [f"{name}/{RUNS_DIR}/{p.name}" for p in members]}
+            "figures": [_figure(folder / f) for f in summary["figures"]],
+            "runs": [f"{name}/{RUNS_DIR}/{p.name}" for p in members], "shipped": None}

@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from gptlab.lab import live
+from gptlab.lab import live, live_estimate
 from gptlab.lab import live_schemas as ml
 from gptlab.lab.body import area_router
 from gptlab.lab.responses import BAD_INPUT, Error
@@ -30,6 +30,13 @@ router = area_router()
 def live_start(body: ml.LiveStartRequest, trainer: LiveDep) -> JSONResponse:
     """Start a training in the background (one at a time); follow /api/live/events."""
     return JSONResponse(trainer.start(body.task, body.steps, body.every, body.seed))
+
+
+@router.post("/api/live/estimate", response_model=ml.LiveEstimate, responses=BAD_INPUT)
+def live_estimate_route(body: ml.LiveEstimateRequest) -> JSONResponse:
+    """How long a training would take here, estimated from a short probe (the first call
+    per task takes about a second)."""
+    return JSONResponse(live_estimate.estimate(body.task, body.steps, body.every))
 
 
 @router.post("/api/live/stop", response_model=ml.LiveStatus, responses={**BAD_INPUT, **BUSY})

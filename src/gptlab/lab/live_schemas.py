@@ -14,17 +14,34 @@ LIVE_TASKS = ("induction", "shakespeare")
 MAX_LIVE_STEPS = 5000
 
 
-class LiveStartRequest(Body):
+class LiveEstimateRequest(Body):
     task: Literal[LIVE_TASKS] = "induction"
     steps: _int(10, MAX_LIVE_STEPS, "optimizer steps") = 1500
     every: _int(5, 1000, "evaluate, score the heads and sample every N steps") = 25
-    seed: Seed = 1337
 
     @model_validator(mode="after")
-    def _every(self) -> LiveStartRequest:
+    def _every(self) -> LiveEstimateRequest:
         if self.every > self.steps:
             raise ValueError(f"every ({self.every}) must not exceed steps ({self.steps})")
         return self
+
+
+class LiveStartRequest(LiveEstimateRequest):
+    seed: Seed = 1337
+
+
+class LiveEstimate(BaseModel):
+    task: Literal[LIVE_TASKS]
+    steps: int
+    every: int
+    seconds: float = Field(description="the estimated wall time of the training")
+    step_ms: float = Field(description="one optimizer step, as the probe timed it")
+    eval_ms: float = Field(description="one evaluation (losses, heads' scores, sample)")
+    evaluations: int
+    load: float | None = Field(description="the machine's load average at the probe")
+    cpus: int
+    threads: int = Field(description="torch's threads in the server")
+    words: str = Field(description="the estimate in a sentence, said to be one")
 
 
 class LiveStatus(BaseModel):

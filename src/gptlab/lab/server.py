@@ -1,7 +1,7 @@
 """The lab's HTTP side: the app that composes the areas' routers, and the static page.
 
 create_app includes one APIRouter per area of the lab (ROUTERS: calculator_routes,
-model_routes, play_routes, live_routes, contextview, experimentsview), each with its
+model_routes, play_routes, live_routes, contextview, experimentsview, quickrun), each with its
 request and answer models (pydantic) in the schemas module beside it, so /openapi.json
 describes every field, limit and answer. Here live what every route shares: the error
 handlers, the runs folder and the training slot on app.state (the routes reach them
@@ -35,6 +35,7 @@ from gptlab.lab import (
     live_routes,
     model_routes,
     play_routes,
+    quickrun,
 )
 from gptlab.lab import schemas as m
 from gptlab.lab.body import CheckedBody
@@ -44,7 +45,7 @@ from gptlab.lab.runs import Runs
 STATIC = Path(__file__).parent / "static"
 # Each area of the lab, one APIRouter with its routes (its schemas in the module beside it).
 ROUTERS = (calculator_routes.router, model_routes.router, play_routes.router,
-           live_routes.router, contextview.router, experimentsview.router)
+           live_routes.router, contextview.router, experimentsview.router, quickrun.router)
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -100,6 +101,7 @@ def create_app(runs_dir: str | Path = "runs", access: Access | None = None) -> F
         return _error(exc.status_code, str(exc.detail), exc.headers)  # e.g. 405's Allow
 
     app.state.live = live.LiveTrainer(runs.root)  # the one training slot (live_routes)
+    app.state.quick = quickrun.QuickRunner(runs.root)  # the one experiment slot (quickrun)
     for router in ROUTERS:
         app.include_router(router)
 

@@ -1,10 +1,13 @@
 // View 11, longer than trained: loss by position past the training length, for every
 // encoding and scaling of a `gptlab experiment context` (its results.json), or for one run
-// live at any context; and one head's attention at a position the model never saw.
+// live at any context; and one head's attention at a position the model never saw. With no
+// context experiment in the runs folder it shows the results gptlab ships, labelled, and
+// offers to run the experiment's --quick form here (quickrun.js), whose results replace them.
 
 import {api, guarded, showError} from "./api.js";
 import {$, htmlEl, tokenLabel} from "./dom.js";
 import {figure} from "./figure.js";
+import {offerQuickRun} from "./quickrun.js";
 import {svgEl, SVGNS} from "./svg.js";
 
 const COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
@@ -66,12 +69,18 @@ const points = (buckets) => buckets.filter((b) => b.loss !== null).map((b) => [(
 const showExperiment = guarded(async () => {
   const name = $("ctx-experiment").value;
   if (!name) return;
-  const d = await api("/api/context/experiment", {experiment: name, length: +$("ctx-length").value, mode: $("ctx-mode").value});
+  const shipped = state.experiments.find((x) => x.name === name)?.shipped || null;
+  const d = await api("/api/context/experiment", {experiment: name, length: +$("ctx-length").value,
+    mode: $("ctx-mode").value, shipped: shipped !== null});
+  const label = $("ctx-shipped");
+  label.hidden = !d.shipped;
+  label.textContent = d.shipped ? `These are ${d.shipped}: gptlab experiment context at its default size, run once ` +
+    "where gptlab was built. Run the experiment (below, or gptlab experiment context --out RUNS/context) and yours replace them." : "";
   const drawn = d.series.filter((s) => !s.refused && s.buckets.some((b) => b.loss !== null));
   const series = drawn.map((s, k) => ({name: s.label, points: points(s.buckets), colour: COLOURS[k % COLOURS.length]}));
   const box = $("ctx-lines");
   box.replaceChildren();
-  figure(box, "ctx-experiment", `${name}: windows of ${d.length}, ${d.mode}`, linePlot({id: "ctx-experiment",
+  figure(box, "ctx-experiment", `${d.shipped ? "shipped results" : name}: windows of ${d.length}, ${d.mode}`, linePlot({id: "ctx-experiment",
     title: `loss by position, ${d.mode} windows of ${d.length} (trained at ${d.trained_length})`, series,
     trained: d.trained_length, xmax: d.length, xtitle: "position in the window", ytitle: "loss (nats/token)"}));
   const refused = d.series.filter((s) => s.refused);
@@ -148,11 +157,12 @@ function attentionBars(a, trained) {
 
 // ------------------------------------------------------------------ loading
 
-export function load() {
+function refresh() {
   Promise.all([api("/api/context/experiments"), api("/api/runs")]).then(([e, r]) => {
     state.experiments = e.experiments;
     const exp = $("ctx-experiment");
-    exp.replaceChildren(...(e.experiments.length ? e.experiments.map((x) => htmlEl("option", {value: x.name}, x.name))
+    exp.replaceChildren(...(e.experiments.length ? e.experiments.map((x) => htmlEl("option", {value: x.name},
+      x.shipped ? `${x.name} (shipped results)` : x.name))
       : [htmlEl("option", {value: ""}, "none: run gptlab experiment context --out RUNS/context")]));
     fillLengths();
     // The run picker: the experiments' runs first (RoPE, ALiBi, ...), then every other run.
@@ -163,6 +173,12 @@ export function load() {
     if (alibi) sel.value = alibi;
     if (e.experiments.length) showExperiment();
   }).catch((err) => showError(err.message));
+}
+
+export function load() {
+  refresh();
+  offerQuickRun({buttonId: "ctx-quick", statusId: "ctx-quick-status", experiment: () => "context",
+    onEnd: (e) => { if (e.status === "finished") refresh(); }});
   $("ctx-experiment").addEventListener("change", () => { fillLengths(); showExperiment(); });
   $("ctx-length").addEventListener("change", showExperiment);
   $("ctx-mode").addEventListener("change", showExperiment);

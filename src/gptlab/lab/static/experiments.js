@@ -1,9 +1,17 @@
 // View 14, experiments: any `gptlab experiment NAME`'s report from its results.json, the
 // tables it printed and the figures it drew (as the server reads them), and the runs of
-// its grid, each a link that opens it in the heads or next-token view.
+// its grid, each a link that opens it in the heads or next-token view. An experiment the
+// runs folder has no results of is listed with the results gptlab ships, labelled, and its
+// --quick form runs from here (quickrun.js); the user's own results replace the shipped.
 
 import {api, guarded} from "./api.js";
 import {$, htmlEl} from "./dom.js";
+import {offerQuickRun} from "./quickrun.js";
+
+let entries = [];
+// an option's value: the folder, or shipped:NAME (a folder may be named as an experiment)
+const key = (e) => (e.shipped ? `shipped:${e.name}` : e.name);
+const chosen = () => entries.find((e) => key(e) === $("exp-experiment").value);
 
 function table({title, header, rows}, k) {
   const t = htmlEl("table", {class: "stats", "data-testid": `exp-table-${k}`});
@@ -49,9 +57,15 @@ function claimsTable(claims) {
 const runLink = (run, view, label) => htmlEl("a", {href: `?run=${encodeURIComponent(run)}#${view}`}, label);
 
 const show = guarded(async () => {
-  const name = $("exp-experiment").value;
-  if (!name) return;
-  const d = await api("/api/experiments/report", {experiment: name});
+  const entry = chosen();
+  if (!entry) return;
+  const d = await api("/api/experiments/report", {experiment: entry.name, shipped: !!entry.shipped});
+  const label = $("exp-shipped");
+  label.hidden = !d.shipped;
+  label.textContent = d.shipped ? `These are ${d.shipped}: gptlab experiment ${d.experiment} at its default size, ` +
+    `run once where gptlab was built. Run it (the button above, or gptlab experiment ${d.experiment} --out RUNS/${d.experiment}) ` +
+    "and your results replace them." : "";
+  $("exp-quick").textContent = `Run gptlab experiment ${d.experiment} --quick here`;
   $("exp-title").textContent = `${d.title} (gptlab experiment ${d.experiment})`;
   $("exp-claims").replaceChildren(claimsTable(d.claims));
   $("exp-tables").replaceChildren(...d.tables.map(table));
@@ -60,6 +74,7 @@ const show = guarded(async () => {
     "data-testid": "exp-figure", "data-file": f.file})));
   $("exp-timing").textContent = d.timing;
   const list = htmlEl("ul", {"data-testid": "exp-runs"});
+  if (d.shipped) list.appendChild(htmlEl("li", {}, "none shipped: run the experiment to train them"));
   d.runs.forEach((run) => {
     const li = htmlEl("li", {}, `${run}: `);
     li.append(runLink(run, "heads", "heads"), " · ", runLink(run, "nexttoken", "next token"));
@@ -68,14 +83,22 @@ const show = guarded(async () => {
   $("exp-runs").replaceChildren(list);
 }, ["exp-claims", "exp-tables", "exp-figures", "exp-runs"]);
 
-export async function load() {
+async function refresh(prefer) {
   const d = await api("/api/experiments");
-  const select = $("exp-experiment");
-  select.replaceChildren(...(d.experiments.length
-    ? d.experiments.map((e) => htmlEl("option", {value: e.name}, `${e.name} (${e.experiment})`))
+  entries = d.experiments;
+  const select = $("exp-experiment"), keep = prefer || select.value;
+  select.replaceChildren(...(entries.length
+    ? entries.map((e) => htmlEl("option", {value: key(e)}, e.shipped ? `${e.name} (shipped results)` : `${e.name} (${e.experiment})`))
     : [htmlEl("option", {value: ""}, "no experiments in the runs folder")]));
-  $("exp-status").textContent = d.experiments.length ? "" :
-    "Run one into the runs folder: gptlab experiment norm --out runs/norm";
-  select.addEventListener("change", show);
-  if (d.experiments.length) show();
+  if (entries.some((e) => key(e) === keep)) select.value = keep;
+  const own = entries.filter((e) => !e.shipped).length;
+  $("exp-status").textContent = own ? "" : "No experiment in the runs folder yet: these are the results gptlab ships.";
+  if (entries.length) show();
+}
+
+export async function load() {
+  $("exp-experiment").addEventListener("change", show);
+  offerQuickRun({buttonId: "exp-quick", statusId: "exp-quick-status", experiment: () => chosen()?.experiment || "norm",
+    onEnd: (e) => { if (e.status === "finished") refresh(e.folder); }});
+  await refresh();
 }

@@ -1,5 +1,7 @@
 // Watch it learn: start a small training on the server and draw it as it streams
 // (Server-Sent Events): the loss, every head's scores over steps, a sample now and then.
+// Before it starts, how long it will take (the server's estimate from a short probe of a
+// step and an evaluation); while it runs, the time left at the rate of the steps so far.
 
 import {api, guarded} from "./api.js";
 import {$} from "./dom.js";
@@ -72,7 +74,12 @@ function onEvent(e) {
     $("live-every").value = e.every;
     $("live-status").textContent = `training ${e.run}: ${e.description}, ${e.steps} steps…`;
   }
-  else if (e.kind === "train") { view.losses.push(e); $("live-status").textContent = `step ${e.step} of ${view.start.steps}: loss ${e.loss.toFixed(3)} (${e.elapsed_s.toFixed(0)} s)`; }
+  else if (e.kind === "train") {
+    view.losses.push(e);
+    const left = e.step > 0 ? e.elapsed_s * (view.start.steps - e.step) / e.step : null;
+    $("live-status").textContent = `step ${e.step} of ${view.start.steps}: loss ${e.loss.toFixed(3)} (${e.elapsed_s.toFixed(0)} s` +
+      (left === null ? ")" : `, about ${duration(left)} left at this rate)`);
+  }
   else if (e.kind === "eval") {
     view.evals.push(e);
     $("live-sample").textContent = `step ${e.step}, a sample (temperature 0.8) after ${JSON.stringify(e.prompt)}:\n${e.prompt}${e.sample}`;
@@ -101,6 +108,26 @@ function follow() {
   source.onerror = () => { if (source && source.readyState === EventSource.CLOSED) finish(); };
 }
 
+// "45 s", "1 min 50 s" (as gptlab.lab.live_estimate.duration says it)
+function duration(seconds) {
+  if (seconds < 60) return `${Math.max(1, Math.round(seconds))} s`;
+  const t = 5 * Math.ceil(seconds / 5), m = Math.floor(t / 60), s = t % 60;
+  return `${m} min${s ? ` ${s} s` : ""}`;
+}
+
+let asked = 0;
+// The estimate for the settings in the form, shown before Start is pressed.
+const estimate = guarded(async () => {
+  const steps = +$("live-steps").value, every = +$("live-every").value, mine = ++asked;
+  if (!(steps >= 10 && every >= 5 && every <= steps)) { $("live-estimate").textContent = ""; return; }
+  $("live-estimate").textContent = "estimating how long it will take…";
+  const d = await api("/api/live/estimate", {task: $("live-task").value, steps, every});
+  if (mine !== asked) return;  // the form changed meanwhile
+  const el = $("live-estimate");
+  el.textContent = `This training of ${d.steps} steps will take ${d.words}.`;
+  el.dataset.seconds = String(d.seconds);
+}, ["live-estimate"]);
+
 const start = guarded(async () => {
   reset(null);
   await api("/api/live/start", {task: $("live-task").value, steps: +$("live-steps").value,
@@ -119,7 +146,11 @@ export function load() {
   $("live-stop").addEventListener("click", stop);
   $("live-task").addEventListener("change", () => {
     $("live-steps").value = $("live-task").value === "induction" ? 1500 : 2000;
+    estimate();
   });
+  $("live-steps").addEventListener("change", estimate);
+  $("live-every").addEventListener("change", estimate);
+  estimate();
   // A training already running (started before this page was loaded): follow it.
   api("/api/live/status").then((s) => { if (s.running) follow(); }).catch(() => {});
   window.addEventListener("resize", later);
