@@ -39,9 +39,10 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 # The schema does not depend on the runs folder; the requests go to `lab` (below).
 # POST /api/live/start is left out: every valid body starts a real training (a thread that
 # writes a run into the runs folder shared by these tests); tests/lab/test_live.py fuzzes it
-# with invalid bodies only and tests the valid path on its own.
+# with invalid bodies only and tests the valid path on its own. POST /api/experiments/quick
+# likewise starts a real experiment (tests/lab/test_quickrun.py tests it).
 schema = schemathesis.openapi.from_asgi("/openapi.json", create_app("runs")).exclude(
-    path="/api/live/start")
+    path="/api/live/start").exclude(path="/api/experiments/quick", method="POST")
 
 
 def _fit_run(body: dict, run: str) -> dict:
@@ -154,11 +155,14 @@ def test_lab_api_conforms_to_its_schema(case, lab):
 
 def test_every_operation_is_fuzzed():
     operations = {(op.ok().method.upper(), op.ok().path) for op in schema.get_all_operations()}
-    assert len(operations) == 27, operations
+    assert len(operations) == 30, operations
     assert ("POST", "/api/runs/encoding") in operations
     assert ("POST", "/api/ablate") in operations and ("GET", "/api/runs") in operations
     assert ("GET", "/api/live/events") in operations and ("POST", "/api/lens") in operations
     assert ("POST", "/api/live/start") not in operations
+    assert ("POST", "/api/experiments/quick") not in operations
+    assert {("POST", "/api/live/estimate"), ("GET", "/api/experiments/quick/events")} \
+        <= operations
     assert {("POST", "/api/walk"), ("POST", "/api/all_heads"),
             ("POST", "/api/learned_positions"), ("GET", "/api/experiments"),
             ("POST", "/api/experiments/report")} <= operations

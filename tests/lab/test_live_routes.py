@@ -17,7 +17,7 @@ from gptlab.lab.server import create_app
 def test_the_router_holds_the_live_views_paths(client, served):
     assert served(router, client) == {
         ("/api/live/start", "post"), ("/api/live/stop", "post"), ("/api/live/status", "get"),
-        ("/api/live/events", "get")}
+        ("/api/live/events", "get"), ("/api/live/estimate", "post")}
 
 
 def test_with_no_training_there_is_nothing_to_stop_or_follow(tmp_path):
