@@ -87,3 +87,40 @@ def test_learned_positions_refuse_in_the_error_box(page, settle):
     settle(page)
     assert "there is no row for position 64" in page.text_content("[data-testid=error]")
     assert page.text_content("#ctx-live") == ""
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory, open_lab):
+    """The view over an empty runs folder: a fresh install shows the shipped results."""
+    root = tmp_path_factory.mktemp("fresh-runs")
+    ready, size = "[data-testid=fig-ctx-experiment]", {"width": 1280, "height": 900}
+    with BackgroundServer(root) as url, open_lab(url + "#context", ready, viewport=size) as lab:
+        yield lab.page
+
+
+def test_a_fresh_lab_shows_the_shipped_results_labelled(fresh, settle):
+    from gptlab.experiments import shipped_results
+
+    settle(fresh)
+    results = shipped_results.load("context")
+    assert fresh.input_value("[data-testid=ctx-experiment]") == "context"
+    assert fresh.text_content("[data-testid=ctx-experiment] option") == \
+        "context (shipped results)"
+    label = fresh.text_content("[data-testid=ctx-shipped]")
+    assert fresh.is_visible("[data-testid=ctx-shipped]")
+    assert f"These are {shipped_results.label(results)}" in label
+    assert results["machine"]["date"] in label
+    # the lines drawn are the shipped numbers: rope's loss at the longest length
+    lines = series(fresh)
+    length = int(fresh.input_value("[data-testid=ctx-length]"))
+    at = results["lengths"].index(length)
+    rope = next(r for r in results["rows"] if r["method"] == "rope")
+    buckets = rope["cells"][at]["non-overlapping"]["by_position"]
+    assert [y for _, y in lines[rope["label"]]] == [b["loss"] for b in buckets
+                                                    if b["loss"] is not None]
+    assert fresh.is_enabled("[data-testid=ctx-quick]")
+
+
+def test_a_fresh_lab_at_phone_width_and_axe(fresh, fits_a_phone):
+    with fits_a_phone(fresh):
+        assert fresh.is_visible("[data-testid=ctx-shipped]")

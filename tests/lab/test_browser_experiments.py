@@ -72,3 +72,44 @@ def test_a_run_of_the_grid_opens_in_the_heads_view(lab, settle):
 def test_phone_width_and_axe(lab, fits_a_phone):
     with fits_a_phone(lab[0]):
         assert lab[0].is_visible("[data-testid=exp-figure]")
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory, open_lab):
+    """(page, address) of view 14 over an empty runs folder: a fresh install."""
+    root = tmp_path_factory.mktemp("fresh-runs")
+    with BackgroundServer(root) as url:
+        with open_lab(f"{url}#experiments", "[data-testid=exp-figure]",
+                      viewport={"width": 1280, "height": 900}) as opened:
+            yield opened.page, url
+
+
+def test_a_fresh_lab_shows_the_shipped_results_labelled(fresh, settle):
+    from gptlab.experiments import catalog, shipped_results
+
+    page, _ = fresh
+    settle(page)
+    options = page.eval_on_selector_all("[data-testid=exp-experiment] option",
+                                        "os => os.map(o => [o.value, o.textContent])")
+    assert options == [[f"shipped:{n}", f"{n} (shipped results)"] for n in catalog.NAMES]
+    label = page.text_content("[data-testid=exp-shipped]")
+    results = shipped_results.load(catalog.NAMES[0])
+    assert page.is_visible("[data-testid=exp-shipped]")
+    assert f"These are {shipped_results.label(results)}" in label
+    assert "measured on 2 CPU cores" in label and results["machine"]["date"] in label
+    assert page.eval_on_selector_all("[data-testid=exp-verdict]", "vs => vs.length") \
+        == len(results["claims"])
+    assert "results gptlab ships" in page.text_content("[data-testid=exp-status]")
+    # another experiment: its own figure and label; and the --quick button names it
+    page.select_option("[data-testid=exp-experiment]", "shipped:heads")
+    page.wait_for_selector("[data-testid=exp-figure][data-file='heads-pruning.png']")
+    settle(page)
+    assert page.text_content("[data-testid=exp-quick]") == \
+        "Run gptlab experiment heads --quick here"
+    assert "gptlab experiment heads at its default size" in \
+        page.text_content("[data-testid=exp-shipped]")
+
+
+def test_a_fresh_lab_at_phone_width_and_axe(fresh, fits_a_phone):
+    with fits_a_phone(fresh[0]):
+        assert fresh[0].is_visible("[data-testid=exp-shipped]")
