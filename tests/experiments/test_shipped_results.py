@@ -46,3 +46,13 @@ def test_the_machine_in_words():
                                            "load_average": [1.02, 2.0, 3.0],
                                            "torch": "2.13.0+cpu"})
     assert words == "2 CPU cores (1 torch thread, load 1.0), torch 2.13.0+cpu"
+
+
+def test_a_pip_install_carries_them():
+    import tomllib
+    from pathlib import Path
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    data = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]["package-data"]
+    assert "experiments/shipped/*" in data["gptlab"]
+    assert shipped_results.FOLDER == Path(shipped_results.__file__).parent / "shipped"

@@ -113,3 +113,32 @@ def test_a_fresh_lab_shows_the_shipped_results_labelled(fresh, settle):
 def test_a_fresh_lab_at_phone_width_and_axe(fresh, fits_a_phone):
     with fits_a_phone(fresh[0]):
         assert fresh[0].is_visible("[data-testid=exp-shipped]")
+
+
+def test_a_quick_run_from_the_page_replaces_the_shipped_results(tmp_path, open_lab, settle):
+    """memory --quick (nothing trained: the shipped model measured), run from view 14: its
+    progress is shown, and its results take the shipped ones' place."""
+    with BackgroundServer(tmp_path) as url:
+        with open_lab(f"{url}#experiments", "[data-testid=exp-figure]",
+                      viewport={"width": 1280, "height": 900}) as opened:
+            page = opened.page
+            settle(page)
+            page.select_option("[data-testid=exp-experiment]", "shipped:memory")
+            settle(page)
+            page.click("[data-testid=exp-quick]")
+            page.wait_for_function("document.querySelector('[data-testid=exp-quick-status]')"
+                                   ".textContent.startsWith('running gptlab experiment memory')"
+                                   " || document.querySelector('[data-testid=exp-quick-status]')"
+                                   ".textContent.startsWith('memory --quick')")
+            assert page.is_disabled("[data-testid=exp-quick]")
+            page.wait_for_selector("[data-testid=exp-quick-status][data-status=finished]",
+                                   timeout=300_000)
+            page.wait_for_function("document.querySelector('[data-testid=exp-experiment]')"
+                                   ".value === 'memory-quick'")
+            settle(page)
+            assert page.is_hidden("[data-testid=exp-shipped]")
+            values = page.eval_on_selector_all("[data-testid=exp-experiment] option",
+                                               "os => os.map(o => o.value)")
+            assert "memory-quick" in values and "shipped:memory" not in values
+            assert "shipped:norm" in values  # the others stay shipped
+            assert (tmp_path / "memory-quick" / "results.json").is_file()

@@ -1,0 +1,44 @@
+"""View 9 (watch it learn) in real headless Chromium, before a training starts: the page
+says how long the training in its form will take, as an estimate from the server's probe
+(gptlab.lab.live_estimate), and says it again when the form changes; at phone width
+nothing overflows and axe-core finds nothing serious. (A training from the page, its
+charts and its run in the pickers: test_browser_page.py.)"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gptlab.lab.server import BackgroundServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+ESTIMATED = "[data-testid=live-estimate][data-seconds]"
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory, open_lab):
+    root = tmp_path_factory.mktemp("live-runs")
+    with BackgroundServer(root) as url, open_lab(url + "#live", ESTIMATED,
+                                                 viewport={"width": 1280, "height": 900}) as lab:
+        yield lab.page
+
+
+def test_the_time_is_estimated_before_the_training_starts(page, settle):
+    settle(page)
+    text = page.text_content("[data-testid=live-estimate]")
+    assert re.fullmatch(r"This training of 1500 steps will take about (\d+ min( \d+ s)?|\d+ s) "
+                        r"\(an estimate from a probe on this machine: \d+ ms a step, "
+                        r"[\d.]+ s an evaluation, \d+ CPU cores(, load [\d.]+)?\)\.", text), text
+    first = float(page.get_attribute("[data-testid=live-estimate]", "data-seconds"))
+    assert first > 0
+    assert page.is_enabled("[data-testid=live-start]")  # nothing started
+    page.fill("[data-testid=live-steps]", "3000")
+    page.dispatch_event("[data-testid=live-steps]", "change")
+    page.wait_for_function(f"+document.querySelector('{ESTIMATED}').dataset.seconds > {first}")
+    assert "3000 steps" in page.text_content("[data-testid=live-estimate]")
+
+
+def test_phone_width_and_axe(page, fits_a_phone):
+    with fits_a_phone(page):
+        assert page.is_visible("[data-testid=live-estimate]")
