@@ -46,7 +46,9 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
         if files.get_file_from_path(uri) is not None:
             raise PluginError(f"docs/{uri} and {SHIPPED}/{path.name} are two copies: keep "
                               f"the shipped one only")
-        files.append(File.generated(config, uri, abs_src_path=str(path)))
+        file = File(uri, None, config.site_dir, config.use_directory_urls)
+        file.abs_src_path = str(path)  # served from the package, not from docs/
+        files.append(file)
     return files
 
 

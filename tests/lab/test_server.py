@@ -103,10 +103,12 @@ ROUTES = {
     ("/api/next_token", "post"), ("/api/next_token/append", "post"),
     ("/api/lens", "post"),  # play_routes
     ("/api/live/start", "post"), ("/api/live/stop", "post"), ("/api/live/status", "get"),
-    ("/api/live/events", "get"),  # live_routes
+    ("/api/live/events", "get"), ("/api/live/estimate", "post"),  # live_routes
     ("/api/context", "post"), ("/api/context/experiments", "get"),
     ("/api/context/experiment", "post"),  # contextview
     ("/api/experiments", "get"), ("/api/experiments/report", "post"),  # experimentsview
+    ("/api/experiments/quick", "post"), ("/api/experiments/quick/status", "get"),
+    ("/api/experiments/quick/events", "get"),  # quickrun
 }
 
 
