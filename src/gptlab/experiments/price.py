@@ -39,14 +39,21 @@ def saved_bytes(forward: Callable[[], Tensor]) -> int:
     return sum(seen.values())
 
 
-def seconds_of(work: Callable[[], object], repeats: int) -> list[float]:
-    """Seconds of each of `repeats` calls of work(), after one warm-up call."""
+BEST_OF = 5  # calls per repeat: a shared machine's other jobs only ever add time
+
+
+def seconds_of(work: Callable[[], object], repeats: int, best_of: int = BEST_OF) -> list[float]:
+    """Seconds of work() for each of `repeats` repeats, after one warm-up call: each the
+    fastest of `best_of` calls (the least disturbed by whatever else the machine runs)."""
     work()
     out = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        work()
-        out.append(time.perf_counter() - t0)
+        calls = []
+        for _ in range(best_of):
+            t0 = time.perf_counter()
+            work()
+            calls.append(time.perf_counter() - t0)
+        out.append(min(calls))
     return out
 
 

@@ -527,8 +527,8 @@ def tables(results: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[lis
     return [("gradient of the last position's loss by the input embedding k back (held-out "
              "windows):", text_table(results)),
             ("MQAR accuracy on held-out rows (chance 1/symbols):", mqar_table(results)),
-            ("the price at batch 1 (medians of the repeats; untrained models of the text "
-             "shapes):", price_table(results))]
+            ("the price at batch 1 (untrained models of the text shapes; each repeat the "
+             "fastest of 5 calls, the median of the repeats shown):", price_table(results))]
 
 
 def notes(results: dict[str, Any]) -> list[str]:
