@@ -225,8 +225,8 @@ def text_pair(folder: Path, run_dir: Path, record: RunRecord, size: Size, tokens
 
 
 def mqar_models(width: int, length: int, vocab: int) -> dict[str, Callable[[], Any]]:
-    """The two contenders at one width: 2-layer attention (heads of 16, RoPE, no MLP's
-    change: gptlab's GPT) and a 1-layer LSTM whose embedding and state are the width."""
+    """The two contenders at one width: gptlab's GPT with 2 layers (heads of 16, RoPE, its
+    MLP) and a 1-layer LSTM whose embedding and state are the width."""
     return {
         "attention": lambda: GPT(GPTConfig(vocab_size=vocab, n_layer=2, n_head=max(1, width // 16),
                                            n_embd=width, block_size=length, dropout=0.0,
