@@ -36,6 +36,11 @@ EXPERIMENTS = {
                 "for attention to the matching bracket against rules that need no stack "
                 "and for uniform attention (counting), the best-matching and most uniform "
                 "heads ablated; the shipped model's previous-token heads",
+    "recurrence": "a transformer (three seeds, runs) against an LSTM of its size on the same "
+                  "text: the gradient of a position's loss by the embedding k back; "
+                  "associative recall (MQAR) at 64-256 tokens and two widths; the price: "
+                  "forward+backward time and saved memory against n, decoding with and "
+                  "without the KV cache, beside the FLOPs per token",
 }
 
 

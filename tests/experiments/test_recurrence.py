@@ -1,0 +1,148 @@
+"""`gptlab experiment recurrence` at its --quick size, checked for what must hold whatever
+the models learned: a transformer run per seed, ordinary and listed, beside an LSTM of about
+its size saved as safetensors; every gradient curve and MQAR accuracy is the saved weights'
+own, recomputed; the FLOPs are gptlab's accounting; every timing has one number per repeat;
+the claims are judged from the numbers written; a second run (the CLI) retrains nothing.
+(The pieces: test_lstm.py, test_mqar.py, test_price.py.)"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from gptlab.data.prepared import load_data
+from gptlab.experiments import catalog, recurrence
+from gptlab.experiments.claims import VERDICTS, evaluate
+from gptlab.experiments.lstm import (
+    LSTMModel,
+    distance_gradients,
+    gpt_logits,
+    lstm_logits,
+    lstm_parameters,
+    matching_hidden,
+)
+from gptlab.experiments.mqar import accuracy, mqar_batch
+from gptlab.loading import load
+from gptlab.model.config import GPTConfig
+from gptlab.model.params import accounting
+from gptlab.training.runs import list_runs
+
+pytestmark = pytest.mark.usefixtures("one_thread_module")
+QUICK = recurrence.SIZES["quick"]
+SEEDS = [1337 + i for i in range(QUICK.seeds)]
+
+
+@pytest.fixture(scope="module")
+def experiment(quick_experiment):
+    return quick_experiment("recurrence")
+
+
+def saved_lstm(experiment, pair):
+    vocab = load_data(experiment.parent / "data").vocab_size
+    lstm = LSTMModel(vocab, pair["lstm"]["embed"], pair["lstm"]["hidden"])
+    lstm.load_state_dict(load_file(str(experiment / pair["lstm"]["file"])))
+    return lstm.eval()
+
+
+def test_a_run_per_seed_beside_an_lstm_of_its_size(experiment, results, png_magic):
+    assert sorted(results["text"]) == [str(s) for s in SEEDS]
+    listed = {r.name for r in list_runs(experiment.parent)}
+    assert {f"{experiment.name}/runs/attention-seed-{s}" for s in SEEDS} <= listed
+    assert not any("lstm" in name for name in listed)  # not runs: safetensors files
+    vocab = load_data(experiment.parent / "data").vocab_size
+    for pair in results["text"].values():
+        model, _ = load(experiment / results["records"][f"attention-seed-{pair['seed']}"]["dir"])
+        assert pair["attention"]["parameters"] == model.num_parameters()
+        lstm = pair["lstm"]
+        assert lstm["hidden"] == matching_hidden(model.num_parameters(), vocab, lstm["embed"])
+        assert lstm["parameters"] == lstm_parameters(vocab, lstm["embed"], lstm["hidden"])
+        assert (experiment / lstm["file"]).is_file()
+    assert (experiment / recurrence.FIGURE).read_bytes().startswith(png_magic)
+    assert "The claims, judged" in (experiment / "report.md").read_text()
+
+
+def test_every_gradient_curve_is_the_saved_models_own(experiment, results):
+    tokens = load_data(experiment.parent / "data")
+    x, y = recurrence.held_out(tokens, QUICK, QUICK.probe_rows, 1)
+    last = x.shape[1] - 1
+    for pair in results["text"].values():
+        model, _ = load(experiment / results["records"][f"attention-seed-{pair['seed']}"]["dir"])
+        lstm = saved_lstm(experiment, pair)
+        again = {"attention": distance_gradients(gpt_logits(model.eval()), model.wte(x), y, last),
+                 "lstm": distance_gradients(lstm_logits(lstm), lstm.embedding(x), y, last)}
+        for kind, grads in again.items():
+            assert len(pair[kind]["gradient"]) == QUICK.model["block_size"]
+            assert torch.allclose(torch.tensor(pair[kind]["gradient"]), grads.mean(0),
+                                  rtol=1e-4, atol=1e-9), kind
+
+
+def test_every_mqar_accuracy_is_the_saved_models_own(experiment, results):
+    cells = results["mqar"]["cells"]
+    assert sorted((c["model"], c["width"], c["length"]) for c in cells) == sorted(
+        (m, w, n) for m in ("attention", "lstm") for w in QUICK.mqar_widths
+        for n in QUICK.mqar_lengths)
+    symbols = QUICK.mqar_symbols
+    for c in cells:
+        x, y = mqar_batch(QUICK.mqar_eval_rows, c["length"], c["pairs"], symbols, symbols,
+                          torch.Generator().manual_seed(recurrence.PROBE_SEED))
+        model = recurrence.mqar_models(c["width"], c["length"], 2 * symbols)[c["model"]]()
+        name = f"{c['model']}-w{c['width']}-n{c['length']}"
+        model.load_state_dict(load_file(str(experiment / recurrence.MQAR_DIR /
+                                            f"{name}.safetensors")))
+        model.eval()
+        with torch.no_grad():
+            logits = model(x)[0] if c["model"] == "attention" else model(x)
+        assert c["accuracy"] == pytest.approx(accuracy(logits, y))
+        assert c["parameters"] == sum(p.numel() for p in model.parameters())
+
+
+def test_the_price_has_a_number_per_repeat(results):
+    costs = results["price"]
+    assert [r["n"] for r in costs["rows"]] == list(QUICK.price_lengths)
+    for row in costs["rows"]:
+        for kind in ("attention", "lstm"):
+            assert len(row[kind]["train_s"]) == QUICK.price_repeats
+            assert row[kind]["saved_bytes"] > 0
+        assert len(row["decode"]["uncached_s"]) == QUICK.price_repeats
+        assert len(row["decode"]["cached_s"]) == QUICK.decode_tokens - 1
+        f = row["flops"]
+        assert f["forward_per_token"] == f["parameter_term"] + f["attention_term"]
+        assert f["kaplan_context_term"] == 2 * QUICK.model["n_layer"] * row["n"] * \
+            QUICK.model["n_embd"]
+
+
+def test_the_flops_are_gptlabs_accounting(experiment, results):
+    vocab = load_data(experiment.parent / "data").vocab_size
+    config = GPTConfig(vocab_size=vocab, **{**QUICK.model,
+                                            "block_size": max(QUICK.price_lengths)})
+    for row in results["price"]["rows"]:
+        acc = accounting(config, seq_len=row["n"])
+        assert row["flops"]["forward_per_token"] == acc.flops_forward_per_token
+        assert row["flops"]["parameter_term"] == 2 * acc.n_matmul
+
+
+def test_the_claims_are_judged_from_the_numbers_written(experiment, results):
+    judged = results["claims"]
+    assert [c["key"] for c in judged] == [c.key for c in recurrence.CLAIMS]
+    assert all(c["verdict"] in VERDICTS for c in judged)
+    again = evaluate(recurrence.CLAIMS, results)
+    assert [c["verdict"] for c in again] == [c["verdict"] for c in judged]
+    decays = next(c for c in judged if c["key"] == "rnn_decays")
+    assert decays["seeds"] == SEEDS
+    assert decays["effects"] == pytest.approx(
+        [recurrence.decay(results["text"][str(s)]["lstm"]["gradient"]) for s in SEEDS])
+    recall = next(c for c in judged if c["key"] == "attention_solves_mqar")
+    assert recall["seeds"] == list(QUICK.mqar_lengths)  # MQAR's units are its lengths
+    shown = catalog.summary(experiment)
+    assert shown["experiment"] == "recurrence" and shown["figures"] == [recurrence.FIGURE]
+
+
+def test_a_second_run_reuses_every_model(experiment, rerun):
+    again = rerun(experiment, "recurrence")
+    assert again.code == 0
+    assert all(r["reused"] for r in again.results["records"].values())
+    assert all(p["lstm"]["reused"] for p in again.results["text"].values())
+    assert all(c["reused"] for c in again.results["mqar"]["cells"])
+    assert again.grid_after == again.grid_before
+    assert "MQAR accuracy" in again.out and "the price" in again.out
