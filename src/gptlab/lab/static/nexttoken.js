@@ -1,4 +1,4 @@
-// Next token: a run's prediction after the text, filter by filter (gptlab.inference.sampling's own,
+// Next token: a run's prediction after the text, filter by filter (gptlab.model.decoding.filter_logits,
 // on the server), and where the newest token looks (one line per head to each earlier token).
 
 import {api, fillRuns, guarded, showError} from "./api.js";
