@@ -164,7 +164,6 @@ function drawLines() {
   const exp = exportButtons(svg, "nt-lines");
   exp.id = "nt-lines-export";
   $("nt-legend").after(exp);
-  box.scrollTop = box.scrollHeight;  // the newest token is at the bottom
   $("nt-hover").title = `thickest line: weight ${wmax.toFixed(3)}`;
   $("nt-legend").replaceChildren(...heads.map((h) => {
     const s = htmlEl("span", {class: "nt-swatch"}, `head ${h}`);
