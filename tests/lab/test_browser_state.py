@@ -232,14 +232,13 @@ def test_what_this_adds_passes_axe(lab, open_lab, settle, viewport, scheme):
     with open_lab(lab + "?run=tiny#allheads", "[data-testid=hv-lines]", viewport=viewport,
                   color_scheme=scheme) as opened:
         page = opened.page
-        page.get_by_test_id("tour-start").click()
-        page.get_by_test_id("tour-next").click()  # view 1 under the tour
-        settle(page)
         page.goto(lab + "?run=nothere#allheads")
         page.get_by_test_id("state-note").wait_for(state="visible")
         page.wait_for_selector("[data-testid=hv-lines]")
+        page.get_by_test_id("tour-start").click()  # the tour's panel stays over every view
+        page.get_by_test_id("tour").wait_for(state="visible")
         settle(page)
-        for view in ("allheads", "nexttoken", "lens"):
+        for view in ("allheads", "nexttoken", "lens", "quiz"):
             page.click(f"#tab-{view}")
             settle(page)
             page.eval_on_selector_all("svg[role=img]", "ss => ss.forEach(s => s.replaceChildren())")

@@ -91,7 +91,7 @@ export function load() {
   loadHeadView();
   $("ah-prompt").addEventListener("input", debounce(refresh, 250));
   $("ah-run").addEventListener("change", refresh);
-  ready = fillRuns($("ah-run"));
+  ready = fillRuns($("ah-run"), () => $("ah-prompt").value);  // a run that encodes the prompt
   ready.then((runs) => { if (runs.length && !opened) refresh(); });
 }
 
