@@ -254,3 +254,17 @@ def test_what_this_adds_passes_axe(lab, open_lab, settle, viewport, scheme):
             wide = page.evaluate("document.documentElement.scrollWidth"
                                  " - document.documentElement.clientWidth")
             assert wide <= 0, view
+
+
+def test_view_8_opens_every_tokens_lines_in_the_head_view(lab, open_lab, settle):
+    with open_lab(lab + "?run=tiny&text=the%20cat#nexttoken", "[data-testid=nt-key-6]") as opened:
+        page = opened.page
+        page.get_by_test_id("nt-layer").select_option("1")
+        page.get_by_test_id("nt-headview").click()
+        page.wait_for_selector("[data-testid=hv-lines] [data-testid=hv-query-6]")
+        settle(page)
+        assert page.input_value("[data-testid=ah-prompt]") == "the cat"
+        assert page.input_value("[data-testid=hv-layer]") == "1"
+        # view 8's lines are the head view's last row, weight for weight
+        last = [d for d in lines(page) if d["q"] == 6]
+        assert last and {d["k"] for d in last} <= set(range(7))

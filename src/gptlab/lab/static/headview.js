@@ -101,7 +101,7 @@ export function showHeadView(d) {
   const layer = $("hv-layer"), keep = layer.value;
   if (layer.options.length !== d.n_layer) {
     layer.replaceChildren(...[...Array(d.n_layer).keys()].map((l) => htmlEl("option", {value: l}, `layer ${l}`)));
-    layer.value = +keep < d.n_layer ? keep : "0";
+    layer.value = keep !== "" && +keep < d.n_layer ? keep : "0";
   }
   view.off = new Set([...view.off].filter((h) => h < d.n_head));
   const box = $("hv-heads");

@@ -215,6 +215,9 @@ export function load() {
   $("nt-sample").addEventListener("click", append("sample"));
   $("nt-undo").addEventListener("click", undo);
   $("nt-attribute").addEventListener("click", attribute);
+  // these lines are the last row of view 13's head view: every token's, same run, text and layer
+  $("nt-headview").addEventListener("click", () => document.dispatchEvent(new CustomEvent("gptlab:allheads",
+    {detail: {run: $("nt-run").value, prompt: $("nt-text").value, layer: +$("nt-layer").value}})));
   showSettings();
   fillRuns($("nt-run"), () => $("nt-text").value).then((runs) => { if (runs.length) refresh(); });
 }

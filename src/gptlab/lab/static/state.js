@@ -21,7 +21,7 @@ export const FIELDS = {
 const BURST_MS = 1000;  // typing within this of the last key is one history entry
 
 const state = read(location.search);
-let applying = false, typing = null, current = null;
+let applying = false, typing = null, current = null, followed = false;
 
 function read(search) {
   const q = new URLSearchParams(search), s = {};
@@ -124,6 +124,7 @@ function watchOptions() {
 // run that vanished), read when the learner leaves it.
 export function harvest(view) {
   const f = FIELDS[view];
+  if (followed) { followed = false; return; }  // the opening view's choice wins (follow)
   if (!f) return;
   for (const k of KEYS) {  // in order: a new run or text drops the position, then reads it
     const el = f[k] && $(f[k]);
@@ -143,6 +144,8 @@ export function restoreState() {
 // the state follows before the other view opens.
 function follow(e) {
   const d = e.detail || {};
+  harvest(current);  // the rest of the leaving view's values, then what it asks for
+  followed = true;
   if (d.run !== undefined) set("run", d.run);
   const text = d.text ?? d.prompt;
   if (text !== undefined) set("text", text);
