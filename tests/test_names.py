@@ -32,6 +32,8 @@ def _texts() -> Iterator[tuple[str, str]]:
     """(where, line) for every line that may name a gptlab object."""
     files = sorted((ROOT / "src/gptlab").rglob("*.py"))
     files += sorted((ROOT / "bench").rglob("*.py")) + sorted((ROOT / "tools").rglob("*.py"))
+    static = ROOT / "src/gptlab/lab/static"  # the lab's page names the code behind each view
+    files += sorted(static.glob("*.js")) + sorted(static.glob("*.html"))
     files += [ROOT / "README.md", ROOT / "BENCHMARKS.md"]
     files += sorted((ROOT / "docs").rglob("*.md"))
     for path in files:

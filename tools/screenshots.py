@@ -35,6 +35,7 @@ VIEWS = [
     ("10-logit-lens", "lens", "lens-dla", []),
     ("12-whole-model", "model", "fig-whole-model", []),
     ("13-every-head", "allheads", "fig-all-heads", []),
+    ("13-head-view", "allheads", "hv-lines", []),
     ("4-learned-positions", "positions", "fig-learned-sim", []),
 ]
 LIVE_VIEW = "9-watch-it-learn"  # a training from the page: only with live_steps (minutes)
@@ -88,6 +89,9 @@ def capture_views(page, url: str, out_dir: Path, live_steps: int | None = None,
             page.click("[data-testid=wm-stage-block-0]")
             page.click("[data-testid=wm-stage-ffn-0]")
             page.wait_for_selector("[data-testid=wm-ffn-fired]")
+        if name == "13-head-view":  # below the grid: one layer's lines, one token isolated
+            page.eval_on_selector("#hv-title", "e => { e.scrollIntoView(); scrollBy(0, -90); }")
+            page.hover("[data-testid=hv-query-12]")
         if name == "4-learned-positions":  # further down view 4: the run's own table
             page.locator("[data-testid=lp-summary]").scroll_into_view_if_needed()
         path = out_dir / f"{name}.png"

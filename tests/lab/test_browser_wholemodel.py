@@ -185,7 +185,9 @@ def test_every_head_is_the_models_and_opens_in_view_3(page, runs, settle):
     page.wait_for_selector("[data-testid=fig-all-heads]")
     pick(page, settle, "[data-testid=ah-run]", "tiny")
     model, tok = model_of(runs, "tiny")
-    weights = capture_attention(model, torch.tensor([tok.encode(PROMPT)]))[:, 0].double()
+    # the text the earlier views typed: one state across the lab (static/state.js)
+    prompt = page.input_value("[data-testid=ah-prompt]")
+    weights = capture_attention(model, torch.tensor([tok.encode(prompt)]))[:, 0].double()
     cells = page.eval_on_selector_all("[data-testid^=ah-head-]",
                                       "gs => gs.map(g => [g.dataset.testid, +g.dataset.prev])")
     assert len(cells) == model.config.n_layer * model.config.n_head
@@ -200,7 +202,7 @@ def test_every_head_is_the_models_and_opens_in_view_3(page, runs, settle):
     assert page.is_visible("#view-heads")
     assert (page.input_value("[data-testid=heads-layer]"),
             page.input_value("[data-testid=heads-head]")) == ("1", "2")
-    assert page.input_value("[data-testid=heads-prompt]") == PROMPT
+    assert page.input_value("[data-testid=heads-prompt]") == prompt
     shown = page.text_content("[data-testid=fig-head-1-2] rect[data-cell='5,3'] title")
     assert f"{float(weights[1, 2, 5, 3]):.6g}"[:6] in shown
     page.click("#tab-model")

@@ -23,7 +23,7 @@ def test_good_bodies_are_taken_with_their_defaults():
     assert cs.AttentionRequest.model_validate(
         {"tokens": ["x", "y"], "d": 1, "x": [[1], [2.5]]}).x == [[1.0], [2.5]]
     assert cs.RopeRequest.model_validate({"positions": 2}).offset == 1  # min(3, positions - 1)
-    assert cs.ScalingRequest.model_validate({"d_k": 4.0, "extra": 1}).d_k == 4
+    assert cs.ScalingRequest.model_validate({"d_k": 4.0}).d_k == 4
     params = cs.ParamsRequest.model_validate({"preset": "gpt2", "config": {"n_layer": 2}})
     assert params.config.n_layer == 2 and params.config.n_head is None
     assert cs.QuizCheckRequest.model_validate({"kind": "row0", "answer": 3}).answer == 3.0

@@ -153,3 +153,18 @@ def test_temperature_0_cuts_by_greedy_not_top_k(client, tiny, post):
     assert cuts == [None] * 5 + ["top_k"] * (len(cuts) - 5)
     d = post(client, "/api/next_token", {"run": "tiny", "text": TEXT, "top_p": 0.5, "show": 100})
     assert {c["cut"] for c in d["candidates"] if not c["top_p"]} == {"top_p"}
+
+
+def test_the_page_names_the_filter_the_view_calls():
+    """Issue 39, defect 11: view 8 named gptlab.inference.sampling, the docs
+    gptlab.model.decoding.filter_logits; the page names the function this module calls."""
+    from pathlib import Path
+
+    from gptlab.lab import nexttoken
+
+    static = Path(nexttoken.__file__).parent / "static"
+    name = f"{nexttoken.filter_logits.__module__}.{nexttoken.filter_logits.__name__}"
+    assert name == "gptlab.model.decoding.filter_logits"
+    for page in ("index.html", "nexttoken.js"):
+        text = (static / page).read_text(encoding="utf-8")
+        assert name in text and "gptlab.inference.sampling" not in text, page

@@ -82,11 +82,19 @@ def test_runs_encoding_names_the_runs_whose_tokenizer_encodes_the_text(
     assert c.get("/api/runs").json()["runs"] == ["shakespeare", "a-no-space", "tiny",
                                                  "unreadable/run"]  # the shipped model first
     assert post(c, "/api/runs/encoding", {"text": "the cat sat on the m"}) == {
-        "text": "the cat sat on the m", "runs": ["shakespeare", "tiny"]}
+        "text": "the cat sat on the m", "runs": ["shakespeare", "tiny"], "offer": None}
     assert post(c, "/api/runs/encoding", {"text": "cat"})["runs"] == ["shakespeare", "a-no-space",
                                                                       "tiny"]
     assert post(c, "/api/runs/encoding", {"text": "\u00e9"})["runs"] == []
     bad(c, "/api/runs/encoding", {"text": ""}, "text must not be empty")
+    # issue 39: a text from the address that a run cannot encode gets an offer it can
+    offer = post(c, "/api/runs/encoding", {"text": "The Cat, sat!", "run": "a-no-space"})["offer"]
+    assert offer == "heatsat"
+    assert post(c, "/api/runs/encoding", {"text": offer})["runs"][:2] == ["shakespeare",
+                                                                        "a-no-space"]
+    unknown = {"text": "\u00e9", "run": "a-no-space"}  # nothing of it left: the vocabulary's start
+    assert post(c, "/api/runs/encoding", unknown)["offer"] == "abcdefgh"
+    bad(c, "/api/runs/encoding", {"text": "cat", "run": "nothere"}, "nothere")
 
 
 def test_a_run_named_as_a_shipped_model_is_opened_as_dot_slash_name(tmp_path, copy_tiny_run):

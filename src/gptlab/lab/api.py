@@ -151,7 +151,8 @@ def runs_view(runs: Runs) -> dict[str, Any]:
 
 
 def runs_encoding_view(runs: Runs, body: ms.RunsEncodingRequest) -> dict[str, Any]:
-    return {"text": body.text, "runs": runs.encoding(body.text)}
+    offer = None if body.run is None else runs.fitted(body.run, body.text)
+    return {"text": body.text, "runs": runs.encoding(body.text), "offer": offer}
 
 
 @torch.no_grad()

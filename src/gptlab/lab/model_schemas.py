@@ -57,6 +57,8 @@ class AblateRequest(HeadScoresRequest):
 
 class RunsEncodingRequest(Body):
     text: _text(MAX_PROMPT_CHARS, "a view's text, e.g. its default prompt", min_length=1)
+    run: RunName | None = Field(None, description="a run to fit the text to (the answer's "
+                                "`offer`): the text without the characters it cannot encode")
 
 
 class RunsResponse(BaseModel):
@@ -67,6 +69,7 @@ class RunsResponse(BaseModel):
 class RunsEncodingResponse(BaseModel):
     text: str
     runs: list[str] = Field(description="the runs whose tokenizer encodes the text")
+    offer: str | None = Field(None, description="with `run`: a text that run encodes")
 
 
 class HeadsResponse(ModelOnTokens):

@@ -1,7 +1,7 @@
 """The next-token view: what a run predicts after some text, filter by filter, and where
 its newest token looks.
 
-The filters are gptlab.inference.sampling's own (filter_logits with a SamplingSettings), the code
+The filters are gptlab.model.decoding.filter_logits's (with a SamplingSettings), the code
 `gptlab sample` runs, so the bars on the page are the distribution `gptlab sample` draws
 from with the same settings. "Append" draws one token with gptlab.model.decoding.generate_tokens,
 the loop behind `gptlab sample`, with a generator seeded as `gptlab sample --seed` seeds it.

@@ -12,6 +12,7 @@ folder of that name is listed and opened as ./NAME.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -128,3 +129,19 @@ class Runs:
                 continue
             found.append(name)
         return found
+
+    def fitted(self, name: str, text: str) -> str:
+        """text without the characters run `name`'s tokenizer cannot encode, its spaces
+        evened: what a view offers instead of a bare vocabulary error when the address's
+        text meets a run with a smaller vocabulary. When nothing of text is left, the
+        first few tokens of the vocabulary (still a text the run encodes)."""
+        tokenizer = load_tokenizer_of(self.resolve(name))
+
+        def encodes(part: str) -> bool:
+            try:
+                return bool(tokenizer.encode(part))
+            except UsageError:
+                return False
+
+        kept = re.sub(" {2,}", " ", "".join(c for c in text if encodes(c))).strip(" ")
+        return kept or tokenizer.decode(list(range(min(8, tokenizer.vocab_size))))

@@ -121,9 +121,11 @@ Prompt = _text(MAX_PROMPT_CHARS, "text the run's tokenizer encodes")
 
 
 class Body(BaseModel):
-    """A request body: strict scalars; fields it does not know are ignored."""
+    """A request body: strict scalars; a field it does not know is an error, not ignored
+    (a misspelt or stale field such as {"masked": false} would otherwise leave its default
+    in force and answer a question nobody asked)."""
 
-    model_config = ConfigDict(strict=True, extra="ignore")
+    model_config = ConfigDict(strict=True, extra="forbid")
 
 
 class Closed(BaseModel):
@@ -177,8 +179,12 @@ PHRASES = {
 
 def one_line(errors: list[dict[str, Any]]) -> str:
     """The first of pydantic's (or FastAPI's) request errors as one readable line that
-    names the field: 'd must be between 1 and 64, got 65'."""
-    return " ".join(_describe(errors[0]).splitlines()) if errors else "invalid request"
+    names the field: 'd must be between 1 and 64, got 65'. An unknown field comes first: a
+    misspelt one ({"answr": 3}) is why the real one is missing, and says so better."""
+    if not errors:
+        return "invalid request"
+    first = min(errors, key=lambda e: e.get("type") != "extra_forbidden")
+    return " ".join(_describe(first).splitlines())
 
 
 def _describe(e: dict[str, Any]) -> str:

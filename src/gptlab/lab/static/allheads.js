@@ -5,6 +5,7 @@
 import {api, fillRuns, guarded, showError} from "./api.js";
 import {$, debounce, tokenLabel} from "./dom.js";
 import {figure} from "./figure.js";
+import {loadHeadView, previewHead, showHeadView} from "./headview.js";
 import {SVGNS, css, rgbOf, svgEl} from "./svg.js";
 
 const state = {data: null, asked: 0};
@@ -18,7 +19,8 @@ const refresh = guarded(async () => {
   if (asked !== state.asked) return;
   state.data = d;
   draw(d);
-}, ["ah-grid"]);
+  showHeadView(d);
+}, ["ah-grid", "hv-lines", "hv-export"]);
 
 // One pattern as a PNG (a canvas, one pixel per weight, scaled up without smoothing): a
 // 64-token prompt on a 12 x 12 model is 590k weights, too many for SVG rectangles.
@@ -66,6 +68,12 @@ function draw(d) {
       const open = () => document.dispatchEvent(new CustomEvent("gptlab:heads",
         {detail: {run: d.run, prompt: d.tokens.join(""), layer: l, head: h}}));
       g.addEventListener("click", open);
+      // a hover or focus previews this head's lines in the head view
+      const preview = () => previewHead({layer: l, head: h}), back = () => previewHead(null);
+      g.addEventListener("mouseenter", preview);
+      g.addEventListener("focus", preview);
+      g.addEventListener("mouseleave", back);
+      g.addEventListener("blur", back);
       g.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); open(); } });
       svg.appendChild(g);
     }
@@ -80,9 +88,10 @@ function draw(d) {
 }
 
 export function load() {
+  loadHeadView();
   $("ah-prompt").addEventListener("input", debounce(refresh, 250));
   $("ah-run").addEventListener("change", refresh);
-  ready = fillRuns($("ah-run"));
+  ready = fillRuns($("ah-run"), () => $("ah-prompt").value);  // a run that encodes the prompt
   ready.then((runs) => { if (runs.length && !opened) refresh(); });
 }
 

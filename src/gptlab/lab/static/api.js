@@ -12,25 +12,41 @@ async function request(path, body) {
   return data;
 }
 
-// A view's call: its success clears the error box.
+// Each view keeps its own error: a message belongs to the view open when its call started,
+// and the one box shows the open view's (view 12's "text must not be empty" is not shown
+// in view 13 after a tab switch). app.js calls renderError when a view opens.
+const errors = new Map();
+const openView = () => document.querySelector(".view:not([hidden])")?.id || "";
+
+// A view's call: its success clears that view's error.
 export async function api(path, body) {
+  const view = openView();
   const data = await request(path, body);
-  showError(null);
+  showError(null, view);
   return data;
 }
 
-export function showError(message) {
-  const box = $("error");
+export function showError(message, view = openView()) {
+  if (message) errors.set(view, message);
+  else errors.delete(view);
+  if (view === openView()) renderError();
+}
+
+export function renderError() {
+  const box = $("error"), view = openView(), message = errors.get(view) || "";
   box.hidden = !message;
-  box.textContent = message || "";
+  box.textContent = message;
+  // state.js offers a text the run encodes when the message is a vocabulary error
+  if (message) document.dispatchEvent(new CustomEvent("gptlab:error", {detail: {view, message}}));
 }
 
 // Run an async view update; a bad input shows its one-line message instead of failing,
 // and empties the elements (ids) in `stale`, whose figures no longer match the inputs.
 export function guarded(fn, stale = []) {
   return async (...args) => {
+    const view = openView();
     try { await fn(...args); } catch (e) {
-      showError(e.message);
+      showError(e.message, view);
       for (const id of stale) $(id)?.replaceChildren();
     }
   };

@@ -2,7 +2,7 @@
 // from the server (gptlab).
 
 import {load as allheads, open as openAllHeads} from "./allheads.js";
-import {refreshRuns} from "./api.js";
+import {refreshRuns, renderError} from "./api.js";
 import {load as calc} from "./calc.js";
 import {load as context} from "./context.js";
 import {load as experiments} from "./experiments.js";
@@ -16,6 +16,8 @@ import {load as positions} from "./positions.js";
 import {load as quiz} from "./quiz.js";
 import {load as scaling} from "./scaling.js";
 import {load as scores} from "./scores.js";
+import {applyState, harvest, restoreState, startState, viewInAddress} from "./state.js";
+import {startTour} from "./tour.js";
 import {load as wholemodel} from "./wholemodel.js";
 
 // Each view loads the first time its tab opens.
@@ -27,7 +29,8 @@ let current = null;
 
 const tabs = () => [...document.querySelectorAll("#tabs button[data-view]")];
 // Own keys only: a hash such as #toString names an inherited property, not a view.
-const viewOf = (hash) => (Object.hasOwn(loaders, hash.slice(1)) ? hash.slice(1) : "calc");
+// The address may name it as ?view=NAME too (state.js keeps run, text, ... in its query).
+const viewOf = (name) => (Object.hasOwn(loaders, name) ? name : "calc");
 
 function showView(name, focus = false) {
   for (const b of tabs()) {
@@ -39,21 +42,25 @@ function showView(name, focus = false) {
     if (on) b.scrollIntoView({block: "nearest", inline: "nearest"});  // a phone's tab row scrolls
   }
   if (location.hash !== `#${name}`) history.replaceState(null, "", `#${name}`);
-  if (name === current) return;
+  if (name === current) { applyState(name); return; }  // Back within a view: its state
   current = name;
   document.querySelectorAll(".view").forEach((s) => { s.hidden = s.id !== `view-${name}`; });
-  if (!loaded.has(name) && loaders[name]) { loaded.add(name); loaders[name](); }
+  renderError();  // the view's own error, not the last view's
+  const first = !loaded.has(name) && loaders[name];
+  applyState(name, first);  // the run, text, ... typed in another view (or the address)
+  if (first) { loaded.add(name); loaders[name](); }
   else refreshRuns(document.getElementById(`view-${name}`));  // runs trained meanwhile
 }
 
 // The address names the open view (#lens). Opening one adds a history entry, so Back
 // steps through the views; a link, a typed address or Back / Forward opens its view.
 function openView(name, focus = false) {
+  if (current) harvest(current);  // what the view changed itself (an appended token)
   if (location.hash !== `#${name}`) history.pushState(null, "", `#${name}`);
   showView(name, focus);
 }
-window.addEventListener("hashchange", () => showView(viewOf(location.hash)));
-window.addEventListener("popstate", () => showView(viewOf(location.hash)));
+window.addEventListener("hashchange", () => showView(viewOf(viewInAddress())));
+window.addEventListener("popstate", () => { restoreState(); showView(viewOf(viewInAddress())); });
 
 // The tabs as an ARIA tab list: roles set here so that every view's tab gets them; the
 // arrow keys (and Home / End) move between tabs, as in the WAI-ARIA tabs pattern.
@@ -80,4 +87,12 @@ document.addEventListener("gptlab:attribute", (e) => { openView("lens"); openLen
 // The whole model and the all-heads grid open a head in view 3, or every head in view 13.
 document.addEventListener("gptlab:heads", (e) => { openView("heads"); openHeads(e.detail); });
 document.addEventListener("gptlab:allheads", (e) => { openView("allheads"); openAllHeads(e.detail); });
-showView(viewOf(location.hash));
+// A prepared state (a tour's step): its address, then its view.
+function goTo(address) {
+  history.pushState(null, "", address);
+  restoreState();
+  showView(viewOf(viewInAddress()));
+}
+startState();
+showView(viewOf(viewInAddress()));
+startTour(goTo);

@@ -29,7 +29,7 @@ const refresh = guarded(async () => {
   const [r, t] = state.cell || [d.rows.length - 1, d.tokens.length - 1];
   showCell(Math.min(r, d.rows.length - 1), Math.min(t, d.tokens.length - 1));
   drawAttribution(d.attribution);
-}, ["lens-grid", "lens-cell-title", "lens-topk", "lens-target", "lens-sum", "lens-dla"]);
+}, ["lens-grid", "lens-embed-note", "lens-cell-title", "lens-topk", "lens-target", "lens-sum", "lens-dla"]);
 
 // ------------------------------------------------------------------ the grid
 
@@ -56,13 +56,14 @@ function drawGrid(d) {
     });
   });
   // Why the first row so often "predicts" the token it sits on.
-  const note = htmlEl("p", {class: "note", "data-testid": "lens-embed-note"}, d.tie_embeddings
+  // (outside the scroller: issue 39, defect 5, it sat in a blank band on a phone)
+  $("lens-embed-note").textContent = d.tie_embeddings
     ? "The embed row reads the stream before any block: the token and position embeddings, through the final norm and the unembedding. " +
       "This run ties the two (its unembedding is the token-embedding matrix), so a token's embedding scores highest against its own column: " +
       "the embed row mostly predicts the current token, not the next. The rows below show the blocks turning it into a prediction."
     : "The embed row reads the stream before any block: the token and position embeddings, through the final norm and the unembedding. " +
-      "No block has looked at the context yet, so it can only guess from the current token.");
-  $("lens-grid").replaceChildren(table, note);
+      "No block has looked at the context yet, so it can only guess from the current token.";
+  $("lens-grid").replaceChildren(table);
 }
 
 function showCell(r, j) {
@@ -73,8 +74,12 @@ function showCell(r, j) {
   if (on) {
     on.classList.add("on");
     // the grid scrolls sideways (a phone shows a few columns): bring the cell into it
+    // (the row labels stay at the left: sticky, so the cell must clear them)
     const grid = $("lens-grid"), g = grid.getBoundingClientRect(), c = on.getBoundingClientRect();
-    if (c.left < g.left || c.right > g.right) grid.scrollLeft += c.left - g.left - (g.width - c.width) / 2;
+    const labels = grid.querySelector("tbody th")?.getBoundingClientRect().width || 0;
+    if (c.left < g.left + labels || c.right > g.right) {
+      grid.scrollLeft += c.left - g.left - labels - (g.width - labels - c.width) / 2;
+    }
   }
   $("lens-cell-title").textContent = `${d.rows[r]}, after ${JSON.stringify(d.tokens[j])} (position ${j}): ` +
     `the ${d.top_ids[r][j].length} likeliest next tokens`;

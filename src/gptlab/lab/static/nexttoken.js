@@ -1,4 +1,4 @@
-// Next token: a run's prediction after the text, filter by filter (gptlab.inference.sampling's own,
+// Next token: a run's prediction after the text, filter by filter (gptlab.model.decoding.filter_logits,
 // on the server), and where the newest token looks (one line per head to each earlier token).
 
 import {api, fillRuns, guarded, showError} from "./api.js";
@@ -164,7 +164,6 @@ function drawLines() {
   const exp = exportButtons(svg, "nt-lines");
   exp.id = "nt-lines-export";
   $("nt-legend").after(exp);
-  box.scrollTop = box.scrollHeight;  // the newest token is at the bottom
   $("nt-hover").title = `thickest line: weight ${wmax.toFixed(3)}`;
   $("nt-legend").replaceChildren(...heads.map((h) => {
     const s = htmlEl("span", {class: "nt-swatch"}, `head ${h}`);
@@ -216,6 +215,9 @@ export function load() {
   $("nt-sample").addEventListener("click", append("sample"));
   $("nt-undo").addEventListener("click", undo);
   $("nt-attribute").addEventListener("click", attribute);
+  // these lines are the last row of view 13's head view: every token's, same run, text and layer
+  $("nt-headview").addEventListener("click", () => document.dispatchEvent(new CustomEvent("gptlab:allheads",
+    {detail: {run: $("nt-run").value, prompt: $("nt-text").value, layer: +$("nt-layer").value}})));
   showSettings();
   fillRuns($("nt-run"), () => $("nt-text").value).then((runs) => { if (runs.length) refresh(); });
 }

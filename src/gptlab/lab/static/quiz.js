@@ -28,9 +28,12 @@ const quizNew = guarded(async () => {
   }
 });
 
+// A new check drops the last verdict first: an error (no answer, a bad number) is never
+// shown beside the previous question's "Correct." (issue 39, defect 7).
 const quizCheck = guarded(async () => {
   const q = quiz.q;
   if (!q) return;
+  $("quiz-result").replaceChildren();
   const answer = q.format === "choice"
     ? (document.querySelector("input[name=quiz-choice]:checked") || {}).value
     : $("quiz-input").value;
@@ -40,7 +43,7 @@ const quizCheck = guarded(async () => {
   out.replaceChildren(htmlEl("p", {class: r.correct ? "ok" : "no", "data-testid": "quiz-verdict"},
     r.correct ? "Correct." : `Not quite. The answer: ${r.expected_text.replace(/\.?$/, ".")}`),
     htmlEl("p", {}, "Worked answer: " + r.worked));
-});
+}, ["quiz-result"]);
 
 export function load() {
   $("quiz-new").addEventListener("click", quizNew);
