@@ -14,6 +14,15 @@ export function svgEl(tag, attrs = {}, text) {
 }
 
 const absMax = (m) => Math.max(1e-12, ...m.flat().filter((x) => x !== null).map(Math.abs));
+
+// A colour scale's end that a few outliers cannot set: the q-th quantile of |value| (values
+// past it take the end colour). A learned position table has a handful of large entries;
+// scaled to its largest, the rest was almost white.
+export function robustMax(m, q = 0.98) {
+  const xs = m.flat().filter((x) => x !== null).map(Math.abs).sort((a, b) => a - b);
+  if (!xs.length) return 1e-12;
+  return Math.max(1e-12, xs[Math.min(xs.length - 1, Math.floor(q * (xs.length - 1)))]);
+}
 const CHAR_W = 0.62;  // a monospace glyph's width in ems, to size labels before drawing them
 
 // The frame every figure starts with: background and title.
@@ -108,6 +117,7 @@ export function heatmap(o) {
   const svg = frame(o.id, width, height, o.title, "ui-monospace, Menlo, Consolas, monospace");
   if (o.onClick) svg.setAttribute("role", "group");
   svg.dataset.scale = scale;
+  svg.dataset.max = String(max);
   if (showCols) cols.forEach((c, j) => {
     if (j % colStep || c === "") return;
     const x = labelW + j * cell + cell / 2;

@@ -167,12 +167,13 @@ function normDetail(box, n, name) {
   const mean = n.mean === null ? "" : `mean μ = ${n.mean.toFixed(4)} removed, `;
   line(box, n.kind === "rmsnorm"
     ? `x̂ = x / rms(x), rms = √(mean(x²) + ε) = ${n.scale.toFixed(4)}; then y = x̂ ⊙ g (the gain).`
-    : `x̂ = (x − μ) / σ: ${mean}scale σ = √(var + ε) = ${n.scale.toFixed(4)}; then y = x̂ ⊙ γ + β (gain and bias).`, "wm-norm-formula");
+    : `x̂ = (x − μ) / σ: ${mean}scale σ = √(var + ε) = ${n.scale.toFixed(4)}; then ${n.bias ? "y = x̂ ⊙ γ + β (gain and bias)" : "y = x̂ ⊙ γ (the gain; this model has no bias)"}.`, "wm-norm-formula");
   const row = htmlEl("div", {class: "row"});
   box.appendChild(row);
   figure(row, `${name}-in`, "input x", strip(`${name}-in`, "x", n.input));
   figure(row, `${name}-hat`, "normalized x̂ (mean 0, scale 1)", strip(`${name}-hat`, "x̂", n.normalized));
   figure(row, `${name}-gain`, "gain γ", strip(`${name}-gain`, "γ", n.weight));
+  if (n.bias) figure(row, `${name}-bias`, "bias β", strip(`${name}-bias`, "β", n.bias));
   figure(row, `${name}-out`, "output y", strip(`${name}-out`, "y", n.output));
 }
 
@@ -205,8 +206,11 @@ function showStage(id) {
     readingDetail(box, d.embedded);
   } else if (kind === "block") {
     h(`GPT block ${l}`);
-    line(box, d.norm_position === "pre" ? "x + attn(norm(x)), then x + ffn(norm(x)): open the block (click it again) for each stage."
-      : "norm(x + attn(x)), then norm(x + ffn(x)) (post-norm): open the block (click it again) for each stage.");
+    // the click that chose the block also opened or closed it: the hint says which it is now
+    const how = state.open.has(l) ? "its stages are listed under it in the diagram (click it again to close it)"
+      : "click it to open it into its stages";
+    line(box, (d.norm_position === "pre" ? "x + attn(norm(x)), then x + ffn(norm(x)): " : "norm(x + attn(x)), then norm(x + ffn(x)) (post-norm): ") + how + ".",
+      "wm-block-hint");
     readingDetail(box, b.add_2);
   } else if (kind === "norm1" || kind === "norm2") {
     h(`Block ${l}, ${d.norm === "rmsnorm" ? "RMSNorm" : "LayerNorm"} ${kind.at(-1)}`);
@@ -273,7 +277,9 @@ function drawParams(d) {
   box.replaceChildren();
   const parts = [["embeddings", p.embeddings, "#9cc9e8"], ["attention", p.attention, "#0072b2"], ["FFN", p.ffn, "#d55e00"],
     ["norms", p.norms, "#bbbbbb"], ["lm_head", p.lm_head, "#8a6d00"]].filter(([, n]) => n > 0);
-  const Wp = 340, H = 40 + 18 * parts.length;
+  // the legend's rows start below the bar (LEGEND0: the first row's baseline; its square
+  // and its text's ascenders reach ~11 px above it, clear of the bar's bottom at 32)
+  const Wp = 340, LEGEND0 = 50, H = LEGEND0 + 18 * parts.length - 4;
   const svg = svgEl("svg", {xmlns: SVGNS, width: Wp, height: H, viewBox: `0 0 ${Wp} ${H}`, "font-family": "system-ui, sans-serif",
     "data-testid": "fig-wm-params", role: "img", "aria-label": `parameters by part: FFN ${pct(p.ffn_share_of_total)} of ${p.total}`});
   svg.appendChild(svgEl("rect", {x: 0, y: 0, width: Wp, height: H, fill: "#ffffff", class: "fig-bg"}));
@@ -281,10 +287,10 @@ function drawParams(d) {
   let x = 4;
   parts.forEach(([name, n, colour], i) => {
     const w = (Wp - 8) * n / p.total;
-    svg.appendChild(svgEl("rect", {x, y: 20, width: w, height: 12, fill: colour}));
+    svg.appendChild(svgEl("rect", {x, y: 20, width: w, height: 12, fill: colour, "data-testid": "wm-params-bar"}));
     x += w;
-    svg.appendChild(svgEl("rect", {x: 4, y: 40 + 18 * i - 9, width: 10, height: 10, fill: colour}));
-    svg.appendChild(svgEl("text", {x: 18, y: 40 + 18 * i, "font-size": 11, fill: "#1b1f24", class: "fig-title"},
+    svg.appendChild(svgEl("rect", {x: 4, y: LEGEND0 + 18 * i - 9, width: 10, height: 10, fill: colour}));
+    svg.appendChild(svgEl("text", {x: 18, y: LEGEND0 + 18 * i, "font-size": 11, fill: "#1b1f24", class: "fig-title", "data-testid": "wm-params-legend"},
       `${name}: ${n.toLocaleString("en-US")} (${pct(n / p.total)})`));
   });
   figure(box, "wm-params", "where the parameters are", svg);
