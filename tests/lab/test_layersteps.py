@@ -21,7 +21,8 @@ TEXT = "the cat sat on the m"
 
 def near(served, expected, tol: float) -> bool:
     """served (nested lists) within tol of expected (a tensor) everywhere."""
-    return float((torch.tensor(served, dtype=torch.float64) - expected.detach().double()).abs().max()) <= tol
+    gap = torch.tensor(served, dtype=torch.float64) - expected.detach().double()
+    return float(gap.abs().max()) <= tol
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +76,7 @@ def test_every_stage_is_the_models(client, runs_root, post, name, position, laye
         assert d["q"] == pytest.approx(q[t].tolist(), abs=1e-9)
         assert near(d["keys"], k, 1e-9)
         assert d["raw"] == pytest.approx((k @ q[t]).tolist(), abs=1e-9)
-    q_t, keys = torch.tensor(d["q"], dtype=torch.float64), torch.tensor(d["keys"], dtype=torch.float64)
+    q_t, keys = (torch.tensor(d[key], dtype=torch.float64) for key in ("q", "keys"))
     assert d["raw"] == pytest.approx((keys @ q_t).tolist(), abs=1e-12)
     assert near(d["values"], v, 1e-9)
     raw = torch.tensor(d["raw"], dtype=torch.float64)

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from gptlab.errors import UsageError
-from gptlab.interp.hooks import check_tokens, eval_mode, forward_hooks, recording_attention
+from gptlab.interp.hooks import check_tokens, eval_mode, forward_hooks
 from gptlab.interp.memory import value_logits
 from gptlab.lab import model_schemas as ms
 from gptlab.lab.api import encode_prompt

@@ -200,7 +200,7 @@ class WalkResponse(ModelOnTokens):
     params: ParamShare
 
 
-# ----------------------------------------------------------------------------- a block, step by step
+# ----------------------------------------------------------------------------- a block, by step
 
 
 class LayerStepsRequest(Body):
