@@ -197,6 +197,7 @@ class WalkResponse(ModelOnTokens):
     final_norm: NormStage | None = Field(description="null in a post-norm model")
     top: list[TokenP] = Field(description="the likeliest next tokens, the model's own")
     logits: list[float] = Field(description="the logits of `top`, in its order")
+    all_logits: Vector = Field(description="(vocab_size,) every logit, for a temperature")
     params: ParamShare
 
 

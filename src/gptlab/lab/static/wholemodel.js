@@ -7,10 +7,11 @@
 import {api, fillRuns, guarded, showError} from "./api.js";
 import {$, debounce, htmlEl, tokenLabel} from "./dom.js";
 import {figure} from "./figure.js";
-import {SVGNS, css, heatmap, rgbOf, svgEl} from "./svg.js";
+import {SVGNS, heatmap, strip, svgEl} from "./svg.js";
+import {showAttention, showMemories} from "./wmsteps.js";
 
 const TOP = 5;
-const state = {data: null, open: new Set(), stage: "output", asked: 0, prenormReading: false};
+const state = {data: null, text: "", open: new Set(), stage: "output", asked: 0, prenormReading: false, temperature: 1};
 const W = 340, BOX_W = 176, ROW = 34, X0 = 8;  // the diagram fits a 390 px phone unscaled
 
 const pct = (p) => `${(100 * p).toFixed(p >= 0.1 ? 0 : 1)}%`;
@@ -24,6 +25,7 @@ const refresh = guarded(async () => {
   const d = await api("/api/walk", {run, text, top: TOP, position: raw === "" ? null : +raw});
   if (asked !== state.asked) return;  // a newer text or token is on its way
   state.data = d;
+  state.text = text;
   fillPositions(d);
   $("wm-reading-box").hidden = d.norm_position !== "post";
   if (d.norm_position !== "post") state.prenormReading = false;
@@ -97,7 +99,24 @@ function diagram(d) {
     svg.appendChild(g);
     if (r.reading && !reading) svg.appendChild(readingText(r.reading, X0 + BOX_W + 8, y + (ROW - 6) / 2, r.id));
   });
+  if (!reading) bypasses(svg, list);
   return svg;
+}
+
+// An open block's residual stream drawn as the bypass it is: a line beside each sublayer,
+// from where the stream leaves (the block's input; post-norm: the norm after the first add)
+// to the ⊕ that adds the sublayer's output back.
+function bypasses(svg, list) {
+  const at = (id) => list.findIndex((r) => r.id === id), mid = (i) => 26 + i * ROW + (ROW - 6) / 2;
+  state.open.forEach((l) => {
+    const add1 = at(`add1-${l}`), add2 = at(`add2-${l}`);
+    if (add1 < 0) return;
+    const from2 = state.data.norm_position === "pre" ? add1 : at(`norm1-${l}`);
+    [[at(`block-${l}`), add1], [from2, add2]].forEach(([a, b], k) => {
+      svg.appendChild(svgEl("path", {d: `M ${X0 + 14} ${mid(a)} L ${X0 + 5} ${mid(a)} L ${X0 + 5} ${mid(b)} L ${X0 + 14} ${mid(b)}`,
+        fill: "none", stroke: "#2f7a52", "stroke-width": 2, "data-testid": `wm-bypass-${l}-${k + 1}`, class: "wm-bypass"}));
+    });
+  });
 }
 
 function fillFor(r) {
@@ -129,20 +148,6 @@ function choose(r) {
 }
 
 // ------------------------------------------------------------------ a stage's numbers
-
-// A vector as one row of coloured cells (diverging, white at 0), with its largest |value|.
-function strip(id, title, values, width = 320) {
-  const n = values.length, max = Math.max(1e-12, ...values.map(Math.abs));
-  const cw = (width - 8) / n, H = 46;
-  const svg = svgEl("svg", {xmlns: SVGNS, width, height: H, viewBox: `0 0 ${width} ${H}`, "font-family": "system-ui, sans-serif",
-    "data-testid": `fig-${id}`, role: "img", "aria-label": `${title}: ${n} values, largest magnitude ${max.toPrecision(3)}`});
-  svg.appendChild(svgEl("rect", {x: 0, y: 0, width, height: H, fill: "#ffffff", class: "fig-bg"}));
-  svg.appendChild(svgEl("text", {x: 4, y: 13, "font-size": 11, fill: "#1b1f24", class: "fig-title"}, `${title} (${n}; |max| ${max.toPrecision(3)})`));
-  values.forEach((v, i) => svg.appendChild(svgEl("rect", {x: 4 + i * cw, y: 19, width: cw + 0.3, height: 22,
-    fill: css(rgbOf(v, "div", max))})));
-  svg.appendChild(svgEl("rect", {x: 4, y: 19, width: width - 8, height: 22, fill: "none", stroke: "#888"}));
-  return svg;
-}
 
 function line(parent, text, testid) {
   const p = htmlEl("p", testid ? {"data-testid": testid} : {}, text);
@@ -232,6 +237,8 @@ function showStage(id) {
     links.append(heads, grid);
     box.appendChild(links);
     figure(box, `wm-attn-out-${l}`, "attention's output", strip(`wm-attn-out-${l}`, "attn(x)", b.attn_out));
+    box.appendChild(htmlEl("h3", {}, "Step by step: view 1's calculator on this model"));
+    showAttention(box, d, state.text, l);
   } else if (kind === "add1" || kind === "add2") {
     const r = kind === "add1" ? b.add_1 : b.add_2;
     h(`Block ${l}: ${kind === "add1" ? "x + attention" : "x + FFN"}`);
@@ -249,6 +256,7 @@ function showStage(id) {
     if (f.up) figure(box, `wm-ffn-up-${l}`, "up(x)", strip(`wm-ffn-up-${l}`, "up", f.up));
     figure(box, `wm-ffn-act-${l}`, "the activation", strip(`wm-ffn-act-${l}`, "act", f.activation));
     figure(box, `wm-ffn-out-${l}`, "proj: back to the stream", strip(`wm-ffn-out-${l}`, "ffn(x)", f.output));
+    showMemories(box, d, state.text, l);
   } else if (kind === "final") {
     h("The final norm");
     normDetail(box, d.final_norm, "wm-final");
@@ -262,7 +270,33 @@ function showStage(id) {
     h("Next-token probabilities");
     line(box, `p = softmax(logits): the model's own distribution for the token after ${quoted(d.token)}.`);
     lensList(box, d.top, "wm-top");
+    temperature(box, d);
   }
+}
+
+// The last stage's temperature: p = softmax(logits / T) over the whole vocabulary (the walk
+// sends every logit), recomputed in the page as the slider moves; T = 1 is the model's own.
+function temperature(box, d) {
+  const controls = htmlEl("div", {class: "controls"});
+  const slider = htmlEl("input", {type: "range", min: "0.1", max: "3", step: "0.05", value: String(state.temperature),
+    id: "wm-temperature", "data-testid": "wm-temperature"});
+  const shown = htmlEl("output", {for: "wm-temperature", "data-testid": "wm-temperature-value"});
+  controls.append(htmlEl("label", {for: "wm-temperature"}, "temperature T "), slider, shown);
+  box.appendChild(controls);
+  const list = htmlEl("div");
+  box.appendChild(list);
+  const draw = () => {
+    const T = +slider.value, z = d.all_logits.map((x) => x / T), m = Math.max(...z);
+    const e = z.map((x) => Math.exp(x - m)), sum = e.reduce((a, b) => a + b, 0);
+    // dividing by T > 0 keeps the order: the likeliest tokens stay the model's, only p moves
+    const top = d.top.map((c) => ({...c, p: e[c.id] / sum}));
+    state.temperature = T;
+    shown.textContent = T.toFixed(2);
+    list.replaceChildren(htmlEl("p", {}, `At T = ${T.toFixed(2)} (${T < 1 ? "sharper" : T > 1 ? "flatter" : "the model's own"}):`));
+    lensList(list, top, "wm-top-t");
+  };
+  slider.addEventListener("input", draw);
+  draw();
 }
 
 function readingDetail(box, r) {
