@@ -237,8 +237,9 @@ def test_defect_3_legend_clear_of_the_bar(page, settle, width):
     try:
         page.select_option("[data-testid=wm-run]", "tiny")
         settle(page)
-        bar = page.eval_on_selector_all("[data-testid=wm-params-bar]",
-                                        "rs => Math.max(...rs.map(r => r.getBoundingClientRect().bottom))")
+        bar = page.eval_on_selector_all(
+            "[data-testid=wm-params-bar]",
+            "rs => Math.max(...rs.map(r => r.getBoundingClientRect().bottom))")
         first = page.eval_on_selector("[data-testid=wm-params-legend]",
                                       "t => t.getBoundingClientRect().top")
         assert first >= bar, (first, bar)
@@ -269,7 +270,8 @@ def test_defect_9_view_1_mask_switch_live_at_stage_5(page):
     assert toggle.is_enabled()
     before = page.text_content("[data-testid=out-0-0]")
     toggle.uncheck()
-    page.wait_for_function(f"document.querySelector('[data-testid=out-0-0]').textContent !== '{before}'")
+    page.wait_for_function("document.querySelector('[data-testid=out-0-0]').textContent"
+                           f" !== '{before}'")
     toggle.check()
     page.click("#tab-model")
 
@@ -292,8 +294,8 @@ def test_defect_12_w_o_is_one_bitmap_and_fast(page, settle):
         return performance.now() - t; }""")
     page.click("[data-testid=fig-w_o-norms] rect[data-cell='0,3']")
     assert page.get_attribute("[data-testid=w_o-bitmap]", "data-cells") == "32x192"
-    print(f"\nheads view, shakespeare: layer change (fetch + draw) {[round(1000 * t) for t in timings]} ms;"
-          f" redraw alone {drawn:.0f} ms")
+    ms = [round(1000 * t) for t in timings]
+    print(f"\nheads view, shakespeare: layer change (fetch + draw) {ms} ms; redraw {drawn:.0f} ms")
 
 
 @pytest.mark.parametrize("dark", [False, True])
