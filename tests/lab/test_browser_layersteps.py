@@ -39,7 +39,7 @@ def runs(tmp_path_factory, copy_tiny_run):
 @pytest.fixture(scope="module")
 def page(runs, open_lab):
     with BackgroundServer(runs) as url, open_lab(
-            url + "?run=tiny#model", "[data-testid=fig-whole-model]",
+            url + "?run=tiny#model", "[data-testid=fig-whole-model]", accept_downloads=True,
             viewport={"width": 1280, "height": 900}) as opened:
         yield opened.page
 
@@ -124,6 +124,13 @@ def test_every_stage_matches_the_librarys_capture(page, settle, library):
     q = qkv[t, head * hs:(head + 1) * hs]
     k = qkv[:, model.config.n_embd + head * hs:model.config.n_embd + (head + 1) * hs]
     assert worst(page, "fig-wm-steps-q", q) < 1e-6
+    # every strip: hover names a value; beside the raw row, the same values sorted
+    page.hover("[data-testid=fig-wm-steps-q] g[data-row=raw] rect[data-i='3']")
+    title = page.text_content("[data-testid=fig-wm-steps-q] title")
+    assert title.startswith("q (head 1)[3] = ") and f"{float(q[3]):.4g}"[:4] in title, title
+    ordered = page.eval_on_selector_all(
+        "[data-testid=fig-wm-steps-q] g[data-row=sorted] rect[data-v]", "rs => rs.map(r => +r.dataset.v)")
+    assert ordered == pytest.approx(sorted(q.tolist(), reverse=True), abs=1e-6)
     assert worst(page, "fig-wm-steps-keys", k) < 1e-6
     next_step(page, settle, 1)
     raw = k @ q
@@ -290,13 +297,22 @@ def test_defect_9_view_1_mask_switch_live_at_stage_5(page):
     page.click("#tab-model")
 
 
-def test_defect_12_w_o_is_one_bitmap_and_fast(page, settle):
+def test_defect_12_w_o_is_one_bitmap_and_fast(page, settle, runs, download, tmp_path, png_magic):
     page.goto(page.url.split("#")[0].replace("?run=tiny", "") + "?run=shakespeare#heads")
     page.wait_for_selector("[data-testid=fig-w_o]")
     settle(page)
     assert page.locator("[data-testid=fig-w_o] rect[data-cell]").count() == 0
     assert page.get_attribute("[data-testid=w_o-bitmap]", "data-cells") == "192x192"
     assert page.locator("[data-testid=fig-w_o-norms] rect[data-cell]").count() == 6
+    # hover names the cell under the pointer, as a rect's title did
+    box = page.locator("[data-testid=w_o-bitmap]").bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 5.5 / 192, box["y"] + box["height"] * 40.5 / 192)
+    assert page.get_attribute("[data-testid=w_o-bitmap]", "data-hover") == "40,5"
+    w_o = Runs(runs).load("shakespeare").model.blocks[0].attn.proj.weight.detach()
+    title = page.text_content("[data-testid=w_o-bitmap] title")
+    assert f"{float(w_o[5, 40]):.6g}"[:5] in title, title
+    name, path = download(page, "export-png-w_o", tmp_path)  # the bitmap exports too
+    assert path.read_bytes()[:8] == png_magic
     timings = []
     for layer in ("1", "2", "3"):
         start = time.perf_counter()
