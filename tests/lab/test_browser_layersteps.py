@@ -129,7 +129,8 @@ def test_every_stage_matches_the_librarys_capture(page, settle, library):
     title = page.text_content("[data-testid=fig-wm-steps-q] title")
     assert title.startswith("q (head 1)[3] = ") and f"{float(q[3]):.4g}"[:4] in title, title
     ordered = page.eval_on_selector_all(
-        "[data-testid=fig-wm-steps-q] g[data-row=sorted] rect[data-v]", "rs => rs.map(r => +r.dataset.v)")
+        "[data-testid=fig-wm-steps-q] g[data-row=sorted] rect[data-v]",
+        "rs => rs.map(r => +r.dataset.v)")
     assert ordered == pytest.approx(sorted(q.tolist(), reverse=True), abs=1e-6)
     assert worst(page, "fig-wm-steps-keys", k) < 1e-6
     next_step(page, settle, 1)
