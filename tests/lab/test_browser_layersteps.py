@@ -306,8 +306,10 @@ def test_defect_12_w_o_is_one_bitmap_and_fast(page, settle, runs, download, tmp_
     assert page.get_attribute("[data-testid=w_o-bitmap]", "data-cells") == "192x192"
     assert page.locator("[data-testid=fig-w_o-norms] rect[data-cell]").count() == 6
     # hover names the cell under the pointer, as a rect's title did
-    box = page.locator("[data-testid=w_o-bitmap]").bounding_box()
-    page.mouse.move(box["x"] + box["width"] * 5.5 / 192, box["y"] + box["height"] * 40.5 / 192)
+    bitmap = page.locator("[data-testid=w_o-bitmap]")
+    bitmap.scroll_into_view_if_needed()
+    box = bitmap.bounding_box()
+    bitmap.hover(position={"x": box["width"] * 5.5 / 192, "y": box["height"] * 40.5 / 192})
     assert page.get_attribute("[data-testid=w_o-bitmap]", "data-hover") == "40,5"
     w_o = Runs(runs).load("shakespeare").model.blocks[0].attn.proj.weight.detach()
     title = page.text_content("[data-testid=w_o-bitmap] title")
