@@ -106,6 +106,7 @@ def _fit_walk(body: dict, run: str) -> dict:
 FITS = {
     "/api/context": (contextview.ContextRequest, _fit_context),
     "/api/walk": (ms.WalkRequest, _fit_walk),
+    "/api/walk/layer": (ms.LayerStepsRequest, lambda b, run: _fit_run(_fit_walk(b, run), run)),
     "/api/all_heads": (ms.AllHeadsRequest, _fit_run),
     "/api/learned_positions": (ms.LearnedPositionsRequest, _fit_run),
     "/api/next_token": (mp.NextTokenRequest, _fit_text),
@@ -155,7 +156,7 @@ def test_lab_api_conforms_to_its_schema(case, lab):
 
 def test_every_operation_is_fuzzed():
     operations = {(op.ok().method.upper(), op.ok().path) for op in schema.get_all_operations()}
-    assert len(operations) == 30, operations
+    assert len(operations) == 31, operations
     assert ("POST", "/api/runs/encoding") in operations
     assert ("POST", "/api/ablate") in operations and ("GET", "/api/runs") in operations
     assert ("GET", "/api/live/events") in operations and ("POST", "/api/lens") in operations
@@ -163,6 +164,6 @@ def test_every_operation_is_fuzzed():
     assert ("POST", "/api/experiments/quick") not in operations
     assert {("POST", "/api/live/estimate"), ("GET", "/api/experiments/quick/events")} \
         <= operations
-    assert {("POST", "/api/walk"), ("POST", "/api/all_heads"),
+    assert {("POST", "/api/walk"), ("POST", "/api/walk/layer"), ("POST", "/api/all_heads"),
             ("POST", "/api/learned_positions"), ("GET", "/api/experiments"),
             ("POST", "/api/experiments/report")} <= operations

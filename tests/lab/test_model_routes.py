@@ -8,6 +8,7 @@ def test_the_router_holds_the_model_views_paths(client, served):
     assert served(router, client) == {
         ("/api/heads", "post"), ("/api/head_scores", "post"), ("/api/ablate", "post"),
         ("/api/runs", "get"), ("/api/runs/encoding", "post"), ("/api/walk", "post"),
+        ("/api/walk/layer", "post"),
         ("/api/all_heads", "post"), ("/api/learned_positions", "post")}
 
 

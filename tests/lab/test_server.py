@@ -99,6 +99,7 @@ ROUTES = {
     ("/api/quiz", "post"), ("/api/quiz/check", "post"),  # calculator_routes
     ("/api/heads", "post"), ("/api/head_scores", "post"), ("/api/ablate", "post"),
     ("/api/runs", "get"), ("/api/runs/encoding", "post"), ("/api/walk", "post"),
+    ("/api/walk/layer", "post"),
     ("/api/all_heads", "post"), ("/api/learned_positions", "post"),  # model_routes
     ("/api/next_token", "post"), ("/api/next_token/append", "post"),
     ("/api/lens", "post"),  # play_routes

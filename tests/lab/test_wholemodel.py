@@ -49,6 +49,8 @@ def test_final_stage_is_softmax_of_the_model(client, runs_root, post, name, posi
     assert [c["id"] for c in d["top"]] == ids.tolist()
     assert max(abs(c["p"] - float(q)) for c, q in zip(d["top"], p, strict=True)) < 1e-6
     assert d["logits"] == pytest.approx(logits[0, t, ids].tolist(), abs=1e-6)
+    # every logit, for the last stage's temperature
+    assert d["all_logits"] == pytest.approx(logits[0, t].tolist(), abs=1e-6)
     assert d["top"][0]["token"] == tokenizer.decode([int(ids[0])])
     last = (d["blocks"][-1]["add_2"])
     assert last["lens"][0]["id"] == int(ids[0])  # the last lens is the model's prediction

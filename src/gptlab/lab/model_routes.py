@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fastapi.responses import JSONResponse
 
-from gptlab.lab import allheads, api, learnedpos, wholemodel
+from gptlab.lab import allheads, api, layersteps, learnedpos, wholemodel
 from gptlab.lab import model_schemas as ms
 from gptlab.lab.body import area_router
 from gptlab.lab.responses import BAD_INPUT
@@ -53,6 +53,14 @@ def walk(body: ms.WalkRequest, runs: RunsDep) -> JSONResponse:
     adds and FFN, the final norm and the logits, with the stream's norm and logit lens
     after every add, and the run's parameters by part (whole-model view)."""
     return JSONResponse(wholemodel.walk_view(runs, body))
+
+
+@router.post("/api/walk/layer", response_model=ms.LayerStepsResponse, responses=BAD_INPUT)
+def walk_layer(body: ms.LayerStepsRequest, runs: RunsDep) -> JSONResponse:
+    """One block of the walk step by step: view 1's attention stages on the run's model for
+    one token, layer and head (q, keys, q.k, /sqrt(d_k), mask, softmax, weights . V, concat,
+    W_O), and the FFN's top units with their values' tokens."""
+    return JSONResponse(layersteps.layer_steps_view(runs, body))
 
 
 @router.post("/api/all_heads", response_model=ms.AllHeadsResponse, responses=BAD_INPUT)

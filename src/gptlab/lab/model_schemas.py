@@ -200,7 +200,78 @@ class WalkResponse(ModelOnTokens):
     final_norm: NormStage | None = Field(description="null in a post-norm model")
     top: list[TokenP] = Field(description="the likeliest next tokens, the model's own")
     logits: list[float] = Field(description="the logits of `top`, in its order")
+    all_logits: Vector = Field(description="(vocab_size,) every logit, for a temperature")
     params: ParamShare
+
+
+# ----------------------------------------------------------------------------- a block, by step
+
+
+class LayerStepsRequest(Body):
+    run: RunName
+    text: _text(MAX_PROMPT_CHARS, "the text, as the run's tokenizer encodes it", min_length=1)
+    position: _int(0, 10**6, "the token whose query is followed; null: the last") | None = None
+    layer: _int(0, 10**4, "the block (below the run's n_layer)") = 0
+    head: _int(0, 10**4, "the head (below the run's n_head)") = 0
+    units: _int(1, MAX_WALK_TOP, "FFN units listed, largest coefficient first") = 8
+    top: _int(1, MAX_WALK_TOP, "tokens listed for each unit's value") = 5
+
+
+class ValueToken(BaseModel):
+    id: int
+    token: str
+    logit: float
+
+
+class FFNUnit(BaseModel):
+    unit: int
+    coef: float = Field(description="its coefficient for this token (what proj reads)")
+    pre: float = Field(description="its pre-activation (fc, or SwiGLU's gate)")
+    tokens: list[ValueToken] = Field(description="its value's top tokens through W_U")
+
+
+class Curve(BaseModel):
+    x: Vector
+    y: Vector
+
+
+class FFNUnits(BaseModel):
+    kind: str
+    units: int
+    pre: Vector = Field(description="(ffn_hidden,) every unit's pre-activation")
+    coef: Vector = Field(description="(ffn_hidden,) every unit's coefficient")
+    top: list[FFNUnit]
+    curve: Curve = Field(description="the activation over the pre-activations' range")
+
+
+class LayerStepsResponse(BaseModel):
+    run: str
+    tokens: list[str]
+    position: int
+    layer: int
+    head: int
+    n_head: int
+    head_dim: int
+    scale: float = Field(description="what q.k is multiplied by: 1/sqrt(d_k), or 1")
+    sqrt_d_k: float
+    x: Vector = Field(description="(n_embd,) what attention reads for this token")
+    q: Vector = Field(description="(head_dim,) this token's query")
+    keys: list[Vector] = Field(description="(T, head_dim) every token's key")
+    values: list[Vector] = Field(description="(T, head_dim) every token's value")
+    raw: Vector = Field(description="(T,) q . k_j")
+    scaled: Vector = Field(description="(T,) q . k_j * scale")
+    masked: list[float | None] = Field(description="(T,) null: -inf (a later token)")
+    weights: Vector = Field(description="(T,) softmax(masked)")
+    weights_bidirectional: Vector = Field(description="(T,) softmax(scaled): no mask")
+    head_out: Vector = Field(description="(head_dim,) weights . V")
+    head_out_bidirectional: Vector
+    concat: Vector = Field(description="(n_head * head_dim,) every head's output")
+    w_o_norms: Vector = Field(description="(n_head,) Frobenius norm of each head's W_O block")
+    written_norms: Vector = Field(description="(n_head,) norm of W_O_h . head_h")
+    w_o_block: list[Vector] = Field(description="(n_embd, head_dim) this head's W_O block")
+    b_o: Vector | None
+    out: Vector = Field(description="(n_embd,) W_O . concat + b: attention's output")
+    ffn: FFNUnits | None = Field(description="null: the model has no FFN")
 
 
 # ----------------------------------------------------------------------------- all heads

@@ -86,5 +86,7 @@ def walk_view(runs: Runs, body: ms.WalkRequest) -> dict[str, Any]:
         "top": [{"id": int(i), "token": decode([int(i)]), "p": float(p)}
                 for p, i in zip(top_p, top_ids, strict=True)],
         "logits": [float(w.logits[int(i)]) for i in top_ids],
+        # the last stage's temperature control re-softmaxes these in the page
+        "all_logits": _vec(w.logits),
         "params": param_share(cfg),
     }

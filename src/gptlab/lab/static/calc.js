@@ -28,7 +28,7 @@ const STAGES = [
    formula: "out = weights · V",
    changed: (d) => "Each output row is a weighted average of the value rows: what the token gathers from the tokens it attends to. This is one head's output, before concatenation and W_O." +
      (d.causal ? " With the causal mask, row i averages only the values of tokens 0..i."
-       : " The mask is off: every row averages the values of all tokens, later ones included (switch it on at stage 3 or 4).")},
+       : " The mask is off: every row averages the values of all tokens, later ones included (switch it on above).")},
 ];
 
 // edits: the edited matrices sent to the server; editedCells: which cells the learner typed;
@@ -157,9 +157,10 @@ function renderCalc() {
   $("calc-changed").textContent = stage.changed(d);
   $("calc-back").disabled = s === 0;
   $("calc-next").disabled = s === STAGES.length - 1;
-  const maskLive = s === 2 || s === 3;
+  // live from the mask on: the weights and the output (stage 5) both depend on it
+  const maskLive = s >= 2;
   $("mask-toggle").disabled = !maskLive;
-  $("mask-toggle").parentElement.title = maskLive ? "switch the causal mask" : "live at stages 3 and 4";
+  $("mask-toggle").parentElement.title = maskLive ? "switch the causal mask" : "live from stage 3 (the mask) on";
   const tok = d.tokens, dims = [...Array(d.d).keys()].map((j) => `d${j}`);
   const inputs = $("calc-inputs"), figs = $("calc-figures");
   const focused = document.activeElement && inputs.contains(document.activeElement) ? document.activeElement.id : null;

@@ -5,7 +5,7 @@ import {$, htmlEl, tokenLabel} from "./dom.js";
 import {figure} from "./figure.js";
 import {heatmap} from "./svg.js";
 
-const heads = {data: null};
+const heads = {data: null, woOpen: "all"};  // woOpen: W_O's block shown, or "all"
 let ready = null, opened = false;  // the run picker filled; opened from another view
 
 const headsCompute = guarded(async () => {
@@ -59,9 +59,7 @@ function renderHeads() {
   figure(wo, "concat", `concat of ${d.n_head} heads (T × ${d.n_head * hs})`, heatmap({id: "concat", values: d.concat,
     rows: tok, cols: headCols, title: "concat(head_0 … head_H−1)", cell: c2, showValues: false, showColLabels: true,
     groupCols: [...Array(d.n_head - 1).keys()].map((h) => (h + 1) * hs), onHover: hover}));
-  figure(wo, "w_o", `W_O (${d.n_head * hs} × ${C})`, heatmap({id: "w_o", values: d.w_o, rows: headCols,
-    cols: [...Array(C).keys()].map(() => ""), title: "W_O", cell: Math.max(5, Math.min(10, Math.floor(320 / C))),
-    showValues: false, groupRows: [...Array(d.n_head - 1).keys()].map((h) => (h + 1) * hs), onHover: hover}));
+  woBlocks(wo, d, headCols, hover);
   figure(wo, "attn-out", `output = concat·W_O + b (T × ${C})`, heatmap({id: "attn-out", values: d.out, rows: tok,
     cols: [...Array(C).keys()].map(() => ""), title: "attention output", cell: Math.max(5, Math.min(10, Math.floor(320 / C))),
     showValues: false, onHover: hover}));
@@ -73,6 +71,29 @@ function renderHeads() {
     worst = Math.max(worst, Math.abs(s - v));
   }));
   $("heads-check").textContent = `Check: recomputing concat·W_O + b in this page matches the model's attention output to ${worst.toExponential(1)} (largest difference over ${T}×${C} numbers).`;
+}
+
+// W_O as one number per head, the Frobenius norm of the head's d_k × n_embd block of rows,
+// which opens into the matrix: the whole of it, or the block clicked. Drawn as 36,864 SVG
+// rects the 192 x 192 map took about 1 s a redraw; the matrix is now one bitmap (svg.js).
+function woBlocks(wo, d, headCols, hover) {
+  const hs = d.head_dim, C = d.n_embd;
+  const blockOf = (h) => d.w_o.slice(h * hs, (h + 1) * hs);
+  const norms = [...Array(d.n_head).keys()].map((h) => Math.sqrt(blockOf(h).flat().reduce((a, x) => a + x * x, 0)));
+  const opened = heads.woOpen ?? "all";
+  const box = htmlEl("div", {class: "row"});
+  wo.appendChild(box);
+  figure(box, "w_o-norms", "W_O by head: the norm of each head's block (click one to open it)", heatmap({id: "w_o-norms",
+    values: [norms], rows: ["‖W_O,h‖"], cols: norms.map((_, h) => `h${h}`), title: "W_O block norms", scale: "seq", cell: 36,
+    decimals: 2, rowName: "", colName: "head", highlight: [norms.map((_, h) => h === opened)],
+    onClick: (_, h) => { heads.woOpen = heads.woOpen === h ? "all" : h; renderHeads(); },
+    cellAction: (_, h) => (opened === h ? `close head ${h}'s block (show all of W_O)` : `open head ${h}'s block of W_O`)}));
+  const values = opened === "all" ? d.w_o : blockOf(opened);
+  const rows = opened === "all" ? headCols : values.map((_, j) => (j % 8 === 0 ? `h${opened}:${j}` : ""));
+  figure(box, "w_o", opened === "all" ? `W_O (${d.n_head * hs} × ${C})` : `head ${opened}'s block of W_O (${hs} × ${C})`,
+    heatmap({id: "w_o", values, rows, cols: [...Array(C).keys()].map(() => ""), title: opened === "all" ? "W_O" : `W_O, head ${opened}`,
+      cell: Math.max(2, Math.min(10, Math.floor(320 / C))), showValues: false,
+      groupRows: opened === "all" ? [...Array(d.n_head - 1).keys()].map((h) => (h + 1) * hs) : [], onHover: hover}));
 }
 
 export function load() {

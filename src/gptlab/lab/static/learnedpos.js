@@ -4,7 +4,7 @@
 import {api, fillRuns, guarded, showError} from "./api.js";
 import {$, htmlEl} from "./dom.js";
 import {figure} from "./figure.js";
-import {heatmap} from "./svg.js";
+import {heatmap, robustMax} from "./svg.js";
 
 const SHOWN = 16;  // positions listed with their neighbours
 
@@ -21,8 +21,9 @@ function draw(d) {
   const P = d.positions, C = d.n_embd;
   const pos = [...Array(P).keys()].map((p) => (p % 8 === 0 ? String(p) : ""));
   const dims = [...Array(C).keys()].map((j) => (j % 16 === 0 ? String(j) : ""));
-  figure(figs, "learned-table", `W_P of ${d.run} (${P} of ${d.block_size} positions × ${C} dims)`, heatmap({id: "learned-table",
-    values: d.table, rows: pos, cols: dims, title: "learned PE", cell: Math.max(2, Math.min(10, Math.floor(400 / Math.max(P, C)))),
+  // 98th percentile of |W_P|: scaled to its largest entry the table was almost white
+  figure(figs, "learned-table", `W_P of ${d.run} (${P} of ${d.block_size} positions × ${C} dims; colours end at the 98th percentile of |value|)`,
+    heatmap({id: "learned-table", values: d.table, rows: pos, cols: dims, title: "learned PE", max: robustMax(d.table), cell: Math.max(2, Math.min(10, Math.floor(400 / Math.max(P, C)))),
     showValues: false, showColLabels: true, rowName: "position", colName: "dim"}));
   figure(figs, "learned-sim", "PE·PEᵀ: what the model learned about distance", heatmap({id: "learned-sim",
     values: d.similarity, rows: pos, cols: pos, title: "PE[m]·PE[n]", cell: Math.max(2, Math.min(10, Math.floor(400 / P))),

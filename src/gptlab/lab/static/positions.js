@@ -3,7 +3,7 @@
 import {api, guarded} from "./api.js";
 import {$, htmlEl} from "./dom.js";
 import {figure} from "./figure.js";
-import {SVGNS, heatmap, svgEl} from "./svg.js";
+import {SVGNS, chart, heatmap, svgEl} from "./svg.js";
 
 const sinCompute = guarded(async () => {
   const d = await api("/api/sinusoidal", {positions: +$("sin-positions").value, d_model: +$("sin-d").value});
@@ -20,7 +20,23 @@ const sinCompute = guarded(async () => {
   figure(figs, "sinusoidal-sim", "PE·PEᵀ: similarity falls with distance", heatmap({id: "sinusoidal-sim",
     values: d.similarity, rows: pos, cols: pos, title: "PE[m]·PE[n]", cell: Math.max(3, Math.min(10, Math.floor(520 / d.positions))),
     showValues: false, scale: positive ? "seq" : "div", showColLabels: true, rowName: "m", colName: "n"}));
+  rulers(figs, d);
 }, ["sin-figures"]);
+
+// The chapter's rulers: a few dimensions of the table against position. The first pairs turn
+// fast (a second hand), the last ones slowly (an hour hand); together they tell every
+// position apart, as a clock's hands do.
+function rulers(figs, d) {
+  const D = d.d_model, picks = [...new Set([0, 2 * Math.floor(D / 8), 2 * Math.floor(D / 4), D - 2])].filter((j) => j >= 0 && j < D);
+  const svg = chart({id: "sinusoidal-rulers", kind: "line", width: 420, height: 200, ymin: -1, ymax: 1,
+    title: "rulers: dims of PE against position", xtitle: "position",
+    xlabels: [...Array(d.positions).keys()].map((p) => (p % 8 === 0 ? String(p) : "")), xthin: true,
+    series: picks.map((j, k) => ({name: `dim ${j} (period ${(2 * Math.PI * 10000 ** (j / D)).toFixed(j ? 0 : 1)})`,
+      values: d.table.map((row) => row[j]), colour: `var(--head-${k})`}))});
+  svg.dataset.dims = JSON.stringify(picks);
+  svg.dataset.values = JSON.stringify(picks.map((j) => d.table.map((row) => row[j])));
+  figure(figs, "sinusoidal-rulers", "rulers: fast dimensions near 0, slow ones near d", svg);
+}
 
 // Colours as CSS variables (style.css): the page's theme picks them, an export the light ones.
 const RED = "var(--fig-red)", BLUE = "var(--fig-blue)";

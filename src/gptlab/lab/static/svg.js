@@ -14,6 +14,15 @@ export function svgEl(tag, attrs = {}, text) {
 }
 
 const absMax = (m) => Math.max(1e-12, ...m.flat().filter((x) => x !== null).map(Math.abs));
+
+// A colour scale's end that a few outliers cannot set: the q-th quantile of |value| (values
+// past it take the end colour). A learned position table has a handful of large entries;
+// scaled to its largest, the rest was almost white.
+export function robustMax(m, q = 0.98) {
+  const xs = m.flat().filter((x) => x !== null).map(Math.abs).sort((a, b) => a - b);
+  if (!xs.length) return 1e-12;
+  return Math.max(1e-12, xs[Math.min(xs.length - 1, Math.floor(q * (xs.length - 1)))]);
+}
 const CHAR_W = 0.62;  // a monospace glyph's width in ems, to size labels before drawing them
 
 // The frame every figure starts with: background and title.
@@ -81,6 +90,40 @@ const BAR_W = 62;  // the colour bar and its labels
 // 64 x 64 map several times slower to draw.
 const EAGER_TITLES = 1024;
 
+// Past this many cells a heatmap's cells are one bitmap (a canvas, one pixel a cell, put in
+// the SVG as an <image>): W_O's 192 x 192 as 36,864 rects took about 1 s a redraw.
+export const BITMAP_CELLS = 4096;
+
+// The cells as one <image>, hover read from the pointer's position: one <title> names the
+// cell under it (and onHover hears it), as the rect cells' titles do.
+function bitmapCells(svg, o, g) {
+  const canvas = document.createElement("canvas");
+  canvas.width = g.nc;
+  canvas.height = g.nr;
+  const ctx = canvas.getContext("2d"), img = ctx.createImageData(g.nc, g.nr);
+  for (let i = 0; i < g.nr; i++) {
+    for (let j = 0; j < g.nc; j++) {
+      const rgb = rgbOf(g.values[i][j], g.scale, g.max), at = 4 * (i * g.nc + j);
+      img.data[at] = rgb[0]; img.data[at + 1] = rgb[1]; img.data[at + 2] = rgb[2]; img.data[at + 3] = 255;
+    }
+  }
+  ctx.putImageData(img, 0, 0);
+  const image = svgEl("image", {x: g.labelW, y: g.top, width: g.nc * g.cell, height: g.nr * g.cell,
+    href: canvas.toDataURL("image/png"), preserveAspectRatio: "none", style: "image-rendering: pixelated",
+    "data-cells": `${g.nr}x${g.nc}`, "data-testid": `${o.id}-bitmap`});
+  const tip = svgEl("title", {}, `${g.nr} × ${g.nc} cells: hover one for its value`);
+  image.appendChild(tip);
+  image.addEventListener("pointermove", (e) => {
+    const box = image.getBoundingClientRect();
+    const i = Math.min(g.nr - 1, Math.floor((e.clientY - box.top) / box.height * g.nr));
+    const j = Math.min(g.nc - 1, Math.floor((e.clientX - box.left) / box.width * g.nc));
+    tip.textContent = g.describe(i, j);
+    image.dataset.hover = `${i},${j}`;
+    if (o.onHover) o.onHover(tip.textContent);
+  });
+  svg.appendChild(image);
+}
+
 // A matrix as an SVG heatmap. values: rows of numbers (null = −∞). Each cell carries a
 // <title> for hover and, when shown, a text node with data-testid `${id}-${i}-${j}`.
 // Labels that would collide are thinned (rows) or turned upright and thinned (columns);
@@ -108,6 +151,7 @@ export function heatmap(o) {
   const svg = frame(o.id, width, height, o.title, "ui-monospace, Menlo, Consolas, monospace");
   if (o.onClick) svg.setAttribute("role", "group");
   svg.dataset.scale = scale;
+  svg.dataset.max = String(max);
   if (showCols) cols.forEach((c, j) => {
     if (j % colStep || c === "") return;
     const x = labelW + j * cell + cell / 2;
@@ -131,7 +175,9 @@ export function heatmap(o) {
       if (o.onHover) o.onHover(tip.textContent);
     });
   }
-  for (let i = 0; i < nr; i++) {
+  if (nr * nc > BITMAP_CELLS && !o.onClick && !o.highlight) {
+    bitmapCells(svg, o, {values, nr, nc, scale, max, labelW, top, cell, describe});
+  } else for (let i = 0; i < nr; i++) {
     for (let j = 0; j < nc; j++) {
       const v = values[i][j], rgb = rgbOf(v, scale, max);
       const x = labelW + j * cell, y = top + i * cell;
@@ -243,5 +289,39 @@ export function chart(o) {
     svg.appendChild(svgEl("rect", {x: gx, y: gy, width: 10, height: 10, ...paint("fill", s.colour)}));
     svg.appendChild(svgEl("text", {x: gx + 14, y: gy + 9, "font-size": 11, fill: "#1b1f24", class: "fig-title", "font-weight": 400}, s.name));
   });
+  return svg;
+}
+
+// A vector as one row of coloured cells (diverging, white at 0), with its largest |value|;
+// hovering a cell names its index and value (one <title>, moved under the pointer). With
+// sorted, a second row beside it holds the same values sorted, largest first, so the spread
+// and the few large entries read at a glance. Cells carry data-i and data-v for the tests.
+export function strip(id, title, values, width = 320, sorted = true) {
+  const n = values.length, max = Math.max(1e-12, ...values.map(Math.abs));
+  const cw = (width - 8) / n, H = sorted ? 80 : 46;
+  const svg = svgEl("svg", {xmlns: SVGNS, width, height: H, viewBox: `0 0 ${width} ${H}`, "font-family": "system-ui, sans-serif",
+    "data-testid": `fig-${id}`, role: "img", "aria-label": `${title}: ${n} values, largest magnitude ${max.toPrecision(3)}`});
+  svg.appendChild(svgEl("rect", {x: 0, y: 0, width, height: H, fill: "#ffffff", class: "fig-bg"}));
+  svg.appendChild(svgEl("text", {x: 4, y: 13, "font-size": 11, fill: "#1b1f24", class: "fig-title"}, `${title} (${n}; |max| ${max.toPrecision(3)})`));
+  const tip = svgEl("title");
+  const row = (vals, y, kind, index) => {
+    const g = svgEl("g", {"data-row": kind});
+    vals.forEach((v, k) => g.appendChild(svgEl("rect", {x: 4 + k * cw, y, width: cw + 0.3, height: 22,
+      fill: css(rgbOf(v, "div", max)), "data-i": String(index[k]), "data-v": String(v)})));
+    g.appendChild(svgEl("rect", {x: 4, y, width: width - 8, height: 22, fill: "none", stroke: "#888", "pointer-events": "none"}));
+    g.addEventListener("pointerover", (e) => {
+      const r = e.target.closest("rect[data-i]");
+      if (!r) return;
+      tip.textContent = `${kind === "sorted" ? "sorted: " : ""}${title}[${r.dataset.i}] = ${Number(r.dataset.v).toPrecision(6)}`;
+      r.appendChild(tip);
+    });
+    svg.appendChild(g);
+  };
+  row(values, 19, "raw", values.map((_, i) => i));
+  if (sorted) {
+    const order = values.map((_, i) => i).sort((a, b) => values[b] - values[a]);
+    svg.appendChild(svgEl("text", {x: 4, y: 54, "font-size": 10, fill: "#5b6570", class: "fig-label"}, "sorted, largest first"));
+    row(order.map((i) => values[i]), 57, "sorted", order);
+  }
   return svg;
 }

@@ -7,10 +7,11 @@
 import {api, fillRuns, guarded, showError} from "./api.js";
 import {$, debounce, htmlEl, tokenLabel} from "./dom.js";
 import {figure} from "./figure.js";
-import {SVGNS, css, heatmap, rgbOf, svgEl} from "./svg.js";
+import {SVGNS, heatmap, strip, svgEl} from "./svg.js";
+import {showAttention, showMemories} from "./wmsteps.js";
 
 const TOP = 5;
-const state = {data: null, open: new Set(), stage: "output", asked: 0, prenormReading: false};
+const state = {data: null, text: "", open: new Set(), stage: "output", asked: 0, prenormReading: false, temperature: 1};
 const W = 340, BOX_W = 176, ROW = 34, X0 = 8;  // the diagram fits a 390 px phone unscaled
 
 const pct = (p) => `${(100 * p).toFixed(p >= 0.1 ? 0 : 1)}%`;
@@ -24,6 +25,7 @@ const refresh = guarded(async () => {
   const d = await api("/api/walk", {run, text, top: TOP, position: raw === "" ? null : +raw});
   if (asked !== state.asked) return;  // a newer text or token is on its way
   state.data = d;
+  state.text = text;
   fillPositions(d);
   $("wm-reading-box").hidden = d.norm_position !== "post";
   if (d.norm_position !== "post") state.prenormReading = false;
@@ -97,7 +99,24 @@ function diagram(d) {
     svg.appendChild(g);
     if (r.reading && !reading) svg.appendChild(readingText(r.reading, X0 + BOX_W + 8, y + (ROW - 6) / 2, r.id));
   });
+  if (!reading) bypasses(svg, list);
   return svg;
+}
+
+// An open block's residual stream drawn as the bypass it is: a line beside each sublayer,
+// from where the stream leaves (the block's input; post-norm: the norm after the first add)
+// to the ⊕ that adds the sublayer's output back.
+function bypasses(svg, list) {
+  const at = (id) => list.findIndex((r) => r.id === id), mid = (i) => 26 + i * ROW + (ROW - 6) / 2;
+  state.open.forEach((l) => {
+    const add1 = at(`add1-${l}`), add2 = at(`add2-${l}`);
+    if (add1 < 0) return;
+    const from2 = state.data.norm_position === "pre" ? add1 : at(`norm1-${l}`);
+    [[at(`block-${l}`), add1], [from2, add2]].forEach(([a, b], k) => {
+      svg.appendChild(svgEl("path", {d: `M ${X0 + 14} ${mid(a)} L ${X0 + 5} ${mid(a)} L ${X0 + 5} ${mid(b)} L ${X0 + 14} ${mid(b)}`,
+        fill: "none", stroke: "#2f7a52", "stroke-width": 2, "data-testid": `wm-bypass-${l}-${k + 1}`, class: "wm-bypass"}));
+    });
+  });
 }
 
 function fillFor(r) {
@@ -130,20 +149,6 @@ function choose(r) {
 
 // ------------------------------------------------------------------ a stage's numbers
 
-// A vector as one row of coloured cells (diverging, white at 0), with its largest |value|.
-function strip(id, title, values, width = 320) {
-  const n = values.length, max = Math.max(1e-12, ...values.map(Math.abs));
-  const cw = (width - 8) / n, H = 46;
-  const svg = svgEl("svg", {xmlns: SVGNS, width, height: H, viewBox: `0 0 ${width} ${H}`, "font-family": "system-ui, sans-serif",
-    "data-testid": `fig-${id}`, role: "img", "aria-label": `${title}: ${n} values, largest magnitude ${max.toPrecision(3)}`});
-  svg.appendChild(svgEl("rect", {x: 0, y: 0, width, height: H, fill: "#ffffff", class: "fig-bg"}));
-  svg.appendChild(svgEl("text", {x: 4, y: 13, "font-size": 11, fill: "#1b1f24", class: "fig-title"}, `${title} (${n}; |max| ${max.toPrecision(3)})`));
-  values.forEach((v, i) => svg.appendChild(svgEl("rect", {x: 4 + i * cw, y: 19, width: cw + 0.3, height: 22,
-    fill: css(rgbOf(v, "div", max))})));
-  svg.appendChild(svgEl("rect", {x: 4, y: 19, width: width - 8, height: 22, fill: "none", stroke: "#888"}));
-  return svg;
-}
-
 function line(parent, text, testid) {
   const p = htmlEl("p", testid ? {"data-testid": testid} : {}, text);
   parent.appendChild(p);
@@ -167,12 +172,13 @@ function normDetail(box, n, name) {
   const mean = n.mean === null ? "" : `mean μ = ${n.mean.toFixed(4)} removed, `;
   line(box, n.kind === "rmsnorm"
     ? `x̂ = x / rms(x), rms = √(mean(x²) + ε) = ${n.scale.toFixed(4)}; then y = x̂ ⊙ g (the gain).`
-    : `x̂ = (x − μ) / σ: ${mean}scale σ = √(var + ε) = ${n.scale.toFixed(4)}; then y = x̂ ⊙ γ + β (gain and bias).`, "wm-norm-formula");
+    : `x̂ = (x − μ) / σ: ${mean}scale σ = √(var + ε) = ${n.scale.toFixed(4)}; then ${n.bias ? "y = x̂ ⊙ γ + β (gain and bias)" : "y = x̂ ⊙ γ (the gain; this model has no bias)"}.`, "wm-norm-formula");
   const row = htmlEl("div", {class: "row"});
   box.appendChild(row);
   figure(row, `${name}-in`, "input x", strip(`${name}-in`, "x", n.input));
   figure(row, `${name}-hat`, "normalized x̂ (mean 0, scale 1)", strip(`${name}-hat`, "x̂", n.normalized));
   figure(row, `${name}-gain`, "gain γ", strip(`${name}-gain`, "γ", n.weight));
+  if (n.bias) figure(row, `${name}-bias`, "bias β", strip(`${name}-bias`, "β", n.bias));
   figure(row, `${name}-out`, "output y", strip(`${name}-out`, "y", n.output));
 }
 
@@ -205,8 +211,11 @@ function showStage(id) {
     readingDetail(box, d.embedded);
   } else if (kind === "block") {
     h(`GPT block ${l}`);
-    line(box, d.norm_position === "pre" ? "x + attn(norm(x)), then x + ffn(norm(x)): open the block (click it again) for each stage."
-      : "norm(x + attn(x)), then norm(x + ffn(x)) (post-norm): open the block (click it again) for each stage.");
+    // the click that chose the block also opened or closed it: the hint says which it is now
+    const how = state.open.has(l) ? "its stages are listed under it in the diagram (click it again to close it)"
+      : "click it to open it into its stages";
+    line(box, (d.norm_position === "pre" ? "x + attn(norm(x)), then x + ffn(norm(x)): " : "norm(x + attn(x)), then norm(x + ffn(x)) (post-norm): ") + how + ".",
+      "wm-block-hint");
     readingDetail(box, b.add_2);
   } else if (kind === "norm1" || kind === "norm2") {
     h(`Block ${l}, ${d.norm === "rmsnorm" ? "RMSNorm" : "LayerNorm"} ${kind.at(-1)}`);
@@ -228,6 +237,8 @@ function showStage(id) {
     links.append(heads, grid);
     box.appendChild(links);
     figure(box, `wm-attn-out-${l}`, "attention's output", strip(`wm-attn-out-${l}`, "attn(x)", b.attn_out));
+    box.appendChild(htmlEl("h3", {}, "Step by step: view 1's calculator on this model"));
+    showAttention(box, d, state.text, l);
   } else if (kind === "add1" || kind === "add2") {
     const r = kind === "add1" ? b.add_1 : b.add_2;
     h(`Block ${l}: ${kind === "add1" ? "x + attention" : "x + FFN"}`);
@@ -245,6 +256,7 @@ function showStage(id) {
     if (f.up) figure(box, `wm-ffn-up-${l}`, "up(x)", strip(`wm-ffn-up-${l}`, "up", f.up));
     figure(box, `wm-ffn-act-${l}`, "the activation", strip(`wm-ffn-act-${l}`, "act", f.activation));
     figure(box, `wm-ffn-out-${l}`, "proj: back to the stream", strip(`wm-ffn-out-${l}`, "ffn(x)", f.output));
+    showMemories(box, d, state.text, l);
   } else if (kind === "final") {
     h("The final norm");
     normDetail(box, d.final_norm, "wm-final");
@@ -258,7 +270,33 @@ function showStage(id) {
     h("Next-token probabilities");
     line(box, `p = softmax(logits): the model's own distribution for the token after ${quoted(d.token)}.`);
     lensList(box, d.top, "wm-top");
+    temperature(box, d);
   }
+}
+
+// The last stage's temperature: p = softmax(logits / T) over the whole vocabulary (the walk
+// sends every logit), recomputed in the page as the slider moves; T = 1 is the model's own.
+function temperature(box, d) {
+  const controls = htmlEl("div", {class: "controls"});
+  const slider = htmlEl("input", {type: "range", min: "0.1", max: "3", step: "0.05", value: String(state.temperature),
+    id: "wm-temperature", "data-testid": "wm-temperature"});
+  const shown = htmlEl("output", {for: "wm-temperature", "data-testid": "wm-temperature-value"});
+  controls.append(htmlEl("label", {for: "wm-temperature"}, "temperature T "), slider, shown);
+  box.appendChild(controls);
+  const list = htmlEl("div");
+  box.appendChild(list);
+  const draw = () => {
+    const T = +slider.value, z = d.all_logits.map((x) => x / T), m = Math.max(...z);
+    const e = z.map((x) => Math.exp(x - m)), sum = e.reduce((a, b) => a + b, 0);
+    // dividing by T > 0 keeps the order: the likeliest tokens stay the model's, only p moves
+    const top = d.top.map((c) => ({...c, p: e[c.id] / sum}));
+    state.temperature = T;
+    shown.textContent = T.toFixed(2);
+    list.replaceChildren(htmlEl("p", {}, `At T = ${T.toFixed(2)} (${T < 1 ? "sharper" : T > 1 ? "flatter" : "the model's own"}):`));
+    lensList(list, top, "wm-top-t");
+  };
+  slider.addEventListener("input", draw);
+  draw();
 }
 
 function readingDetail(box, r) {
@@ -273,7 +311,9 @@ function drawParams(d) {
   box.replaceChildren();
   const parts = [["embeddings", p.embeddings, "#9cc9e8"], ["attention", p.attention, "#0072b2"], ["FFN", p.ffn, "#d55e00"],
     ["norms", p.norms, "#bbbbbb"], ["lm_head", p.lm_head, "#8a6d00"]].filter(([, n]) => n > 0);
-  const Wp = 340, H = 40 + 18 * parts.length;
+  // the legend's rows start below the bar (LEGEND0: the first row's baseline; its square
+  // and its text's ascenders reach ~11 px above it, clear of the bar's bottom at 32)
+  const Wp = 340, LEGEND0 = 50, H = LEGEND0 + 18 * parts.length - 4;
   const svg = svgEl("svg", {xmlns: SVGNS, width: Wp, height: H, viewBox: `0 0 ${Wp} ${H}`, "font-family": "system-ui, sans-serif",
     "data-testid": "fig-wm-params", role: "img", "aria-label": `parameters by part: FFN ${pct(p.ffn_share_of_total)} of ${p.total}`});
   svg.appendChild(svgEl("rect", {x: 0, y: 0, width: Wp, height: H, fill: "#ffffff", class: "fig-bg"}));
@@ -281,10 +321,10 @@ function drawParams(d) {
   let x = 4;
   parts.forEach(([name, n, colour], i) => {
     const w = (Wp - 8) * n / p.total;
-    svg.appendChild(svgEl("rect", {x, y: 20, width: w, height: 12, fill: colour}));
+    svg.appendChild(svgEl("rect", {x, y: 20, width: w, height: 12, fill: colour, "data-testid": "wm-params-bar"}));
     x += w;
-    svg.appendChild(svgEl("rect", {x: 4, y: 40 + 18 * i - 9, width: 10, height: 10, fill: colour}));
-    svg.appendChild(svgEl("text", {x: 18, y: 40 + 18 * i, "font-size": 11, fill: "#1b1f24", class: "fig-title"},
+    svg.appendChild(svgEl("rect", {x: 4, y: LEGEND0 + 18 * i - 9, width: 10, height: 10, fill: colour}));
+    svg.appendChild(svgEl("text", {x: 18, y: LEGEND0 + 18 * i, "font-size": 11, fill: "#1b1f24", class: "fig-title", "data-testid": "wm-params-legend"},
       `${name}: ${n.toLocaleString("en-US")} (${pct(n / p.total)})`));
   });
   figure(box, "wm-params", "where the parameters are", svg);

@@ -1,0 +1,373 @@
+"""View 12's attention stage opened into view 1's stages on the run's model
+(static/wmsteps.js over POST /api/walk/layer), in headless Chromium: every stage's numbers
+on the page against the library's own capture (the attention layer's input, the recorded
+softmax weights, the per-head outputs at attn.heads, attention's output) within 1e-6, the
+walk with Next step, the mask switch, W_O's block norms opening a head, the residual
+bypass, the FFN's memories, the temperature; and the review's defects 1, 2, 3, 8, 9 and 12
+(view 12's block hint, a bias-free LayerNorm's formula, the parameter legend under the bar,
+the learned-position scale, view 1's mask switch at stage 5, view 3's W_O as one bitmap),
+with axe-core at 1280 and 390 px, light and dark. The timings of the redraws they measure
+are printed (-s), never asserted."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import torch
+from axe_playwright_python.sync_playwright import Axe
+
+from gptlab.interp.hooks import capture_attention, forward_hooks
+from gptlab.lab.runs import Runs
+from gptlab.lab.server import BackgroundServer
+from gptlab.model.positional import sinusoidal_table
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+TEXT = "the cat sat on the m"  # view 12's default text
+POSITION, LAYER = 6, 1
+WCAG_22_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]  # as test_browser_a11y
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, copy_tiny_run):
+    root = tmp_path_factory.mktemp("runs")
+    copy_tiny_run(root / "tiny")
+    return root
+
+
+@pytest.fixture(scope="module")
+def page(runs, open_lab):
+    with BackgroundServer(runs) as url, open_lab(
+            url + "?run=tiny#model", "[data-testid=fig-whole-model]", accept_downloads=True,
+            viewport={"width": 1280, "height": 900}) as opened:
+        yield opened.page
+
+
+@pytest.fixture(scope="module")
+def library(runs):
+    """The library's capture at LAYER for TEXT: attention's input and output, the per-head
+    outputs and the softmax weights; and the walk's logits."""
+    run = Runs(runs).load("tiny")
+    model = run.model.eval()
+    idx = torch.tensor([run.tokenizer.encode(TEXT)])
+    attn, seen = model.blocks[LAYER].attn, {}
+    hooks = [(attn.heads, lambda _m, _a, out: seen.__setitem__("heads", out[0].double())),
+             (attn, lambda _m, a, out: seen.update(x=a[0][0].double(), out=out[0].double()))]
+    with torch.no_grad(), forward_hooks(*hooks):
+        logits, _ = model(idx)
+    seen["weights"] = capture_attention(model, idx)[LAYER, 0].double()
+    seen["logits"] = logits[0, -1].double()
+    seen["model"] = model
+    return seen
+
+
+def shown(page, testid):
+    return torch.tensor(json.loads(page.get_attribute(f"[data-testid={testid}]", "data-values")),
+                        dtype=torch.float64)
+
+
+def worst(page, testid, want):
+    return float((shown(page, testid) - want).abs().max())
+
+
+def axe_clean(page):
+    # the stage's fade (view 1's) must end first: mid-fade the text is paler than it is
+    page.wait_for_function("document.getAnimations().every(a => a.playState !== 'running')")
+    found = Axe().run(page, options={"runOnly": {"type": "tag", "values": WCAG_22_AA},
+                                     "resultTypes": ["violations"]}).response["violations"]
+    bad = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3]) for v in found]
+    assert not bad, bad
+
+
+def open_attention(page, settle):
+    page.select_option("[data-testid=wm-run]", "tiny")
+    settle(page)
+    page.select_option("[data-testid=wm-position]", str(POSITION))
+    settle(page)
+    if page.get_attribute(f"[data-testid=wm-stage-block-{LAYER}]", "aria-expanded") == "false":
+        page.click(f"[data-testid=wm-stage-block-{LAYER}]")
+        settle(page)
+    page.click(f"[data-testid=wm-stage-attn-{LAYER}]")
+    settle(page)
+    page.wait_for_selector("[data-testid=wm-steps-figures]")
+
+
+def to_stage(page, settle, n):
+    """Back or Next until the steps show stage n (0-based)."""
+    while (at := int(page.get_attribute("[data-testid=wm-steps-figures]", "data-stage"))) != n:
+        page.click("[data-testid=wm-steps-next]" if at < n else "[data-testid=wm-steps-back]")
+        settle(page)
+        page.wait_for_selector(f"[data-testid=wm-steps-figures]:not([data-stage='{at}'])")
+
+
+def next_step(page, settle, n):
+    page.click("[data-testid=wm-steps-next]")
+    settle(page)
+    page.wait_for_selector(f"[data-testid=wm-steps-figures][data-stage='{n}']")
+
+
+def test_every_stage_matches_the_librarys_capture(page, settle, library):
+    open_attention(page, settle)
+    page.select_option("[data-testid=wm-steps-head]", "1")
+    settle(page)
+    to_stage(page, settle, 0)
+    head, t = 1, POSITION
+    model = library["model"]
+    hs = model.config.head_dim
+    assert "Stage 1 of 7" in page.text_content("[data-testid=wm-steps-label]")
+    assert page.is_disabled("[data-testid=wm-steps-mask]")  # nothing masked yet
+    assert worst(page, "fig-wm-steps-x", library["x"][t]) < 1e-6
+    # q and the keys: the library's own weights applied to the captured input
+    qkv = library["x"] @ model.blocks[LAYER].attn.qkv.weight.detach().double().T
+    qkv = qkv + model.blocks[LAYER].attn.qkv.bias.detach().double()
+    q = qkv[t, head * hs:(head + 1) * hs]
+    k = qkv[:, model.config.n_embd + head * hs:model.config.n_embd + (head + 1) * hs]
+    assert worst(page, "fig-wm-steps-q", q) < 1e-6
+    # every strip: hover names a value; beside the raw row, the same values sorted
+    page.hover("[data-testid=fig-wm-steps-q] g[data-row=raw] rect[data-i='3']")
+    title = page.text_content("[data-testid=fig-wm-steps-q] title")
+    assert title.startswith("q (head 1)[3] = ") and f"{float(q[3]):.4g}"[:4] in title, title
+    ordered = page.eval_on_selector_all(
+        "[data-testid=fig-wm-steps-q] g[data-row=sorted] rect[data-v]",
+        "rs => rs.map(r => +r.dataset.v)")
+    assert ordered == pytest.approx(sorted(q.tolist(), reverse=True), abs=1e-6)
+    assert worst(page, "fig-wm-steps-keys", k) < 1e-6
+    next_step(page, settle, 1)
+    raw = k @ q
+    assert worst(page, "fig-wm-steps-raw", raw) < 1e-6
+    assert worst(page, "fig-wm-steps-scaled", raw / hs ** 0.5) < 1e-6
+    assert "range" in page.text_content("#figure-wm-steps-raw .caption")
+    next_step(page, settle, 2)
+    masked = json.loads(page.get_attribute("[data-testid=fig-wm-steps-masked]", "data-values"))
+    assert [m is None for m in masked] == [j > t for j in range(len(TEXT))]
+    next_step(page, settle, 3)
+    assert worst(page, "fig-wm-steps-weights", library["weights"][head, t]) < 1e-6
+    next_step(page, settle, 4)
+    assert worst(page, "fig-wm-steps-head-out", library["heads"][head, t]) < 1e-6
+    next_step(page, settle, 5)
+    assert worst(page, "fig-wm-steps-concat", library["heads"][:, t].reshape(-1)) < 1e-6
+    w_o = model.blocks[LAYER].attn.proj.weight.detach().double()
+    norms = torch.stack([w_o[:, h * hs:(h + 1) * hs].norm() for h in range(model.config.n_head)])
+    assert worst(page, "fig-wm-steps-wo-norms", norms) < 1e-9
+    next_step(page, settle, 6)
+    assert page.is_disabled("[data-testid=wm-steps-next]")
+    assert worst(page, "fig-wm-steps-out", library["out"][t]) < 1e-6
+    assert page.is_visible("[data-testid=fig-wm-bypass]")
+
+
+def test_mask_switch_shows_what_the_token_would_read_bidirectionally(page, settle, library):
+    open_attention(page, settle)
+    to_stage(page, settle, 3)
+    head = int(page.input_value("[data-testid=wm-steps-head]"))
+    page.uncheck("[data-testid=wm-steps-mask]")
+    settle(page)
+    page.wait_for_selector("[data-testid=fig-wm-steps-weights]")
+    weights = shown(page, "fig-wm-steps-weights")
+    assert float(weights[POSITION + 1:].sum()) > 0  # later tokens read
+    assert abs(float(weights.sum()) - 1) < 1e-9
+    # the bidirectional softmax is not the model's: compare with the causal capture
+    assert float((weights - library["weights"][head, POSITION]).abs().max()) > 1e-3
+    next_step(page, settle, 4)
+    assert page.is_enabled("[data-testid=wm-steps-mask]")  # the output depends on the mask
+    page.check("[data-testid=wm-steps-mask]")
+    settle(page)
+    assert worst(page, "fig-wm-steps-head-out", library["heads"][head, POSITION]) < 1e-6
+
+
+def test_w_o_norm_opens_a_head_and_ffn_memories(page, settle, library):
+    open_attention(page, settle)
+    to_stage(page, settle, 5)
+    page.click("[data-testid=fig-wm-steps-wo-norms] rect[data-cell='0,2']")
+    settle(page)
+    page.wait_for_selector("[data-testid=fig-wm-steps-wo-block]")
+    assert page.input_value("[data-testid=wm-steps-head]") == "2"
+    hs = library["model"].config.head_dim
+    block = library["model"].blocks[LAYER].attn.proj.weight.detach().double()[:, 2 * hs:3 * hs]
+    assert worst(page, "fig-wm-steps-wo-block", block) < 1e-9
+    page.click(f"[data-testid=wm-stage-ffn-{LAYER}]")
+    settle(page)
+    page.wait_for_selector("[data-testid=wm-ffn-units] tr[data-unit]")
+    units = page.eval_on_selector_all("[data-testid=wm-ffn-units] tr[data-unit]",
+                                      "rs => rs.map(r => [+r.dataset.unit, +r.dataset.coef])")
+    coefs = [c for _, c in units]
+    assert coefs == sorted(coefs, reverse=True) and len(units) == 8
+    assert page.locator("[data-testid=wm-ffn-marks] line").count() == library[
+        "model"].config.ffn_hidden
+    # the bypass beside each open block's sublayers
+    assert page.locator(f"[data-testid=wm-bypass-{LAYER}-1]").count() == 1
+    assert page.locator(f"[data-testid=wm-bypass-{LAYER}-2]").count() == 1
+
+
+def test_temperature_on_the_last_stage(page, settle, library):
+    page.select_option("[data-testid=wm-position]", str(len(TEXT) - 1))
+    settle(page)
+    page.click("[data-testid=wm-stage-output]")
+    page.fill("[data-testid=wm-temperature]", "0.5")
+    got = page.eval_on_selector_all("[data-testid=wm-top-t] li",
+                                    "ls => ls.map(l => [+l.dataset.id, +l.dataset.p])")
+    want = torch.softmax(library["logits"] / 0.5, -1)
+    assert [i for i, _ in got] == want.topk(5).indices.tolist()
+    assert max(abs(p - float(want[i])) for i, p in got) < 1e-6
+    assert page.text_content("[data-testid=wm-temperature-value]") == "0.50"
+
+
+def test_defect_1_block_hint_says_what_a_click_does_now(page, settle):
+    page.select_option("[data-testid=wm-run]", "tiny")
+    settle(page)
+    block = "[data-testid=wm-stage-block-0]"
+    if page.get_attribute(block, "aria-expanded") == "true":
+        page.click(block)
+    page.click(block)  # opens it
+    hint = page.text_content("[data-testid=wm-block-hint]")
+    assert page.get_attribute(block, "aria-expanded") == "true"
+    assert "click it again to close it" in hint and "open the block" not in hint
+    page.click(block)  # closes it
+    assert "click it to open it" in page.text_content("[data-testid=wm-block-hint]")
+
+
+def test_defect_2_no_bias_no_beta(page, settle):
+    page.select_option("[data-testid=wm-run]", "shakespeare")  # bias false
+    settle(page)
+    if page.get_attribute("[data-testid=wm-stage-block-0]", "aria-expanded") == "false":
+        page.click("[data-testid=wm-stage-block-0]")
+    page.click("[data-testid=wm-stage-norm1-0]")
+    formula = page.text_content("[data-testid=wm-norm-formula]")
+    assert "β" not in formula and "no bias" in formula
+    page.select_option("[data-testid=wm-run]", "tiny")  # GPT-2 style: a bias
+    settle(page)
+    page.click("[data-testid=wm-stage-block-0]")
+    page.click("[data-testid=wm-stage-norm1-0]")
+    assert "+ β (gain and bias)" in page.text_content("[data-testid=wm-norm-formula]")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_defect_3_legend_clear_of_the_bar(page, settle, width):
+    page.set_viewport_size({"width": width, "height": 900})
+    try:
+        page.select_option("[data-testid=wm-run]", "tiny")
+        settle(page)
+        bar = page.eval_on_selector_all(
+            "[data-testid=wm-params-bar]",
+            "rs => Math.max(...rs.map(r => r.getBoundingClientRect().bottom))")
+        first = page.eval_on_selector("[data-testid=wm-params-legend]",
+                                      "t => t.getBoundingClientRect().top")
+        assert first >= bar, (first, bar)
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 900})
+
+
+def test_defect_8_learned_table_on_a_robust_scale(page, settle, runs):
+    page.click("#tab-positions")
+    page.wait_for_selector("[data-testid=fig-learned-table]")
+    page.select_option("[data-testid=lp-run]", "tiny")
+    settle(page)
+    wpe = Runs(runs).load("tiny").model.wpe.weight.detach().double().abs().flatten()
+    top = float(page.get_attribute("[data-testid=fig-learned-table]", "data-max"))
+    ordered = wpe.sort().values
+    assert top == pytest.approx(float(ordered[int(0.98 * (len(ordered) - 1))]), rel=1e-9)
+    assert top < float(wpe.max())
+    page.click("#tab-model")
+
+
+def test_view_4_rulers_are_dimensions_of_the_sinusoidal_table(page, settle):
+    page.click("#tab-positions")
+    page.wait_for_selector("[data-testid=fig-sinusoidal-rulers]")
+    settle(page)
+    dims = json.loads(page.get_attribute("[data-testid=fig-sinusoidal-rulers]", "data-dims"))
+    assert dims == [0, 16, 32, 62]  # d_model 64: fast to slow
+    table = sinusoidal_table(torch.arange(64), 64).double()
+    assert worst(page, "fig-sinusoidal-rulers", table[:, dims].T) < 1e-6
+    assert page.locator("[data-testid=fig-sinusoidal-rulers] polyline").count() == 4
+    page.click("#tab-model")
+
+
+def test_defect_9_view_1_mask_switch_live_at_stage_5(page):
+    page.click("#tab-calc")
+    page.wait_for_selector("[data-testid=fig-q]")
+    for _ in range(4):
+        page.click("[data-testid=calc-next]")
+    assert "Stage 5 of 5" in page.text_content("[data-testid=stage-label]")
+    toggle = page.get_by_test_id("mask-toggle")
+    assert toggle.is_enabled()
+    before = page.text_content("[data-testid=out-0-0]")
+    toggle.uncheck()
+    page.wait_for_function("document.querySelector('[data-testid=out-0-0]').textContent"
+                           f" !== '{before}'")
+    toggle.check()
+    page.click("#tab-model")
+
+
+def test_defect_12_w_o_is_one_bitmap_and_fast(page, settle, runs, download, tmp_path, png_magic):
+    page.goto(page.url.split("#")[0].replace("?run=tiny", "") + "?run=shakespeare#heads")
+    page.wait_for_selector("[data-testid=fig-w_o]")
+    settle(page)
+    assert page.locator("[data-testid=fig-w_o] rect[data-cell]").count() == 0
+    assert page.get_attribute("[data-testid=w_o-bitmap]", "data-cells") == "192x192"
+    assert page.locator("[data-testid=fig-w_o-norms] rect[data-cell]").count() == 6
+    # hover names the cell under the pointer, as a rect's title did
+    bitmap = page.locator("[data-testid=w_o-bitmap]")
+    bitmap.scroll_into_view_if_needed()
+    box = bitmap.bounding_box()
+    bitmap.hover(position={"x": box["width"] * 5.5 / 192, "y": box["height"] * 40.5 / 192})
+    assert page.get_attribute("[data-testid=w_o-bitmap]", "data-hover") == "40,5"
+    w_o = Runs(runs).load("shakespeare").model.blocks[0].attn.proj.weight.detach()
+    title = page.text_content("[data-testid=w_o-bitmap] title")
+    assert f"{float(w_o[5, 40]):.6g}"[:5] in title, title
+    name, path = download(page, "export-png-w_o", tmp_path)  # the bitmap exports too
+    assert path.read_bytes()[:8] == png_magic
+    timings = []
+    for layer in ("1", "2", "3"):
+        start = time.perf_counter()
+        page.select_option("[data-testid=heads-layer]", layer)
+        settle(page)
+        timings.append(time.perf_counter() - start)
+    drawn = page.evaluate("""() => { const t = performance.now();
+        document.querySelector('[data-testid=heads-head]').dispatchEvent(new Event('change'));
+        return performance.now() - t; }""")
+    page.click("[data-testid=fig-w_o-norms] rect[data-cell='0,3']")
+    assert page.get_attribute("[data-testid=w_o-bitmap]", "data-cells") == "32x192"
+    ms = [round(1000 * t) for t in timings]
+    print(f"\nheads view, shakespeare: layer change (fetch + draw) {ms} ms; redraw {drawn:.0f} ms")
+
+
+@pytest.mark.parametrize("dark", [False, True])
+@pytest.mark.parametrize("width", [1280, 390])
+def test_axe_clean_on_the_steps(page, settle, dark, width):
+    page.goto(page.url.split("#")[0].split("?")[0] + "?run=tiny#model")
+    page.wait_for_selector("[data-testid=fig-whole-model]")
+    page.emulate_media(color_scheme="dark" if dark else "light")
+    page.set_viewport_size({"width": width, "height": 900})
+    try:
+        open_attention(page, settle)
+        to_stage(page, settle, 0)
+        for n in range(1, 7):
+            if n in (3, 5, 6):
+                axe_clean(page)
+            next_step(page, settle, n)
+        axe_clean(page)
+        page.click(f"[data-testid=wm-stage-ffn-{LAYER}]")
+        settle(page)
+        page.wait_for_selector("[data-testid=wm-ffn-units]")
+        axe_clean(page)
+        page.click("[data-testid=wm-stage-output]")
+        page.wait_for_selector("[data-testid=wm-temperature]")
+        axe_clean(page)
+        page.click("#tab-heads")
+        page.wait_for_selector("[data-testid=fig-w_o-norms]")
+        settle(page)
+        axe_clean(page)
+        page.click("#tab-positions")
+        page.wait_for_selector("[data-testid=fig-sinusoidal-rulers]")
+        settle(page)
+        axe_clean(page)
+        page.click("#tab-calc")
+        while page.is_enabled("[data-testid=calc-next]"):  # to stage 5, the switch live
+            page.click("[data-testid=calc-next]")
+        axe_clean(page)
+        if width == 390:
+            size = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+            assert size[0] <= size[1], size
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.emulate_media(color_scheme="light")
