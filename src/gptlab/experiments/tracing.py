@@ -64,6 +64,9 @@ class Size:
     seeds: int
     prompts: int  # recalled facts traced per seed (at most)
     samples: int  # noise draws per fact (ROME: 10)
+    # ROME traces only facts the model knows; the quick size's barely trained models know
+    # none, so it traces the first facts whatever the model answers (same code paths).
+    recalled_only: bool = True
     learning_rate: float = 3e-3
     warmup: int = 50
     eval_iters: int = 4
@@ -73,10 +76,11 @@ SIZES = {
     "default": Size("default", dict(n_layer=3, n_head=4, n_embd=64, block_size=64,
                                     dropout=0.0, bias=False),
                     entities=40, steps=800, batch_size=32, seeds=3, prompts=24, samples=10),
-    "quick": Size("quick", dict(n_layer=2, n_head=2, n_embd=16, block_size=32, dropout=0.0,
+    # block 48: the longest prompt is 36 characters
+    "quick": Size("quick", dict(n_layer=2, n_head=2, n_embd=16, block_size=48, dropout=0.0,
                                 bias=False),
-                  entities=4, steps=10, batch_size=4, seeds=2, prompts=2, samples=2, warmup=2,
-                  eval_iters=1),
+                  entities=4, steps=10, batch_size=4, seeds=2, prompts=1, samples=2, warmup=2,
+                  eval_iters=1, recalled_only=False),
 }
 
 
@@ -130,13 +134,15 @@ def recalled(model: Any, prompts: tuple[Prompt, ...],
 
 def trace_model(run_dir: Path, record: RunRecord, corpus: Any, size: Size) -> dict[str, Any]:
     """One seed's model: its recall, and the tracing of the facts it recalls (the first
-    size.prompts in corpus order, trained phrasing)."""
+    size.prompts in corpus order, trained phrasing; any facts where not
+    size.recalled_only)."""
     model, tokenizer = load(run_dir)
     model.eval()
     encode = tokenizer.encode
     seen, held = recalled(model, corpus.train_prompts, encode), recalled(model, corpus.heldout,
                                                                          encode)
-    chosen = [p for p, ok in zip(corpus.train_prompts, seen, strict=True) if ok][:size.prompts]
+    chosen = [p for p, ok in zip(corpus.train_prompts, seen, strict=True)
+              if ok or not size.recalled_only][:size.prompts]
     spans = [encoded(p, encode) for p in chosen]
     subject_ids = torch.cat([ids[a:b] for ids, (a, b), _ in spans]) if spans else None
     std = embedding_std(model, subject_ids) if subject_ids is not None else None
@@ -190,7 +196,8 @@ def run_tracing(folder: Path, size: Size, seed: int, progress: bool,
     return {"size": size.name, "model": size.model, "entities": size.entities,
             "relations": len(corpus.facts) // size.entities, "steps": size.steps,
             "batch_size": size.batch_size, "learning_rate": size.learning_rate,
-            "prompts": size.prompts, "samples": size.samples, "noise_scale": NOISE_SCALE,
+            "prompts": size.prompts, "samples": size.samples,
+            "recalled_only": size.recalled_only, "noise_scale": NOISE_SCALE,
             "corpus_seed": CORPUS_SEED, "rome": ROME,
             "records": {name: r.to_dict(folder) for name, r in records.items()},
             "runs": runs}, records
@@ -357,7 +364,8 @@ def section(results: dict[str, Any]) -> str:
              f"per seed ({len(t['runs'])} seeds), trained {t['steps']} steps of batch "
              f"{t['batch_size']} on {t['entities']} invented people x {t['relations']} "
              f"relations (gptlab.data.facts, seed {t['corpus_seed']}), character-level. "
-             f"Up to {t['prompts']} recalled facts per seed traced, {t['samples']} noise draws "
+             f"Up to {t['prompts']} {'recalled ' if t['recalled_only'] else ''}facts per "
+             f"seed traced (trained phrasing), {t['samples']} noise draws "
              f"each of {t['noise_scale']:g} x the subject embeddings' std; one layer restored "
              f"at a time (ROME restores a window of 10 of GPT-2 XL's 48 for MLP and "
              f"attention). \"resid\" is the stream a block reads (layer 0: the embeddings).")
