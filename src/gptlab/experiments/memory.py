@@ -372,8 +372,8 @@ def sections(results: dict[str, Any]) -> list[tuple[str, str]]:
     setup = (
         f"Size `{results['size']}`: the model `{results['model']}` ({a['n_layer']} layers, "
         f"{a['ffn_hidden']} FFN units each, `{a['mlp']}`, vocabulary {a['vocab_size']}), "
-        f"nothing trained for this part. Held-out text: {len(results['samples'])} disjoint slices of "
-        f"{results['chars']:,} characters from the start of the validation split of "
+        f"nothing trained for this part. Held-out text: {len(results['samples'])} disjoint "
+        f"slices of {results['chars']:,} characters from the start of the validation split of "
         f"`{results['data']}`; each slice is one \"seed\" of the claims. "
         f"{results['per_layer']} units per layer (seed {results['seed']} where sampled); "
         f"top-{results['top_k']} triggers; the random-prefix baseline over "

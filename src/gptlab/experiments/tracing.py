@@ -25,8 +25,8 @@ import torch
 
 from gptlab.data.facts import Prompt, ensure_facts
 from gptlab.experiments.claims import Claim, Measured
-from gptlab.experiments.report import markdown_table
 from gptlab.experiments.grid import Grid, RunRecord, RunSpec
+from gptlab.experiments.report import markdown_table
 from gptlab.interp.tracing import (
     NOISE_SCALE,
     POSITION_KINDS,
