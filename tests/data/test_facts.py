@@ -51,3 +51,21 @@ def test_bad_entity_counts_are_refused_in_one_line(entities):
     with pytest.raises(UsageError, match="entities") as error:
         facts.make_facts(entities)
     assert "\n" not in str(error.value)
+
+
+def test_within_a_relation_the_first_character_names_the_attribute():
+    for relation, values in facts.ATTRIBUTES.items():
+        assert len({v[0] for v in values}) == len(values), relation
+
+
+def test_the_prepared_text_repeats_every_training_statement_and_nothing_else(tmp_path):
+    corpus = facts.make_facts(6, seed=5)
+    text = facts.facts_text(corpus, repeats=3, seed=5)
+    lines = corpus.train_text.splitlines()
+    assert sorted(text.splitlines()) == sorted(lines * 3)
+    assert text == facts.facts_text(corpus, repeats=3, seed=5)  # seeded
+    again, meta, reused = facts.ensure_facts(tmp_path / "d", 6, seed=5)
+    assert again == corpus and not reused
+    assert facts.ensure_facts(tmp_path / "d", 6, seed=5)[2]  # the same corpus: reused
+    with pytest.raises(UsageError, match="other data"):
+        facts.ensure_facts(tmp_path / "d", 7, seed=5)

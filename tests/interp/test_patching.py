@@ -46,6 +46,16 @@ def test_a_site_changes_only_what_follows_it(one_thread, widened, idx):
     assert changed.tolist() == [t == 3 for t in range(10)]
 
 
+def test_an_attention_site_is_every_heads_output_at_that_position(one_thread, widened, idx):
+    model = widened("gpt2")
+    clean = capture_residuals(model, idx)
+    heads = [Site("head", 1, head=h, position=4) for h in range(model.config.n_head)]
+    by_heads = patched_logits(model, CORRUPT, clean, heads)
+    by_attn = patched_logits(model, CORRUPT, clean, [Site("attn", 1, position=4)])
+    assert torch.allclose(by_attn, by_heads, atol=1e-5)
+    assert not torch.allclose(by_attn, capture_residuals(model, CORRUPT).logits)
+
+
 def test_sweeps_have_their_shapes_and_match_single_patches(one_thread, widened, idx):
     model = widened("gpt2")
     clean = capture_residuals(model, idx)
@@ -69,7 +79,7 @@ def test_sweeps_have_their_shapes_and_match_single_patches(one_thread, widened, 
     (Site("head", 0, head=4), "head 4 is out of range"),
     (Site("head", 0), "head None is out of range"),
     (Site("mlp", 0, position=10), "position 10 is out of range for 10 tokens"),
-    (Site("attn", 0), "unknown site kind 'attn'"),
+    (Site("embed", 0), "unknown site kind 'embed'"),
 ])
 def test_bad_sites_are_one_clear_error(site, message, widened, idx):
     model = widened("gpt2")

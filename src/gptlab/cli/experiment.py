@@ -31,7 +31,9 @@ EXPERIMENTS = {
              "induction-head phase change",
     "memory": "a trained model's FFN units read as key-value memories (Geva et al. 2021) "
               "over held-out text: trigger patterns, the activation drop, value agreement "
-              "and composition per layer; trains nothing (--model, default the shipped one)",
+              "and composition per layer (--model, default the shipped one); and small "
+              "models (three seeds) trained on invented facts, traced as ROME (Meng et al. "
+              "2022): the recall MLP and attention restore at each layer and position",
     "brackets": "small models (three seeds) trained on Dyck-2 brackets, their heads scored "
                 "for attention to the matching bracket against rules that need no stack "
                 "and for uniform attention (counting), the best-matching and most uniform "

@@ -4,7 +4,9 @@ and Editing Factual Associations in GPT") to find where it recalls them.
 
 Names are made of random syllables, so no fact can be known from anywhere but this text.
 Every statement of a fact ends with its attribute, and a fact's attribute is the same in
-every phrasing (one draw per entity and relation). The held-out split keeps one phrasing
+every phrasing (one draw per entity and relation). Within a relation no two attributes
+share a first character, so for a character-level model the first character after the
+prompt names the attribute (the probability tracing measures). The held-out split keeps one phrasing
 of every fact out of the training text: recalling a fact from it is recall, not the
 memory of a sentence.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from pathlib import Path
 
 from gptlab.errors import UsageError
 
@@ -22,7 +25,7 @@ SYLLABLES = ("ba", "ko", "ri", "ta", "mu", "ne", "zo", "li", "da", "fe", "gu", "
 ATTRIBUTES = {
     "city": ("Paris", "Rome", "Cairo", "Lima", "Oslo", "Delhi", "Quito", "Seoul"),
     "instrument": ("harp", "drum", "flute", "lute", "oboe", "viola"),
-    "colour": ("red", "blue", "green", "amber", "grey", "violet"),
+    "colour": ("red", "blue", "green", "amber", "teal", "violet"),
 }
 PHRASINGS = {
     "city": ("{s} lives in", "The home of {s} is", "{s} was born in", "{s} grew up in"),
@@ -104,3 +107,43 @@ def make_facts(entities: int = 50, seed: int = 0) -> FactCorpus:
         lines += [p.text + p.answer + "." for p in (prompt(fact, s) for s in phrasings)]
     rng.shuffle(lines)
     return FactCorpus(tuple(facts), "\n".join(lines) + "\n", tuple(heldout), tuple(seen))
+
+
+# The training text states every fact this many times, reshuffled each time: the prepared
+# data's last tenth (validation) then repeats statements the first nine tenths hold, so
+# every training phrasing of every fact is trained on.
+REPEATS = 10
+
+
+def facts_text(corpus: FactCorpus, repeats: int = REPEATS, seed: int = 0) -> str:
+    """corpus.train_text's lines `repeats` times, each copy shuffled (seeded)."""
+    rng = random.Random(seed)
+    lines = corpus.train_text.splitlines()
+    out: list[str] = []
+    for _ in range(repeats):
+        copy = list(lines)
+        rng.shuffle(copy)
+        out += copy
+    return "\n".join(out) + "\n"
+
+
+def ensure_facts(data_dir: Path, entities: int, seed: int = 0,
+                 by: str = "prepare") -> tuple[FactCorpus, dict, bool]:
+    """(corpus, meta, reused): make_facts(entities, seed) prepared char-level into data_dir
+    (facts_text of it; the characters of the held-out phrasings are in the vocabulary too)
+    unless that very corpus is already there; another kind of folder, or other data, is
+    refused (gptlab.files.kinds)."""
+    # start-up time: numpy and tokenizers load when data is prepared, not at parsing
+    from gptlab.data.prepared import ensure_prepared
+    from gptlab.data.tokenizer import CharTokenizer
+
+    corpus = make_facts(entities, seed)
+
+    def make():
+        text = facts_text(corpus, seed=seed)
+        spoken = "".join(p.text + p.answer for p in corpus.heldout)
+        return text, CharTokenizer.from_text(text + spoken)
+
+    meta, reused = ensure_prepared(Path(data_dir), f"facts:{entities}:{seed}:x{REPEATS}",
+                                   make, kind="char", by=by)
+    return corpus, meta, reused

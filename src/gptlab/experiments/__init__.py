@@ -7,5 +7,6 @@ against Post-LN; scale: attention with and without 1/sqrt(d_k)), with `run(out, 
 them through); what they share lives beside them: `grid` (the experiment's folder, and its
 runs trained once and cached), `report` (results.json, the Markdown report, the tables, seed
 spreads and the timing) and `probes` (what is measured on a model while it trains: gradient
-norms, attention entropy and saturation).
+norms, attention entropy and saturation). `tracing` is memory's facts part (models trained
+on invented facts, traced as ROME).
 """

@@ -1,7 +1,6 @@
 """`gptlab experiment memory`: the feed-forward network as key-value memories, measured the
 way Geva et al. 2021 ("Transformer Feed-Forward Layers Are Key-Value Memories") did, on a
-trained model (the shipped one by default; `--model` any run or model directory). Nothing
-is trained.
+trained model (the shipped one by default; `--model` any run or model directory).
 
 The held-out text is the validation split of the data (the embedded corpus by default),
 decoded and re-encoded with the model's own tokenizer. Its first `samples` slices of
@@ -18,8 +17,10 @@ composition: the share of positions whose FFN-output top token is that of none o
 1, 5 or 10 units with the largest coefficients there. The key and value conventions
 (SwiGLU's gate, the gain) are gptlab.interp.memory's.
 
-Geva et al.'s causal part (Meng et al. 2022's tracing of facts on a model trained on
-gptlab.data.facts) is not in this version.
+The facts: small models trained (a few seeds, ordinary runs under OUT/runs) on
+gptlab.data.facts' invented people until they recall them, then traced as Meng et al. 2022
+did (gptlab.experiments.tracing): its numbers are results.json's "tracing", its claims
+judged beside Geva et al.'s. The only part that trains; --steps sets its length.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import torch
 from gptlab.data.prepared import load_data
 from gptlab.data.tokenizer import load_tokenizer
 from gptlab.errors import UsageError
-from gptlab.experiments import report
+from gptlab.experiments import report, tracing
 from gptlab.experiments.claims import Claim, Measured
 from gptlab.experiments.grid import choose_size, open_experiment
 from gptlab.interp.memory import (
@@ -54,7 +55,7 @@ from gptlab.plots.experiments import line_panels
 NAME = "memory"
 MODEL = "shakespeare"  # the shipped model (gptlab.pretrained)
 FIGURE = "memory.png"
-FIGURES = (FIGURE,)
+FIGURES = (FIGURE, tracing.FIGURE)
 TITLE = "The FFN as key-value memories"
 # Composition against the 1, 5 and 10 strongest units at each position. The claim uses
 # ONE: "the layer's output is no single memory's" is tested most directly against the
@@ -92,15 +93,14 @@ def run_memory(out: str | Path, data: str | Path | None = None, quick: bool = Fa
                seed: int = 1337, steps: int | None = None, progress: bool = False,
                model: str | Path = MODEL,
                log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Measure `model`'s FFN memories over held-out text into `out`: results.json,
-    report.md and the figure; returns the results. data: a prepared data directory whose
-    validation split is read (default: the embedded Shakespeare, prepared into OUT/data).
-    seed: the units sampled (--quick) and the random prefixes; steps: refused (nothing is
-    trained)."""
-    del progress  # nothing is trained: no progress bars
-    if steps is not None:
-        raise UsageError("--steps: the memory experiment trains nothing (it reads --model)")
+    """Measure `model`'s FFN memories over held-out text into `out`, and trace facts in
+    small models trained there (gptlab.experiments.tracing): results.json, report.md and
+    the figures; returns the results. data: a prepared data directory whose validation
+    split is read (default: the embedded Shakespeare, prepared into OUT/data). seed: the
+    units sampled (--quick), the random prefixes and the first facts model's seed (and
+    its noise); steps: the facts models' training steps."""
     size = choose_size(SIZES, quick)
+    facts_size = choose_size(tracing.SIZES, quick, steps=steps)
     timer = report.Timer()
     folder, data_dir = open_experiment(out, NAME, data, log)
     gpt, tokenizer = load(model)
@@ -112,6 +112,11 @@ def run_memory(out: str | Path, data: str | Path | None = None, quick: bool = Fa
         log(f"slice {index}: {len(ids):,} tokens, "
             f"{len(samples[-1]['records'])} units measured")
     timer.add("measure_s", time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    traced, facts_records = tracing.run_tracing(folder, facts_size, seed, progress, log)
+    trained = sum(r.train_s for r in facts_records.values() if not r.reused)
+    timer.add("train_s", trained)
+    timer.add("tracing_s", time.perf_counter() - t0 - trained)
     kept = kept_records(samples[0]["records"], size.kept)
     for sample in samples:
         del sample["records"]
@@ -125,10 +130,11 @@ def run_memory(out: str | Path, data: str | Path | None = None, quick: bool = Fa
         "top_k": TOP_K, "chars": size.chars, "per_layer": size.per_layer or config.ffn_hidden,
         "draws": size.draws, "seed": seed, "composition_units": list(COMPOSITION_UNITS),
         "claim_units": CLAIM_UNITS, "upper_layers": upper_layers(config.n_layer),
-        "samples": samples, "records": kept,
+        "samples": samples, "records": kept, "tracing": traced,
     }
     figure(results).save(folder / FIGURE)
-    return report.finish(folder, results, {}, timer, TITLE, sections, CLAIMS)
+    tracing.figure(results).save(folder / tracing.FIGURE)
+    return report.finish(folder, results, facts_records, timer, TITLE, sections, CLAIMS)
 
 
 def held_out_slices(data_dir: Path, tokenizer: Any, size: Size) -> list[torch.Tensor]:
@@ -278,6 +284,7 @@ CLAIMS = (
           lambda r: _per_sample(r, lambda s: _composition(s) - COMPOSED,
                                 lambda v: f"{100 * (v + COMPOSED):.0f}%"),
           direction=1, smallest=0.0),
+    *tracing.CLAIMS,
 )
 
 
@@ -324,7 +331,8 @@ def records_table(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 def tables(results: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[list[str]]]]]:
     """The tables the command prints and the lab shows."""
     return [("per layer, mean over the text slices ± half their range:", layers_table(results)),
-            ("sampled units (first slice):", records_table(results))]
+            ("sampled units (first slice):", records_table(results)),
+            *tracing.tables(results)]
 
 
 def notes(results: dict[str, Any]) -> list[str]:
@@ -364,8 +372,8 @@ def sections(results: dict[str, Any]) -> list[tuple[str, str]]:
     setup = (
         f"Size `{results['size']}`: the model `{results['model']}` ({a['n_layer']} layers, "
         f"{a['ffn_hidden']} FFN units each, `{a['mlp']}`, vocabulary {a['vocab_size']}), "
-        f"nothing trained. Held-out text: {len(results['samples'])} disjoint slices of "
-        f"{results['chars']:,} characters from the start of the validation split of "
+        f"nothing trained for this part. Held-out text: {len(results['samples'])} disjoint "
+        f"slices of {results['chars']:,} characters from the start of the validation split of "
         f"`{results['data']}`; each slice is one \"seed\" of the claims. "
         f"{results['per_layer']} units per layer (seed {results['seed']} where sampled); "
         f"top-{results['top_k']} triggers; the random-prefix baseline over "
@@ -373,13 +381,13 @@ def sections(results: dict[str, Any]) -> list[tuple[str, str]]:
         f"({results['gain']}) and the unembedding. Upper layers (agreement claim): "
         f"{', '.join(map(str, results['upper_layers']))}. Composition is judged against the "
         f"unit with the largest coefficient (top {results['claim_units']}); the 5 and 10 "
-        f"strongest are shown beside it. Geva et al.'s causal part (tracing facts) is not "
-        f"in this version.")
+        f"strongest are shown beside it.")
     return [("Setup", setup),
             ("Per layer", report.markdown_table(*layers_table(results)) + "\n\n"
              + notes(results)[0]),
             ("Sampled units", report.markdown_table(*records_table(results))),
             ("Figure", f"![memory]({FIGURE})"),
+            ("Facts: causal tracing", tracing.section(results)),
             ("Time", report.timing_line(results["timing"], results["machine"]))]
 
 

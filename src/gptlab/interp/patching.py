@@ -5,7 +5,8 @@ Denoising, TransformerLens's convention and the sweeps' here: run the corrupted 
 patch in clean activations; a site that brings the metric back to its clean value carries
 what the corruption destroyed. Noising is the same call the other way round. The sites
 are the residual stream a block reads, one head's output (before W_O, the `attn.heads`
-hook point, as TransformerLens's `hook_z`) and an MLP's output, at one position or all.
+hook point, as TransformerLens's `hook_z`), a whole attention layer's output and an MLP's
+output, at one position or all.
 """
 
 from __future__ import annotations
@@ -22,15 +23,16 @@ from gptlab.interp.hooks import check_tokens, eval_mode
 from gptlab.interp.residuals import Residuals, check_pre_norm
 from gptlab.model.gpt import GPT
 
-SITE_KINDS = ("resid", "head", "mlp")
+SITE_KINDS = ("resid", "head", "attn", "mlp")
 Metric = Callable[[Tensor], Tensor]  # logits (B, T, vocab) -> a scalar
 
 
 @dataclass(frozen=True)
 class Site:
     """What to patch: kind "resid" (the stream block `layer` reads), "head" (head `head`'s
-    output in block `layer`) or "mlp" (block `layer`'s MLP output); position None means
-    every position."""
+    output in block `layer`), "attn" (block `layer`'s attention output, every head and the
+    projection) or "mlp" (block `layer`'s MLP output); position None means every
+    position."""
 
     kind: str
     layer: int
@@ -88,8 +90,9 @@ def patching(model: nn.Module, source: Residuals, sites: Sequence[Site]) -> Iter
                 handles.append(block.register_forward_pre_hook(
                     lambda _m, args, put=put: (put(args[0]), *args[1:])))
                 continue
-            module, taken = ((block.attn.heads, source.head_outputs) if site.kind == "head"
-                             else (block.mlp, source.mlp_out))
+            module, taken = {"head": (block.attn.heads, source.head_outputs),
+                             "attn": (block.attn, source.attn_out),
+                             "mlp": (block.mlp, source.mlp_out)}[site.kind]
             put = _replace(site, taken[site.layer])
             handles.append(module.register_forward_hook(lambda _m, _a, out, put=put: put(out)))
         yield
@@ -119,8 +122,8 @@ def check_same_shape(model: nn.Module, idx: Tensor, source: Residuals) -> Tensor
 @torch.no_grad()
 def sweep(model: nn.Module, idx: Tensor, source: Residuals, kind: str,
           metric: Metric) -> Tensor:
-    """metric after patching one site at a time into idx's run from source's: kind "resid"
-    or "mlp" gives (n_layer, T), one position at a time; "head" gives (n_layer, n_head),
+    """metric after patching one site at a time into idx's run from source's: kind "resid",
+    "attn" or "mlp" gives (n_layer, T), one position at a time; "head" gives (n_layer, n_head),
     each head at every position (TransformerLens's get_act_patch_resid_pre, _mlp_out and
     _attn_head_out_all_pos)."""
     gpt = check_pre_norm(model)
