@@ -12,20 +12,20 @@ from gptlab.cli import argtypes
 from gptlab.errors import UsageError
 
 EXPERIMENTS = {
-    "context": "one small model per positional encoding (learned, sinusoidal, RoPE, ALiBi, "
-               "none) trained at 64 tokens, scored at 1x-8x that length in non-overlapping "
-               "and sliding windows; RoPE also with linear / NTK / YaRN / dynamic NTK scaling "
-               "and with a short Position Interpolation fine-tune",
+    "context": "small models (three seeds) per positional encoding (learned, sinusoidal, "
+               "RoPE, ALiBi, none) trained at 64 tokens, scored at 1x-8x that length in "
+               "non-overlapping and sliding windows; RoPE also with linear / NTK / YaRN / "
+               "dynamic NTK scaling and with a short Position Interpolation fine-tune",
     "norm": "Pre-LN against Post-LN, with and without warm-up, at two depths and two "
             "learning rates: final loss, divergence, and each layer's gradient norm at step 0 "
             "and during training (Xiong et al. 2020)",
     "scale": "attention with and without the 1/sqrt(d_k) factor at head dimensions 8, 32 "
              "and 128 (width 128): loss, attention entropy per head, the share of saturated "
              "softmax rows, and the gradient norm reaching the query and key weights",
-    "heads": "a small model trained with two seeds, its heads scored by Michel et al.'s "
+    "heads": "a small model trained with three seeds, its heads scored by Michel et al.'s "
              "importance (the gradient of the loss by a gate on each head), pruned least "
              "important first in steps of 10% and re-evaluated, and each removed alone",
-    "phase": "attention-only models of 1 and 2 layers (two seeds) trained on repeated "
+    "phase": "attention-only models of 1 and 2 layers (three seeds) trained on repeated "
              "random segments and on text, their heads' induction and previous-token "
              "scores and the in-context-learning score recorded as they train: the "
              "induction-head phase change",
@@ -65,8 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=argtypes.int_in(1), metavar="N",
                    help="training steps of each model (default: the size's)")
     p.add_argument("--seed", type=argtypes.int_in(0, 2**63 - 1), default=1337, metavar="S",
-                   help="the seed of every run's weights and batches (default 1337; heads and "
-                        "phase train a second seed, S+1, beside it)")
+                   help="the seed of every run's weights and batches (default 1337; the "
+                        "experiments that train several seeds train S, S+1, S+2)")
     p.add_argument("--model", metavar="MODEL",
                    help="memory only: the model to read, a run or model directory or a "
                         "shipped model's name (default: shakespeare)")
