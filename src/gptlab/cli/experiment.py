@@ -38,6 +38,11 @@ EXPERIMENTS = {
                 "heads ablated; the shipped model's previous-token heads",
 }
 
+# The experiments whose models train on data they generate: a --data would be ignored, so
+# it is refused (phase generates its segments task but trains on --data's text too; memory
+# reads --data's validation split).
+GENERATE_THEIR_DATA = {"brackets": "it trains on Dyck-2 brackets it generates"}
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -59,7 +64,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", help="the experiment's folder (default runs/NAME)")
     p.add_argument("--data", metavar="DATA_DIR",
                    help="a directory from `gptlab prepare` (default: the embedded "
-                        "Shakespeare, char-level, prepared into OUT/data)")
+                        "Shakespeare, char-level, prepared into OUT/data); not for "
+                        + ", ".join(GENERATE_THEIR_DATA) + ", which generate their own")
     p.add_argument("--quick", action="store_true",
                    help="tiny models and few steps: seconds, for tests (same code paths)")
     p.add_argument("--steps", type=argtypes.int_in(1), metavar="N",
@@ -78,6 +84,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.data is not None and args.name in GENERATE_THEIR_DATA:
+        raise UsageError(f"--data is not for `gptlab experiment {args.name}`: "
+                         f"{GENERATE_THEIR_DATA[args.name]}")
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
     from gptlab.experiments import catalog, report
     from gptlab.experiments.grid import experiment_folder
