@@ -8,6 +8,7 @@ import signal
 
 import pytest
 
+from gptlab.cli.experiment import threads_for
 from gptlab.cli.main import main
 from gptlab.errors import UsageError
 from gptlab.experiments.brackets import run_brackets
@@ -50,3 +51,8 @@ def test_memory_reads_data_so_does_not_refuse_it(tmp_path, capsys):
                  "--out", str(tmp_path / "memory")])
     err = capsys.readouterr().err
     assert code == 2 and "--data is not for" not in err and "absent" in err, err
+
+
+def test_an_experiment_trains_at_one_thread_where_anything_else_runs():
+    assert threads_for(0.3, 2) == 2 and threads_for(0.99, 16) == 16
+    assert threads_for(1.0, 2) == 1 and threads_for(9.5, 2) == 1 and threads_for(2.0, 1) == 1

@@ -114,8 +114,8 @@ def test_a_second_run_reuses_every_finished_run(context_experiment, rerun):
     torch.set_num_threads(2)  # the one_thread fixture restores its own count after
     again = rerun(context_experiment, "context")
     assert again.code == 0
-    # the command measures at one thread, and gives the process its count back
-    assert again.results["machine"]["torch_threads"] == 1 and torch.get_num_threads() == 2
+    # the command chose its threads (threads_for), and gives the process its count back
+    assert again.results["machine"]["torch_threads"] in (1, 2) and torch.get_num_threads() == 2
     assert again.out.count("reusing the finished run") == 8
     assert "loss (nats/token), non-overlapping windows" in again.out and "refused" in again.out
     assert again.grid_after == again.grid_before

@@ -6,6 +6,7 @@ gptlab.experiments.catalog), which gives `run(out, data=, quick=, seed=, steps=,
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from gptlab.cli import argtypes
@@ -90,16 +91,22 @@ def run(args: argparse.Namespace) -> int:
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
     import torch
 
-    # One thread: these models are too small for a second to pay much (1.5x faster on an
-    # idle 2-core machine), and on a busy one a second thread's spin-waiting made a training
-    # step 13-20x slower (measured: 60 ms against 1,157 ms at a load average of 10).
     # Restored after: main() may be called in a process that goes on (the tests).
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads_for(os.getloadavg()[0] if hasattr(os, "getloadavg")
+                                      else 0.0, threads))
     try:
         return _run(args)
     finally:
         torch.set_num_threads(threads)
+
+
+def threads_for(load: float, threads: int) -> int:
+    """The torch threads an experiment trains with: all of them on an idle machine (on 2
+    cores, two threads made a step of these small models 1.5x faster than one), one where
+    anything else runs (1-minute load average >= 1): there a second thread's spin-waiting
+    for a core made a step 13-20x slower (measured: 60 ms against 1,157 ms at load 10)."""
+    return threads if load < 1.0 else 1
 
 
 def _run(args: argparse.Namespace) -> int:
