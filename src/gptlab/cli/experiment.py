@@ -65,8 +65,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", help="the experiment's folder (default runs/NAME)")
     p.add_argument("--data", metavar="DATA_DIR",
                    help="a directory from `gptlab prepare` (default: the embedded "
-                        "Shakespeare, char-level, prepared into OUT/data); not for "
-                        + ", ".join(GENERATE_THEIR_DATA) + ", which generate their own")
+                        "Shakespeare, char-level, prepared into OUT/data); "
+                        + "; ".join(f"refused by {name}: {why}"
+                                    for name, why in GENERATE_THEIR_DATA.items()))
     p.add_argument("--quick", action="store_true",
                    help="tiny models and few steps: seconds, for tests (same code paths)")
     p.add_argument("--steps", type=argtypes.int_in(1), metavar="N",
