@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from gptlab.cli.experiment import GENERATE_THEIR_DATA
 from gptlab.cli.main import main
 from gptlab.experiments.grid import GRID_FILE
 
@@ -31,8 +32,8 @@ def rerun(tmp_path, capsys):
         shutil.copytree(folder, copy)
         before = grids(copy)
         assert before, f"no {GRID_FILE} (or grid-*.json) in {folder}"
-        code = main(["experiment", name, "--quick", "--out", str(copy),
-                     "--data", str(folder.parent / "data")])
+        data = [] if name in GENERATE_THEIR_DATA else ["--data", str(folder.parent / "data")]
+        code = main(["experiment", name, "--quick", "--out", str(copy), *data])
         return SimpleNamespace(code=code, out=capsys.readouterr().out, grid_before=before,
                                grid_after=grids(copy),
                                results=json.loads((copy / "results.json").read_text()))
@@ -54,8 +55,9 @@ def quick_experiment(tmp_path_factory, make_data):
             threads = torch.get_num_threads()
             torch.set_num_threads(1)
             try:
-                getattr(module, f"run_{name}")(root / name, data=make_data(root / "data"),
-                                               quick=True, log=lambda line: None)
+                data = None if name in GENERATE_THEIR_DATA else make_data(root / "data")
+                getattr(module, f"run_{name}")(root / name, data=data, quick=True,
+                                               log=lambda line: None)
             finally:
                 torch.set_num_threads(threads)
             done[name] = root / name

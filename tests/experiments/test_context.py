@@ -10,6 +10,7 @@ import json
 import math
 
 import pytest
+import torch
 
 from gptlab.cli.main import main
 from gptlab.experiments import context
@@ -110,8 +111,11 @@ def test_models_trained_at_64_evaluate_and_sample_at_256(encoding, context_exper
 
 
 def test_a_second_run_reuses_every_finished_run(context_experiment, rerun):
+    torch.set_num_threads(2)  # the one_thread fixture restores its own count after
     again = rerun(context_experiment, "context")
     assert again.code == 0
+    # the command chose its threads (threads_for), and gives the process its count back
+    assert again.results["machine"]["torch_threads"] in (1, 2) and torch.get_num_threads() == 2
     assert again.out.count("reusing the finished run") == 8
     assert "loss (nats/token), non-overlapping windows" in again.out and "refused" in again.out
     assert again.grid_after == again.grid_before
@@ -150,3 +154,47 @@ def test_the_claims_on_hand_made_results():
     assert judged["pi_finetune"]["mean"] == pytest.approx(2.58 - 1.90)
     rows[5]["cells"][1] = cell(2.6)  # NTK worse than PI at 2x: one seed never contradicts
     assert evaluate(context.CLAIMS, results)[-1]["verdict"] == "not seen"
+
+
+def test_every_seed_has_its_own_runs_the_first_named_plainly():
+    specs = context._specs(context.SIZES["default"], 1337, 65)
+    names = [s.name for s in specs]
+    assert context.SIZES["default"].seeds == 3 and len(names) == len(set(names)) == 3 * 8
+    assert names[:8] == [*context.ENCODINGS, "rope-pi-x2", "rope-pi-x4", "rope-pi-x8"]
+    later = {s.name: s for s in specs[8:]}
+    assert set(later) == {f"{n}-s{seed}" for n in names[:8] for seed in (1338, 1339)}
+    assert later["rope-pi-x4-s1339"].start == "rope-s1339"
+    assert {s.train.seed for s in specs} == {1337, 1338, 1339}
+    assert all(s.train.seed == int(s.name[-4:]) for s in specs[8:])
+
+
+def test_the_claims_are_judged_seed_by_seed():
+    """Three seeds' rows: each claim's effect is each seed's own, the loss table their
+    mean ± half their range."""
+    def rows(shift):
+        def cell(loss):
+            return None if loss is None else {"non-overlapping": {"loss": loss + shift}}
+        values = {"sinusoidal": [2.6, 3.4, 4.1, 4.5], "rope": [1.87, 1.92, 2.08, 2.26],
+                  "alibi": [1.95, 1.94, 1.94, 1.93], "linear": [1.87, 2.58, 3.07, 3.22],
+                  "ntk": [1.87, 1.90, 2.01, 2.26], "pi-ft": [None, 1.90, 2.08, 2.23]}
+        out = [{"method": "learned", "label": "learned",
+                "cells": [cell(2.0)] + [{"refused": "no"}] * 3}]
+        # the seeds differ in PI's fine-tune only: its effect moves, the others' do not
+        pi_ft = 0.02 * shift * 10
+        return out + [{"method": m, "label": m,
+                       "cells": [cell(None if v is None else v + (pi_ft if m == "pi-ft"
+                                                                   else 0))
+                                 for v in vs]} for m, vs in values.items()]
+    by_seed = {"1337": rows(0.0), "1338": rows(0.1), "1339": rows(0.2)}
+    results = {"trained_length": 64, "lengths": [64, 128, 256, 512], "rows": by_seed["1337"],
+               "rows_by_seed": by_seed, "runs": {"rope": {"seed": 1337}}}
+    judged = {c["key"]: c for c in evaluate(context.CLAIMS, results)}
+    assert all(c["seeds"] == [1337, 1338, 1339] for c in judged.values())
+    assert judged["sinusoidal"]["spread"] == pytest.approx(0, abs=1e-12)
+    assert judged["sinusoidal"]["verdict"] == "held"
+    assert judged["pi_finetune"]["effects"] == pytest.approx([0.68, 0.66, 0.64])
+    assert judged["pi_finetune"]["spread"] == pytest.approx(0.04)
+    assert judged["pi_finetune"]["verdict"] == "held"  # 0.66 > 2 x 0.04
+    assert "(seeds 1337 / 1338 / 1339)" in judged["pi_finetune"]["this_run"]
+    header, table = context.table(results, "non-overlapping")
+    assert table[1][1] == "2.700 ± 0.100"  # sinusoidal at 1x: 2.6 + 0, 0.1, 0.2

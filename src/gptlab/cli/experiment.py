@@ -6,26 +6,27 @@ gptlab.experiments.catalog), which gives `run(out, data=, quick=, seed=, steps=,
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from gptlab.cli import argtypes
 from gptlab.errors import UsageError
 
 EXPERIMENTS = {
-    "context": "one small model per positional encoding (learned, sinusoidal, RoPE, ALiBi, "
-               "none) trained at 64 tokens, scored at 1x-8x that length in non-overlapping "
-               "and sliding windows; RoPE also with linear / NTK / YaRN / dynamic NTK scaling "
-               "and with a short Position Interpolation fine-tune",
+    "context": "small models (three seeds) per positional encoding (learned, sinusoidal, "
+               "RoPE, ALiBi, none) trained at 64 tokens, scored at 1x-8x that length in "
+               "non-overlapping and sliding windows; RoPE also with linear / NTK / YaRN / "
+               "dynamic NTK scaling and with a short Position Interpolation fine-tune",
     "norm": "Pre-LN against Post-LN, with and without warm-up, at two depths and two "
             "learning rates: final loss, divergence, and each layer's gradient norm at step 0 "
             "and during training (Xiong et al. 2020)",
     "scale": "attention with and without the 1/sqrt(d_k) factor at head dimensions 8, 32 "
              "and 128 (width 128): loss, attention entropy per head, the share of saturated "
              "softmax rows, and the gradient norm reaching the query and key weights",
-    "heads": "a small model trained with two seeds, its heads scored by Michel et al.'s "
+    "heads": "a small model trained with three seeds, its heads scored by Michel et al.'s "
              "importance (the gradient of the loss by a gate on each head), pruned least "
              "important first in steps of 10% and re-evaluated, and each removed alone",
-    "phase": "attention-only models of 1 and 2 layers (two seeds) trained on repeated "
+    "phase": "attention-only models of 1 and 2 layers (three seeds) trained on repeated "
              "random segments and on text, their heads' induction and previous-token "
              "scores and the in-context-learning score recorded as they train: the "
              "induction-head phase change",
@@ -44,6 +45,11 @@ EXPERIMENTS = {
                   "forward+backward time and saved memory against n, decoding with and "
                   "without the KV cache, beside the FLOPs per token",
 }
+
+# The experiments whose models train on data they generate: a --data would be ignored, so
+# it is refused (phase generates its segments task but trains on --data's text too; memory
+# reads --data's validation split).
+GENERATE_THEIR_DATA = {"brackets": "it trains on Dyck-2 brackets it generates"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -66,14 +72,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", help="the experiment's folder (default runs/NAME)")
     p.add_argument("--data", metavar="DATA_DIR",
                    help="a directory from `gptlab prepare` (default: the embedded "
-                        "Shakespeare, char-level, prepared into OUT/data)")
+                        "Shakespeare, char-level, prepared into OUT/data); "
+                        + "; ".join(f"refused by {name}: {why}"
+                                    for name, why in GENERATE_THEIR_DATA.items()))
     p.add_argument("--quick", action="store_true",
                    help="tiny models and few steps: seconds, for tests (same code paths)")
     p.add_argument("--steps", type=argtypes.int_in(1), metavar="N",
                    help="training steps of each model (default: the size's)")
     p.add_argument("--seed", type=argtypes.int_in(0, 2**63 - 1), default=1337, metavar="S",
-                   help="the seed of every run's weights and batches (default 1337; heads and "
-                        "phase train a second seed, S+1, beside it)")
+                   help="the seed of every run's weights and batches (default 1337; the "
+                        "experiments that train several seeds train S, S+1, S+2)")
     p.add_argument("--model", metavar="MODEL",
                    help="memory only: the model to read, a run or model directory or a "
                         "shipped model's name (default: shakespeare)")
@@ -85,7 +93,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.data is not None and args.name in GENERATE_THEIR_DATA:
+        raise UsageError(f"--data is not for `gptlab experiment {args.name}`: "
+                         f"{GENERATE_THEIR_DATA[args.name]}")
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
+    import torch
+
+    # Restored after: main() may be called in a process that goes on (the tests).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(threads_for(os.getloadavg()[0] if hasattr(os, "getloadavg")
+                                      else 0.0, threads))
+    try:
+        return _run(args)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def threads_for(load: float, threads: int) -> int:
+    """The torch threads an experiment trains with: all of them on an idle machine (on 2
+    cores, two threads made a step of these small models 1.5x faster than one), one where
+    anything else runs (1-minute load average >= 1): there a second thread's spin-waiting
+    for a core made a step 13-20x slower (measured: 60 ms against 1,157 ms at load 10)."""
+    return threads if load < 1.0 else 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    # loaded on use, as torch is in run(): `--help` and usage errors never wait for them
     from gptlab.experiments import catalog, report
     from gptlab.experiments.grid import experiment_folder
 

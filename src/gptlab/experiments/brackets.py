@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from gptlab.data.dyck import MAX_DEPTH, dyck_rows, ensure_dyck
+from gptlab.errors import UsageError
 from gptlab.experiments import report
 from gptlab.experiments.claims import Claim, Measured
 from gptlab.experiments.grid import Grid, RunRecord, RunSpec, choose_size, experiment_folder
@@ -80,7 +81,10 @@ def run_brackets(out: str | Path, data: str | Path | None = None, quick: bool = 
                  log: Callable[[str], None] = print) -> dict[str, Any]:
     """Train (or reuse) the seeds' models in `out` on generated Dyck-2 (in OUT/dyck-data),
     score their heads, write results.json, report.md and the figure; returns the results.
-    data: unused (the task is generated; accepted as every experiment accepts it)."""
+    data: must be None (the task is generated; the parameter is every experiment's)."""
+    if data is not None:
+        raise UsageError(f"data: the brackets experiment trains on Dyck-2 brackets it "
+                         f"generates, not on {str(data)!r}")
     size = choose_size(SIZES, quick, steps=steps)
     timer = report.Timer()
     folder = experiment_folder(out, NAME)

@@ -1,8 +1,8 @@
 """`gptlab experiment context`: the chapter's claims about positions past the training
 length, measured the way the papers measured them.
 
-One small model per positional encoding (learned, sinusoidal, RoPE, ALiBi, none) is trained
-with the same recipe, seed and batches at a short length L (64), then scored on the same
+One small model per positional encoding (learned, sinusoidal, RoPE, ALiBi, none) and seed is
+trained with the same recipe and batches at a short length L (64), then scored on the same
 held-out text at L, 2L, 4L and 8L, in both of Press et al.'s modes: non-overlapping windows
 of the length (each window's early tokens have little context: the "early token curse") and
 sliding windows that move by a quarter of it (every token scored with at least three
@@ -11,6 +11,10 @@ by linear (Position Interpolation), NTK-aware, YaRN and dynamic NTK scaling at t
 that maps each length back onto L (factor 1 at L itself); and fine-tuned with Position
 Interpolation for a short run at each longer length (Chen et al. 2023 recover in ~200
 steps). Learned positions refuse every length past L: there is no row in their table.
+
+Every encoding and fine-tune is trained with seeds S, S+1, ... (three at the default size):
+the claims are judged on each seed's numbers, against their spread. The first seed's runs
+keep the plain names (`rope`, `rope-pi-x2`); the others' end in -sSEED (`rope-s1338`).
 
 Every number is `gptlab eval RUN --text FOLDER/eval.txt --context N --stride S` (with
 `--rope-scaling KIND:F` where there is one): the experiment calls the same functions.
@@ -75,6 +79,7 @@ class Size:
     model: dict[str, Any]  # GPTConfig fields besides pos_encoding (and vocab_size)
     steps: int  # training steps of each encoding's model
     batch_size: int
+    seeds: int  # models per encoding (and fine-tunes per length): seeds S, S+1, ...
     finetune_steps: int  # Position Interpolation's fine-tune at each longer length
     warmup: int  # the fine-tune's warm-up steps (Chen et al.: 20)
     eval_tokens: int  # held-out tokens every model is scored on
@@ -84,15 +89,20 @@ class Size:
 
 
 SIZES = {
-    # nanoGPT's CPU shape (the shakespeare-char-cpu preset) at its block of 64.
-    "default": Size("default", dict(block_size=64, n_layer=4, n_head=4, n_embd=128, bias=False,
+    # Half of nanoGPT's CPU shape (the shakespeare-char-cpu preset: 4 layers of width 128)
+    # in depth and width, at its block of 64: three seeds of the full shape would take
+    # about three times the 3 minutes a default size may take; a step of this one costs
+    # about a fifth (8 against 39 ms at one thread), and it still learns what extrapolation
+    # tests (RoPE's 1x loss 2.01 nats against the full shape's 1.87, every claim's
+    # direction the same).
+    "default": Size("default", dict(block_size=64, n_layer=2, n_head=4, n_embd=64, bias=False,
                                     dropout=0.0),
-                    steps=1000, batch_size=12, finetune_steps=200, warmup=20,
-                    eval_tokens=16384, buckets=16),
+                    steps=1000, batch_size=12, seeds=3, finetune_steps=200, warmup=20,
+                    eval_tokens=8192, buckets=16),
     # For the test suite: seconds, same code paths.
     "quick": Size("quick", dict(block_size=64, n_layer=2, n_head=2, n_embd=32, bias=False,
                                 dropout=0.0),
-                  steps=30, batch_size=8, finetune_steps=6, warmup=2, eval_tokens=1500,
+                  steps=30, batch_size=8, seeds=1, finetune_steps=6, warmup=2, eval_tokens=1500,
                   buckets=16, evals=1, eval_iters=2),
 }
 
@@ -111,33 +121,53 @@ def run_context(out: str | Path, data: str | Path | None = None, quick: bool = F
     timer.add("train_s", sum(r.train_s for r in records.values() if not r.reused))
     text = _eval_text(folder, data_dir, size.eval_tokens)
     t0 = time.perf_counter()
-    rows = _evaluate(grid, records, text, size, log)
+    seeds = seed_list(size, seed)
+    rows_by_seed = {str(s): _evaluate(grid, text, size, s, seed, log) for s in seeds}
     timer.add("eval_s", time.perf_counter() - t0)
     results = {
         "experiment": NAME, "size": size.name, "trained_length": size.model["block_size"],
         "lengths": [m * size.model["block_size"] for m in MULTIPLES],
         "model": size.model, "recipe": RECIPE, "steps": size.steps,
-        "finetune_steps": size.finetune_steps,
+        "finetune_steps": size.finetune_steps, "seeds": seeds,
         "data": str(data_dir), "eval": {"text": EVAL_TEXT, "tokens": size.eval_tokens,
                                         "sliding_stride": f"length // {SLIDING_FRACTION}"},
         "runs": {name: r.to_dict(folder) for name, r in records.items()},
-        "rows": rows,
+        # the first seed's cells (the figures, the by-position table, `gptlab eval`'s
+        # example), then every seed's: what the loss tables' means and the claims read
+        "rows": rows_by_seed[str(seed)], "rows_by_seed": rows_by_seed,
     }
     _figures(folder, results)
     return report.finish(folder, results, records, timer, TITLE,
                          lambda results: _sections(results, records), CLAIMS)
 
 
+def seed_list(size: Size, seed: int) -> list[int]:
+    return list(range(seed, seed + size.seeds))
+
+
+def run_name(name: str, seed: int, first: int) -> str:
+    """`rope` for the first seed's run (the name a one-seed folder always had), `rope-s1338`
+    for another seed's."""
+    return name if seed == first else f"{name}-s{seed}"
+
+
 def _specs(size: Size, seed: int, vocab_size: int) -> list[RunSpec]:
-    """One run per encoding, then a Position Interpolation fine-tune of the RoPE run at
-    each longer length (batch cut so that a step sees about as many tokens)."""
+    """Every seed's runs: one per encoding, then a Position Interpolation fine-tune of the
+    RoPE run at each longer length (batch cut so that a step sees about as many tokens)."""
+    return [spec for s in seed_list(size, seed)
+            for spec in _seed_specs(size, s, vocab_size, lambda name, s=s: run_name(name, s,
+                                                                                    seed))]
+
+
+def _seed_specs(size: Size, seed: int, vocab_size: int,
+                named: Callable[[str], str]) -> list[RunSpec]:
     base = RECIPES[RECIPE]
     train = recipe(RECIPE, max_iters=size.steps, batch_size=size.batch_size, seed=seed,
                    eval_interval=max(1, size.steps // size.evals), eval_iters=size.eval_iters,
                    log_interval=50,
                    whole_val=False, dtype="float32")
-    specs = [RunSpec(enc, GPTConfig(vocab_size=vocab_size, pos_encoding=enc, **size.model),
-                     train) for enc in ENCODINGS]
+    specs = [RunSpec(named(enc), GPTConfig(vocab_size=vocab_size, pos_encoding=enc,
+                                           **size.model), train) for enc in ENCODINGS]
     rope = specs[ENCODINGS.index("rope")].model
     for m in MULTIPLES[1:]:
         # Chen et al. fine-tune at 1/10 or less of the pre-training rate, with 20 warm-up
@@ -150,7 +180,7 @@ def _specs(size: Size, seed: int, vocab_size: int) -> list[RunSpec]:
             whole_val=False, dtype="float32"))
         longer = GPTConfig.from_dict({**rope.to_dict(), "block_size": m * rope.block_size,
                                       "rope_scaling": {"type": "linear", "factor": float(m)}})
-        specs.append(RunSpec(f"rope-pi-x{m}", longer, finetune, start="rope"))
+        specs.append(RunSpec(named(f"rope-pi-x{m}"), longer, finetune, start=named("rope")))
     return specs
 
 
@@ -166,25 +196,29 @@ def _eval_text(folder: Path, data_dir: Path, tokens: int) -> str:
     return text
 
 
-def _evaluate(grid: Grid, records: dict[str, RunRecord], text: str, size: Size,
+def _evaluate(grid: Grid, text: str, size: Size, seed: int, first: int,
               log: Callable[[str], None]) -> list[dict[str, Any]]:
-    """Every method's row: its cells at each length."""
+    """Every method's row for one seed's runs (first: the experiment's first seed, whose
+    runs have the plain names): its cells at each length."""
     block = size.model["block_size"]
+
+    def run(name: str) -> str:
+        return run_name(name, seed, first)
     rows = []
     for enc in ENCODINGS:
-        cells = [_cell(grid.run_dir(enc), text, m * block, None, block, size) for m in MULTIPLES]
-        rows.append({"method": enc, "label": LABELS[enc], "run": enc, "cells": cells})
-        log(f"scored {LABELS[enc]}")
-    for kind in SCALINGS:
-        cells = [_cell(grid.run_dir("rope"), text, m * block, f"{kind}:{m}", block, size)
+        cells = [_cell(grid.run_dir(run(enc)), text, m * block, None, block, size)
                  for m in MULTIPLES]
-        rows.append({"method": kind, "label": LABELS[kind], "run": "rope", "cells": cells})
-        log(f"scored {LABELS[kind]}")
-    cells = [None] + [_cell(grid.run_dir(f"rope-pi-x{m}"), text, m * block, None, block, size)
-                      for m in MULTIPLES[1:]]
+        rows.append({"method": enc, "label": LABELS[enc], "run": run(enc), "cells": cells})
+    for kind in SCALINGS:
+        cells = [_cell(grid.run_dir(run("rope")), text, m * block, f"{kind}:{m}", block, size)
+                 for m in MULTIPLES]
+        rows.append({"method": kind, "label": LABELS[kind], "run": run("rope"),
+                     "cells": cells})
+    cells = [None] + [_cell(grid.run_dir(run(f"rope-pi-x{m}")), text, m * block, None, block,
+                            size) for m in MULTIPLES[1:]]
     rows.append({"method": "pi-ft", "label": f"{LABELS['pi-ft']} ({size.finetune_steps} steps "
-                 f"at each length)", "run": "rope-pi-xF", "cells": cells})
-    log(f"scored {LABELS['pi-ft']}")
+                 f"at each length)", "run": run("rope-pi-xF"), "cells": cells})
+    log(f"scored every method, seed {seed}")
     return rows
 
 
@@ -212,48 +246,86 @@ def _cell(run_dir: Path, text: str, length: int, scaling: str | None, block: int
 
 # ----------------------------------------------------------------------------- claims
 #
-# One model per method and one seed: every verdict here is at most "held weakly" (no seed
-# spread to beat). Losses are non-overlapping windows'; "2x" is twice the trained length.
+# Every quantity is taken seed by seed (each seed's own models and fine-tunes) and judged
+# against the seeds' spread. Losses are non-overlapping windows'; "2x" is twice the trained
+# length.
 
 
-def _loss(results: dict[str, Any], method: str, multiple: int) -> float | None:
-    """A method's non-overlapping loss at multiple x the trained length (None: refused)."""
-    row = next(r for r in results["rows"] if r["method"] == method)
+def rows_by_seed(results: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
+    """{seed: that seed's rows}; a results.json from before seeds (one seed, "rows" only)
+    gives its one."""
+    if "rows_by_seed" in results:
+        return {int(s): rows for s, rows in results["rows_by_seed"].items()}
+    return {results["runs"]["rope"]["seed"]: results["rows"]}
+
+
+def _loss(results: dict[str, Any], rows: list[dict[str, Any]], method: str,
+          multiple: int) -> float | None:
+    """A method's non-overlapping loss at multiple x the trained length in one seed's rows
+    (None: refused)."""
+    row = next(r for r in rows if r["method"] == method)
     cell = row["cells"][results["lengths"].index(multiple * results["trained_length"])]
     if cell is None or "refused" in cell:
         return None
     return cell["non-overlapping"]["loss"]
 
 
-def _seeds(results: dict[str, Any]) -> list[int]:
-    return [results["runs"]["rope"]["seed"]]
+def _per_seed(results: dict[str, Any], effect: Callable[[list[dict[str, Any]]], float],
+              shown: Callable[[list[dict[str, Any]]], str], what: str = "") -> Measured:
+    """effect(rows) of every seed's rows, and what each shows: "WHAT a / b / c (seeds
+    ...)"."""
+    by_seed = rows_by_seed(results)
+    seeds = sorted(by_seed)
+    text = what + " / ".join(shown(by_seed[s]) for s in seeds)
+    if len(seeds) > 1:
+        text += f" (seeds {' / '.join(map(str, seeds))})"
+    return Measured(seeds, [effect(by_seed[s]) for s in seeds], text)
 
 
-def _one(results: dict[str, Any], effect: float | None, shown: str) -> Measured:
-    return Measured(_seeds(results), [effect], shown)
+def _refused_share(results: dict[str, Any], rows: list[dict[str, Any]]) -> float:
+    longer = [m for m in MULTIPLES if m > 1]
+    return sum(_loss(results, rows, "learned", m) is None for m in longer) / len(longer)
 
 
 def _refused(results: dict[str, Any]) -> Measured:
-    longer = [m for m in MULTIPLES if m > 1]
-    share = sum(_loss(results, "learned", m) is None for m in longer) / len(longer)
-    return _one(results, share - 0.5, f"learned refuses {share:.0%} of the longer lengths")
+    return _per_seed(results, lambda rows: _refused_share(results, rows) - 0.5,
+                     lambda rows: f"learned refuses {_refused_share(results, rows):.0%} of "
+                                  f"the longer lengths")
 
 
-def _ratio(results: dict[str, Any], method: str) -> float:
+def _ratio(results: dict[str, Any], rows: list[dict[str, Any]], method: str) -> float:
     """Perplexity at 2x over perplexity at 1x."""
-    return math.exp(_loss(results, method, 2) - _loss(results, method, 1))
+    return math.exp(_loss(results, rows, method, 2) - _loss(results, rows, method, 1))
+
+
+def _sinusoidal(results: dict[str, Any]) -> Measured:
+    return _per_seed(results, lambda rows: _ratio(results, rows, "sinusoidal") - 1,
+                     lambda rows: f"x{_ratio(results, rows, 'sinusoidal'):.2f}",
+                     "perplexity at 2x over 1x: ")
+
+
+def _gentle(results: dict[str, Any]) -> Measured:
+    return _per_seed(
+        results,
+        lambda rows: _ratio(results, rows, "sinusoidal") - _ratio(results, rows, "rope"),
+        lambda rows: f"RoPE x{_ratio(results, rows, 'rope'):.3f}, sinusoidal "
+                     f"x{_ratio(results, rows, 'sinusoidal'):.2f}", "at 2x: ")
 
 
 def _difference(results: dict[str, Any], worse: str, better: str, multiple: int) -> Measured:
-    a, b = _loss(results, worse, multiple), _loss(results, better, multiple)
-    return _one(results, a - b, f"{LABELS[worse]} {a:.3f} - {LABELS[better]} {b:.3f} at "
-                                f"{multiple}x: {a - b:+.3f}")
+    def diff(rows: list[dict[str, Any]]) -> float:
+        return _loss(results, rows, worse, multiple) - _loss(results, rows, better, multiple)
+    return _per_seed(results, diff, lambda rows: f"{diff(rows):+.3f}",
+                     f"{LABELS[worse]} - {LABELS[better]} at {multiple}x: ")
 
 
 def _flat(results: dict[str, Any]) -> Measured:
-    first, last = _loss(results, "alibi", 1), _loss(results, "alibi", MULTIPLES[-1])
-    return _one(results, FLAT - abs(last - first),
-                f"ALiBi {first:.3f} at 1x, {last:.3f} at {MULTIPLES[-1]}x")
+    def change(rows: list[dict[str, Any]]) -> float:
+        return (_loss(results, rows, "alibi", MULTIPLES[-1])
+                - _loss(results, rows, "alibi", 1))
+    return _per_seed(results, lambda rows: FLAT - abs(change(rows)),
+                     lambda rows: f"{change(rows):+.3f}",
+                     f"ALiBi's loss at {MULTIPLES[-1]}x - at 1x: ")
 
 
 # Thresholds: a loss difference counts from 0.05 nats (about 5% in perplexity; the second
@@ -270,17 +342,12 @@ CLAIMS = (
           "sinusoidal positions, in theory extrapolatable, do not extrapolate in practice",
           "20.05 at 512 → 43.54 at 1012 (x2.17; ALiBi, Table 2)",
           "perplexity at 2x over 1x, minus 1",
-          lambda r: _one(r, _ratio(r, "sinusoidal") - 1,
-                         f"x{_ratio(r, 'sinusoidal'):.2f} at 2x"),
-          direction=1, smallest=0.5),
+          _sinusoidal, direction=1, smallest=0.5),
     Claim("rope_gentle",
           "RoPE degrades more gently than sinusoidal positions past the trained length",
           "20.07 → 21.37 (x1.065) against sinusoidal's x2.17 (ALiBi, Table 2)",
           "sinusoidal's perplexity ratio 2x / 1x minus RoPE's",
-          lambda r: _one(r, _ratio(r, "sinusoidal") - _ratio(r, "rope"),
-                         f"RoPE x{_ratio(r, 'rope'):.3f}, sinusoidal "
-                         f"x{_ratio(r, 'sinusoidal'):.2f} at 2x"),
-          direction=1, smallest=0.5),
+          _gentle, direction=1, smallest=0.5),
     Claim("alibi_flat",
           "ALiBi stays flat far past its training length",
           "flat to 15k tokens from 512 (ALiBi, Table 2)",
@@ -308,19 +375,24 @@ CLAIMS = (
 
 
 def table(results: dict[str, Any], mode: str) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of the losses in one mode: a row per method, a column per length."""
+    """(header, rows) of the losses in one mode: a row per method, a column per length;
+    with several seeds, each cell their mean ± half their range."""
     header = ["method"] + [f"{length // results['trained_length']}x ({length})"
                            for length in results["lengths"]]
+    every = list(rows_by_seed(results).values())
     rows = []
-    for row in results["rows"]:
+    for i, row in enumerate(results["rows"]):
         cells = []
-        for cell in row["cells"]:
+        for j, cell in enumerate(row["cells"]):
             if cell is None:
                 cells.append("—")
             elif "refused" in cell:
                 cells.append("refused")
             else:
-                cells.append(f"{cell[mode]['loss']:.3f}")
+                losses = [rows[i]["cells"][j][mode]["loss"] for rows in every]
+                cells.append(report.loss_cell({"mean": sum(losses) / len(losses),
+                                               "values": losses,
+                                               "spread": max(losses) - min(losses)}, []))
         rows.append([row["label"], *cells])
     return header, rows
 
@@ -341,8 +413,14 @@ def by_position_table(results: dict[str, Any], mode: str = "non-overlapping"
     return header or ["method"], rows
 
 
+def _first_seed(results: dict[str, Any]) -> int:
+    return min(rows_by_seed(results))
+
+
 def _figures(folder: Path, results: dict[str, Any]) -> None:
-    trained = results["trained_length"]
+    """The first seed's losses by length and by position (the other seeds' are in
+    results.json and the loss tables' means)."""
+    trained, seed = results["trained_length"], _first_seed(results)
     panels: dict[str, dict[str, list[tuple[int, float]]]] = {}
     for mode in MODES:
         lines = {}
@@ -353,23 +431,33 @@ def _figures(folder: Path, results: dict[str, Any]) -> None:
                 lines[row["label"]] = points
         panels[f"{mode} windows"] = lines
     loss_by_length(panels, trained, title=f"trained at {trained}, scored at 1x-8x (loss, "
-                                          f"nats/token)").save(folder / FIGURE_LENGTHS)
+                                          f"nats/token; seed {seed})"
+                   ).save(folder / FIGURE_LENGTHS)
     longest = results["lengths"][-1]
     series = {row["label"]: {"buckets": row["cells"][-1]["non-overlapping"]["by_position"]}
               for row in results["rows"]
               if row["cells"][-1] is not None and "refused" not in row["cells"][-1]}
     loss_by_position(series, trained, title=f"loss by position in non-overlapping windows "
-                                            f"of {longest}").save(folder / FIGURE_POSITIONS)
+                                            f"of {longest} (seed {seed})"
+                     ).save(folder / FIGURE_POSITIONS)
 
 
 def _sections(results: dict[str, Any], records: dict[str, RunRecord]) -> list[tuple[str, str]]:
     trained, m = results["trained_length"], results["model"]
+    seeds = sorted(rows_by_seed(results))
+    if len(seeds) > 1:
+        seeding = (f"seeds {', '.join(map(str, seeds))}, each with its own runs (seed "
+                   f"{seeds[0]}'s named plainly, the others' ending in -sSEED); a loss is the "
+                   f"mean over seeds ± half their range, the by-position table and the "
+                   f"figures seed {seeds[0]}'s")
+    else:
+        seeding = report.seeds_line(records)
     learned = next(r for r in results["rows"] if r["method"] == "learned")
     refusal = next((c["refused"] for c in learned["cells"] if c and "refused" in c), "")
     setup = (
         f"Size `{results['size']}`: {m['n_layer']} layers, {m['n_head']} heads, width "
         f"{m['n_embd']}, trained at block_size {trained} for {results['steps']} steps of "
-        f"`{results['recipe']}` on `{results['data']}`; {report.seeds_line(records)}. "
+        f"`{results['recipe']}` on `{results['data']}`; {seeding}. "
         f"Scored on the first {results['eval']['tokens']:,} tokens of the validation split "
         f"(`{EVAL_TEXT}`). RoPE + PI, fine-tuned: the RoPE model trained "
         f"{results['finetune_steps']} more steps at each longer length with linear scaling "
@@ -383,7 +471,8 @@ def _sections(results: dict[str, Any], records: dict[str, RunRecord]) -> list[tu
         sections.append((f"Loss, {mode} windows (stride = {stride})",
                          report.markdown_table(header, rows)))
     header, rows = by_position_table(results)
-    sections.append((f"By position, non-overlapping windows of {results['lengths'][-1]}",
+    sections.append((f"By position, non-overlapping windows of {results['lengths'][-1]} "
+                     f"(seed {seeds[0]})",
                      report.markdown_table(header, rows) + f"\n\n![by position]"
                                                             f"({FIGURE_POSITIONS})"))
     sections.append(("Figure", f"![loss by length]({FIGURE_LENGTHS})"))
@@ -398,11 +487,12 @@ def _sections(results: dict[str, Any], records: dict[str, RunRecord]) -> list[tu
 
 def tables(results: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[list[str]]]]]:
     """The tables `gptlab experiment context` prints (and the lab shows)."""
-    trained = results["trained_length"]
-    return [*[(f"loss (nats/token), {mode} windows; trained at {trained}:", table(results, mode))
-              for mode in MODES],
-            (f"by position, non-overlapping windows of {results['lengths'][-1]}:",
-             by_position_table(results))]
+    trained, seeds = results["trained_length"], sorted(rows_by_seed(results))
+    over = f"; mean over seeds {', '.join(map(str, seeds))}" if len(seeds) > 1 else ""
+    return [*[(f"loss (nats/token), {mode} windows; trained at {trained}{over}:",
+               table(results, mode)) for mode in MODES],
+            (f"by position, non-overlapping windows of {results['lengths'][-1]} (seed "
+             f"{seeds[0]}):", by_position_table(results))]
 
 
 run = run_context  # every experiment module's entry point has this name (gptlab.cli.experiment)

@@ -1,7 +1,7 @@
 """`gptlab experiment phase`: the induction-head phase change (Olsson et al. 2022, "In-context
 Learning and Induction Heads"), watched as it happens.
 
-Attention-only models (mlp "none") of one and two layers are trained, two seeds each, on the
+Attention-only models (mlp "none") of one and two layers are trained, three seeds each, on the
 repeated-random-segments task (gptlab.data.synthetic: the next symbol can only be read off an
 earlier copy) and on text (the embedded Shakespeare, or --data). At every evaluation during
 training a watcher records, on fixed probes:
@@ -78,7 +78,7 @@ class Size:
 SIZES = {
     "default": Size("default", dict(block_size=64, n_head=4, n_embd=64, pos_encoding="rope",
                                     mlp="none", bias=False, dropout=0.0),
-                    steps=1500, batch_size=32, seeds=2, eval_every=50,
+                    steps=1500, batch_size=32, seeds=3, eval_every=50,
                     segments_chars=2_000_000, probe_batch=16, icl_windows=64),
     "quick": Size("quick", dict(block_size=32, n_head=2, n_embd=16, pos_encoding="rope",
                                 mlp="none", bias=False, dropout=0.0),
