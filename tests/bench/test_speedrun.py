@@ -44,16 +44,18 @@ def smoke(tmp_path_factory) -> Path:
 
 
 @smoke_run
+@pytest.mark.timeout(1800)
 def test_the_whole_commands_run_and_are_scored_by_gptlab_eval(tmp_path):
     """`python -m bench --only speedrun`: each contender a whole `gptlab train` launched
     and timed to its exit, then scored by `gptlab eval`; candidates stop at their targets."""
-    assert main(["--smoke", "--only", "speedrun", "--seeds", "2", "--threads", "1",
+    # one seed: six launches of gptlab (train, then eval) are most of a minute
+    assert main(["--smoke", "--only", "speedrun", "--seeds", "1", "--threads", "1",
                  "--out", str(tmp_path)]) == 0
     data = json.loads((tmp_path / "speedrun_whole.json").read_text())
-    assert data["benchmark"] == "speedrun_whole" and data["seed_values"] == [1337, 1338]
+    assert data["benchmark"] == "speedrun_whole" and data["seed_values"] == [1337]
     assert set(data["runs"]) == {REFERENCE, *WHOLE_CANDIDATES}
     for name, runs in data["runs"].items():
-        assert [r["seed"] for r in runs] == [1337, 1338]
+        assert [r["seed"] for r in runs] == [1337]
         for r in runs:
             assert r["wall_s"] > 0 and r["eval_loss"] > 0
             if name == REFERENCE:

@@ -19,6 +19,7 @@ from gptlab.model.config import GPTConfig
 from gptlab.training.callbacks import StopAfter
 from gptlab.training.config import TrainConfig
 from gptlab.training.run import train
+from gptlab.training.runs import read_run
 
 
 def test_cli_bad_optimizer_is_one_line(data_dir, tmp_path, capsys):
@@ -272,6 +273,7 @@ def test_stop_at_val_stops_at_the_target_keeps_it_on_resume_and_eval_agrees(
     assert looks[-1]["met"] and looks[-1]["step"] == step
     assert all(not r["met"] for r in looks[:-1])
     assert max(r["step"] for r in records) == step
+    assert read_run(run).status == "finished"  # `gptlab runs`: it ended as planned
     code, out, err = gptlab("eval", run, "--data", data_dir, "--json")
     assert code == 0, err
     assert json.loads(out)["loss"] == pytest.approx(loss, abs=1e-4)
