@@ -9,7 +9,8 @@ its format, torch-free to import):
   metrics.jsonl                losses, tokens/s and the whole-val score (rundir.read_metrics)
   .lock                        held by the trainer writing it (rundir.lock_holder: its PID)
 so its status is one of: running (the lock is held: by that PID), finished (its checkpoint
-is at max_iters, or where its whole val loss met its stop_at_val), interrupted (stopped before, with a checkpoint to --resume from).
+is at max_iters, or where its whole val loss met its stop_at_val), interrupted (stopped
+before, with a checkpoint to --resume from).
 """
 
 from __future__ import annotations
