@@ -40,10 +40,10 @@ def test_with_two_looks_the_next_is_where_their_line_crosses_the_target():
 
 def test_the_whole_split_is_scored_within_the_margin_of_the_estimate():
     se = 0.01
-    # before any whole score: within 2 standard errors
-    assert whole_is_due(1.719, se, 1.7, None) and not whole_is_due(1.721, se, 1.7, None)
-    # after one: the estimate corrected by the measured offset, within half a standard error
-    assert whole_is_due(1.69, se, 1.7, 0.014) and not whole_is_due(1.70, se, 1.7, 0.014)
+    # before any whole score: the estimate at or below the target (margins of 0 se)
+    assert whole_is_due(1.70, se, 1.7, None) and not whole_is_due(1.701, se, 1.7, None)
+    # after one: the estimate corrected by the offset measured then
+    assert whole_is_due(1.686, se, 1.7, 0.014) and not whole_is_due(1.69, se, 1.7, 0.014)
     assert whole_is_due(1.71, se, 1.7, -0.014)
 
 
@@ -79,8 +79,8 @@ def test_a_target_below_the_loss_is_not_met_and_the_estimate_alone_is_scored(mod
     look = target.look(model, 50)
     assert not look.met and look.whole is None
     assert target.due == 50 + 20  # a quarter of the 50 steps left, rounded up to 10
-    # close to the target: the whole split is scored, and decides
-    near = ValTarget(look.estimate - look.se, val, 16, max_iters=100, every=10)
+    # the estimate at the target: the whole split is scored, and decides
+    near = ValTarget(look.estimate, val, 16, max_iters=100, every=10)
     near.start(0)
     look = near.look(model, 50)
     assert look.whole is not None and look.met == (look.whole <= near.target)

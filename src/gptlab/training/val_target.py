@@ -15,10 +15,14 @@ A whole-split score costs tens of training steps on the speedrun's small models 
   each look from the spread of its windows' losses (with the finite-population correction)
   and reported; on a split of fewer than SAMPLE x MIN_WINDOWS windows the estimate is the
   whole split;
-- the whole split only once the estimate is within a margin of the target: 2 standard
-  errors before the first whole score; after one, the estimate is corrected by the
-  difference (whole - estimate) measured then, and the margin is half a standard error.
-  The whole split is the estimate's windows plus the rest, so it costs the rest only;
+- the whole split only once the estimate is at or below the target (MARGIN_SE standard
+  errors above it, 0), after a whole score the estimate corrected by the difference
+  (whole - estimate) measured then. The whole split is the estimate's windows plus the
+  rest, so it costs the rest only. Why no margin: the rest costs about 7x the estimate
+  (31-38 training steps on the speedrun's models, 1 thread), and a whole score that
+  fails is that cost again later, while scoring it a standard error too late costs the
+  steps the loss takes to fall by one (about 14 on lap 2 near 1.70): looking at 2 se
+  above the target, most first whole scores would fail; at the target, about half;
 - only the whole split decides: the run stops when it is <= the target;
 - where to look (`next_look`): first at half the planned steps; then, from the last two
   looks' losses, where the straight line through them crosses the target (at least
@@ -41,8 +45,8 @@ from gptlab.inference.evaluate import DEFAULT_EVAL_TOKENS, window_nlls, windows
 
 SAMPLE = 8  # the estimate scores every SAMPLE-th window of the whole split
 MIN_WINDOWS = 64  # fewer in the estimate than this: the estimate is the whole split
-MARGIN_SE = 2.0  # the whole split is scored once the estimate is this many se from target
-CALIBRATED_MARGIN_SE = 0.5  # the same after a whole score measured the estimate's offset
+MARGIN_SE = 0.0  # the whole split is scored once the estimate is this many se from target
+CALIBRATED_MARGIN_SE = 0.0  # the same after a whole score measured the estimate's offset
 FIRST_LOOK = 0.5  # the first look, as a share of the planned steps
 
 
