@@ -93,9 +93,16 @@ def speedrun(d: dict) -> str:
     return record_header(tuple(d["rungs"])) + "\n" + record_rows(d)
 
 
+def speedrun_whole(d: dict) -> str:
+    from bench.speedrun_whole import record_rows
+
+    return record_rows(d).rstrip("\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     folder = Path((argv or sys.argv[1:] or ["bench/results"])[0])
-    for name in ("train_step", "time_to_quality", "speedrun", "generation", "mfu", "scaling"):
+    for name in ("train_step", "time_to_quality", "speedrun", "speedrun_whole", "generation",
+                 "mfu", "scaling"):
         path = folder / f"{name}.json"
         if path.is_file():
             d = json.loads(path.read_text())

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+from bench.common import SIZES, setup_threads
 from bench.run import main  # python -m bench
 from bench.speedrun import (
     CADENCE,
@@ -15,8 +16,11 @@ from bench.speedrun import (
     PRECISION_SETTINGS,
     REFERENCE,
     eval_every,
+    run_rungs,
     summarize,
 )
+from bench.speedrun_whole import CANDIDATES as WHOLE_CANDIDATES
+from bench.speedrun_whole import SMOKE_TARGETS, command, target_of
 
 from gptlab.training.config import recipe
 
@@ -32,10 +36,42 @@ smoke_run = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory) -> Path:
+    """The rung record's harness (laps 1 and 2), smoke-sized."""
     out = tmp_path_factory.mktemp("speedrun")
-    assert main(["--smoke", "--only", "speedrun", "--seeds", "2", "--threads", "1",
-                 "--out", str(out)]) == 0
+    setup_threads(1)
+    run_rungs(SIZES["smoke"], out, log=lambda _: None, seeds=2)
     return out
+
+
+@smoke_run
+@pytest.mark.timeout(1800)
+def test_the_whole_commands_run_and_are_scored_by_gptlab_eval(tmp_path):
+    """`python -m bench --only speedrun`: each contender a whole `gptlab train` launched
+    and timed to its exit, then scored by `gptlab eval`; candidates stop at their targets."""
+    # one seed: six launches of gptlab (train, then eval) are most of a minute
+    assert main(["--smoke", "--only", "speedrun", "--seeds", "1", "--threads", "1",
+                 "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "speedrun_whole.json").read_text())
+    assert data["benchmark"] == "speedrun_whole" and data["seed_values"] == [1337]
+    assert set(data["runs"]) == {REFERENCE, *WHOLE_CANDIDATES}
+    for name, runs in data["runs"].items():
+        assert [r["seed"] for r in runs] == [1337]
+        for r in runs:
+            assert r["wall_s"] > 0 and r["eval_loss"] > 0
+            if name == REFERENCE:
+                assert r["target"] is None and r["step"] == 40
+            else:  # stopped as the target was met (its line), or at the budget
+                assert r["target"] == SMOKE_TARGETS[name]
+                met_line = [line for line in r["stdout"] if line.startswith("val ")]
+                assert len(met_line) == 1
+                if "<=" in met_line[0]:
+                    assert r["met"] and r["eval_loss"] <= r["target"]
+                    assert met_line[0].endswith(f"at step {r['step']}")
+    summary = data["summary"]
+    assert summary[REFERENCE]["ratio_vs_peer"] == 1.0
+    rows = (tmp_path / "speedrun_whole.md").read_text().splitlines()
+    assert [r.split(" | ")[2] for r in rows[2:]] == [f"`{REFERENCE}`"] + [
+        f"`{n}`" for n in WHOLE_CANDIDATES]
 
 
 @smoke_run
@@ -73,9 +109,9 @@ def test_reference_and_candidate_both_ran_every_seed(smoke):
     assert all(lap2["model"][k] for k in ("qk_norm", "zero_init_proj", "value_residual"))
     track = data["runs"][TRACK_188][0]
     assert lap2["settings"]["muon_split_qkv"] and not lap2["settings"]["eval_at_start"]
-    # the 1.88 track: lap 2's earlier recipe (q, k and v together, step 0 evaluated)
+    # the 1.88 track: lap 2's earlier recipe (q, k and v together), its own target
     assert track["settings"] == lap2["settings"] | {
-        "seed": track["settings"]["seed"], "muon_split_qkv": False, "eval_at_start": True}
+        "seed": track["settings"]["seed"], "muon_split_qkv": False, "stop_at_val": 1.88}
     assert track["model"]["qk_norm"] and track["model"]["zero_init_proj"]
     for rung in map(str, data["rungs"]):
         assert data["summary"][REFERENCE][rung]["ratio_vs_reference"] in (1.0, None)
@@ -145,6 +181,16 @@ def test_a_reference_that_misses_gives_an_upper_bound():
 def test_evaluations_come_closer_together_near_the_next_rung():
     assert [eval_every(gap, CADENCE) for gap in (0.5, 0.1, 0.05, 0.025, 0.0)] == [
         100, 25, 25, 10, 10]
+
+
+def test_the_candidates_stop_at_their_targets_and_the_peer_runs_as_nanogpt():
+    assert [target_of(n, smoke=False) for n in WHOLE_CANDIDATES] == [1.70, 1.88]
+    assert target_of(REFERENCE, smoke=False) is None
+    peer = command(REFERENCE, "d", "r", 1337, peer=True, smoke=False)
+    assert peer[2:5] == ["gptlab", "train", "--preset"] and "--no-whole-val" in peer
+    assert "--stop-at-val" not in peer and "--max-iters" not in peer  # the recipe as it is
+    cand = command(WHOLE_CANDIDATES[0], "d", "r", 1338, peer=False, smoke=False)
+    assert "--no-whole-val" not in cand and cand[cand.index("--seed") + 1] == "1338"
 
 
 def test_bad_seeds_is_one_line(capsys, tmp_path):

@@ -10,6 +10,7 @@ import json
 import shutil
 
 import pytest
+import torch
 
 from gptlab.cli.main import main
 from gptlab.data.prepared import prepare
@@ -18,6 +19,7 @@ from gptlab.model.config import GPTConfig
 from gptlab.training.callbacks import StopAfter
 from gptlab.training.config import TrainConfig
 from gptlab.training.run import train
+from gptlab.training.runs import read_run
 
 
 def test_cli_bad_optimizer_is_one_line(data_dir, tmp_path, capsys):
@@ -239,3 +241,52 @@ def test_a_bad_setting_in_a_config_file_is_named_with_the_file_not_as_a_flag(
     code, _, err = gptlab("train", "--config", model, "--n-layer", "-1", "--data", data_dir,
                           "--out", tmp_path / "run")
     assert code == 2 and f"{model}: n_layer" in err  # the file is checked as it is first
+
+
+def test_stop_at_val_stops_at_the_target_keeps_it_on_resume_and_eval_agrees(
+        data_dir, tmp_path, gptlab, one_thread):
+    """A generous target: not met within a short budget (the run says so, and ends at it);
+    resumed with more steps, the saved target stops the run early, with a checkpoint whose
+    weights `gptlab eval` scores at the loss the run printed."""
+    run = tmp_path / "run"
+    shape = ("--preset", "shakespeare-char-cpu", "--n-layer", "1", "--n-embd", "32",
+             "--n-head", "2", "--block-size", "16", "--batch-size", "8",
+             "--learning-rate", "3e-3", "--eval-interval", "1000", "--warmup-iters", "10",
+             "--lr-decay-iters", "300")  # the schedule of the resumed run's 300 steps
+    code, out, err = gptlab("train", *shape, "--data", data_dir, "--out", run,
+                            "--max-iters", "20", "--stop-at-val", "2.2", "--no-progress")
+    assert code == 0, err
+    assert "val target 2.2 not met within the step budget: whole val split" in out
+    assert "at step 20 of 20" in out
+    assert json.loads((run / "train.json").read_text())["stop_at_val"] == 2.2
+    code, out, err = gptlab("train", "--data", data_dir, "--out", run, "--resume",
+                            "--max-iters", "300", "--no-progress")
+    assert code == 0, err
+    line = next(line for line in out.splitlines() if line.startswith("val "))
+    loss, step = float(line.split()[1]), int(line.rsplit(" ", 1)[1])
+    assert line == f"val {loss:.4f} <= target 2.2 at step {step}" and loss <= 2.2
+    assert 20 < step < 300 and step % 10 == 0
+    state = torch.load(run / "state.pt", weights_only=True)
+    assert state["step"] == step
+    records = [json.loads(r) for r in (run / "metrics.jsonl").read_text().splitlines()]
+    looks = [r for r in records if r["kind"] == "val_target"]
+    assert looks[-1]["met"] and looks[-1]["step"] == step
+    assert all(not r["met"] for r in looks[:-1])
+    assert max(r["step"] for r in records) == step
+    assert read_run(run).status == "finished"  # `gptlab runs`: it ended as planned
+    code, out, err = gptlab("eval", run, "--data", data_dir, "--json")
+    assert code == 0, err
+    assert json.loads(out)["loss"] == pytest.approx(loss, abs=1e-4)
+    assert json.loads((run / "train.json").read_text())["stop_at_val"] == 2.2
+
+
+def test_stop_at_val_is_refused_with_a_sharded_layout_and_below_zero(data_dir, tmp_path,
+                                                                      gptlab, one_line):
+    err = one_line(gptlab("train", "--preset", "shakespeare-char-cpu", "--data", data_dir,
+                          "--out", tmp_path / "r", "--stop-at-val", "-1"))
+    assert "stop_at_val" in err or "--stop-at-val" in err
+    err = one_line(gptlab("train", "--preset", "shakespeare-char-cpu", "--recipe",
+                          "shakespeare-char-cpu-fast", "--data", data_dir,
+                          "--out", tmp_path / "r", "--stop-at-val", "1.5",
+                          "--parallel", "fsdp"))
+    assert "--stop-at-val" in err and not (tmp_path / "r").exists()

@@ -14,6 +14,7 @@ from gptlab.training.callbacks import StopAfter
 from gptlab.training.config import TrainConfig
 from gptlab.training.muon import (
     NS_COEFFICIENTS,
+    STACKED_BY,
     Muon,
     hidden_matrices,
     orthogonalize,
@@ -127,6 +128,60 @@ def test_a_step_over_same_shaped_matrices_equals_one_matrix_at_a_time():
     for p, q in zip(together, apart, strict=True):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
         assert not torch.equal(p, torch.zeros_like(p))
+
+
+def _stacking_step(groups_of: list[list[torch.nn.Parameter]], lrs: list[float],
+                   per_parameter: bool, grads: list[list[torch.Tensor]], beta2: float):
+    """Muon steps on parameters in groups (one group per list, with its lr, the first
+    group's with q/k/v-like row_blocks), as one optimizer or one per parameter."""
+    def group(params, lr, first):
+        return {"params": params, "lr": lr, **({"row_blocks": (16, 16, 16)} if first else {})}
+
+    if per_parameter:
+        opts = [Muon([group([p], lr, i == 0)], weight_decay=0.1, normuon_beta2=beta2)
+                for i, (params, lr) in enumerate(zip(groups_of, lrs, strict=True))
+                for p in params]
+    else:
+        opts = [Muon([group(params, lr, i == 0)
+                      for i, (params, lr) in enumerate(zip(groups_of, lrs, strict=True))],
+                     weight_decay=0.1, normuon_beta2=beta2)]
+    flat = [p for params in groups_of for p in params]
+    for step_grads in grads:
+        for p, g in zip(flat, step_grads, strict=True):
+            p.grad = g.clone()
+        for opt in opts:
+            opt.step()
+
+
+@pytest.mark.parametrize("beta2", [0.0, 0.95])  # Muon, NorMuon
+@pytest.mark.parametrize("lrs", [(0.05, 0.05), (0.05, 0.02)])  # stacked across, or not
+def test_groups_with_equal_settings_stack_and_step_as_each_matrix_alone(lrs, beta2):
+    """A fused q/k/v cut into 16 x 16 blocks (one group) and 16 x 16 output projections
+    (another): with equal settings their blocks go through Newton-Schulz in one stack,
+    and every matrix steps as it would alone; with another lr, each group keeps its own."""
+    gen = torch.Generator().manual_seed(3)
+    shapes = [[(48, 16)] * 2, [(16, 16)] * 2 + [(32, 16)]]
+    weights = [[torch.randn(s, generator=gen) for s in group] for group in shapes]
+    grads = [[torch.randn(s, generator=gen) for group in shapes for s in group]
+             for _ in range(3)]
+    stacked = [[torch.nn.Parameter(w.clone()) for w in group] for group in weights]
+    alone = [[torch.nn.Parameter(w.clone()) for w in group] for group in weights]
+    _stacking_step(stacked, list(lrs), False, grads, beta2)
+    _stacking_step(alone, list(lrs), True, grads, beta2)
+    for p, q, w in zip(sum(stacked, []), sum(alone, []), sum(weights, []), strict=True):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-6)
+        assert not torch.allclose(p.detach(), w, atol=1e-4)  # it moved
+
+
+def test_the_split_qkv_model_stacks_its_blocks_with_the_projections():
+    """lap 2's optimizer (q, k and v apart): the 128 x 128 blocks of the fused q/k/v and
+    the attention's output projections are one stack (STACKED_BY settings equal)."""
+    model = GPT(GPTConfig.from_preset("shakespeare-char-cpu-speedrun-2"))
+    opt = make_optimizer(model, TrainConfig(optimizer="muon", muon_split_qkv=True),
+                         torch.device("cpu")).muon
+    assert len(opt.param_groups) == 2
+    assert ({tuple(g.get(k) for k in STACKED_BY) for g in opt.param_groups} ==
+            {tuple(opt.param_groups[0].get(k) for k in STACKED_BY)})
 
 
 @pytest.mark.parametrize("beta2", [0.0, 0.95])  # Muon, NorMuon

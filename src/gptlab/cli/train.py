@@ -36,7 +36,8 @@ MODEL_FLAGS = {"n_layer": int, "n_head": int, "n_kv_head": int, "n_embd": int,
 
 
 # Placeholders that say what a value is where the setting's last word does not.
-METAVARS = {"learning_rate": "LR", "min_lr": "LR", "muon_lr": "LR", "dropout": "P"}
+METAVARS = {"learning_rate": "LR", "min_lr": "LR", "muon_lr": "LR", "dropout": "P",
+            "stop_at_val": "LOSS", "stop_at_val_every": "N"}
 
 
 def _argtype(kind: type):
@@ -190,8 +191,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"stopped at step {result.step} of {result.max_iters}; checkpoint saved. "
               f"Continue with:\n  gptlab train --data {args.data} --out {args.out} --resume")
     else:
+        if result.stop_at_val is not None:
+            print(target_line(result))
         val = (f", val loss {result.val_loss:.4f} (estimate, best {result.best_val_loss:.4f})"
-               if result.val_loss is not None else "")
+               if result.val_loss is not None and result.target_step is None else "")
         whole = (f", whole val split {result.whole_val_loss:.4f}"
                  if result.whole_val_loss is not None else "")
         print(f"done: {timing(result)}{val}{whole}; run in {result.run_dir}/")
@@ -218,6 +221,16 @@ def timing(result) -> str:
             if result.start_step and steps else "")
     return (f"{counted(steps, 'step')}{span} in {result.train_s:.1f} s "
             f"(+{result.other_s:.1f} s start-up, evaluations, checkpoints, scoring)")
+
+
+def target_line(result) -> str:
+    """Whether a finished run met its stop_at_val (result: a TrainResult)."""
+    target = f"target {result.stop_at_val:g}"
+    if result.target_step is not None:
+        return f"val {result.whole_val_loss:.4f} <= {target} at step {result.target_step}"
+    whole = (f"whole val split {result.whole_val_loss:.4f} at step {result.step}"
+             if result.whole_val_loss is not None else f"step {result.step}")
+    return f"val {target} not met within the step budget: {whole} of {result.max_iters}"
 
 
 def _train_config(args: argparse.Namespace, flags: dict) -> TrainConfig:

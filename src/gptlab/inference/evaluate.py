@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -189,32 +190,48 @@ def score_positions(model: torch.nn.Module, ids: torch.Tensor, context: int | No
     if ids.dim() != 1 or len(ids) < 2:
         raise UsageError("a text needs at least two tokens to score one")
     device = next(model.parameters()).device
-    ids = ids.to(device=device, dtype=torch.long)
-    was_training = model.training
-    model.eval()
     nll_at = torch.zeros(context, dtype=torch.float64, device=device)
     scored_at = torch.zeros(context, dtype=torch.long, device=device)
     spans = windows(len(ids), context, stride)
-    # Windows of one length go through the model together.
-    for length in sorted({end - begin for begin, end, _ in spans}):
-        same = [w for w in spans if w[1] - w[0] == length]
-        for i in range(0, len(same), batch_size):
-            stopping.check()  # a signal the trainer deferred: a long scoring stops here
-            batch = same[i:i + batch_size]
-            x = torch.stack([ids[b:e] for b, e, _ in batch])  # (B, T)
-            logits, _ = model(x)
-            nll = F.cross_entropy(logits[:, :-1].float().flatten(0, 1), x[:, 1:].flatten(),
-                                  reduction="none").view(len(batch), length - 1)
-            # Position j (first..length-1) was predicted by the logits at j - 1. Windows
-            # scored from the same first position (all but a text's first window, at a
-            # sliding stride) are summed together.
-            firsts = torch.tensor([first for _, _, first in batch], device=device)
-            for first in firsts.unique().tolist():
-                rows = firsts == first
-                nll_at[first:length] += nll[rows, first - 1:].double().sum(0)
-                scored_at[first:length] += rows.sum()
-    model.train(was_training)
+    for batch, nll in window_nlls(model, ids, spans, batch_size):
+        # Position j (first..length-1) was predicted by the logits at j - 1. Windows
+        # scored from the same first position (all but a text's first window, at a
+        # sliding stride) are summed together.
+        length = nll.size(1) + 1
+        firsts = torch.tensor([first for _, _, first in batch], device=device)
+        for first in firsts.unique().tolist():
+            rows = firsts == first
+            nll_at[first:length] += nll[rows, first - 1:].double().sum(0)
+            scored_at[first:length] += rows.sum()
     return PositionScore(context, stride, nll_at.tolist(), scored_at.tolist())
+
+
+@torch.no_grad()
+def window_nlls(model: torch.nn.Module, ids: torch.Tensor, spans: list[tuple[int, int, int]],
+                batch_size: int, stop: Callable[[], None] = stopping.check
+                ) -> Iterator[tuple[list[tuple[int, int, int]], torch.Tensor]]:
+    """(windows, their per-position NLL (B, length - 1): entry j - 1 is position j's) for
+    `spans` (from windows()) over ids, in batches of at most batch_size windows of one
+    length, the model in eval mode meanwhile; stop() is called before every batch (by
+    default a signal the trainer deferred ends a long scoring there)."""
+    device = next(model.parameters()).device
+    ids = ids.to(device=device, dtype=torch.long)
+    was_training = model.training
+    model.eval()
+    try:
+        # Windows of one length go through the model together.
+        for length in sorted({end - begin for begin, end, _ in spans}):
+            same = [w for w in spans if w[1] - w[0] == length]
+            for i in range(0, len(same), batch_size):
+                stop()
+                batch = same[i:i + batch_size]
+                x = torch.stack([ids[b:e] for b, e, _ in batch])  # (B, T)
+                logits, _ = model(x)
+                nll = F.cross_entropy(logits[:, :-1].float().flatten(0, 1),
+                                      x[:, 1:].flatten(), reduction="none")
+                yield batch, nll.view(len(batch), length - 1)
+    finally:
+        model.train(was_training)
 
 
 def score_ids(model: torch.nn.Module, ids: torch.Tensor, context: int | None = None,

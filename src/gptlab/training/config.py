@@ -35,7 +35,8 @@ LOGGERS = ("none", "tensorboard")
 # setting given with the value the run already has is no change, and always allowed.
 RESUME_OVERRIDES = ("max_iters", "device", "compile", "parallel", "tp",
                     "reshard_after_forward", "batch_size", "eval_interval", "eval_iters",
-                    "log_interval", "checkpoint_interval", "whole_val", "log")
+                    "log_interval", "checkpoint_interval", "whole_val", "log",
+                    "stop_at_val", "stop_at_val_every")
 # What a resume may also change once the run diverged (gptlab.training.rundir.divergence):
 # its exact continuation is what diverged, and its checkpoint is the last finite one.
 AFTER_DIVERGENCE = ("learning_rate", "min_lr", "muon_lr", "warmup_iters", "grad_clip")
@@ -130,6 +131,16 @@ class TrainConfig:
     # reached, has no use for the loss at initialisation and waits for it at start-up.
     eval_at_start: bool = setting(True, "evaluate before the first step (the loss at "
                                         "initialisation)", BOOLEAN)
+    # gptlab.training.val_target: how the looks are placed and what decides.
+    stop_at_val: float | None = setting(
+        None, "end the run, with a checkpoint, once the loss over the whole val split (as "
+              "`gptlab eval` scores it) is at most this; looked at through an estimate on an "
+              "eighth of the split near where the target is expected, the whole split "
+              "deciding (kept on resume)",
+        Check(lambda v: v is None or (is_number(v) and 0 < v < float("inf")),
+              "a positive number"))
+    stop_at_val_every: int = setting(10, "with stop_at_val: the fewest steps between two "
+                                         "looks at the val loss", POSITIVE)
     log_interval: int = setting(10, "log the training loss every N steps", POSITIVE)
     checkpoint_interval: int | None = setting(
         None, "save state for --resume every N steps (default eval_interval)")

@@ -33,6 +33,9 @@ EPS = 1e-7  # floor of the Frobenius norm G is divided by
 NORMUON_EPS = 1e-10  # NorMuon's, added to a row's root mean square and to a norm
 ADJUST_LR = ("original", "match_rms_adamw")
 NS_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+# The settings that shape a matrix's update after its momentum: groups equal in all of
+# them have their same-shaped matrices orthogonalised in one stack.
+STACKED_BY = ("lr", "weight_decay", "ns_steps", "ns_dtype", "adjust_lr", "normuon_beta2")
 
 
 def orthogonalize(g: Tensor, dtype: torch.dtype = torch.float32, steps: int = NS_STEPS,
@@ -128,39 +131,44 @@ class Muon(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        # Momentum for every matrix in multi-tensor calls, group by group (on a CPU each
+        # small call has its cost); then the Newton-Schulz iteration once per shape, on the
+        # stack of that shape's updates, across the groups whose settings are the same (a
+        # fused q/k/v cut into blocks has a group of its own, its blocks the shape of the
+        # attention's output projection in another).
+        stacks: dict[tuple, tuple[dict, list[tuple[Tensor, Tensor, Tensor | None]]]] = {}
         for group in self.param_groups:
-            lr, mu, wd = group["lr"], group["momentum"], group["weight_decay"]
             params = [p for p in group["params"] if p.grad is not None]
             if not params:
                 continue
-            # Momentum for every matrix in multi-tensor calls (on a CPU each small call has
-            # its cost); then the Newton-Schulz iteration once per shape, on the stack of
-            # that shape's updates.
+            mu = group["momentum"]
             grads = [p.grad for p in params]
             buffers = [self._momentum_buffer(p) for p in params]
             torch._foreach_lerp_(buffers, grads, 1 - mu)  # mu buf + (1 - mu) g
             updates = torch._foreach_lerp(grads, buffers, mu) if group["nesterov"] else buffers
             beta2 = group.get("normuon_beta2", 0.0)
-            by_shape: dict[tuple, list[tuple[Tensor, Tensor, Tensor | None]]] = {}
+            same_update = tuple(group.get(k) for k in STACKED_BY)
             for p, update in zip(params, updates, strict=True):
                 moments = self._row_moments(p) if beta2 else None
                 for unit in _units(p, update, moments, group.get("row_blocks")):
-                    by_shape.setdefault((tuple(unit[0].shape), p.device, p.dtype),
-                                        []).append(unit)
-            for (shape, device, param_dtype), units in by_shape.items():
-                same = [p for p, _, _ in units]
-                dtype = (NS_DTYPES[group["ns_dtype"]] if group["ns_dtype"]
-                         else default_ns_dtype(device))
-                stacked = (units[0][1] if len(units) == 1
-                           else torch.stack([u for _, u, _ in units]))
-                ortho = orthogonalize(stacked, dtype, group["ns_steps"]).to(param_dtype)
-                if beta2:
-                    ortho = normalize_rows(ortho, [m for _, _, m in units], beta2)
-                steps = [ortho] if len(units) == 1 else list(ortho.unbind(0))
-                if wd:  # decoupled weight decay, unscaled lr as torch's (a no-op at 0)
-                    torch._foreach_mul_(same, 1 - lr * wd)
-                step_lr = adjusted_lr(lr, shape, group["adjust_lr"])
-                torch._foreach_add_(same, steps, alpha=-step_lr)
+                    key = (tuple(unit[0].shape), p.device, p.dtype, same_update)
+                    stacks.setdefault(key, (group, []))[1].append(unit)
+        for (shape, device, param_dtype, _), (group, units) in stacks.items():
+            lr, wd = group["lr"], group["weight_decay"]
+            beta2 = group.get("normuon_beta2", 0.0)
+            same = [p for p, _, _ in units]
+            dtype = (NS_DTYPES[group["ns_dtype"]] if group["ns_dtype"]
+                     else default_ns_dtype(device))
+            stacked = (units[0][1] if len(units) == 1
+                       else torch.stack([u for _, u, _ in units]))
+            ortho = orthogonalize(stacked, dtype, group["ns_steps"]).to(param_dtype)
+            if beta2:
+                ortho = normalize_rows(ortho, [m for _, _, m in units], beta2)
+            steps = [ortho] if len(units) == 1 else list(ortho.unbind(0))
+            if wd:  # decoupled weight decay, unscaled lr as torch's (a no-op at 0)
+                torch._foreach_mul_(same, 1 - lr * wd)
+            step_lr = adjusted_lr(lr, shape, group["adjust_lr"])
+            torch._foreach_add_(same, steps, alpha=-step_lr)
         return loss
 
     def _momentum_buffer(self, p: Tensor) -> Tensor:

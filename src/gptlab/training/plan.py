@@ -56,6 +56,8 @@ def check_settings(cfg: TrainConfig, config: GPTConfig, world_size: int) -> Layo
                ("dtype float16", cfg.dtype == "float16", "it needs a GradScaler; use bfloat16"),
                ("batch_rng nanogpt", cfg.batch_rng == "nanogpt",
                 "each rank would initialise different weights"),
+               ("stop_at_val", cfg.stop_at_val is not None,
+                "its looks score a whole model on every rank; use --parallel ddp"),
                ("optimizer muon", cfg.optimizer == "muon",
                 "Muon orthogonalises each whole matrix, and a rank holds only a shard; "
                 "use --parallel ddp"))

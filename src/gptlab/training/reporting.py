@@ -42,6 +42,9 @@ class NullReporter:
 
     def whole_val(self, record: dict[str, Any]) -> None: ...
 
+    def val_target(self, record: dict[str, Any]) -> None:
+        """A look at the val loss for stop_at_val (gptlab.training.val_target.Look)."""
+
     def diverged(self, record: dict[str, Any]) -> None:
         """The run stopped on a loss or weight that is not finite (TrainingDiverged's
         record); the error itself says so to the user."""
@@ -118,8 +121,11 @@ class Reporter(NullReporter):
         # first launch of matplotlib (about 0.4 s) before the first step
         if self.plot_each_eval and record["step"] > 0:
             self.files.plot()
-        line = (f"step {record['step']}: train loss {record['train_loss']:.4f}, "
-                f"val loss {record['val_loss']:.4f}")
+        self._say(f"step {record['step']}: train loss {record['train_loss']:.4f}, "
+                  f"val loss {record['val_loss']:.4f}")
+
+    def _say(self, line: str) -> None:
+        """A line on stderr, above the progress bar if there is one."""
         if self.bar is not None:
             self.bar.write(line, file=sys.stderr)
         else:
@@ -129,6 +135,15 @@ class Reporter(NullReporter):
         self.files.log(record)
         print(f"step {record['step']}: whole val split, {record['tokens']:,} tokens: "
               f"loss {record['loss']:.4f}", file=sys.stderr)
+
+    def val_target(self, record: dict[str, Any]) -> None:
+        self.files.log(record)
+        line = (f"step {record['step']}: val estimate {record['estimate']:.4f} "
+                f"(se {record['estimate_se']:.4f})")
+        if record["whole"] is not None:
+            line += (f", whole val split {record['whole']:.4f} "
+                     f"({'<=' if record['met'] else '>'} target {record['target']:g})")
+        self._say(line)
 
     def diverged(self, record: dict[str, Any]) -> None:
         self.files.log(record)
@@ -170,6 +185,10 @@ class Reporters(NullReporter):
     def whole_val(self, record: dict[str, Any]) -> None:
         for r in self.reporters:
             r.whole_val(record)
+
+    def val_target(self, record: dict[str, Any]) -> None:
+        for r in self.reporters:
+            r.val_target(record)
 
     def diverged(self, record: dict[str, Any]) -> None:
         for r in self.reporters:

@@ -61,6 +61,7 @@ from gptlab.training.reporting import (
     require_logger,
 )
 from gptlab.training.trainer import Trainer, TrainingDiverged
+from gptlab.training.val_target import ValTarget
 
 # torch.cuda's before torch 2.5, which made it torch's own (raised by every accelerator).
 OUT_OF_MEMORY = (getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError), MemoryError)
@@ -85,6 +86,8 @@ class TrainResult:
     train_s: float = 0.0  # of elapsed_s, the seconds in this process's optimizer steps
     max_iters: int = 0  # the steps the run is planned for
     signal: int | None = None  # the SIGINT or SIGTERM that stopped it, if one did
+    stop_at_val: float | None = None  # the run's target for the whole val loss, if any
+    target_step: int | None = None  # the step whose whole val loss met it, if one did
 
     @property
     def steps_now(self) -> int:
@@ -232,14 +235,18 @@ def _train_on(plan: TrainPlan, state: dict[str, Any] | None, ctx: Dist, watch: _
     reporter = _open_run_dir(plan, state, watch) if ctx.is_main else NullReporter()
     checkpoints = rundir.Checkpoints(plan.run_dir, writer=ctx.is_main, sharding=sharding)
     trainer = Trainer(model, batches, cfg, ctx, checkpoints, reporter, stop=watch.stop,
-                      sharding=sharding)
+                      sharding=sharding, target=_val_target(plan, watch))
     if state is not None:
         trainer.load_state(state)
     whole = sharding.gathered if sharding is not None else lambda: model
     _announce(plan, trainer, ctx)
     status = _fit(plan, trainer, ctx, watch.callbacks, whole, reporter)
-    whole_val = None
-    if status == "finished" and cfg.whole_val:
+    whole_val, met = None, trainer.target_met
+    if met is not None:  # the look scored the whole split at this very step
+        whole_val = met.whole
+        reporter.whole_val({"kind": "whole_val", "step": met.step, "loss": met.whole,
+                            "tokens": len(data.val) - 1})
+    elif status == "finished" and (cfg.whole_val or cfg.stop_at_val is not None):
         whole_val = _whole_val(whole, data.val, reporter, trainer.step, ctx)
     best = trainer.best_val if math.isfinite(trainer.best_val) else None
     return TrainResult(plan.run_dir, trainer.step, status, trainer.last_eval.get("train_loss"),
@@ -247,7 +254,19 @@ def _train_on(plan: TrainPlan, state: dict[str, Any] | None, ctx: Dist, watch: _
                        time.perf_counter() - watch.t0, is_main=ctx.is_main,
                        whole_val_loss=whole_val, eval_step=trainer.last_eval_step,
                        start_step=trainer.start_step, train_s=trainer.train_s,
-                       max_iters=cfg.max_iters)
+                       max_iters=cfg.max_iters, stop_at_val=cfg.stop_at_val,
+                       target_step=met.step if met is not None else None)
+
+
+def _val_target(plan: TrainPlan, watch: _Watch) -> ValTarget | None:
+    """What looks at the whole val loss for stop_at_val (every rank holds a whole model:
+    the plan refuses it with a sharded one)."""
+    cfg = plan.train_config
+    if cfg.stop_at_val is None:
+        return None
+    return ValTarget(cfg.stop_at_val, torch.from_numpy(plan.data.val.astype("int64")),
+                     plan.model_config.block_size, cfg.max_iters, cfg.stop_at_val_every,
+                     stop_requested=watch.stop.is_set)
 
 
 def _model(plan: TrainPlan, state: dict[str, Any] | None, ctx: Dist):

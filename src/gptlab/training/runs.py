@@ -9,7 +9,8 @@ its format, torch-free to import):
   metrics.jsonl                losses, tokens/s and the whole-val score (rundir.read_metrics)
   .lock                        held by the trainer writing it (rundir.lock_holder: its PID)
 so its status is one of: running (the lock is held: by that PID), finished (its checkpoint
-is at max_iters), interrupted (stopped before, with a checkpoint to --resume from).
+is at max_iters, or where its whole val loss met its stop_at_val), interrupted (stopped
+before, with a checkpoint to --resume from).
 """
 
 from __future__ import annotations
@@ -140,6 +141,13 @@ def sort_runs(runs: Iterable[RunInfo], key: str, reverse: bool = False) -> list[
     return order + sorted(missing, key=lambda r: r.name)
 
 
+def _met_its_target(records: list[dict], step: int) -> bool:
+    """Whether the run stopped at `step` because its whole val loss met stop_at_val (its
+    last look there met it: gptlab.training.val_target)."""
+    looks = [r for r in records if r.get("kind") == "val_target"]
+    return bool(looks) and looks[-1].get("met") is True and looks[-1].get("step") == step
+
+
 def read_run(path: str | Path, name: str | None = None) -> RunInfo:
     """What path's files say of the run (a file missing or unreadable leaves its fields
     None)."""
@@ -159,7 +167,8 @@ def read_run(path: str | Path, name: str | None = None) -> RunInfo:
     pid = lock_holder(path)
     if pid is not None:
         status, step = "running", max([s for s in [step, *logged] if s is not None], default=None)
-    elif step is not None and max_iters is not None and step >= max_iters:
+    elif step is not None and ((max_iters is not None and step >= max_iters)
+                               or _met_its_target(records, step)):
         status = "finished"
     else:
         status = "interrupted"

@@ -29,6 +29,7 @@ from gptlab.training.optim import make_optimizer
 from gptlab.training.precision import autocast_dtype
 from gptlab.training.reporting import NullReporter
 from gptlab.training.schedule import lr_at, ramped
+from gptlab.training.val_target import Look, ValTarget
 
 # Under torchrun, every rank must stop at the same step, so a stop request is agreed on by an
 # all-reduce, which waits for the device: at logging, evaluation and checkpoint steps, and at
@@ -123,12 +124,15 @@ class Trainer:
 
     def __init__(self, model: nn.Module, batches: Any, cfg: TrainConfig, ctx: Dist,
                  checkpoints: Checkpointer, reporter: NullReporter | None = None,
-                 stop: threading.Event | None = None, sharding: Any = None) -> None:
+                 stop: threading.Event | None = None, sharding: Any = None,
+                 target: ValTarget | None = None) -> None:
+        # target: looks at the whole val split, for stop_at_val (a whole model only).
         # sharding: when the model is already sharded (FSDP, tensor parallel), its `layout`
         # (the data-parallel width) and `gathered()`, a whole copy (gptlab.training.run's
         # ShardedGPT).
         self.cfg, self.ctx, self.batches, self.sharding = cfg, ctx, batches, sharding
-        self.checkpoints = checkpoints
+        self.checkpoints, self.target = checkpoints, target
+        self.target_met: Look | None = None  # the look that met stop_at_val, if one did
         self.reporter = reporter or NullReporter()
         self.raw_model = model
         self.optimizer = make_optimizer(model, cfg, ctx.device)
@@ -330,12 +334,15 @@ class Trainer:
 
     def fit(self, resumed: bool = False,
             should_stop: Callable[[int], bool] | None = None) -> str:
-        """Train until max_iters (or a stop request, or should_stop(steps done) says so
-        before a step: a stop request too): "finished" or "interrupted". A checkpoint is
+        """Train until max_iters, or the target's whole val loss is met (target_met says
+        so; "finished" either way), or a stop request (or should_stop(steps done) says so
+        before a step: a stop request too; "interrupted"). A checkpoint is
         saved before returning either way, and on a fresh run before anything else, so
         --resume works from the first moment on."""
         cfg = self.cfg
         self.start_step = self.step
+        if self.target is not None:
+            self.target.start(self.step)
         self.reporter.open(cfg.max_iters, self.step)
         try:
             if not resumed:
@@ -388,6 +395,20 @@ class Trainer:
                 self._evaluate_and_record()
             if saving:
                 self._save_checkpoint()
+            if self.target is not None and self.target.is_due(self.step) and self._look():
+                return "finished"
+
+    def _look(self) -> bool:
+        """Look at the val loss for stop_at_val; whether it met the target."""
+        if self._unchecked:
+            self.check()  # a divergence is raised before its weights are scored
+        look = self.target.look(self.raw_model, self.step)
+        if look is None:  # a stop was requested meanwhile: the loop stops as asked
+            return False
+        self.reporter.val_target(look.record(self.target.target))
+        if look.met:
+            self.target_met = look  # fit saves the checkpoint
+        return look.met
 
     def _evaluate_and_record(self) -> None:
         losses = self.evaluate()

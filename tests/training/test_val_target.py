@@ -1,0 +1,112 @@
+"""stop_at_val's looks (gptlab.training.val_target): where they fall, what decides, and that
+the loss that decides is `gptlab eval`'s."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gptlab.inference.evaluate import score_ids
+from gptlab.model.config import GPTConfig
+from gptlab.model.gpt import GPT
+from gptlab.training import val_target
+from gptlab.training.val_target import ValTarget, next_look, whole_is_due
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_the_first_look_is_at_half_the_planned_steps_rounded_up_to_every():
+    assert next_look(0, 360, 10, 1.7, []) == 180
+    assert next_look(0, 450, 25, 1.88, []) == 225
+    assert next_look(0, 7, 10, 1.0, []) == 7  # never past the end
+
+
+def test_with_one_look_the_next_is_a_quarter_of_what_is_left():
+    assert next_look(180, 360, 10, 1.7, [(180, 1.85)]) == 180 + 50  # 45 -> 50
+
+
+def test_with_two_looks_the_next_is_where_their_line_crosses_the_target():
+    # 0.1 lost in 50 steps: 0.002 a step, 0.06 above the target -> 30 steps on
+    assert next_look(230, 360, 10, 1.7, [(180, 1.86), (230, 1.76)]) == 260
+    # a crossing sooner than `every` steps: `every` steps on
+    assert next_look(260, 360, 10, 1.7, [(230, 1.76), (260, 1.701)]) == 270
+    # already below (an estimate corrected below the target): `every` steps on
+    assert next_look(260, 360, 10, 1.7, [(230, 1.76), (260, 1.69)]) == 270
+    # a loss that rose: the slope says nothing, a quarter of what is left
+    assert next_look(260, 360, 10, 1.7, [(230, 1.76), (260, 1.80)]) == 260 + 30
+    # never past max_iters
+    assert next_look(300, 360, 10, 1.7, [(200, 2.5), (300, 2.4)]) == 360
+
+
+def test_the_whole_split_is_scored_within_the_margin_of_the_estimate():
+    se = 0.01
+    # before any whole score: the estimate at or below the target (margins of 0 se)
+    assert whole_is_due(1.70, se, 1.7, None) and not whole_is_due(1.701, se, 1.7, None)
+    # after one: the estimate corrected by the offset measured then
+    assert whole_is_due(1.686, se, 1.7, 0.014) and not whole_is_due(1.69, se, 1.7, 0.014)
+    assert whole_is_due(1.71, se, 1.7, -0.014)
+
+
+@pytest.fixture(scope="module")
+def model_and_val():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=11, block_size=16, n_layer=1, n_head=2, n_embd=16))
+    val = torch.randint(0, 11, (8 * 64 * 8 + 5,), generator=torch.Generator().manual_seed(1))
+    return model, val
+
+
+def test_a_look_scores_an_eighth_then_the_whole_split_as_gptlab_eval_does(model_and_val):
+    model, val = model_and_val
+    nll, scored = score_ids(model, val)  # gptlab eval's figure
+    target = ValTarget(nll / scored + 1.0, val, 16, max_iters=100, every=10)
+    assert len(target.sample) * val_target.SAMPLE >= len(target.sample) + len(target.rest)
+    assert len(target.sample) >= val_target.MIN_WINDOWS
+    target.start(0)
+    assert target.due == 50 and not target.is_due(49) and target.is_due(50)
+    look = target.look(model, 50)
+    assert look.met and look.whole == pytest.approx(nll / scored, abs=1e-6)
+    assert 0 < look.se < 0.5 and abs(look.estimate - look.whole) < 4 * look.se
+    assert model.training  # the model is handed back in the mode it had
+    record = look.record(target.target)
+    assert record["kind"] == "val_target" and record["met"] and record["step"] == 50
+
+
+def test_a_target_below_the_loss_is_not_met_and_the_estimate_alone_is_scored(model_and_val):
+    model, val = model_and_val
+    nll, scored = score_ids(model, val)
+    target = ValTarget(nll / scored - 1.0, val, 16, max_iters=100, every=10)
+    target.start(0)
+    look = target.look(model, 50)
+    assert not look.met and look.whole is None
+    assert target.due == 50 + 20  # a quarter of the 50 steps left, rounded up to 10
+    # the estimate at the target: the whole split is scored, and decides
+    near = ValTarget(look.estimate, val, 16, max_iters=100, every=10)
+    near.start(0)
+    look = near.look(model, 50)
+    assert look.whole is not None and look.met == (look.whole <= near.target)
+    assert near.offset == pytest.approx(look.whole - look.estimate)
+
+
+def test_a_small_split_is_scored_whole_at_every_look(model_and_val):
+    model, val = model_and_val
+    small = val[:300]
+    target = ValTarget(10.0, small, 16, max_iters=100, every=10)
+    assert target.rest == []
+    look = target.look(model, 50)
+    nll, scored = score_ids(model, small)
+    assert look.se == 0 and look.whole == look.estimate == pytest.approx(nll / scored)
+
+
+def test_a_stop_request_ends_a_look_unfinished(model_and_val):
+    model, val = model_and_val
+    target = ValTarget(10.0, val, 16, max_iters=100, every=10, stop_requested=lambda: True)
+    target.start(0)
+    assert target.look(model, 50) is None and target.due == 50
+
+
+def test_a_resume_past_the_first_look_looks_every_steps_on():
+    target = ValTarget(1.0, torch.zeros(100, dtype=torch.long), 16, max_iters=360, every=10)
+    target.start(200)
+    assert target.due == 210
+    target.start(360)  # at the end already: no look (the end scores the whole split)
+    assert not target.is_due(360)
