@@ -67,14 +67,18 @@ READS: list[tuple[str, str, dict[str, Any] | None, int]] = [
     ("POST", "/api/context", {"run": "tiny", "context": 32,
                               "text": "the cat sat on the mat. " * 4}, 200),
     ("POST", "/api/walk", {"run": "tiny", "text": "the cat"}, 200),
+    ("POST", "/api/walk/layer", {"run": "tiny", "text": "the cat"}, 200),
+    ("POST", "/api/live/estimate", {"task": "induction"}, 200),  # probed once, then cached
     ("POST", "/api/all_heads", {"run": "tiny", "prompt": "the cat sat"}, 200),
     ("POST", "/api/learned_positions", {"run": "tiny"}, 200),
     ("POST", "/api/context/experiment", {"experiment": "none"}, 400),
     ("POST", "/api/experiments/report", {"experiment": "none"}, 400),
 ]
-# The routes that change state or stream: driven below, not in the clients' loop.
+# The routes that change state or stream: the live ones driven below, not in the clients'
+# loop; the quick-run ones (an experiment's training, minutes) not at all.
 NOT_READS = {("POST", "/api/live/start"), ("POST", "/api/live/stop"),
-             ("GET", "/api/live/events")}
+             ("GET", "/api/live/events"), ("POST", "/api/experiments/quick"),
+             ("GET", "/api/experiments/quick/events"), ("GET", "/api/experiments/quick/status")}
 SECONDS = {"smoke": 2, "quick": 15, "full": 60}
 CLIENTS = {"smoke": 4, "quick": 16, "full": 32}
 TRAINING = {"task": "induction", "steps": 5000, "every": 25}  # outlasts the bench

@@ -33,10 +33,13 @@ VIEWS = [
     ("7-quiz", "quiz", "quiz-question", []),
     ("8-next-token", "nexttoken", "nt-lines", []),
     ("10-logit-lens", "lens", "lens-dla", []),
+    ("11-longer-than-trained", "context", "fig-ctx-experiment", []),
     ("12-whole-model", "model", "fig-whole-model", []),
+    ("12-attention-steps", "model", "fig-whole-model", []),  # block 0 still open
     ("13-every-head", "allheads", "fig-all-heads", []),
     ("13-head-view", "allheads", "hv-lines", []),
     ("4-learned-positions", "positions", "fig-learned-sim", []),
+    ("14-experiments", "experiments", "exp-claims", []),
 ]
 LIVE_VIEW = "9-watch-it-learn"  # a training from the page: only with live_steps (minutes)
 
@@ -85,10 +88,19 @@ def capture_views(page, url: str, out_dir: Path, live_steps: int | None = None,
             page.hover("[data-testid=nt-key-15]")
         if tab == "lens":  # block 0 at the last position: its top tokens open
             page.click("[data-testid^=lens-cell-1-] >> nth=-1")  # any run, any tokenizer
-        if tab == "model":  # block 0 open, its FFN's numbers beside the diagram
+        if name == "12-whole-model":  # block 0 open, its FFN's numbers beside the diagram
             page.click("[data-testid=wm-stage-block-0]")
             page.click("[data-testid=wm-stage-ffn-0]")
             page.wait_for_selector("[data-testid=wm-ffn-fired]")
+        if name == "12-attention-steps":  # the same block's attention, opened into its stages
+            page.click("[data-testid=wm-stage-attn-0]")
+            page.wait_for_selector("[data-testid=wm-steps-figures]")
+        if name == "12-attention-steps":  # block 0's attention, walked to its softmax row
+            for _ in range(3):
+                stage = page.get_attribute("[data-testid=wm-steps-figures]", "data-stage")
+                page.click("[data-testid=wm-steps-next]")
+                page.wait_for_selector(
+                    f"[data-testid=wm-steps-figures]:not([data-stage='{stage}'])")
         if name == "13-head-view":  # below the grid: one layer's lines, one token isolated
             page.eval_on_selector("#hv-title", "e => { e.scrollIntoView(); scrollBy(0, -90); }")
             page.hover("[data-testid=hv-query-12]")

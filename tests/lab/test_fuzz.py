@@ -73,7 +73,9 @@ def _fit_matrices(body: dict, request: cs.AttentionRequest) -> dict:
 
 def _fit_text(body: dict, run: str) -> dict:
     """A next-token body naming `run`, its text cut to the tiny run's characters."""
-    text = "".join(c for c in body.get("text", "") if c in VOCAB)[:32] or "the cat"
+    text = body.get("text")  # a negative case may send null or a number
+    text = "".join(c for c in (text if isinstance(text, str) else "") if c in VOCAB)[:32] \
+        or "the cat"
     return dict(body, run=run, text=text)
 
 
