@@ -106,8 +106,13 @@ def capture_views(page, url: str, out_dir: Path, live_steps: int | None = None,
             page.hover("[data-testid=hv-query-12]")
         if name == "4-learned-positions":  # further down view 4: the run's own table
             page.locator("[data-testid=lp-summary]").scroll_into_view_if_needed()
+        if name == "12-attention-steps":  # the steps alone, their fade-in finished
+            page.wait_for_function(
+                "document.getAnimations().every(a => a.playState !== 'running')")
+            page.eval_on_selector("[data-testid=wm-steps-figures]",  # below the sticky tabs
+                                  "e => e.scrollIntoView({block: 'center'})")
         path = out_dir / f"{name}.png"
-        page.screenshot(path=str(path), full_page=tab in ("lens", "model"))
+        page.screenshot(path=str(path), full_page=name in ("10-logit-lens", "12-whole-model"))
         written.append(path)
     if live_steps is not None:
         page.click("#tab-live")
