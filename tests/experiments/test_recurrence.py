@@ -176,7 +176,8 @@ def test_attention_claims_wait_for_attention_to_recall(results):
 def test_the_mqar_attention_model_starts_as_pytorch_initializes():
     torch.manual_seed(0)
     model = recurrence.mqar_attention(64, 64, 32)
-    assert float(model.wte.weight.detach().std()) == pytest.approx(1.0, abs=0.1)  # nn.Embedding's N(0, 1)
+    # nn.Embedding's N(0, 1)
+    assert float(model.wte.weight.detach().std()) == pytest.approx(1.0, abs=0.1)
     assert model.lm_head.weight is not model.wte.weight
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)
                and m is not model.lm_head]
