@@ -237,8 +237,8 @@ def mqar_attention(width: int, length: int, vocab: int) -> GPT:
     (embeddings N(0, 1), linear layers nn.Linear's uniform) rather than GPT-2's N(0, 0.02):
     from GPT-2's small start attention stayed on the plateau of guessing among a row's
     values for 5,000 steps at 64 tokens, with every learning rate, position encoding and
-    head count tried; from PyTorch's it recalls at 64 tokens within 1,000 (the induction
-    circuit MQAR needs forms from large enough position and token signals)."""
+    head count tried; from PyTorch's it recalls at 64 tokens within 1,000 (a guess, not
+    measured: the induction circuit forms faster from larger position and token signals)."""
     model = GPT(GPTConfig(vocab_size=vocab, n_layer=2, n_head=max(1, width // 16),
                           n_embd=width, block_size=length, dropout=0.0, bias=False,
                           pos_encoding="learned", tie_embeddings=False))
