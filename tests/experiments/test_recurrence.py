@@ -7,6 +7,8 @@ the claims are judged from the numbers written; a second run (the CLI) retrains 
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -146,3 +148,38 @@ def test_a_second_run_reuses_every_model(experiment, rerun):
     assert all(c["reused"] for c in again.results["mqar"]["cells"])
     assert again.grid_after == again.grid_before
     assert "MQAR accuracy" in again.out and "the price" in again.out
+
+
+def test_attention_claims_wait_for_attention_to_recall(results):
+    """A length where the widest attention model still guesses (under LEARNED) leaves the
+    attention claims undecided, not contradicted; once it recalls they are judged."""
+    widest = max(QUICK.mqar_widths)
+
+    def judged(attention_accuracy):
+        edited = copy.deepcopy(results)
+        for c in edited["mqar"]["cells"]:
+            if c["width"] == widest:
+                c["accuracy"] = attention_accuracy(c["length"]) if c["model"] == "attention" \
+                    else 0.2
+        return {c["key"]: c for c in evaluate(recurrence.CLAIMS, edited)}
+
+    short, long = QUICK.mqar_lengths
+    guessing = judged(lambda n: 0.95 if n == short else 0.3)
+    for key in ("attention_solves_mqar", "attention_beats_lstm_mqar"):
+        assert guessing[key]["verdict"] == "undecided"
+        assert f"n={long}: attention not recalling (0.30)" in guessing[key]["this_run"]
+    recalling = judged(lambda n: 0.95)
+    assert recalling["attention_solves_mqar"]["effects"] == pytest.approx([0.05, 0.05])
+    assert recalling["attention_beats_lstm_mqar"]["verdict"] == "held"
+
+
+def test_the_mqar_attention_model_starts_as_pytorch_initializes():
+    torch.manual_seed(0)
+    model = recurrence.mqar_attention(64, 64, 32)
+    # nn.Embedding's N(0, 1)
+    assert float(model.wte.weight.detach().std()) == pytest.approx(1.0, abs=0.1)
+    assert model.lm_head.weight is not model.wte.weight
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)
+               and m is not model.lm_head]
+    assert linears and all(m.weight.abs().max() <= m.in_features ** -0.5 for m in linears)
+    assert max(float(m.weight.detach().std()) for m in linears) > 0.03  # not GPT-2's 0.02
