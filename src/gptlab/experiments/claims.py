@@ -97,8 +97,8 @@ def judge(effects: Sequence[float | None], direction: int = 1,
                 "rule": "no seeds: nothing measured"}
     if not all(_finite(v) for v in values):
         return {**base, "verdict": UNDECIDED, "mean": None, "spread": None,
-                "rule": "a seed has no finite number (NaN, inf, a diverged run, or nothing to "
-                         "measure)"}
+                "rule": "a seed has no finite number (NaN, inf, a diverged run, or a "
+                         "precondition of the claim not met: this run's column says which)"}
     mean = sum(values) / len(values)
     if abs(mean) <= ROUNDING * max(abs(v) for v in values):
         mean = 0.0
