@@ -16,7 +16,7 @@ Every encoding and fine-tune is trained with seeds S, S+1, ... (three at the def
 the claims are judged on each seed's numbers, against their spread. The first seed's runs
 keep the plain names (`rope`, `rope-pi-x2`); the others' end in -sSEED (`rope-s1338`).
 
-Every number is `gptlab eval RUN --text FOLDER/eval.txt --context N --stride S` (with
+Every number is `gptlab eval RUN --text-file FOLDER/eval.txt --context N --stride S` (with
 `--rope-scaling KIND:F` where there is one): the experiment calls the same functions.
 """
 
