@@ -246,6 +246,7 @@ def test_lab_latency_times_every_endpoint(smoke_results):
     data = json.loads((smoke_results / "lab_latency.json").read_text())
     from bench.lab_latency import CALLS
 
-    assert [r["endpoint"] for r in data["endpoints"]] == [path for path, _ in CALLS]
+    assert [(r["endpoint"], r["run"]) for r in data["endpoints"]] == \
+        [(path, body.get("run", "-")) for path, body in CALLS]
     assert all(0 < r["median_ms"] <= r["max_ms"] for r in data["endpoints"])
     assert data["all_within_budget"] == all(r["median_ms"] < 100 for r in data["endpoints"])
