@@ -139,6 +139,24 @@ def encode_prompt(run, prompt: str, view_limit: int = m.MAX_TOKENS, what: str = 
                                         min(context, view_limit), limit=limit)])
 
 
+def encode_at(run, text: str, position: int | None, view_limit: int
+              ) -> tuple[torch.Tensor, int]:
+    """The text encoded as encode_prompt does, and the token position asked for (None: the
+    last), refused in one line past the text's end."""
+    idx = encode_prompt(run, text, view_limit, what="text")
+    T = idx.shape[1]
+    position = T - 1 if position is None else position
+    if position >= T:
+        raise UsageError(f"position must be between 0 and {T - 1} (the text has {T} "
+                         f"tokens), got {position}")
+    return idx, position
+
+
+def as_list(t: torch.Tensor) -> list:
+    """A tensor as nested lists of Python floats (float64, so JSON carries every digit)."""
+    return t.detach().double().tolist()
+
+
 def model_on_tokens(run, idx: torch.Tensor) -> dict[str, Any]:
     """What an answer about run's model on the tokens idx (1, T) starts with."""
     return {"run": run.name, "tokens": [run.tokenizer.decode([i]) for i in idx[0].tolist()],

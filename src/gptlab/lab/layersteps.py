@@ -29,7 +29,7 @@ from gptlab.errors import UsageError
 from gptlab.interp.hooks import check_tokens, eval_mode, forward_hooks
 from gptlab.interp.memory import value_logits
 from gptlab.lab import model_schemas as ms
-from gptlab.lab.api import encode_prompt
+from gptlab.lab.api import as_list, encode_at
 from gptlab.lab.runs import Runs
 from gptlab.model.inputs import unwrap
 from gptlab.model.positional import apply_rope
@@ -38,9 +38,6 @@ CURVE_POINTS = 81
 # Options whose attention the calculator does not redo (it would need their own arithmetic)
 UNDRAWN = ("qk_norm", "value_residual")
 
-
-def _vec(t: Tensor) -> list[float]:
-    return t.detach().double().tolist()
 
 
 def _check(gpt, layer: int, head: int) -> None:
@@ -122,18 +119,18 @@ def attention_stages(gpt, layer: int, head: int, x: Tensor, t: int) -> dict[str,
     h = head
     return {
         "layer": layer, "head": h, "n_head": nh, "head_dim": hs, "scale": attn.scale,
-        "sqrt_d_k": math.sqrt(hs), "x": _vec(x[t]),
-        "q": _vec(q[h, t]), "keys": _vec(k[h]), "values": _vec(v[h]),
-        "raw": _vec(raw[h]), "scaled": _vec(scaled[h]),
+        "sqrt_d_k": math.sqrt(hs), "x": as_list(x[t]),
+        "q": as_list(q[h, t]), "keys": as_list(k[h]), "values": as_list(v[h]),
+        "raw": as_list(raw[h]), "scaled": as_list(scaled[h]),
         # JSON has no -inf: a masked cell is null
         "masked": [float(s) if ok else None for s, ok in zip(scaled[h].tolist(), causal.tolist(),
                                                              strict=True)],
-        "weights": _vec(weights[h]), "weights_bidirectional": _vec(both[h]),
-        "head_out": _vec(heads_out[h]), "head_out_bidirectional": _vec(both[h] @ v[h]),
-        "concat": _vec(concat), "w_o_norms": _vec(blocks.norm(dim=(0, 2))),
-        "written_norms": _vec(written.norm(dim=1)), "w_o_block": _vec(blocks[:, h, :]),
-        "b_o": None if attn.proj.bias is None else _vec(attn.proj.bias),
-        "out": _vec(out),
+        "weights": as_list(weights[h]), "weights_bidirectional": as_list(both[h]),
+        "head_out": as_list(heads_out[h]), "head_out_bidirectional": as_list(both[h] @ v[h]),
+        "concat": as_list(concat), "w_o_norms": as_list(blocks.norm(dim=(0, 2))),
+        "written_norms": as_list(written.norm(dim=1)), "w_o_block": as_list(blocks[:, h, :]),
+        "b_o": None if attn.proj.bias is None else as_list(attn.proj.bias),
+        "out": as_list(out),
     }
 
 
@@ -143,7 +140,7 @@ def activation_curve(mlp, lo: float, hi: float) -> dict[str, list[float]]:
     multiplies it)."""
     xs = torch.linspace(lo, hi, CURVE_POINTS, dtype=torch.float64)
     ys = F.silu(xs) if hasattr(mlp, "gate") else mlp.activation(xs)
-    return {"x": _vec(xs), "y": _vec(ys)}
+    return {"x": as_list(xs), "y": as_list(ys)}
 
 
 def ffn_units(model, layer: int, seen: dict[str, Tensor], t: int, units: int,
@@ -158,7 +155,7 @@ def ffn_units(model, layer: int, seen: dict[str, Tensor], t: int, units: int,
     top_logits, top_ids = logits.topk(min(top, logits.shape[1]), dim=-1)
     span = max(3.0, float(pre.abs().max()) * 1.05)
     return {
-        "kind": cfg.mlp, "units": coef.numel(), "pre": _vec(pre), "coef": _vec(coef),
+        "kind": cfg.mlp, "units": coef.numel(), "pre": as_list(pre), "coef": as_list(coef),
         "top": [{"unit": int(u), "coef": float(coef[u]), "pre": float(pre[u]),
                  "tokens": [{"id": int(i), "logit": float(v)}
                             for i, v in zip(top_ids[r], top_logits[r], strict=True)]}
@@ -169,12 +166,7 @@ def ffn_units(model, layer: int, seen: dict[str, Tensor], t: int, units: int,
 
 def layer_steps_view(runs: Runs, body: ms.LayerStepsRequest) -> dict[str, Any]:
     run = runs.load(body.run)
-    idx = encode_prompt(run, body.text, ms.MAX_WALK_TOKENS, what="text")
-    T = idx.shape[1]
-    position = T - 1 if body.position is None else body.position
-    if position >= T:
-        raise UsageError(f"position must be between 0 and {T - 1} (the text has {T} "
-                         f"tokens), got {position}")
+    idx, position = encode_at(run, body.text, body.position, ms.MAX_WALK_TOKENS)
     with runs.model_lock:
         d = layer_steps(run.model, idx, position, body.layer, body.head, body.units, body.top)
     decode = run.tokenizer.decode
