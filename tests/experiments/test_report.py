@@ -126,3 +126,10 @@ def test_the_claims_table_comes_first_where_results_judged_claims(capsys):
     assert rows[0][:3] == ["a claim", "a paper", "it rose"] and rows[0][3].startswith("held ")
     heading, body = report.claims_section({"claims": judged})
     assert "| a claim | a paper | it rose | held (" in body and "twice the seed spread" in body
+
+
+def test_table_sections_title_each_table_capitalised_without_its_colon():
+    sections = report.table_sections([("loss by seed:", (["seed", "loss"], [[1, 2.5]])),
+                                      ("", (["a"], [[1]]))])
+    assert [title for title, _ in sections] == ["Loss by seed", ""]
+    assert sections[0][1] == report.markdown_table(["seed", "loss"], [[1, 2.5]])

@@ -323,10 +323,7 @@ def sections(results: dict[str, Any], records: dict[str, RunRecord]) -> list[tup
              f"matching when its match score beats chance and every no-stack rule by "
              f"{results['match_margin']:g}; it counts when its uniformity is at least "
              f"{results['counting_uniformity']:g}.")
-    out = [("Setup", setup)]
-    for title, (header, rows) in tables(results):
-        out.append((title.rstrip(":")[0].upper() + title.rstrip(":")[1:],
-                    report.markdown_table(header, rows)))
+    out = [("Setup", setup), *report.table_sections(tables(results))]
     out.append(("Notes", "\n".join(f"- {line}" for line in notes(results))))
     out += report.closing(results, FIGURE)
     return out

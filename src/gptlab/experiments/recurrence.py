@@ -623,10 +623,7 @@ def sections(results: dict[str, Any], records: dict[str, RunRecord]) -> list[tup
              f"values, {mq['steps']} steps of {mq['tokens_per_batch']} tokens, seed "
              f"{mq['seed']}, {mq['eval_rows']} held-out rows per length. The price: "
              f"{p['repeats']} repeats per n, {p['decode_tokens']} decoded tokens.")
-    out = [("Setup", setup)]
-    for title, (header, rows) in tables(results):
-        out.append((title.rstrip(":")[0].upper() + title.rstrip(":")[1:],
-                    report.markdown_table(header, rows)))
+    out = [("Setup", setup), *report.table_sections(tables(results))]
     out.append(("Notes", "\n".join(f"- {line}" for line in notes(results))))
     out += report.closing(results, FIGURE)
     return out

@@ -132,6 +132,17 @@ def claims_tables(results: dict[str, Any]) -> list[tuple[str, tuple[list[str], l
     return [("the claims, judged:", claims_module.table(judged))] if judged else []
 
 
+def table_sections(tables: Sequence[tuple[str, tuple[Sequence[str], Sequence[Sequence[Any]]]]]
+                   ) -> list[tuple[str, str]]:
+    """An experiment's tables as report sections: each title (its colon dropped, its first
+    letter capitalised) over its markdown table."""
+    sections = []
+    for title, (header, rows) in tables:
+        title = title.rstrip(":")
+        sections.append((title[:1].upper() + title[1:], markdown_table(header, rows)))
+    return sections
+
+
 def closing(results: dict[str, Any], figure: str) -> list[tuple[str, str]]:
     """A probed experiment's last sections: its figure, then the time."""
     return [("Figure", f"![{Path(figure).stem}]({figure})"), time_section(results)]
