@@ -350,3 +350,28 @@ def test_one_layer_and_one_head_are_said_in_the_singular(data_dir, tmp_path, tin
     train(one, tiny_train(max_iters=1, warmup_iters=0, eval_iters=1), data_dir, tmp_path / "run",
           progress=False)
     assert "training 1 layer, 1 head, n_embd 16" in capsys.readouterr().err
+
+
+def test_a_bf16_run_looks_under_bf16_and_its_stop_is_met_in_float32_too(
+        data_dir, tmp_path, capsys, one_thread, tiny_model, tiny_train):
+    """--dtype bfloat16 with --stop-at-val: the looks run under the same autocast (and say
+    so), and the weights saved where the run stopped meet the target as `gptlab eval`
+    scores them, in float32."""
+    from gptlab.data.prepared import load_data
+    from gptlab.inference.evaluate import score_ids
+
+    result = train(tiny_model(), tiny_train(max_iters=60, eval_interval=1000,
+                                            dtype="bfloat16", stop_at_val=3.0),
+                   data_dir, tmp_path / "run", progress=False)
+    assert result.target_step is not None and result.whole_val_loss <= 3.0
+    records = [json.loads(r) for r in (tmp_path / "run" / "metrics.jsonl").read_text()
+               .splitlines()]
+    looks = [r for r in records if r["kind"] == "val_target"]
+    assert looks and all(r["autocast"] == "bfloat16" for r in looks)
+    whole = next(r for r in records if r["kind"] == "whole_val")
+    assert whole["autocast"] == looks[-1]["whole_autocast"]
+    assert "under bfloat16 autocast" in capsys.readouterr().err
+    nll, scored = score_ids(model_dir.load_model(tmp_path / "run"),
+                            torch.from_numpy(load_data(data_dir).val.astype("int64")))
+    assert nll / scored <= 3.0
+    assert nll / scored == pytest.approx(result.whole_val_loss, abs=1e-2)

@@ -110,3 +110,34 @@ def test_a_resume_past_the_first_look_looks_every_steps_on():
     assert target.due == 210
     target.start(360)  # at the end already: no look (the end scores the whole split)
     assert not target.is_due(360)
+
+
+def test_under_autocast_the_looks_score_in_its_dtype_and_say_so(model_and_val):
+    model, val = model_and_val
+    nll, scored = score_ids(model, val)
+    exact = nll / scored
+    target = ValTarget(exact + 1.0, val, 16, max_iters=100, every=10)
+    look = target.look(model, 50, torch.bfloat16)
+    # far below the target: the bf16 figure decides, and the record says it is bf16's
+    assert look.met and look.whole != exact and look.whole == pytest.approx(exact, abs=2e-2)
+    assert look.autocast == look.whole_autocast == "bfloat16"
+    record = look.record(target.target)
+    assert record["autocast"] == record["whole_autocast"] == "bfloat16"
+
+
+def test_an_autocast_whole_just_under_the_target_is_scored_again_in_float32(model_and_val):
+    model, val = model_and_val
+    bf16 = ValTarget(10.0, val, 16, max_iters=100, every=10).look(model, 50, torch.bfloat16)
+    nll, scored = score_ids(model, val)
+    # a target the bf16 whole meets by less than the margin: float32's figure decides
+    target = ValTarget(bf16.whole + val_target.CONFIRM_MARGIN / 2, val, 16, max_iters=100,
+                       every=10)
+    look = target.look(model, 50, torch.bfloat16)
+    assert look.whole == pytest.approx(nll / scored, abs=1e-6) and look.whole != bf16.whole
+    assert look.autocast == "bfloat16" and look.whole_autocast is None
+    assert look.met == (nll / scored <= target.target)
+    # a target the bf16 whole misses: no second score, nothing met
+    above = ValTarget(bf16.whole - 1e-4, val, 16, max_iters=100, every=10)
+    look = above.look(model, 50, torch.bfloat16)
+    assert not look.met
+    assert look.whole_autocast == (None if look.whole is None else "bfloat16")

@@ -12,6 +12,7 @@ from typing import Any
 
 from gptlab.errors import UsageError
 from gptlab.fields import Check, at_least, from_dict, is_int, is_number, one_of, require, within
+from gptlab.training.allocator import ALLOCATORS
 from gptlab.training.recipes import RECIPES
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -36,7 +37,7 @@ LOGGERS = ("none", "tensorboard")
 RESUME_OVERRIDES = ("max_iters", "device", "compile", "parallel", "tp",
                     "reshard_after_forward", "batch_size", "eval_interval", "eval_iters",
                     "log_interval", "checkpoint_interval", "whole_val", "log",
-                    "stop_at_val", "stop_at_val_every")
+                    "stop_at_val", "stop_at_val_every", "allocator")
 # What a resume may also change once the run diverged (gptlab.training.rundir.divergence):
 # its exact continuation is what diverged, and its checkpoint is the last finite one.
 AFTER_DIVERGENCE = ("learning_rate", "min_lr", "muon_lr", "warmup_iters", "grad_clip")
@@ -164,6 +165,11 @@ class TrainConfig:
                 "elsewhere autocast), float32, autocast (autocast's dtype)",
         one_of(ATTENTION_DTYPES))
     compile: bool = setting(False, "torch.compile the model", BOOLEAN)
+    # gptlab.training.allocator: a setting of the process, not of what is trained.
+    allocator: str = setting(
+        "retain", "on a CPU under glibc: retain (freed memory stays in the process for the "
+                  "next step's tensors, no page faults to fetch it again) or system (glibc's "
+                  "defaults)", one_of(ALLOCATORS))
     device: str = setting("auto", "auto, cpu, cuda (under torchrun: one GPU per process)",
                           Check(lambda v: isinstance(v, str), "a string"))
     # A fine-tune: the weights, architecture and tokenizer of another model; the optimizer

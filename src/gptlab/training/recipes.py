@@ -36,6 +36,7 @@ RECIPES: dict[str, dict[str, Any]] = {
         learning_rate=1e-3, min_lr=1e-4, warmup_iters=100, weight_decay=0.1, beta1=0.9,
         beta2=0.99, grad_clip=1.0, eval_interval=250, eval_iters=20, batch_rng="nanogpt",
         dtype="float32",  # nanoGPT on a CPU: no autocast
+        allocator="system",  # nor a tuned malloc (gptlab.training.allocator)
     ),
     # gptlab's default CPU recipe: nanoGPT's with twice the peak learning rate (and floor).
     # It reaches val 1.88 on tiny Shakespeare by step ~1400 of 2000, where nanoGPT's ends

@@ -133,8 +133,9 @@ class Reporter(NullReporter):
 
     def whole_val(self, record: dict[str, Any]) -> None:
         self.files.log(record)
+        under = f" (under {record['autocast']} autocast)" if record.get("autocast") else ""
         print(f"step {record['step']}: whole val split, {record['tokens']:,} tokens: "
-              f"loss {record['loss']:.4f}", file=sys.stderr)
+              f"loss {record['loss']:.4f}{under}", file=sys.stderr)
 
     def val_target(self, record: dict[str, Any]) -> None:
         self.files.log(record)
@@ -143,6 +144,10 @@ class Reporter(NullReporter):
         if record["whole"] is not None:
             line += (f", whole val split {record['whole']:.4f} "
                      f"({'<=' if record['met'] else '>'} target {record['target']:g})")
+        if record.get("autocast"):
+            line += f"; under {record['autocast']} autocast"
+            if record["whole"] is not None and not record.get("whole_autocast"):
+                line += ", the whole split again in float32"
         self._say(line)
 
     def diverged(self, record: dict[str, Any]) -> None:

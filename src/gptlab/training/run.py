@@ -41,7 +41,7 @@ from gptlab.loading import load
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 from gptlab.model.params import count_parameters, counted
-from gptlab.training import footprint, rundir
+from gptlab.training import allocator, footprint, rundir
 from gptlab.training.callbacks import Callbacks
 from gptlab.training.config import TrainConfig
 from gptlab.training.plan import (
@@ -158,10 +158,18 @@ def train(
         require_logger(plan.train_config.log)
         if world == 1 and not plan.sharded:
             _check_footprint(plan)
+        _tune_allocator(plan.train_config)
         result = _carry_out(plan, watch)
         if result.status == "finished":
             stopping.check()  # a signal after the last step: interrupted, as in any phase
         return replace(result, signal=signalled.signum)
+
+
+def _tune_allocator(cfg: TrainConfig) -> None:
+    """allocator "retain" on a CPU (gptlab.training.allocator); a GPU's tensors do not come
+    from malloc, and the process's own small ones gain nothing from it."""
+    if cfg.allocator == "retain" and pick_device(cfg.device).type == "cpu":
+        allocator.retain_freed_memory()
 
 
 def _check_footprint(plan: TrainPlan) -> None:
@@ -245,7 +253,7 @@ def _train_on(plan: TrainPlan, state: dict[str, Any] | None, ctx: Dist, watch: _
     if met is not None:  # the look scored the whole split at this very step
         whole_val = met.whole
         reporter.whole_val({"kind": "whole_val", "step": met.step, "loss": met.whole,
-                            "tokens": len(data.val) - 1})
+                            "tokens": len(data.val) - 1, "autocast": met.whole_autocast})
     elif status == "finished" and (cfg.whole_val or cfg.stop_at_val is not None):
         whole_val = _whole_val(whole, data.val, reporter, trainer.step, ctx)
     best = trainer.best_val if math.isfinite(trainer.best_val) else None

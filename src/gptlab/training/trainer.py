@@ -402,7 +402,7 @@ class Trainer:
         """Look at the val loss for stop_at_val; whether it met the target."""
         if self._unchecked:
             self.check()  # a divergence is raised before its weights are scored
-        look = self.target.look(self.raw_model, self.step)
+        look = self.target.look(self.raw_model, self.step, self.amp_dtype)
         if look is None:  # a stop was requested meanwhile: the loop stops as asked
             return False
         self.reporter.val_target(look.record(self.target.target))
