@@ -375,3 +375,15 @@ def test_a_bf16_run_looks_under_bf16_and_its_stop_is_met_in_float32_too(
                             torch.from_numpy(load_data(data_dir).val.astype("int64")))
     assert nll / scored <= 3.0
     assert nll / scored == pytest.approx(result.whole_val_loss, abs=1e-2)
+
+
+def test_a_target_first_met_by_the_ends_whole_score_is_met_at_the_last_step(
+        data_dir, tmp_path, one_thread, tiny_model, tiny_train):
+    """No look falls before max_iters (the end scores the whole split anyway): a whole val
+    loss at or under the target there is the target met, at the last step."""
+    met = train(tiny_model(), tiny_train(max_iters=5, stop_at_val=100.0), data_dir,
+                tmp_path / "met", progress=False)
+    assert met.whole_val_loss <= 100.0 and met.target_step == 5
+    missed = train(tiny_model(), tiny_train(max_iters=5, stop_at_val=0.01), data_dir,
+                   tmp_path / "missed", progress=False)
+    assert missed.whole_val_loss > 0.01 and missed.target_step is None

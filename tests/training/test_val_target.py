@@ -34,8 +34,11 @@ def test_with_two_looks_the_next_is_where_their_line_crosses_the_target():
     assert next_look(260, 360, 10, 1.7, [(230, 1.76), (260, 1.69)]) == 270
     # a loss that rose: the slope says nothing, a quarter of what is left
     assert next_look(260, 360, 10, 1.7, [(230, 1.76), (260, 1.80)]) == 260 + 30
+    # at most half the steps left: the loss falls faster than the line as the rate decays
+    assert next_look(230, 360, 10, 1.7, [(180, 1.8507), (230, 1.8070)]) == 300  # not 360
+    assert next_look(300, 360, 10, 1.7, [(200, 2.5), (300, 2.4)]) == 330
     # never past max_iters
-    assert next_look(300, 360, 10, 1.7, [(200, 2.5), (300, 2.4)]) == 360
+    assert next_look(350, 360, 10, 1.7, [(300, 2.5), (350, 2.4)]) == 360
 
 
 def test_the_whole_split_is_scored_within_the_margin_of_the_estimate():

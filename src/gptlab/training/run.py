@@ -256,6 +256,10 @@ def _train_on(plan: TrainPlan, state: dict[str, Any] | None, ctx: Dist, watch: _
                             "tokens": len(data.val) - 1, "autocast": met.whole_autocast})
     elif status == "finished" and (cfg.whole_val or cfg.stop_at_val is not None):
         whole_val = _whole_val(whole, data.val, reporter, trainer.step, ctx)
+    target_step = met.step if met is not None else None
+    if target_step is None and cfg.stop_at_val is not None and whole_val is not None and (
+            status == "finished" and whole_val <= cfg.stop_at_val):
+        target_step = trainer.step  # met by the end's whole score (float32), at the last step
     best = trainer.best_val if math.isfinite(trainer.best_val) else None
     return TrainResult(plan.run_dir, trainer.step, status, trainer.last_eval.get("train_loss"),
                        trainer.last_eval.get("val_loss"), best,
@@ -263,7 +267,7 @@ def _train_on(plan: TrainPlan, state: dict[str, Any] | None, ctx: Dist, watch: _
                        whole_val_loss=whole_val, eval_step=trainer.last_eval_step,
                        start_step=trainer.start_step, train_s=trainer.train_s,
                        max_iters=cfg.max_iters, stop_at_val=cfg.stop_at_val,
-                       target_step=met.step if met is not None else None)
+                       target_step=target_step)
 
 
 def _val_target(plan: TrainPlan, watch: _Watch) -> ValTarget | None:

@@ -32,8 +32,9 @@ A whole-split score costs tens of training steps on the speedrun's small models 
 - only the whole split decides: the run stops when it is <= the target;
 - where to look (`next_look`): first at half the planned steps; then, from the last two
   looks' losses, where the straight line through them crosses the target (at least
-  `every` steps on, and never past max_iters, where the run's end scores the whole split
-  anyway); with one look only, a quarter of the steps that are left.
+  `every` steps on, at most half the steps left, and never past max_iters, where the
+  run's end scores the whole split anyway); with one look only, a quarter of the steps
+  that are left.
 
 A resumed run keeps the setting (it is in train.json) and looks again from its step.
 """
@@ -55,6 +56,11 @@ MIN_WINDOWS = 64  # fewer in the estimate than this: the estimate is the whole s
 MARGIN_SE = 0.0  # the whole split is scored once the estimate is this many se from target
 CALIBRATED_MARGIN_SE = 0.0  # the same after a whole score measured the estimate's offset
 FIRST_LOOK = 0.5  # the first look, as a share of the planned steps
+# A line's crossing at most this share of the steps left ahead: as the learning rate
+# decays the loss falls faster than the line through two earlier looks, whose crossing
+# came late (a lap-2 run with Muon at 0.05: looks at 180 and 230 put it at 353, the end
+# at 360 was the next look; capped, the next is at 300).
+MAX_AHEAD = 0.5
 # An autocast whole split this close below the target is scored again in float32, which
 # decides (the module's docstring). The speedrun's bf16 wholes differed from float32's by
 # 1e-4 and less (BENCHMARKS.md, speedrun, lap 3).
@@ -92,12 +98,13 @@ def next_look(step: int, max_iters: int, every: int, target: float,
     if not looks:
         return min(max_iters, round_up(max_iters * FIRST_LOOK, every))
     last_step, last = looks[-1]
-    ahead = (max_iters - last_step) / 4
+    left = max_iters - last_step
+    ahead = left / 4
     if len(looks) >= 2:
         prev_step, prev = looks[-2]
         slope = (prev - last) / max(last_step - prev_step, 1)  # loss drop per step
         if slope > 0:
-            ahead = max(last - target, 0.0) / slope
+            ahead = min(max(last - target, 0.0) / slope, left * MAX_AHEAD)
     return min(max_iters, last_step + round_up(ahead, every))
 
 
