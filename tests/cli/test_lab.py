@@ -102,6 +102,7 @@ def test_gptlab_lab_beyond_loopback_prints_its_token_and_needs_it(tmp_path):
         env=dict(os.environ, PYTHONUNBUFFERED="1"))
     try:
         line = proc.stdout.readline()
+        assert line.strip(), f"gptlab lab ended first: {proc.stderr.read()}"  # (CI, once)
         url = line.split()[2]
         assert url.startswith(f"http://127.0.0.1:{port}/?token="), line
         token = url.split("=", 1)[1]

@@ -36,6 +36,7 @@ from gptlab.training.rundir import RunFiles
 
 def measure_bytes(root: Path, config: GPTConfig, layouts: list[tuple[str, int]]) -> None:
     from gptlab.distributed import parallelize
+    from gptlab.distributed.layout import plan_layout
     from gptlab.distributed.process import Dist
     from gptlab.training.optim import make_optimizer
 
@@ -52,7 +53,7 @@ def measure_bytes(root: Path, config: GPTConfig, layouts: list[tuple[str, int]])
         whole_grads = {n: p.grad.clone() for n, p in model.named_parameters()}
         model.zero_grad(set_to_none=True)
         ctx = Dist(rank, rank, dist.get_world_size(), torch.device("cpu"))
-        layout = parallelize.plan_layout(mode, tp, ctx.world_size, config)
+        layout = plan_layout(mode, tp, ctx.world_size, config)
         before = config.to_dict()
         parallelize.parallelize(model, layout, parallelize.build_mesh(layout, ctx))
         heads = {(b.attn.n_head, b.attn.n_kv_head) for b in model.blocks}

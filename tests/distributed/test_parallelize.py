@@ -8,9 +8,9 @@ of the one-process run's. We allow 1e-5, as test_process.py does for DDP: 20x be
 smallest step-to-step change of the curve, far below a wrong row, shard or all-reduce.
 
 The model has grouped-query attention (4 heads, 2 kv heads, so each of 2 TP ranks holds 2
-query heads and their kv head) and tied embeddings. Layouts and settings that cannot be
-sharded are refused by name, in one process (the settings, by gptlab.training.plan:
-tests/training/test_plan.py).
+query heads and their kv head) and tied embeddings. Layouts that cannot be sharded
+are refused by name (tests/distributed/test_layout.py), and settings too
+(gptlab.training.plan: tests/training/test_plan.py).
 """
 
 from __future__ import annotations
@@ -21,15 +21,9 @@ import pytest
 import torch
 
 from gptlab.distributed import sharded_checkpoint
-from gptlab.distributed.parallelize import plan_layout
-from gptlab.errors import UsageError
-from gptlab.model.config import GPTConfig
 from gptlab.training import rundir
 
 TOLERANCE = 1e-5
-# One layer, 4 heads sharing 2 key/value heads: what the refusals are about.
-SMALL = GPTConfig(vocab_size=30, block_size=16, n_layer=1, n_head=4, n_kv_head=2, n_embd=32,
-                  bias=False)
 
 
 @pytest.mark.slow
@@ -98,15 +92,3 @@ def test_sharded_gradients_equal_one_process_without_a_view_warning(parallel_run
         assert measured["grad_diff"] < TOLERANCE
         seen = json.loads((parallel_runs / f"warnings-{rank}.json").read_text())
         assert not [w for w in seen if "view tensor" in w], seen
-
-
-@pytest.mark.parametrize("mode, tp, world, config, message", [
-    ("tp", 3, 3, SMALL, "--tp 3 does not divide n_head 4"),
-    ("tp", 4, 4, SMALL, "--tp 4 does not divide n_kv_head 2"),
-    ("fsdp+tp", 3, 4, SMALL, "--tp 3 does not divide the 4 ranks"),
-    ("tp", 2, 4, SMALL, "--parallel tp uses every rank"),
-    ("fsdp", 2, 2, SMALL, "--tp 2 needs --parallel tp or fsdp+tp, not fsdp"),
-])
-def test_layouts_that_do_not_fit_are_refused_by_name(mode, tp, world, config, message):
-    with pytest.raises(UsageError, match=message.replace("+", r"\+")):
-        plan_layout(mode, tp, world, config)

@@ -5,8 +5,8 @@ sharded run stops at its last checkpoint."""
 from __future__ import annotations
 
 import pytest
+import torch.distributed.checkpoint as dcp
 
-from gptlab.distributed import sharded_checkpoint
 from gptlab.errors import GptlabError
 from gptlab.model.gpt import GPT
 from gptlab.training import rundir
@@ -21,7 +21,7 @@ def test_a_stop_and_a_crash_mid_save_resume_exactly(data_dir, tmp_path, monkeypa
                                                    max_difference):
     config = small()
     train(config, tiny_sharded(), data_dir, tmp_path / "whole", progress=False)
-    real_save, calls = sharded_checkpoint.dcp.save, {"n": 0}
+    real_save, calls = dcp.save, {"n": 0}
 
     def dies_after_writing(state, checkpoint_id):
         calls["n"] += 1
@@ -37,10 +37,10 @@ def test_a_stop_and_a_crash_mid_save_resume_exactly(data_dir, tmp_path, monkeypa
           overrides={"parallel": "fsdp"}, progress=False)
     assert max_difference(tmp_path / "whole", tmp_path / "stopped") < TOLERANCE
 
-    monkeypatch.setattr(sharded_checkpoint.dcp, "save", dies_after_writing)
+    monkeypatch.setattr(dcp, "save", dies_after_writing)
     with pytest.raises(KeyboardInterrupt):
         train(config, tiny_sharded(), data_dir, tmp_path / "run", progress=False)
-    monkeypatch.setattr(sharded_checkpoint.dcp, "save", real_save)
+    monkeypatch.setattr(dcp, "save", real_save)
     state = rundir.load_checkpoint(tmp_path / "run")
     assert state["step"] == 2 and (tmp_path / "run" / state["sharded"] / ".metadata").is_file()
     assert list((tmp_path / "run").glob("*.partial"))  # what the crash left

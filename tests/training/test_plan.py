@@ -13,7 +13,7 @@ import torch
 
 from gptlab import model_dir
 from gptlab.data.prepared import load_data
-from gptlab.distributed.parallelize import Layout
+from gptlab.distributed.layout import Layout
 from gptlab.distributed.process import Dist
 from gptlab.errors import UsageError
 from gptlab.model.config import GPTConfig

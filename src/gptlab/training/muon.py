@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from gptlab.errors import UsageError
+from gptlab.training.plain_optim import PlainOptimizer
 
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)  # torch.optim.Muon's (Keller Jordan's) quintic
 NS_STEPS = 5
@@ -81,7 +82,7 @@ def default_ns_dtype(device: torch.device) -> torch.dtype:
     return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
-class Muon(torch.optim.Optimizer):
+class Muon(PlainOptimizer):
     """Muon for 2-D parameters. ns_dtype: the iteration's dtype, "float32", "bfloat16" or
     None (per parameter: bf16 on CUDA, fp32 elsewhere).
 
@@ -125,12 +126,7 @@ class Muon(torch.optim.Optimizer):
                     raise UsageError(f"row_blocks {tuple(blocks)} do not split the "
                                      f"{p.shape[0]} rows of a {tuple(p.shape)} matrix")
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+    def _update(self) -> None:
         # Momentum for every matrix in multi-tensor calls, group by group (on a CPU each
         # small call has its cost); then the Newton-Schulz iteration once per shape, on the
         # stack of that shape's updates, across the groups whose settings are the same (a
@@ -169,7 +165,6 @@ class Muon(torch.optim.Optimizer):
                 torch._foreach_mul_(same, 1 - lr * wd)
             step_lr = adjusted_lr(lr, shape, group["adjust_lr"])
             torch._foreach_add_(same, steps, alpha=-step_lr)
-        return loss
 
     def _momentum_buffer(self, p: Tensor) -> Tensor:
         state = self.state[p]
@@ -244,7 +239,7 @@ class MuonWithAdamW:
     for the rest. param_groups lists both's groups (what the trainer sets lr on, what a
     GradScaler unscales); state_dict holds both, so a checkpoint resumes exactly."""
 
-    def __init__(self, muon: Muon, adamw: torch.optim.Optimizer) -> None:
+    def __init__(self, muon: Muon, adamw: PlainOptimizer | torch.optim.Optimizer) -> None:
         self.muon, self.adamw = muon, adamw
 
     @property

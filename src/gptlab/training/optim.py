@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from gptlab.model.attention import CausalSelfAttention
+from gptlab.training import plain_optim
 from gptlab.training.config import TrainConfig
 from gptlab.training.muon import Muon, MuonWithAdamW, hidden_matrices
 
@@ -21,7 +22,8 @@ ADAMW_IMPLEMENTATIONS = {"fused": {"fused": True}, "foreach": {"foreach": True},
 # 0.26 / 0.31 ms. Start-up is the same for all three: every torch.optim optimizer imports
 # torch._dynamo in its constructor (Optimizer.add_param_group is @torch._disable_dynamo;
 # 0.8-0.9 s here), and a fresh process reaches the end of its first step in 1.7-1.9 s
-# either way (quiet rounds; the first step itself 4-8 ms). So fused on a CPU, for both
+# either way (quiet rounds; the first step itself 4-8 ms). Beside Muon, AdamW is
+# gptlab.training.plain_optim's: torch's step without that import. So fused on a CPU, for both
 # sizes; on CUDA fused too (torch's fastest there; not measured here). nanoGPT's recipe
 # reproduces to 4 decimals with it (tests/test_recipe.py).
 ADAMW_FOR_DEVICE = {"cuda": "fused", "cpu": "fused"}
@@ -54,8 +56,10 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device,
                     ns_steps=cfg.muon_ns_steps,
                     weight_decay=cfg.muon_weight_decay, normuon_beta2=cfg.muon_normuon_beta2,
                     ns_dtype=None if cfg.muon_dtype == "auto" else cfg.muon_dtype)
-        return MuonWithAdamW(muon, _adamw([named[n] for n in rest], cfg, implementation))
-    return _adamw(list(model.parameters()), cfg, implementation)
+        # gptlab's AdamW (torch's step, not torch.optim's start-up) beside Muon
+        return MuonWithAdamW(muon, _adamw([named[n] for n in rest], cfg, implementation,
+                                          plain_optim.AdamW))
+    return _adamw(list(model.parameters()), cfg, implementation, torch.optim.AdamW)
 
 
 def fused_qkv_rows(model: nn.Module) -> dict[str, tuple[int, int, int]]:
@@ -65,11 +69,12 @@ def fused_qkv_rows(model: nn.Module) -> dict[str, tuple[int, int, int]]:
             for name, m in model.named_modules() if isinstance(m, CausalSelfAttention)}
 
 
-def _adamw(params: list[nn.Parameter], cfg: TrainConfig, implementation: str | None):
+def _adamw(params: list[nn.Parameter], cfg: TrainConfig, implementation: str | None,
+           kind: type):
     params = [p for p in params if p.requires_grad]
     groups = [
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
     extra = ADAMW_IMPLEMENTATIONS[implementation] if implementation is not None else {}
-    return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), **extra)
+    return kind(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), **extra)

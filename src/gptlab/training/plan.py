@@ -25,7 +25,7 @@ import torch.distributed as dist
 from gptlab import model_dir
 from gptlab.data.prepared import TokenData, check_enough_tokens
 from gptlab.data.tokenizer import load_tokenizer, same_tokenizer
-from gptlab.distributed.parallelize import Layout, plan_layout
+from gptlab.distributed.layout import Layout, plan_layout
 from gptlab.distributed.process import Dist, pick_device
 from gptlab.errors import UsageError
 from gptlab.files import kinds

@@ -31,8 +31,7 @@ from gptlab import model_dir, stopping
 from gptlab.data import prepared
 from gptlab.data.batches import BATCH_STREAMS
 from gptlab.data.tokenizer import load_tokenizer
-from gptlab.distributed import parallelize
-from gptlab.distributed.parallelize import Layout
+from gptlab.distributed.layout import Layout
 from gptlab.distributed.process import Dist, pick_device, setup
 from gptlab.errors import UsageError
 from gptlab.files import kinds
@@ -231,7 +230,11 @@ def _checkpoint_under_lock(plan: TrainPlan) -> dict[str, Any] | None:
 
 def _process_group(plan: TrainPlan, ctx: Dist):
     """A sharded mode needs a process group even in one process."""
-    return parallelize.process_group(ctx) if plan.sharded else contextlib.nullcontext()
+    if not plan.sharded:
+        return contextlib.nullcontext()
+    from gptlab.distributed import parallelize  # only a sharded run pays for its imports
+
+    return parallelize.process_group(ctx)
 
 
 def _train_on(plan: TrainPlan, state: dict[str, Any] | None, ctx: Dist, watch: _Watch
@@ -309,6 +312,8 @@ def _starting_weights(plan: TrainPlan) -> dict[str, torch.Tensor] | None:
 def _shard(model: nn.Module, plan: TrainPlan, ctx: Dist):
     """Shard the model as planned: (it, its ShardedGPT, ctx as the batches see it: the
     ranks of a tensor-parallel group share rows)."""
+    from gptlab.distributed import parallelize  # only a sharded run pays for its imports
+
     cfg = plan.train_config
     mesh = parallelize.build_mesh(plan.layout, ctx)
     # bf16 weights for the compute under FSDP's mixed precision; reductions stay fp32.
@@ -331,6 +336,8 @@ class ShardedGPT:
     def gathered(self) -> GPT | None:
         """An ordinary GPT on rank 0's CPU with the sharded weights (None on the other
         ranks, which take part all the same)."""
+        from gptlab.distributed import parallelize  # only a sharded run pays for its imports
+
         weights = parallelize.full_weights(self.model)
         if weights is None:
             return None
