@@ -18,6 +18,14 @@ _TRACK_188 = dict(_SPEEDRUN, batch_size=32, max_iters=450, lr_decay_iters=450,
                   warmup_iters=20, muon_lr=0.04)
 _LAP2 = dict(_TRACK_188, batch_size=24, max_iters=360, lr_decay_iters=360,
              muon_split_qkv=True, eval_at_start=False)
+# The third lap's second pass: Muon's momentum 0.85 (modded-nanogpt's warm-up start) and
+# a 330-step cosine. Steps to whole-val 1.70, the whole command, seeds 1337 / 1338 /
+# 1339: lap 2's 310 / 350 / 320; momentum 0.9 310 / 340 / 300, 0.85 300 / 330 / 310,
+# 0.8 300 / 340 / 310; 0.85 over 330 steps 300 / 320 / 300, over 320 310 / 320 / 300,
+# over 300 seed 1338 never (1.7063 at its end). Muon's 4 Newton-Schulz steps 330 / 360 /
+# 330; Adam's betas (0.8, 0.95) 310, no clipping 320, a 10-step warm-up 330, AdamW
+# without weight decay 320 (seed 1337: BENCHMARKS.md, speedrun, lap 3).
+_LAP3 = dict(_LAP2, muon_momentum=0.85, max_iters=330, lr_decay_iters=330)
 # The third lap (issue 41): a user's whole command is the record, so the speedrun's presets
 # stop as soon as the whole val split meets their target (gptlab.training.val_target),
 # with one checkpoint there; the eval_iters estimates and checkpoints on the way (with
@@ -64,8 +72,9 @@ RECIPES: dict[str, dict[str, Any]] = {
     # separate matrices) over 360 steps instead of 450: seeds 1337-1339, steps to
     # whole-val 1.70 365 / 380 / 355 before, 310 / 330 / 320 after. No evaluation at step
     # 0: the speedrun looks for the step a rung is reached (BENCHMARKS.md, lap 2, fourth
-    # pass). Since the third lap (issue 41) it stops at whole-val 1.70.
-    "shakespeare-char-cpu-speedrun-2": dict(_LAP2, **_STOPPING, stop_at_val=1.70),
+    # pass). Since the third lap (issue 41) it stops at whole-val 1.70, and since its second
+    # pass trains with Muon's momentum at 0.85 over 330 steps (_LAP3).
+    "shakespeare-char-cpu-speedrun-2": dict(_LAP3, **_STOPPING, stop_at_val=1.70),
     # The 1.88 track's (issue 28): the second lap's as its second pass left it (B=32, 450
     # steps, q, k and v orthogonalised together), on one block; since the third lap it
     # stops at whole-val 1.88, without the evaluation at step 0.
