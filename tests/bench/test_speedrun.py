@@ -109,9 +109,12 @@ def test_reference_and_candidate_both_ran_every_seed(smoke):
     assert all(lap2["model"][k] for k in ("qk_norm", "zero_init_proj", "value_residual"))
     track = data["runs"][TRACK_188][0]
     assert lap2["settings"]["muon_split_qkv"] and not lap2["settings"]["eval_at_start"]
-    # the 1.88 track: lap 2's earlier recipe (q, k and v together), its own target
+    # the 1.88 track: lap 2's earlier recipe (q, k and v together, Muon's momentum 0.95 of
+    # before lap 3), its own target
+    assert lap2["settings"]["muon_momentum"] == 0.85
     assert track["settings"] == lap2["settings"] | {
-        "seed": track["settings"]["seed"], "muon_split_qkv": False, "stop_at_val": 1.88}
+        "seed": track["settings"]["seed"], "muon_split_qkv": False, "stop_at_val": 1.88,
+        "muon_momentum": 0.95}
     assert track["model"]["qk_norm"] and track["model"]["zero_init_proj"]
     for rung in map(str, data["rungs"]):
         assert data["summary"][REFERENCE][rung]["ratio_vs_reference"] in (1.0, None)

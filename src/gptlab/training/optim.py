@@ -22,10 +22,10 @@ ADAMW_IMPLEMENTATIONS = {"fused": {"fused": True}, "foreach": {"foreach": True},
 # 0.26 / 0.31 ms. Start-up is the same for all three: every torch.optim optimizer imports
 # torch._dynamo in its constructor (Optimizer.add_param_group is @torch._disable_dynamo;
 # 0.8-0.9 s here), and a fresh process reaches the end of its first step in 1.7-1.9 s
-# either way (quiet rounds; the first step itself 4-8 ms). Beside Muon, AdamW is
-# gptlab.training.plain_optim's: torch's step without that import. So fused on a CPU, for both
+# either way (quiet rounds; the first step itself 4-8 ms). So fused on a CPU, for both
 # sizes; on CUDA fused too (torch's fastest there; not measured here). nanoGPT's recipe
-# reproduces to 4 decimals with it (tests/test_recipe.py).
+# reproduces to 4 decimals with it (tests/test_recipe.py). Beside Muon, AdamW is
+# gptlab.training.plain_optim's since issue 41: torch's fused step without that import.
 ADAMW_FOR_DEVICE = {"cuda": "fused", "cpu": "fused"}
 
 
