@@ -2,8 +2,9 @@
 speedrun's model (its preset), tiny Shakespeare's val split (nanoGPT's last 10%), scored as
 `gptlab eval` and the speedrun score it (gptlab.inference.evaluate.score_ids: windows of
 block_size sliding by half of it, so each token is run about twice) at several batch
-sizes, against the training forward (train mode, autograd on) and the whole training step
-(forward, backward, clipping, Muon + AdamW) of the speedrun's recipe on its batches.
+sizes, and under bf16 autocast as a bf16 run's `--stop-at-val` looks score it, against the
+training forward (train mode, autograd on) and the whole training step (forward, backward,
+clipping, Muon + AdamW) of the speedrun's recipe on its batches.
 
 Throughput is tokens through the model per second (a scored token is run about twice);
 "steps" is how many training steps one whole-split evaluation costs. Medians of
@@ -55,6 +56,12 @@ def measure(text_path: Path, reps: int, log=print) -> dict[str, Any]:
 
     contenders = {f"eval, batch {b or 'default'}":
                   (lambda b=b: score_ids(model, val_ids, batch_size=b)) for b in BATCHES}
+
+    def bf16_eval() -> None:  # as a bf16 run's stop_at_val looks score (issue 41)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            score_ids(model, val_ids)
+
+    contenders["eval, default batch, bf16 autocast"] = bf16_eval
     contenders["training forward"] = lambda: [forward() for _ in range(10)]
     contenders["training step"] = lambda: [trainer.train_step(1e-4) for _ in range(10)]
     times = {k: median(v) for k, v in interleaved(contenders, reps).items()}
