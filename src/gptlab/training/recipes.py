@@ -18,7 +18,7 @@ _TRACK_188 = dict(_SPEEDRUN, batch_size=32, max_iters=450, lr_decay_iters=450,
                   warmup_iters=20, muon_lr=0.04)
 _LAP2 = dict(_TRACK_188, batch_size=24, max_iters=360, lr_decay_iters=360,
              muon_split_qkv=True, eval_at_start=False)
-# The third lap's second pass: Muon's momentum 0.85 (modded-nanogpt's warm-up start) and
+# The third lap's third pass: Muon's momentum 0.85 (modded-nanogpt's warm-up start) and
 # a 330-step cosine. Steps to whole-val 1.70, the whole command, seeds 1337 / 1338 /
 # 1339: lap 2's 310 / 350 / 320; momentum 0.9 310 / 340 / 300, 0.85 300 / 330 / 310,
 # 0.8 300 / 340 / 310; 0.85 over 330 steps 300 / 320 / 300, over 320 310 / 320 / 300,
@@ -72,7 +72,7 @@ RECIPES: dict[str, dict[str, Any]] = {
     # separate matrices) over 360 steps instead of 450: seeds 1337-1339, steps to
     # whole-val 1.70 365 / 380 / 355 before, 310 / 330 / 320 after. No evaluation at step
     # 0: the speedrun looks for the step a rung is reached (BENCHMARKS.md, lap 2, fourth
-    # pass). Since the third lap (issue 41) it stops at whole-val 1.70, and since its second
+    # pass). Since the third lap (issue 41) it stops at whole-val 1.70, and since its third
     # pass trains with Muon's momentum at 0.85 over 330 steps (_LAP3).
     "shakespeare-char-cpu-speedrun-2": dict(_LAP3, **_STOPPING, stop_at_val=1.70),
     # The 1.88 track's (issue 28): the second lap's as its second pass left it (B=32, 450
