@@ -152,3 +152,24 @@ def test_the_muon_variant_settings_reach_the_optimizer():
     assert group["nesterov"] is False and group["ns_steps"] == 3
     with pytest.raises(UsageError, match="muon_ns_steps must be an integer in"):
         TrainConfig(muon_ns_steps=0)
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_embedding_lr_puts_the_embeddings_in_a_group_at_their_rate(optimizer):
+    model = GPT(GPTConfig.from_preset("tiny-gpt2"))  # learned positions, a tied head
+    cfg = TrainConfig(optimizer=optimizer, learning_rate=2e-3, min_lr=2e-4, embedding_lr=0.04)
+    opt = make_optimizer(model, cfg, CPU)
+    adamw = opt.adamw if optimizer == "muon" else opt
+    embedded = {id(model.wte.weight), id(model.wpe.weight)}
+    *rest, apart = adamw.param_groups
+    assert {id(p) for p in apart["params"]} == embedded
+    assert not embedded & {id(p) for g in rest for p in g["params"]}
+    assert apart["weight_decay"] == cfg.weight_decay and apart["lr_scale"] == pytest.approx(20)
+    params = [p for g in opt.param_groups for p in g["params"]]
+    assert len(params) == len({id(p) for p in params}) == len(list(model.parameters()))
+    # without it, the groups a checkpoint of an earlier run holds
+    assert len(make_optimizer(model, TrainConfig(optimizer=optimizer), CPU).param_groups) == \
+        len(opt.param_groups) - 1
+
+    with pytest.raises(UsageError, match="embedding_lr must be a positive number"):
+        TrainConfig(embedding_lr=0.0)

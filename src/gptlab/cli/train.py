@@ -36,7 +36,8 @@ MODEL_FLAGS = {"n_layer": int, "n_head": int, "n_kv_head": int, "n_embd": int,
 
 
 # Placeholders that say what a value is where the setting's last word does not.
-METAVARS = {"learning_rate": "LR", "min_lr": "LR", "muon_lr": "LR", "dropout": "P",
+METAVARS = {"learning_rate": "LR", "min_lr": "LR", "muon_lr": "LR", "embedding_lr": "LR",
+            "dropout": "P",
             "stop_at_val": "LOSS", "stop_at_val_every": "N"}
 
 

@@ -6,8 +6,11 @@ autograd runs each op of each step forward and back (about 19 passes per layer, 
 the gradient's concatenation included). Written as one, forward is a norm, a scale and
 the rotation (5 passes), backward the transposed rotation and the norm's gradient (6): the
 speedrun's lap 2 steps 54-56 -> 51.5 ms under bf16 autocast (BENCHMARKS.md, lap 2, fourth
-pass). The numbers equal the two steps' to float32 rounding (tests/model/test_qk_norm.py,
-with gradcheck in float64).
+pass). Since the third lap (issue 41) q and k are first copied once into a contiguous
+float32 tensor and rotated half by half, without roll's copy: forward + backward of one
+layer 1.32-1.44 -> 1.17-1.27 ms (lap 2's B=24, bf16 autocast, 2 threads). The numbers
+equal the two steps' to float32 rounding (tests/model/test_qk_norm.py, with gradcheck in
+float64).
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ class _NormedRope(torch.autograd.Function):
     def forward(ctx, x: Tensor, cos: Tensor, ssin: Tensor, dtype: torch.dtype) -> Tensor:
         work = torch.promote_types(x.dtype, torch.float32)  # float64 stays float64
         d = x.shape[-1]
-        norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True, dtype=work)
-        inv_rms = torch.rsqrt(norm.square_().div_(d).add_(UNIT_RMS_EPS))
-        u = x * inv_rms  # promotes a bf16 x to float32
-        y = u * cos.to(work)
-        y.addcmul_(u.roll(d // 2, dims=-1), ssin.to(work))
+        # One contiguous copy in the working dtype first: on a CPU an op that reads a bf16
+        # view of the fused projection and writes float32 costs twice a plain one.
+        u = x.to(work, memory_format=torch.contiguous_format, copy=True)
+        inv_rms = torch.rsqrt(torch.linalg.vecdot(u, u).unsqueeze_(-1).div_(d)
+                              .add_(UNIT_RMS_EPS))
+        u.mul_(inv_rms)
+        y = _rotate(u, cos.to(work), ssin.to(work), transposed=False)
         ctx.save_for_backward(u, inv_rms, cos, ssin)
         ctx.input_dtype = x.dtype
         return y.to(dtype)
@@ -41,15 +46,27 @@ class _NormedRope(torch.autograd.Function):
     def backward(ctx, dy: Tensor) -> tuple[Tensor, None, None, None]:
         u, inv_rms, cos, ssin = ctx.saved_tensors
         d = u.shape[-1]
-        dy = dy.to(u.dtype)
-        du = (dy * ssin.to(u.dtype)).roll(d // 2, dims=-1)
-        du.addcmul_(dy, cos.to(u.dtype))
+        du = _rotate(dy.to(u.dtype), cos.to(u.dtype), ssin.to(u.dtype), transposed=True)
         dot = torch.linalg.vecdot(du, u, dim=-1).unsqueeze(-1)  # sum(du u) per row
         du.mul_(inv_rms)
         dx = torch.empty(u.shape, dtype=ctx.input_dtype, device=u.device)
         # the cast to x's dtype is the last op's output, not a pass of its own
         torch.addcmul(du, u, dot.mul_(inv_rms).div_(-d), out=dx)
         return dx, None, None, None  # the tables are functions of positions, not learned
+
+
+def _rotate(v: Tensor, cos: Tensor, ssin: Tensor, transposed: bool) -> Tensor:
+    """v cos + roll(v, d/2) ssin (transposed: v cos + roll(v ssin, d/2), the rotation's
+    transpose), written half by half into one new tensor: no roll's copy of v, and two
+    multiplies and two fused multiply-adds of half rows each."""
+    h = v.shape[-1] // 2
+    out = torch.empty_like(v)
+    for mine, other in ((slice(None, h), slice(h, None)), (slice(h, None), slice(None, h))):
+        # roll by h puts the other half's values here; the sign table is read where they
+        # land (forward) or where they come from (transposed)
+        torch.mul(v[..., mine], cos[..., mine], out=out[..., mine])
+        out[..., mine].addcmul_(v[..., other], ssin[..., other if transposed else mine])
+    return out
 
 
 def normed_rope(x: Tensor, cos: Tensor, sin: Tensor, dtype: torch.dtype | None = None

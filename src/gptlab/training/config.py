@@ -40,7 +40,8 @@ RESUME_OVERRIDES = ("max_iters", "device", "compile", "parallel", "tp",
                     "stop_at_val", "stop_at_val_every", "allocator")
 # What a resume may also change once the run diverged (gptlab.training.rundir.divergence):
 # its exact continuation is what diverged, and its checkpoint is the last finite one.
-AFTER_DIVERGENCE = ("learning_rate", "min_lr", "muon_lr", "warmup_iters", "grad_clip")
+AFTER_DIVERGENCE = ("learning_rate", "min_lr", "muon_lr", "embedding_lr", "warmup_iters",
+                    "grad_clip")
 
 
 def setting(default: Any, help: str, check: Check | None = None) -> Any:
@@ -76,6 +77,13 @@ class TrainConfig:
     lr_decay_iters: int | None = setting(
         None, "step where the decay (cosine or wsd) reaches min_lr (default max_iters; kept on "
               "resume)")
+    # modded-nanogpt steps its embedding with Adam at many times the rest's rate: a row
+    # of a token's embedding is updated only where the token occurs.
+    embedding_lr: float | None = setting(
+        None, "AdamW's peak learning rate for the embeddings (tokens, learned positions; a "
+              "head tied to the tokens' too), on the same schedule (default learning_rate)",
+        Check(lambda v: v is None or (is_number(v) and 0 < v < float("inf")),
+              "a positive number"))
     # 0.1 on 2-D weights only: norms and biases stay undecayed.
     weight_decay: float = setting(0.1, "AdamW weight decay, on 2-D weights only",
                                   within(0, None))
@@ -135,9 +143,9 @@ class TrainConfig:
     # gptlab.training.val_target: how the looks are placed and what decides.
     stop_at_val: float | None = setting(
         None, "end the run, with a checkpoint, once the loss over the whole val split (as "
-              "`gptlab eval` scores it) is at most this; looked at through an estimate on an "
-              "eighth of the split near where the target is expected, the whole split "
-              "deciding (kept on resume)",
+              "`gptlab eval` scores it) is at most this; looked at near where the target is "
+              "expected through growing samples of the split, the whole split deciding "
+              "(kept on resume)",
         Check(lambda v: v is None or (is_number(v) and 0 < v < float("inf")),
               "a positive number"))
     stop_at_val_every: int = setting(10, "with stop_at_val: the fewest steps between two "

@@ -58,8 +58,14 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device,
                     ns_dtype=None if cfg.muon_dtype == "auto" else cfg.muon_dtype)
         # gptlab's AdamW (torch's step, not torch.optim's start-up) beside Muon
         return MuonWithAdamW(muon, _adamw([named[n] for n in rest], cfg, implementation,
-                                          plain_optim.AdamW))
-    return _adamw(list(model.parameters()), cfg, implementation, torch.optim.AdamW)
+                                          plain_optim.AdamW, embeddings(model)))
+    return _adamw(list(model.parameters()), cfg, implementation, torch.optim.AdamW,
+                  embeddings(model))
+
+
+def embeddings(model: nn.Module) -> set[int]:
+    """ids of the model's nn.Embedding weights (a head tied to one is the same tensor)."""
+    return {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
 
 
 def fused_qkv_rows(model: nn.Module) -> dict[str, tuple[int, int, int]]:
@@ -70,11 +76,20 @@ def fused_qkv_rows(model: nn.Module) -> dict[str, tuple[int, int, int]]:
 
 
 def _adamw(params: list[nn.Parameter], cfg: TrainConfig, implementation: str | None,
-           kind: type):
+           kind: type, embedded: set[int]):
+    """Weight decay on 2-D tensors; with embedding_lr, the embeddings (ids in `embedded`) in
+    a group of their own, last (a run without it keeps the two groups its checkpoints
+    hold), at embedding_lr / learning_rate of the schedule's rate."""
     params = [p for p in params if p.requires_grad]
+    apart = embedded if cfg.embedding_lr is not None else set()
     groups = [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
+        {"params": [p for p in params if p.dim() >= 2 and id(p) not in apart],
+         "weight_decay": cfg.weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
+    if any(id(p) in apart for p in params):
+        groups.append({"params": [p for p in params if id(p) in apart],
+                       "weight_decay": cfg.weight_decay,
+                       "lr_scale": cfg.embedding_lr / cfg.learning_rate})
     extra = ADAMW_IMPLEMENTATIONS[implementation] if implementation is not None else {}
     return kind(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), **extra)

@@ -139,8 +139,10 @@ class Reporter(NullReporter):
 
     def val_target(self, record: dict[str, Any]) -> None:
         self.files.log(record)
+        share = record.get("estimate_share", 1.0)
+        windows = "every window" if share >= 1 else f"1/{round(1 / share)} of the windows"
         line = (f"step {record['step']}: val estimate {record['estimate']:.4f} "
-                f"(se {record['estimate_se']:.4f})")
+                f"(se {record['estimate_se']:.4f}, {windows})")
         if record["whole"] is not None:
             line += (f", whole val split {record['whole']:.4f} "
                      f"({'<=' if record['met'] else '>'} target {record['target']:g})")

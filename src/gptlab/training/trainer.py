@@ -67,7 +67,8 @@ class TrainingDiverged(GptlabError):
 
 def scheduled_lr(cfg: TrainConfig, step: int) -> float:
     """AdamW's learning rate at optimizer step `step` (Muon's is muon_lr / learning_rate
-    times it: its param groups carry that lr_scale)."""
+    times it, the embeddings' embedding_lr / learning_rate: their param groups carry that
+    lr_scale)."""
     return lr_at(step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, cfg.lr_decay_iters,
                  cfg.lr_schedule, cfg.cooldown_frac)
 

@@ -11,30 +11,32 @@ stop, an autocast whole that is at most the target by less than CONFIRM_MARGIN i
 again in float32, and that figure decides (and is the one reported): what stops the run
 is either float32's figure, the one `gptlab eval` prints for the saved weights
 afterwards (to float32 rounding: the windows go through the model in other batches), or
-an autocast figure CONFIRM_MARGIN (20x the difference seen) below the target.
+an autocast figure CONFIRM_MARGIN (4x the largest difference seen) below the target.
 
 A whole-split score costs tens of training steps on the speedrun's small models (about
-2 s against 50 ms a step), so the run does not score it at every step. It looks at rungs:
+1.3 s against 35 ms a step), so the run does not score it at every step. It looks at rungs,
+and a look scores the split's windows in nested samples, stopping as soon as it knows enough:
 
-- an estimate first: every SAMPLE-th of the whole split's windows (an eighth of its tokens,
-  spread evenly over it), the same windows at every look. Its standard error is computed at
-  each look from the spread of its windows' losses (with the finite-population correction)
-  and reported; on a split of fewer than SAMPLE x MIN_WINDOWS windows the estimate is the
-  whole split;
-- the whole split only once the estimate is at or below the target (MARGIN_SE standard
-  errors above it, 0), after a whole score the estimate corrected by the difference
-  (whole - estimate) measured then. The whole split is the estimate's windows plus the
-  rest, so it costs the rest only. Why no margin: the rest costs about 7x the estimate
-  (31-38 training steps on the speedrun's models, 1 thread), and a whole score that
-  fails is that cost again later, while scoring it a standard error too late costs the
-  steps the loss takes to fall by one (about 14 on lap 2 near 1.70): looking at 2 se
-  above the target, most first whole scores would fail; at the target, about half;
+- every 32nd window first (spread evenly over the split), then the windows that make it
+  every 16th, every 8th, 4th, 2nd, and last the rest: the whole split. After each sample
+  but the whole, its mean is an estimate of the whole's, with a standard error computed
+  from the spread of its windows' losses (with the finite-population correction). The look
+  ends there, the whole not scored, once the estimate is more than ABOVE_SE standard errors
+  above the target: far from it, that is after the first sample (3% of the whole's cost);
+  near it, the samples grow until either the estimate is clearly above or the whole is
+  scored. Why sequential: a whole that fails costs the whole again later, and a look that
+  does not score it when it would have met the target costs the steps to the next look;
+  the nested samples buy the certainty as it is needed (a split of fewer than 32 x
+  MIN_WINDOWS windows has fewer samples; fewer than 2 x MIN_WINDOWS, the whole only);
+- after a whole score, each sample's estimate is corrected by its measured difference from
+  the whole (the same windows at every look: their bias changes slowly);
 - only the whole split decides: the run stops when it is <= the target;
-- where to look (`next_look`): first at half the planned steps; then, from the last two
-  looks' losses, where the straight line through them crosses the target (at least
-  `every` steps on, at most half the steps left, and never past max_iters, where the
-  run's end scores the whole split anyway); with one look only, a quarter of the steps
-  that are left.
+- where to look (`next_look`): first at half the planned steps; then where the straight
+  line through the last look's loss, with the slope of the first sample's estimates (the
+  same windows at both looks) since a look at least SLOPE_BASE steps earlier (or the
+  first), crosses the target (at least `every` steps on, at most half the steps left, and
+  never past max_iters, where the run's end scores the whole split anyway); with one look
+  only, a quarter of the steps that are left.
 
 A resumed run keeps the setting (it is in train.json) and looks again from its step.
 """
@@ -51,20 +53,28 @@ from torch import nn
 
 from gptlab.inference.evaluate import DEFAULT_EVAL_TOKENS, window_nlls, windows
 
-SAMPLE = 8  # the estimate scores every SAMPLE-th window of the whole split
-MIN_WINDOWS = 64  # fewer in the estimate than this: the estimate is the whole split
-MARGIN_SE = 0.0  # the whole split is scored once the estimate is this many se from target
-CALIBRATED_MARGIN_SE = 0.0  # the same after a whole score measured the estimate's offset
+# The strides of a look's nested samples (every 32nd window, ...), the whole split after them.
+STRIDES = (32, 16, 8, 4, 2)
+MIN_WINDOWS = 64  # a sample of fewer windows than this is not scored
+# A look ends once its estimate is this many standard errors above the target. Before the
+# first whole score a sample's bias is unknown, and of the order of its se: at 1.0, a lap-2
+# look at 270 (1/16 of the windows: 1.7276, se 0.0225) ended there, where the whole would
+# have met 1.70 by step 280 (1.6857); at 1.5 the run stops 10-20 steps sooner.
+ABOVE_SE = 1.5
 FIRST_LOOK = 0.5  # the first look, as a share of the planned steps
+# The slope that places the next look is taken since a look at least this many steps back:
+# between looks 10 steps apart the val loss wiggles by as much as it falls.
+SLOPE_BASE = 30
 # A line's crossing at most this share of the steps left ahead: as the learning rate
 # decays the loss falls faster than the line through two earlier looks, whose crossing
-# came late (a lap-2 run with Muon at 0.05: looks at 180 and 230 put it at 353, the end
-# at 360 was the next look; capped, the next is at 300).
-MAX_AHEAD = 0.5
+# comes late (lap 2, seed 1339, embedding_lr 0.04: the line at 270 said 315, the whole
+# was 1.6729 at 300; a quarter of the 60 steps left puts the next look at 290). Far from
+# the target a look costs its first sample only, so looking often there is cheap.
+MAX_AHEAD = 0.25
 # An autocast whole split this close below the target is scored again in float32, which
 # decides (the module's docstring). The speedrun's bf16 wholes differed from float32's by
-# 1e-4 and less (BENCHMARKS.md, speedrun, lap 3).
-CONFIRM_MARGIN = 0.002
+# 1.2e-4 at most (six lap-2 models; BENCHMARKS.md, speedrun, lap 3): 4x that.
+CONFIRM_MARGIN = 0.0005
 
 
 @dataclass(frozen=True)
@@ -72,19 +82,31 @@ class Look:
     """One look at the val loss, at `step`."""
 
     step: int
-    estimate: float  # the sample's mean loss (the whole split's where the sample is whole)
+    estimate: float  # the largest sample's mean loss (the whole split's where it was scored)
     se: float  # the estimate's standard error (0: it is the whole split)
     whole: float | None  # the whole split's mean loss, where it was scored
     met: bool  # whole <= target: the run stops here
     autocast: str | None = None  # the dtype the figures were computed under; None: float32
     whole_autocast: str | None = None  # the whole's (None: float32, after a confirmation)
+    share: float = 1.0  # of the split's windows the estimate is on (1/32 ... 1)
 
     def record(self, target: float) -> dict:
         """The run's record of it (metrics.jsonl), kind "val_target"."""
         return {"kind": "val_target", "step": self.step, "target": target,
-                "estimate": self.estimate, "estimate_se": self.se, "whole": self.whole,
-                "met": self.met, "autocast": self.autocast,
-                "whole_autocast": self.whole_autocast}
+                "estimate": self.estimate, "estimate_se": self.se,
+                "estimate_share": self.share, "whole": self.whole, "met": self.met,
+                "autocast": self.autocast, "whole_autocast": self.whole_autocast}
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a look saw, for placing the next: the loss (the whole's, or the largest
+    sample's corrected estimate) and the first sample's estimate (the same windows at
+    every look, for the slope)."""
+
+    step: int
+    loss: float
+    trend: float
 
 
 def round_up(steps: float, every: int) -> int:
@@ -92,27 +114,26 @@ def round_up(steps: float, every: int) -> int:
 
 
 def next_look(step: int, max_iters: int, every: int, target: float,
-              looks: list[tuple[int, float]]) -> int:
-    """The step of the next look after `looks` ((step, loss) of each earlier one, the loss
-    being the whole split's or the corrected estimate), at most max_iters."""
+              looks: list[Seen]) -> int:
+    """The step of the next look after `looks`, at most max_iters."""
     if not looks:
         return min(max_iters, round_up(max_iters * FIRST_LOOK, every))
-    last_step, last = looks[-1]
-    left = max_iters - last_step
+    last = looks[-1]
+    left = max_iters - last.step
     ahead = left / 4
     if len(looks) >= 2:
-        prev_step, prev = looks[-2]
-        slope = (prev - last) / max(last_step - prev_step, 1)  # loss drop per step
+        base = next((s for s in reversed(looks[:-1]) if last.step - s.step >= SLOPE_BASE),
+                    looks[0])
+        slope = (base.trend - last.trend) / max(last.step - base.step, 1)  # drop per step
         if slope > 0:
-            ahead = min(max(last - target, 0.0) / slope, left * MAX_AHEAD)
-    return min(max_iters, last_step + round_up(ahead, every))
+            ahead = min(max(last.loss - target, 0.0) / slope, left * MAX_AHEAD)
+    return min(max_iters, last.step + round_up(ahead, every))
 
 
-def whole_is_due(estimate: float, se: float, target: float, offset: float | None) -> bool:
-    """Whether the estimate is close enough to the target to score the whole split."""
-    if offset is None:
-        return estimate <= target + MARGIN_SE * se
-    return estimate + offset <= target + CALIBRATED_MARGIN_SE * se
+def keeps_scoring(estimate: float, se: float, target: float, offset: float | None) -> bool:
+    """Whether a look goes on to the next sample: its estimate (corrected by the offset a
+    whole score measured for this sample, if one did) is not clearly above the target."""
+    return estimate + (offset or 0.0) <= target + ABOVE_SE * se
 
 
 class Interrupted(Exception):
@@ -131,13 +152,19 @@ class ValTarget:
         self.target, self.max_iters, self.every = target, max_iters, every
         self.val = val.to(torch.long)
         self.stop_requested = stop_requested
-        spans = windows(len(val), block_size, max(1, block_size // 2))
-        sampled = spans[::SAMPLE] if len(spans) >= SAMPLE * MIN_WINDOWS else spans
-        chosen = set(sampled)
-        self.sample, self.rest = sampled, [w for w in spans if w not in chosen]
+        self.spans = windows(len(val), block_size, max(1, block_size // 2))
+        # the windows in scoring order, and where each sample ends in it: every stride-th
+        # window is the first `ends[k]` of `order`
+        strides = [k for k in STRIDES if len(self.spans) >= k * MIN_WINDOWS] + [1]
+        self.order: list[int] = []
+        self.ends: list[int] = []
+        for stride in strides:
+            chosen = set(self.order)
+            self.order += [i for i in range(0, len(self.spans), stride) if i not in chosen]
+            self.ends.append(len(self.order))
         self.batch_size = max(1, DEFAULT_EVAL_TOKENS // block_size)
-        self.looks: list[tuple[int, float]] = []  # (step, loss) for next_look
-        self.offset: float | None = None  # whole - estimate at the last whole score
+        self.looks: list[Seen] = []
+        self.offsets: list[float] | None = None  # whole - each sample's, at the last whole
         self.due: int | None = None  # the step of the next look (set by start)
 
     def start(self, step: int) -> None:
@@ -152,36 +179,49 @@ class ValTarget:
     @torch.no_grad()
     def look(self, model: nn.Module, step: int, autocast: torch.dtype | None = None
              ) -> Look | None:
-        """Score the estimate, then the whole split if it is due; plan the next look. None
-        if a stop was requested meanwhile. autocast: the dtype training autocasts to (the
-        looks use it too), None for float32."""
+        """Score the nested samples until one is clearly above the target or the whole split
+        is scored; plan the next look. None if a stop was requested meanwhile. autocast:
+        the dtype training autocasts to (the looks use it too), None for float32."""
         name = None if autocast is None else str(autocast).removeprefix("torch.")
         whole_name = name
+        nll = torch.zeros(0, dtype=torch.float64)
+        counts = torch.zeros(0, dtype=torch.float64)
+        whole = offset = None
+        trend = math.nan
         try:
-            nll, counts = self._score(model, self.sample, autocast)
-            estimate = float(nll.sum() / counts.sum())
-            se = self._standard_error(nll, counts)
-            whole = None
-            if se == 0.0:
-                whole = estimate
-            elif whole_is_due(estimate, se, self.target, self.offset):
-                rest_nll, rest_counts = self._score(model, self.rest, autocast)
-                whole = float((nll.sum() + rest_nll.sum()) / (counts.sum() + rest_counts.sum()))
-                self.offset = whole - estimate
-            if autocast is not None and whole is not None and (
-                    self.target - CONFIRM_MARGIN < whole <= self.target):
-                whole, whole_name = self._float32_whole(model), None
+            for k, end in enumerate(self.ends):
+                part = [self.spans[i] for i in self.order[len(counts):end]]
+                more_nll, more_counts = self._score(model, part, autocast)
+                nll, counts = torch.cat([nll, more_nll]), torch.cat([counts, more_counts])
+                mean, se = self._estimate(nll, counts)
+                if end == len(self.spans):  # every window: the whole split
+                    whole = mean
+                    break
+                estimate, reported_se, share = mean, se, end / len(self.spans)
+                offset = self.offsets[k] if self.offsets is not None else None
+                if k == 0:
+                    trend = estimate  # the first sample's: the same windows every look
+                if not keeps_scoring(estimate, se, self.target, offset):
+                    break
+            if whole is not None:
+                if len(self.ends) == 1:  # a split too small for samples
+                    estimate, reported_se, share, trend = whole, 0.0, 1.0, whole
+                self.offsets = [whole - self._estimate(nll[:e], counts[:e])[0]
+                                for e in self.ends]
+                if autocast is not None and self.target - CONFIRM_MARGIN < whole <= self.target:
+                    whole, whole_name = self._float32_whole(model), None
         except Interrupted:
             return None
-        seen = whole if whole is not None else estimate + (self.offset or 0.0)
-        self.looks.append((step, seen))
+        seen = whole if whole is not None else estimate + (offset or 0.0)
+        self.looks.append(Seen(step, seen, trend))
         self.due = next_look(step, self.max_iters, self.every, self.target, self.looks)
-        return Look(step, estimate, se, whole, whole is not None and whole <= self.target,
-                    name, whole_name if whole is not None else None)
+        return Look(step, estimate, reported_se, whole,
+                    whole is not None and whole <= self.target, name,
+                    whole_name if whole is not None else None, share=share)
 
     def _float32_whole(self, model: nn.Module) -> float:
         """The whole split's mean loss in float32 (gptlab eval's)."""
-        nll, counts = self._score(model, self.sample + self.rest, None)
+        nll, counts = self._score(model, self.spans, None)
         return float(nll.sum() / counts.sum())
 
     def _score(self, model: nn.Module, spans: list, autocast: torch.dtype | None
@@ -198,19 +238,21 @@ class ValTarget:
         nll, counts = [], []
         with cast:
             for batch, losses in window_nlls(model, self.val, spans, self.batch_size, stop):
-                for row, (_, _, first) in enumerate(batch):
-                    nll.append(losses[row, first - 1:].double().sum())
-                    counts.append(losses.size(1) - first + 1)
-        return torch.stack(nll).cpu(), torch.tensor(counts, dtype=torch.float64)
+                # a window scores its positions from `first` on: entries first - 1 onwards
+                skip = torch.tensor([first - 1 for _, _, first in batch], device=losses.device)
+                scored = torch.arange(losses.size(1), device=losses.device) >= skip[:, None]
+                nll.append(torch.where(scored, losses.double(), 0.0).sum(1))
+                counts.append(scored.sum(1))
+        return torch.cat(nll).cpu(), torch.cat(counts).cpu().double()
 
-    def _standard_error(self, nll: torch.Tensor, counts: torch.Tensor) -> float:
-        """Of the sample's mean loss as an estimate of the whole split's: a ratio estimator
-        over windows drawn from all of them, with the finite-population correction."""
-        n = len(counts)
-        total = n + len(self.rest)
-        if not self.rest or n < 2:
-            return 0.0
+    def _estimate(self, nll: torch.Tensor, counts: torch.Tensor) -> tuple[float, float]:
+        """(mean loss, its standard error) of the windows scored so far, the first n of
+        `order`, as an estimate of the whole split's: a ratio estimator over a sample of
+        all the windows, with the finite-population correction (0 once they are all)."""
+        n, total = len(counts), len(self.spans)
         mean = nll.sum() / counts.sum()
+        if n >= total or n < 2:
+            return float(mean), 0.0
         residuals = nll - mean * counts
         var = residuals.square().sum() / (n - 1) / (counts.mean() ** 2) / n
-        return float(torch.sqrt(var * (1 - n / total)))
+        return float(mean), float(torch.sqrt(var * (1 - n / total)))
