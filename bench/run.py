@@ -115,5 +115,8 @@ def run_all(
         if name == "speedrun":
             extra["seeds"] = seeds
         results[name] = module.run(SIZES[size], out_dir, log=log, **extra)
-        log(f"[{name}: {time.perf_counter() - t0:.0f} s, wrote {out_dir / (name + '.json')}]")
+        # a module whose result file is named otherwise says so (speedrun's is the whole
+        # commands' record, speedrun_whole.json)
+        written = getattr(module, "RESULT_NAME", name)
+        log(f"[{name}: {time.perf_counter() - t0:.0f} s, wrote {out_dir / (written + '.json')}]")
     return results

@@ -220,6 +220,9 @@ def record_header(rungs: tuple[float, ...]) -> str:
     return "| " + " | ".join(cols) + " |\n|" + " --- |" * len(cols)
 
 
+RESULT_NAME = "speedrun_whole"  # what run() writes (bench.run names it in its log)
+
+
 def run(size: Size, out_dir: Path, log: Callable[[str], None] = print,
         text_path: str | Path | None = None, seeds: int | None = None) -> dict[str, Any]:
     """`python -m bench --only speedrun`: since issue 41 the whole commands, launch to exit
