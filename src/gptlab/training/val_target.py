@@ -34,9 +34,9 @@ and a look scores the split's windows in nested samples, stopping as soon as it 
 - where to look (`next_look`): first at half the planned steps; then where the straight
   line through the last look's loss, with the slope of the first sample's estimates (the
   same windows at both looks) since a look at least SLOPE_BASE steps earlier (or the
-  first), crosses the target (at least `every` steps on, at most half the steps left, and
-  never past max_iters, where the run's end scores the whole split anyway); with one look
-  only, a quarter of the steps that are left.
+  first), crosses the target (at least `every` steps on, at most MAX_AHEAD of the steps
+  left, and never past max_iters, where the run's end scores the whole split anyway); with
+  one look only, a quarter of the steps that are left.
 
 A resumed run keeps the setting (it is in train.json) and looks again from its step.
 """
@@ -58,8 +58,8 @@ STRIDES = (32, 16, 8, 4, 2)
 MIN_WINDOWS = 64  # a sample of fewer windows than this is not scored
 # A look ends once its estimate is this many standard errors above the target. Before the
 # first whole score a sample's bias is unknown, and of the order of its se: at 1.0, a lap-2
-# look at 270 (1/16 of the windows: 1.7276, se 0.0225) ended there, where the whole would
-# have met 1.70 by step 280 (1.6857); at 1.5 the run stops 10-20 steps sooner.
+# look at 270 (1/16 of the windows: 1.7276, se 0.0225) ended there and the run stopped at
+# 290; at 1.5 that look went on to the whole split, 1.6990, and stopped the run at 270.
 ABOVE_SE = 1.5
 FIRST_LOOK = 0.5  # the first look, as a share of the planned steps
 # The slope that places the next look is taken since a look at least this many steps back:
@@ -67,9 +67,10 @@ FIRST_LOOK = 0.5  # the first look, as a share of the planned steps
 SLOPE_BASE = 30
 # A line's crossing at most this share of the steps left ahead: as the learning rate
 # decays the loss falls faster than the line through two earlier looks, whose crossing
-# comes late (lap 2, seed 1339, embedding_lr 0.04: the line at 270 said 315, the whole
-# was 1.6729 at 300; a quarter of the 60 steps left puts the next look at 290). Far from
-# the target a look costs its first sample only, so looking often there is cheap.
+# comes late (lap 2, seed 1339, embedding_lr 0.04: capped at half the 60 steps left, the
+# look after 270 came at 300, whose whole was 1.6729, far under; at a quarter it comes at
+# 290, 1.6810). Far from the target a look costs its first sample only, so looking often
+# there is cheap.
 MAX_AHEAD = 0.25
 # An autocast whole split this close below the target is scored again in float32, which
 # decides (the module's docstring). The speedrun's bf16 wholes differed from float32's by
