@@ -58,7 +58,7 @@ def test_the_slope_is_the_first_samples_since_a_look_slope_base_steps_back():
     # the slope from the first sample's estimates (`trend`), the level from `loss`: a
     # loss from a larger sample (another bias) does not tilt the line
     mixed = [Seen(210, 1.7803, 1.7903), Seen(270, 1.7200, 1.7603)]
-    assert next_look(270, 400, 10, 1.7, mixed) == 270 + 40  # 0.02 at 0.0005 a step
+    assert next_look(270, 500, 10, 1.7, mixed) == 270 + 40  # 0.02 at 0.0005 a step
 
 
 def test_a_look_goes_on_to_the_next_sample_unless_clearly_above_the_target():
