@@ -222,8 +222,14 @@ class ValTarget:
 
     def _float32_whole(self, model: nn.Module) -> float:
         """The whole split's mean loss in float32 (gptlab eval's)."""
-        nll, counts = self._score(model, self.spans, None)
+        nll, counts = self.window_losses(model)
         return float(nll.sum() / counts.sum())
+
+    def window_losses(self, model: nn.Module, autocast: torch.dtype | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(summed NLL, tokens scored) of every window of the split, float64, in `spans`'
+        order: the whole split as a look scores it (bench.stop_replay records these)."""
+        return self._score(model, self.spans, autocast)
 
     def _score(self, model: nn.Module, spans: list, autocast: torch.dtype | None
                ) -> tuple[torch.Tensor, torch.Tensor]:
