@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gptlab.data.prepared import load_data
 from gptlab.loading import load
 from gptlab.model.attention import set_float32_attention
 from gptlab.model.config import GPTConfig
@@ -47,27 +48,29 @@ def record(preset: str, data: Path, seed: int, start: int, every: int, out: Path
     """Train `preset` with `seed` to its max_iters, its stop off; the val split's per-window
     losses every `every` steps from `start`, saved as out/seed{seed}.npz."""
     settings = recipe(preset, seed=seed, stop_at_val=None, whole_val=False, log_interval=every)
-    val = torch.from_numpy(np.fromfile(data / "val.bin", dtype=np.uint16).astype(np.int64))
-    scorer = None
+    model_config = GPTConfig(**preset_dict(preset))
+    scorer = val_target.ValTarget(1.0, val_ids(data), model_config.block_size,
+                                  settings.max_iters, every)
     losses: dict[str, np.ndarray] = {}
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         for i, step in enumerate(range(start, settings.max_iters, every)):
-            train(GPTConfig(**preset_dict(preset)) if i == 0 else None,
-                  settings if i == 0 else None, data, run_dir, resume=i > 0,
-                  progress=False, callbacks=StopAfter(step))
+            train(model_config if i == 0 else None, settings if i == 0 else None, data,
+                  run_dir, resume=i > 0, progress=False, callbacks=StopAfter(step))
             model, _ = load(run_dir)
             set_float32_attention(model, autocast)
-            if scorer is None:
-                scorer = val_target.ValTarget(1.0, val, model.config.block_size,
-                                              settings.max_iters, every)
             nll, counts = scorer.window_losses(model, torch.bfloat16 if autocast else None)
             losses[str(step)] = nll.numpy()
-            losses["counts"] = counts.numpy()
+    losses["counts"] = counts.numpy()  # the same at every step: the windows' scored tokens
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"seed{seed}.npz"
     np.savez(path, **losses)
     return path
+
+
+def val_ids(data: Path) -> torch.Tensor:
+    """The val split's token ids of a prepared data directory, as the trainer reads them."""
+    return torch.from_numpy(load_data(data).val.astype(np.int64))
 
 
 class Replayed(val_target.ValTarget):
@@ -134,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
                          autocast=not args.float32))
         return
     settings = recipe(args.preset)
-    val = torch.from_numpy(np.fromfile(args.data / "val.bin", dtype=np.uint16).astype(np.int64))
+    val = val_ids(args.data)
     block = preset_dict(args.preset)["block_size"]
     rows = []
     for path in sorted(args.dir.glob("seed*.npz")):
