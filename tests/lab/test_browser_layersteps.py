@@ -6,13 +6,17 @@ walk with Next step, the mask switch, W_O's block norms opening a head, the resi
 bypass, the FFN's memories, the temperature; and the review's defects 1, 2, 3, 8, 9 and 12
 (view 12's block hint, a bias-free LayerNorm's formula, the parameter legend under the bar,
 the learned-position scale, view 1's mask switch at stage 5, view 3's W_O as one bitmap),
-with axe-core at 1280 and 390 px, light and dark. The timings of the redraws they measure
-are printed (-s), never asserted."""
+with axe-core at 1280 and 390 px, light and dark. Then the mask switch followed by every
+stage after the mask (against the library's own attention layer run without the mask) and
+off, with its reason, where it has no effect; the last token saying how to pick an earlier
+one. The timings of the redraws they measure are printed (-s), never asserted."""
 
 from __future__ import annotations
 
+import copy
 import json
 import time
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import torch
@@ -21,6 +25,7 @@ from axe_playwright_python.sync_playwright import Axe
 from gptlab.interp.hooks import capture_attention, forward_hooks
 from gptlab.lab.runs import Runs
 from gptlab.lab.server import BackgroundServer
+from gptlab.model.attention import AttentionInputs
 from gptlab.model.positional import sinusoidal_table
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -37,10 +42,15 @@ def runs(tmp_path_factory, copy_tiny_run):
 
 
 @pytest.fixture(scope="module")
-def page(runs, open_lab):
-    with BackgroundServer(runs) as url, open_lab(
-            url + "?run=tiny#model", "[data-testid=fig-whole-model]", accept_downloads=True,
-            viewport={"width": 1280, "height": 900}) as opened:
+def lab(runs):
+    with BackgroundServer(runs) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def page(lab, open_lab):
+    with open_lab(lab + "?run=tiny#model", "[data-testid=fig-whole-model]", accept_downloads=True,
+                  viewport={"width": 1280, "height": 900}) as opened:
         yield opened.page
 
 
@@ -59,7 +69,21 @@ def library(runs):
     seen["weights"] = capture_attention(model, idx)[LAYER, 0].double()
     seen["logits"] = logits[0, -1].double()
     seen["model"] = model
+    with torch.no_grad(), forward_hooks((model.blocks[LAYER], lambda _m, a, _o: seen.__setitem__(
+            "stream", a[0][0].double()))):
+        model(idx)
     return seen
+
+
+@pytest.fixture(scope="module")
+def unmasked(library):
+    """The library's own attention layer in float64 on the captured input, the mask off
+    (is_causal=False): each head's output (nh, T, hs) and attention's output (T, C)."""
+    attn, seen = copy.deepcopy(library["model"].blocks[LAYER].attn).double(), {}
+    with torch.no_grad(), forward_hooks((attn.heads, lambda _m, _a, out: seen.__setitem__(
+            "heads", out[0]))):
+        out = attn(library["x"][None], AttentionInputs(is_causal=False))[0]
+    return seen["heads"], out
 
 
 def shown(page, testid):
@@ -91,6 +115,10 @@ def open_attention(page, settle):
     page.click(f"[data-testid=wm-stage-attn-{LAYER}]")
     settle(page)
     page.wait_for_selector("[data-testid=wm-steps-figures]")
+
+
+def query(page) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlsplit(page.url).query).items()}
 
 
 def to_stage(page, settle, n):
@@ -372,3 +400,79 @@ def test_axe_clean_on_the_steps(page, settle, dark, width):
     finally:
         page.set_viewport_size({"width": 1280, "height": 900})
         page.emulate_media(color_scheme="light")
+
+
+# ------------------------------------------------------------ the steps' controls
+
+MASK, WHY = "[data-testid=wm-steps-mask]", "[data-testid=wm-steps-mask-why]"
+
+
+def fresh(page, lab, settle, address="?run=tiny#model"):
+    """The page reloaded at address (view 12's state from it alone)."""
+    page.goto(lab + address)
+    page.wait_for_selector("[data-testid=fig-whole-model]")
+    settle(page)
+
+
+def test_every_stage_after_the_mask_follows_the_switch(page, lab, settle, library, unmasked):
+    fresh(page, lab, settle)
+    open_attention(page, settle)
+    page.select_option("[data-testid=wm-steps-head]", "1")
+    settle(page)
+    to_stage(page, settle, 0)
+    for n in (0, 1):  # before the mask: off, and the page says why
+        assert page.is_disabled(MASK)
+        assert "the mask acts from stage 3" in page.text_content(WHY)
+        if n == 0:
+            next_step(page, settle, 1)
+    heads, out = unmasked
+    t, hs = POSITION, library["model"].config.head_dim
+    to_stage(page, settle, 5)
+    page.uncheck(MASK)
+    settle(page)
+    page.wait_for_selector("[data-testid=wm-steps-figures][data-causal=false]")
+    assert worst(page, "fig-wm-steps-concat", heads[:, t].reshape(-1)) < 1e-6
+    assert worst(page, "fig-wm-steps-concat", library["heads"][:, t].reshape(-1)) > 1e-3
+    w_o = library["model"].blocks[LAYER].attn.proj.weight.detach().double()
+    written = torch.stack([(w_o[:, h * hs:(h + 1) * hs] @ heads[h, t]).norm()
+                           for h in range(library["model"].config.n_head)])
+    shown_written = json.loads(page.get_attribute("[data-testid=fig-wm-steps-wo-norms]",
+                                                  "data-written"))
+    assert float((torch.tensor(shown_written) - written).abs().max()) < 1e-6
+    next_step(page, settle, 6)
+    assert page.is_enabled(MASK) and not page.is_checked(MASK)
+    assert worst(page, "fig-wm-steps-out", out[t]) < 1e-6
+    stream, attn_out, added = shown(page, "fig-wm-bypass")
+    assert float((stream - library["stream"][t]).abs().max()) < 1e-6
+    assert float((added - (library["stream"][t] + out[t])).abs().max()) < 1e-6
+    assert "mask off" in page.text_content("#figure-wm-bypass .caption")
+    page.check(MASK)
+    settle(page)
+    page.wait_for_selector("[data-testid=wm-steps-figures][data-causal=true]")
+    assert worst(page, "fig-wm-steps-out", library["out"][t]) < 1e-6
+    assert float((shown(page, "fig-wm-bypass")[2] - (library["stream"][t] + library["out"][t]))
+                 .abs().max()) < 1e-5
+
+
+def test_at_the_last_token_the_mask_stage_says_how_to_pick_an_earlier_one(page, lab, settle):
+    fresh(page, lab, settle)  # the walk follows the last token
+    T = len(TEXT)
+    assert page.input_value("[data-testid=wm-position]") == str(T - 1)
+    page.click(f"[data-testid=wm-stage-block-{LAYER}]")
+    page.click(f"[data-testid=wm-stage-attn-{LAYER}]")
+    settle(page)
+    to_stage(page, settle, 2)
+    assert page.is_disabled(MASK)
+    assert f"token {T - 1} is the last: no later token to mask" in page.text_content(WHY)
+    assert "Pick an earlier token" in page.text_content("[data-testid=wm-steps-changed]")
+    page.click("[data-testid=wm-steps-earlier]")
+    settle(page)
+    page.wait_for_selector("[data-testid=wm-steps-figures][data-stage='2']")
+    k = int(page.input_value("[data-testid=wm-position]"))
+    assert k < T - 1 and query(page)["pos"] == str(k)
+    assert page.is_enabled(MASK)
+    assert f"{T - 1 - k} later token(s) are set to −∞" in page.text_content(
+        "[data-testid=wm-steps-changed]")
+    row = page.eval_on_selector_all("[data-testid=fig-wm-steps-masked] text[data-testid]",
+                                    "ts => ts.map(t => [t.dataset.testid, t.textContent])")
+    assert row == [[f"wm-steps-masked-0-{j}", "−∞"] for j in range(k + 1, T)]

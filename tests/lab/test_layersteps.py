@@ -7,6 +7,7 @@ GQA-free SwiGLU, post-norm; bad input as one-line 400s."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -15,13 +16,14 @@ import torch
 from gptlab.interp.hooks import capture_attention, forward_hooks
 from gptlab.interp.memory import value_logits
 from gptlab.lab.runs import Runs
+from gptlab.model.attention import AttentionInputs
 
 TEXT = "the cat sat on the m"
 
 
 def near(served, expected, tol: float) -> bool:
     """served (nested lists) within tol of expected (a tensor) everywhere."""
-    gap = torch.tensor(served, dtype=torch.float64) - expected.detach().double()
+    gap = torch.as_tensor(served, dtype=torch.float64) - expected.detach().double()
     return float(gap.abs().max()) <= tol
 
 
@@ -139,3 +141,57 @@ def test_bad_input_is_one_line(client, bad):
     bad(client, path, {"run": "tiny", "text": "the", "position": 3}, "between 0 and 2")
     bad(client, path, {"run": "tiny", "text": ""}, "text must not be empty")
     bad(client, path, {"run": "nope", "text": "the"}, "no run named 'nope'")
+
+
+def bidirectional_reference(model, layer, x):
+    """The library's own attention layer in float64 on the captured input x (T, C), the mask
+    off (is_causal=False): each head's output (nh, T, hs) and attention's output (T, C)."""
+    attn = copy.deepcopy(model.blocks[layer].attn).double()
+    T, seen = x.shape[0], {}
+    rope = None
+    if model.rope is not None:
+        cos, sin = model.rope(torch.arange(T), T)
+        rope = (cos.double(), sin.double())
+    with torch.no_grad(), forward_hooks((attn.heads, lambda _m, _a, out: seen.__setitem__(
+            "heads", out[0]))):
+        out = attn(x.double()[None], AttentionInputs(rope=rope, is_causal=False))[0]
+    return seen["heads"], out
+
+
+LATER = (1, 2, 6)  # layer, head, position: a token with later tokens to mask
+
+
+@pytest.mark.parametrize("name", ["tiny", "llama", "post", "shakespeare"])
+def test_every_stage_after_the_mask_without_it(client, runs_root, post, name):
+    """With the mask off: each head's output, the concatenation, W_O's output and the stream
+    after the add, against the library's own attention layer run without the mask; with
+    it on, the model's own."""
+    layer, head, t = LATER
+    d = post(client, "/api/walk/layer", {"run": name, "text": TEXT, "position": t,
+                                         "layer": layer, "head": head})
+    model, idx, _, seen = captured(runs_root, name, layer)
+    cfg = model.config
+    heads, out = bidirectional_reference(model, layer, seen["x"].double())
+    assert d["head_out_bidirectional"] == pytest.approx(heads[head, t].tolist(), abs=1e-9)
+    assert d["concat_bidirectional"] == pytest.approx(heads[:, t].reshape(-1).tolist(), abs=1e-9)
+    assert d["out_bidirectional"] == pytest.approx(out[t].tolist(), abs=1e-9)
+    # the mask on: the same layer, causal, is the model's own output
+    assert d["out"] == pytest.approx(seen["out"][t].double().tolist(), abs=1e-5)
+    assert max(abs(a - b) for a, b in zip(d["out"], d["out_bidirectional"], strict=True)) > 1e-3
+    w_o = model.blocks[layer].attn.proj.weight.detach().double().view(cfg.n_embd, cfg.n_head, -1)
+    written = [float((w_o[:, h] @ heads[h, t]).norm()) for h in range(cfg.n_head)]
+    assert d["written_norms_bidirectional"] == pytest.approx(written, rel=1e-9)
+    # the residual: the block's input plus attention's output, with the mask and without
+    stream = stream_into(model, idx, layer)[t]
+    assert d["stream"] == pytest.approx(stream.tolist(), abs=1e-6)
+    assert d["added"] == pytest.approx((stream + seen["out"][t].double()).tolist(), abs=1e-5)
+    assert d["added_bidirectional"] == pytest.approx((stream + out[t]).tolist(), abs=1e-6)
+
+
+def stream_into(model, idx, layer):
+    """The block's input (T, C): the residual stream, from the library's capture."""
+    seen = {}
+    with torch.no_grad(), forward_hooks((model.blocks[layer], lambda _m, a, _o: seen.__setitem__(
+            "x", a[0][0]))):
+        model(idx)
+    return seen["x"].double()

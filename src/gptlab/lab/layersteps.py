@@ -5,8 +5,10 @@ Attention: the model's forward pass is hooked (gptlab.interp.hooks) for what att
 reads (the normed stream, every token) and what it writes; the stages are then recomputed
 from those inputs and the layer's own weights in float64, as view 1 computes them: q for
 this token, k and v of every token, q·k, q·k/√d_k, the causal mask (−∞ after this token),
-the softmax row, the weighted sum of values, every head's output concatenated, and W_O.
-The mask switch's other side (what this token would read bidirectionally) comes with it.
+the softmax row, the weighted sum of values, every head's output concatenated, and W_O,
+then the residual add. The mask switch's other side (what the tokens would read
+bidirectionally) comes with it, at every stage after the mask: the softmax, each
+head's output, the concatenation, W_O's output and the add are recomputed without it.
 The recomputation is checked against the library's own capture (the recorded softmax
 weights, the per-head outputs at attn.heads and attention's output) in the tests.
 
@@ -75,19 +77,22 @@ def layer_steps(model: torch.nn.Module, idx: Tensor, position: int, layer: int, 
             seen[name] = (args[0] if from_input else out)[0].detach().clone()
         return hook
 
-    hooks = [(attn, keep("x", from_input=True))]
+    hooks = [(attn, keep("x", from_input=True)), (block, keep("stream", from_input=True))]
     if cfg.has_mlp:
         hooks += [(mlp.proj, keep("coef", from_input=True)),
                   (mlp.gate if hasattr(mlp, "gate") else mlp.fc, keep("pre"))]
     with eval_mode(model), forward_hooks(*hooks):
         model(idx)
-    steps = attention_stages(gpt, layer, head, seen["x"], position)
+    steps = attention_stages(gpt, layer, head, seen["x"], position, seen["stream"][position])
     steps["ffn"] = ffn_units(model, layer, seen, position, units, top) if cfg.has_mlp else None
     return steps
 
 
-def attention_stages(gpt, layer: int, head: int, x: Tensor, t: int) -> dict[str, Any]:
-    """x (T, C): what the layer's attention read. Every stage for query t, head `head`."""
+def attention_stages(gpt, layer: int, head: int, x: Tensor, t: int,
+                     stream: Tensor) -> dict[str, Any]:
+    """x (T, C): what the layer's attention read; stream (C,): the block's input at t, the
+    residual stream the output is added to. Every stage for query t, head `head`, with the
+    mask and without it."""
     cfg, attn = gpt.config, gpt.blocks[layer].attn
     T, hs, nh, nkv = x.shape[0], cfg.head_dim, cfg.n_head, cfg.n_kv_head
     group = nh // nkv
@@ -103,34 +108,41 @@ def attention_stages(gpt, layer: int, head: int, x: Tensor, t: int) -> dict[str,
         cos, sin = gpt.rope(torch.arange(T, device=x.device), T)
         q, k = apply_rope(q, cos.double(), sin.double()), apply_rope(k, cos.double(), sin.double())
     k, v = k.repeat_interleave(group, dim=0), v.repeat_interleave(group, dim=0)
-    raw = (k @ q[:, t, :, None])[..., 0]  # (nh, T): q_t . k_j for every head and key
+    raw = q @ k.transpose(1, 2)  # (nh, T, T): q_i . k_j for every head, query and key
     scaled = raw * attn.scale
-    causal = torch.arange(T, device=x.device) <= t
+    causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
     masked = scaled.masked_fill(~causal, -math.inf)
     weights, both = torch.softmax(masked, -1), torch.softmax(scaled, -1)
-    heads_out = (weights[:, None, :] @ v)[:, 0]  # (nh, hs)
-    concat = heads_out.reshape(-1)
     w_o = attn.proj.weight.double()  # (C, nh * hs)
-    out = w_o @ concat
-    if attn.proj.bias is not None:
-        out = out + attn.proj.bias.double()
     blocks = w_o.view(-1, nh, hs)  # (C, nh, hs): head h's block of W_O
-    written = torch.einsum("chd,hd->hc", blocks, heads_out)  # (nh, C): each head's share
+    b_o = None if attn.proj.bias is None else attn.proj.bias.double()
+    stream = stream.double()
+
+    def after(softmax_rows: Tensor) -> dict[str, Any]:
+        """What follows the softmax for query t: each head's output, their concatenation,
+        W_O's output, each head's share of it, and the stream after the add."""
+        heads_out = (softmax_rows[:, t, None, :] @ v)[:, 0]  # (nh, hs)
+        concat = heads_out.reshape(-1)
+        out = w_o @ concat if b_o is None else w_o @ concat + b_o
+        written = torch.einsum("chd,hd->hc", blocks, heads_out)  # (nh, C): each head's share
+        return {"head_out": as_list(heads_out[h]), "concat": as_list(concat),
+                "written_norms": as_list(written.norm(dim=1)), "out": as_list(out),
+                "added": as_list(stream + out)}
+
     h = head
+    causal_side, bidirectional = after(weights), after(both)
     return {
         "layer": layer, "head": h, "n_head": nh, "head_dim": hs, "scale": attn.scale,
         "sqrt_d_k": math.sqrt(hs), "x": as_list(x[t]),
         "q": as_list(q[h, t]), "keys": as_list(k[h]), "values": as_list(v[h]),
-        "raw": as_list(raw[h]), "scaled": as_list(scaled[h]),
+        "raw": as_list(raw[h, t]), "scaled": as_list(scaled[h, t]),
         # JSON has no -inf: a masked cell is null
-        "masked": [float(s) if ok else None for s, ok in zip(scaled[h].tolist(), causal.tolist(),
-                                                             strict=True)],
-        "weights": as_list(weights[h]), "weights_bidirectional": as_list(both[h]),
-        "head_out": as_list(heads_out[h]), "head_out_bidirectional": as_list(both[h] @ v[h]),
-        "concat": as_list(concat), "w_o_norms": as_list(blocks.norm(dim=(0, 2))),
-        "written_norms": as_list(written.norm(dim=1)), "w_o_block": as_list(blocks[:, h, :]),
-        "b_o": None if attn.proj.bias is None else as_list(attn.proj.bias),
-        "out": as_list(out),
+        "masked": [float(s) if ok else None for s, ok in zip(scaled[h, t].tolist(),
+                                                             causal[t].tolist(), strict=True)],
+        "weights": as_list(weights[h, t]), "weights_bidirectional": as_list(both[h, t]),
+        "w_o_norms": as_list(blocks.norm(dim=(0, 2))), "w_o_block": as_list(blocks[:, h, :]),
+        "b_o": None if b_o is None else as_list(b_o), "stream": as_list(stream),
+        **causal_side, **{f"{key}_bidirectional": value for key, value in bidirectional.items()},
     }
 
 

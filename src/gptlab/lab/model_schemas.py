@@ -266,11 +266,17 @@ class LayerStepsResponse(BaseModel):
     head_out: Vector = Field(description="(head_dim,) weights . V")
     head_out_bidirectional: Vector
     concat: Vector = Field(description="(n_head * head_dim,) every head's output")
+    concat_bidirectional: Vector = Field(description="every head's output, no mask")
     w_o_norms: Vector = Field(description="(n_head,) Frobenius norm of each head's W_O block")
     written_norms: Vector = Field(description="(n_head,) norm of W_O_h . head_h")
+    written_norms_bidirectional: Vector
     w_o_block: list[Vector] = Field(description="(n_embd, head_dim) this head's W_O block")
     b_o: Vector | None
     out: Vector = Field(description="(n_embd,) W_O . concat + b: attention's output")
+    out_bidirectional: Vector = Field(description="(n_embd,) attention's output, no mask")
+    stream: Vector = Field(description="(n_embd,) the block's input: the residual stream")
+    added: Vector = Field(description="(n_embd,) stream + out: the stream after the add")
+    added_bidirectional: Vector = Field(description="(n_embd,) stream + out, no mask")
     ffn: FFNUnits | None = Field(description="null: the model has no FFN")
 
 

@@ -196,6 +196,10 @@ export function heatmap(o) {
         });
       }
       svg.appendChild(rect);
+      if (v === null && !showValues && o.labelMasked && cell >= 12) {  // −∞ said, not only grey
+        svg.appendChild(svgEl("text", {x: x + cell / 2, y: y + cell / 2, dy: "0.35em", "font-size": Math.min(12, (cell - 2) / 1.3).toFixed(1),
+          "text-anchor": "middle", "pointer-events": "none", fill: inkOn(rgb), "data-testid": `${o.id}-${i}-${j}`}, fmt(null)));
+      }
       if (showValues) {
         const s = fmt(v, decimals);
         // the number fits its cell: a font no wider than the cell allows (4 px of margin)

@@ -1,14 +1,15 @@
 // View 12's attention stage, opened into view 1's stages on the run's own model: for the
 // walked token, a layer and a head, q, the keys of every token, q·k, q·k/√d_k, the mask
-// (−∞ after this token; the switch shows what it would read bidirectionally), the softmax
-// row, the weighted sum of values, every head's output concatenated and W_O (as per-head
-// block norms that open into the block), then the residual add. Every number from the
-// server (POST /api/walk/layer, float64, checked against the library's capture). The FFN
-// stage gets its top units (key-value memories) and the activation's curve from the same
-// answer. "Next step" walks the stages with view 1's header (stage, formula, what changed).
+// (−∞ after this token; the switch shows what it would read bidirectionally), the softmax,
+// the weighted sum of values, every head's output concatenated and W_O (as per-head block
+// norms that open into the block), then the residual add. Every number from the server
+// (POST /api/walk/layer, float64, checked against the library's capture), the stages after
+// the mask with it and without it. The FFN stage gets its top units
+// (key-value memories) and the activation's curve from the same answer. "Next step" walks
+// the stages with view 1's header (stage, formula, what changed).
 
 import {api, showError} from "./api.js";
-import {fmt, htmlEl, tokenLabel} from "./dom.js";
+import {$, fmt, htmlEl, tokenLabel} from "./dom.js";
 import {figure} from "./figure.js";
 import {SVGNS, chart, heatmap, strip, svgEl} from "./svg.js";
 
@@ -33,28 +34,40 @@ function carrying(svg, values) {
   return svg;
 }
 
+// A field of the page set as a learner would set it: its view listens, and state.js writes
+// the address (#wm-position).
+export function pickField(id, value) {
+  const el = $(id);
+  if (!el || el.value === String(value)) return;
+  el.value = String(value);
+  el.dispatchEvent(new Event("change", {bubbles: true}));
+}
+
+// The stages' text, from the answer s and whether the mask is on (c).
+const later = (s) => s.tokens.length - 1 - s.position;
 const STAGES = [
   {title: "q, k, v for this head", formula: (s) => `q = x·W_Q[h${s.head}],   k_j = x_j·W_K[h${s.head}],   v_j = x_j·W_V[h${s.head}]   (d_k = ${s.head_dim})`,
    changed: (s) => `The stream this token brings to attention, x (${s.x.length} numbers), is projected to a query of ${s.head_dim}; every token j of the text, this one included, has a key and a value. Only tokens 0..${s.position} will be allowed.`},
   {title: "scores = q·k, then ÷ √d_k", formula: (s) => `score_j = q·k_j / √d_k,   √d_k = ${fmt(s.sqrt_d_k, 3)}`,
    changed: (s) => `Raw q·k ranges over ${rangeText(s.raw)}; multiplied by ${fmt(s.scale, 4)} it ranges over ${rangeText(s.scaled)}, the spread the softmax was trained on.`},
-  {title: "the causal mask", formula: (s) => (steps.causal ? `masked_j = score_j if j ≤ ${s.position}, else −∞` : "masked = scores   (mask off: nothing hidden)"),
-   changed: (s) => (steps.causal ? `${s.tokens.length - 1 - s.position} later token(s) set to −∞: the model predicts the next token, so it must not read it. Switch the mask off to see what this token would read bidirectionally.`
-     : "Mask off: this token would read every token, later ones too (BERT-style). The model itself always masks.")},
+  {title: "the causal mask", formula: (s, c) => (c ? `masked_j = score_j if j ≤ ${s.position}, else −∞` : "masked = scores   (mask off: nothing hidden)"),
+   changed: (s, c) => (!c ? "Mask off: this token would read every token, later ones too (BERT-style); every stage from here on is recomputed without the mask. The model itself always masks."
+     : later(s) > 0 ? `${later(s)} later token(s) are set to −∞: the model predicts the next token, so it must not read it. Switch the mask off to see what this token would read bidirectionally.`
+       : `This token, ${s.position}, is the last: no later token to mask, and the switch has nothing to change. Pick an earlier token (the token menu above, or the button by the switch) to see the mask at work.`)},
   {title: "softmax", formula: () => "weights_j = exp(masked_j) / Σ exp(masked)   (sums to 1)",
-   changed: (s) => { const w = weightsOf(s); const j = w.indexOf(Math.max(...w)); return `exp(−∞) = 0: masked keys get weight 0. The largest weight, ${fmt(w[j], 3)}, goes to token ${j} '${tokenLabel(s.tokens[j])}'.`; }},
+   changed: (s, c) => { const w = weightsOf(s, c); const j = w.indexOf(Math.max(...w)); return `exp(−∞) = 0: masked keys get weight 0. The largest weight, ${fmt(w[j], 3)}, goes to token ${j} '${tokenLabel(s.tokens[j])}'.`; }},
   {title: "weighted sum of values", formula: () => "out_h = Σ_j weights_j · v_j",
-   changed: () => `This head's output: an average of the value rows, weighted by the softmax row. ${steps.causal ? "" : "(Mask off: later tokens' values mixed in.)"}`},
+   changed: (s, c) => `This head's output: an average of the value rows, weighted by the softmax row. ${c ? "" : "(Mask off: later tokens' values mixed in.)"}`},
   {title: "every head, concatenated", formula: (s) => `concat = [out_0 | … | out_${s.n_head - 1}]   (${s.n_head} × ${s.head_dim} = ${s.concat.length})`,
-   changed: (s) => `Every head does the same with its own W_Q, W_K, W_V; their outputs sit side by side, head ${s.head}'s outlined. W_O's blocks, one per head, say how strongly each head can write: click one to open it.`},
+   changed: (s, c) => `Every head does the same with its own W_Q, W_K, W_V; their outputs sit side by side, head ${s.head}'s outlined${c ? "" : " (mask off: every head reads every token)"}. W_O's blocks, one per head, say how strongly each head can write: click one to open it.`},
   {title: "W_O, then the residual add", formula: () => "attn(x) = W_O·concat (+ b);   stream ⊕ attn(x)",
-   changed: () => "W_O mixes the heads back to the stream's width; the residual stream runs beside the sublayer and the output is added to it at ⊕."},
+   changed: (s, c) => `W_O mixes the heads back to the stream's width; the residual stream runs beside the sublayer and the output is added to it at ⊕.${c ? "" : " Mask off: the output and the stream after the add are what the block would write without the mask."}`},
 ];
-const weightsOf = (s) => (steps.causal ? s.weights : s.weights_bidirectional);
+const weightsOf = (s, c) => (c ? s.weights : s.weights_bidirectional);
+const MASK_FROM = 2;  // the stage the mask acts at; the stages before it do not depend on it
 
 // The attention stage: a head picker, view 1's stepper and the stage's figures.
 export async function showAttention(box, d, text, l) {
-  const block = d.blocks[l];
   if (steps.block !== `${d.run}:${l}`) { steps.block = `${d.run}:${l}`; steps.head = Math.min(steps.head, d.n_head - 1); }
   const controls = htmlEl("div", {class: "controls", "data-testid": "wm-steps-controls"});
   const head = htmlEl("select", {"data-testid": "wm-steps-head", id: "wm-steps-head"});
@@ -64,11 +77,12 @@ export async function showAttention(box, d, text, l) {
   const back = htmlEl("button", {"data-testid": "wm-steps-back"}, "◀ Back");
   const label = htmlEl("span", {"data-testid": "wm-steps-label", "aria-live": "polite"});
   const next = htmlEl("button", {"data-testid": "wm-steps-next"}, "Next step ▶");
-  const mask = htmlEl("input", {type: "checkbox", "data-testid": "wm-steps-mask", id: "wm-steps-mask"});
+  const mask = htmlEl("input", {type: "checkbox", "data-testid": "wm-steps-mask", id: "wm-steps-mask", "aria-describedby": "wm-steps-mask-why"});
   mask.checked = steps.causal;
   const maskLabel = htmlEl("label", {for: "wm-steps-mask"});
   maskLabel.append(mask, " causal mask");
-  controls.append(headLabel, head, back, label, next, maskLabel);
+  const why = htmlEl("span", {class: "note", id: "wm-steps-mask-why", "data-testid": "wm-steps-mask-why"});
+  controls.append(headLabel, head, back, label, next, maskLabel, why);
   const formula = htmlEl("p", {class: "formula", "data-testid": "wm-steps-formula"});
   const changed = htmlEl("p", {class: "changed", "data-testid": "wm-steps-changed"});
   const figs = htmlEl("div", {class: "row", "data-testid": "wm-steps-figures"});
@@ -78,16 +92,21 @@ export async function showAttention(box, d, text, l) {
     try {
       s = await layerSteps({run: d.run, text, position: d.position, layer: l, head: steps.head});
     } catch (e) { showError(e.message); figs.replaceChildren(); return; }
-    const n = steps.stage, stage = STAGES[n];
+    if (!figs.isConnected) return;  // another stage was chosen meanwhile
+    const n = steps.stage, stage = STAGES[n], last = later(s) === 0;
+    const c = steps.causal || last;  // the last token: masked or not, its row is the same
     label.textContent = `Stage ${n + 1} of ${STAGES.length} · ${stage.title}`;
     back.disabled = n === 0;
     next.disabled = n === STAGES.length - 1;
-    mask.disabled = n < 2;  // live from the mask on: everything after it depends on it
-    formula.textContent = stage.formula(s);
-    changed.textContent = stage.changed(s);
+    mask.disabled = n < MASK_FROM || last;
+    mask.checked = c;
+    maskReason(why, n, s, d);
+    formula.textContent = stage.formula(s, c);
+    changed.textContent = stage.changed(s, c);
     figs.replaceChildren();
     figs.dataset.stage = String(n);
-    drawStage(figs, n, s, d, block);
+    figs.dataset.causal = String(c);
+    drawStage(figs, n, s, c, d.norm_position === "pre");
     figs.classList.remove("stage-enter");
     void figs.offsetWidth;  // restart view 1's fade
     figs.classList.add("stage-enter");
@@ -99,13 +118,33 @@ export async function showAttention(box, d, text, l) {
   await render();
 }
 
+// Why the switch is off where it is: before the mask nothing depends on it; at the last
+// token nothing comes after it (a button follows an earlier token instead).
+function maskReason(why, n, s, d) {
+  why.replaceChildren();
+  const T = s.tokens.length;
+  if (n < MASK_FROM) {
+    why.textContent = `the mask acts from stage ${MASK_FROM + 1}: q, k, v and the scores do not depend on it`;
+  } else if (later(s) === 0) {
+    why.textContent = T > 1 ? `token ${s.position} is the last: no later token to mask. ` : "one token: nothing to mask";
+    if (T > 1) {
+      const earlier = Math.floor((T - 1) / 2);
+      const b = htmlEl("button", {"data-testid": "wm-steps-earlier"}, `follow token ${earlier} '${tokenLabel(d.tokens[earlier])}'`);
+      b.addEventListener("click", () => pickField("wm-position", earlier));
+      why.appendChild(b);
+    }
+  } else {
+    why.textContent = `stages ${MASK_FROM + 1} to ${STAGES.length} follow it`;
+  }
+}
+
 function row(id, title, values, tokens, extra = {}) {
   const cell = Math.max(12, Math.min(40, Math.floor(Math.min(480, innerWidth - 150) / tokens.length)));
   return carrying(heatmap({id, values: [values], rows: [title.split(" ")[0]], cols: tokens.map(tokenLabel), title,
-    cell, showValues: cell >= 30, rowName: "", colName: "key", ...extra}), values);
+    cell, showValues: cell >= 30, labelMasked: true, rowName: "", colName: "key", ...extra}), values);
 }
 
-function drawStage(figs, n, s, d, block) {
+function drawStage(figs, n, s, c, pre) {
   const tok = s.tokens, t = s.position, h = s.head;
   const matrix = (id, caption, values) => figure(figs, id, caption, carrying(heatmap({id, values, rows: tok.map(tokenLabel),
     cols: values[0].map((_, j) => (j % 8 === 0 ? String(j) : "")), title: caption, showValues: false, rowName: "token", colName: "dim",
@@ -121,43 +160,45 @@ function drawStage(figs, n, s, d, block) {
     figure(figs, "wm-steps-raw", `q·k, range ${rangeText(s.raw)}`, row("wm-steps-raw", "q·k (raw)", s.raw, tok));
     figure(figs, "wm-steps-scaled", `q·k/√d_k, range ${rangeText(s.scaled)}`, row("wm-steps-scaled", "q·k/√d_k", s.scaled, tok));
   } else if (n === 2) {
-    const shown = steps.causal ? s.masked : s.scaled;
-    figure(figs, "wm-steps-masked", steps.causal ? "masked (causal): −∞ after this token" : "no mask", row("wm-steps-masked",
-      steps.causal ? "masked" : "unmasked", shown, tok, {highlight: [shown.map((v) => v === null)]}));
+    const shown = c ? s.masked : s.scaled;
+    figure(figs, "wm-steps-masked", c ? "masked (causal): −∞ after this token" : "no mask", row("wm-steps-masked",
+      c ? "masked" : "unmasked", shown, tok, {highlight: [shown.map((v) => v === null)]}));
   } else if (n === 3) {
-    const w = weightsOf(s);
+    const w = weightsOf(s, c);
     figure(figs, "wm-steps-weights", `softmax row (sum ${fmt(w.reduce((a, b) => a + b, 0), 4)})`,
-      row("wm-steps-weights", steps.causal ? "weights" : "weights (no mask)", w, tok, {scale: "seq", max: 1}));
-    const other = steps.causal ? s.weights_bidirectional : s.weights;
-    figure(figs, "wm-steps-other", steps.causal ? "for comparison: mask off" : "for comparison: the model's (causal)",
+      row("wm-steps-weights", c ? "weights" : "weights (no mask)", w, tok, {scale: "seq", max: 1}));
+    const other = c ? s.weights_bidirectional : s.weights;
+    figure(figs, "wm-steps-other", c ? "for comparison: mask off" : "for comparison: the model's (causal)",
       row("wm-steps-other", "other", other, tok, {scale: "seq", max: 1}));
   } else if (n === 4) {
-    figure(figs, "wm-steps-weights", "weights", row("wm-steps-weights", "weights", weightsOf(s), tok, {scale: "seq", max: 1}));
+    figure(figs, "wm-steps-weights", "weights", row("wm-steps-weights", "weights", weightsOf(s, c), tok, {scale: "seq", max: 1}));
     matrix("wm-steps-values", "V", s.values);
-    vec("wm-steps-head-out", `out_${h} = weights·V`, steps.causal ? s.head_out : s.head_out_bidirectional);
+    vec("wm-steps-head-out", `out_${h} = weights·V`, c ? s.head_out : s.head_out_bidirectional);
   } else if (n === 5) {
-    vec("wm-steps-concat", `concat of ${s.n_head} heads`, s.concat);
-    woNorms(figs, s);
+    vec("wm-steps-concat", `concat of ${s.n_head} heads${c ? "" : ", no mask"}`, c ? s.concat : s.concat_bidirectional);
+    woNorms(figs, s, c);
   } else {
-    vec("wm-steps-out", "attn(x) = W_O·concat", s.out);
-    bypass(figs, d, block);
+    vec("wm-steps-out", c ? "attn(x) = W_O·concat" : "attn(x) = W_O·concat, no mask", c ? s.out : s.out_bidirectional);
+    bypass(figs, s, c, pre);
   }
 }
 
 // W_O as one number per head (the Frobenius norm of its n_embd × d_k block, and the norm of
 // what the head wrote here); a block opens into its matrix, drawn as one bitmap.
-function woNorms(figs, s) {
+function woNorms(figs, s, c) {
   const heads = s.w_o_norms.map((_, h) => `h${h}`);
+  const written = c ? s.written_norms : s.written_norms_bidirectional;
   const open = (h) => {  // the head picker redraws, as if the head were picked there
     const picker = document.querySelector("[data-testid=wm-steps-head]");
     picker.value = String(h);
     picker.dispatchEvent(new Event("change"));
   };
   figure(figs, "wm-steps-wo-norms", "W_O by head: ‖block‖ and ‖what it wrote here‖ (click a head to open its block)",
-    carrying(heatmap({id: "wm-steps-wo-norms", values: [s.w_o_norms, s.written_norms], rows: ["‖W_O,h‖", "‖W_O,h·out_h‖"], cols: heads,
+    carrying(heatmap({id: "wm-steps-wo-norms", values: [s.w_o_norms, written], rows: ["‖W_O,h‖", "‖W_O,h·out_h‖"], cols: heads,
       title: "W_O block norms", scale: "seq", cell: 34, decimals: 2, rowName: "", colName: "head",
       onClick: (_, h) => open(h), cellAction: (i, h) => `open head ${h}'s block of W_O`,
-      highlight: [heads.map((_, h) => h === s.head), heads.map((_, h) => h === s.head)]}), s.w_o_norms));
+      highlight: [heads.map((_, h) => h === s.head), heads.map((_, h) => h === s.head)]}), s.w_o_norms))
+    .querySelector("svg").dataset.written = JSON.stringify(written);
   const block = s.w_o_block;  // (n_embd, d_k)
   figure(figs, "wm-steps-wo-block", `head ${s.head}'s block of W_O (${block.length} × ${block[0].length})`,
     carrying(heatmap({id: "wm-steps-wo-block", values: block, rows: block.map((_, i) => (i % 32 === 0 ? String(i) : "")),
@@ -166,12 +207,13 @@ function woNorms(figs, s) {
 }
 
 // The residual as the bypass it is: the stream runs beside the sublayer and meets its
-// output at ⊕; the three norms from the walk.
-function bypass(figs, d, block) {
+// output at ⊕; the norms from the layer's answer (the mask on or off).
+function bypass(figs, s, c, pre) {
   const W = 340, H = 150, n = (v) => Math.hypot(...v).toFixed(2);
-  const pre = d.norm_position === "pre";
+  const out = c ? s.out : s.out_bidirectional, added = c ? s.added : s.added_bidirectional;
   const svg = svgEl("svg", {xmlns: SVGNS, width: W, height: H, viewBox: `0 0 ${W} ${H}`, "font-family": "system-ui, sans-serif",
-    "data-testid": "fig-wm-bypass", role: "img", "aria-label": `the residual bypass: stream ‖x‖ ${n(block.input)} plus attention's output ‖${n(block.attn_out)}‖ gives ‖${n(block.add_1.vector)}‖`});
+    "data-testid": "fig-wm-bypass", role: "img", "aria-label": `the residual bypass: stream ‖x‖ ${n(s.stream)} plus attention's output ‖${n(out)}‖ gives ‖${n(added)}‖`});
+  svg.dataset.values = JSON.stringify([s.stream, out, added]);
   svg.appendChild(svgEl("rect", {x: 0, y: 0, width: W, height: H, fill: "#ffffff", class: "fig-bg"}));
   const ink = {fill: "#1b1f24", class: "fig-title", "font-size": 11};
   const stroke = {stroke: "#5b6570", "stroke-width": 2, fill: "none"};
@@ -183,10 +225,10 @@ function bypass(figs, d, block) {
   svg.appendChild(svgEl("circle", {cx: 40, cy: 120, r: 12, fill: "#e8f5ee", stroke: "#5b6570"}));
   svg.appendChild(svgEl("text", {x: 40, y: 120, dy: "0.35em", "text-anchor": "middle", ...ink, "font-size": 14}, "⊕"));
   svg.appendChild(svgEl("path", {d: "M 40 132 L 40 146", ...stroke}));
-  svg.appendChild(svgEl("text", {x: 46, y: 18, ...ink}, `stream x, ‖x‖ = ${n(block.input)}`));
-  svg.appendChild(svgEl("text", {x: 206, y: 100, ...ink}, `‖attn‖ = ${n(block.attn_out)}`));
-  svg.appendChild(svgEl("text", {x: 58, y: 144, ...ink}, `x + attn: ‖·‖ = ${n(block.add_1.vector)}`));
-  figure(figs, "wm-bypass", "the residual: a bypass joined at ⊕", svg);
+  svg.appendChild(svgEl("text", {x: 46, y: 18, ...ink}, `stream x, ‖x‖ = ${n(s.stream)}`));
+  svg.appendChild(svgEl("text", {x: 206, y: 100, ...ink}, `‖attn‖ = ${n(out)}`));
+  svg.appendChild(svgEl("text", {x: 58, y: 144, ...ink}, `x + attn: ‖·‖ = ${n(added)}`));
+  figure(figs, "wm-bypass", c ? "the residual: a bypass joined at ⊕" : "the residual: a bypass joined at ⊕ (mask off)", svg);
 }
 
 // ------------------------------------------------------------------ the FFN's memories
