@@ -6,15 +6,18 @@ walk with Next step, the mask switch, W_O's block norms opening a head, the resi
 bypass, the FFN's memories, the temperature; and the review's defects 1, 2, 3, 8, 9 and 12
 (view 12's block hint, a bias-free LayerNorm's formula, the parameter legend under the bar,
 the learned-position scale, view 1's mask switch at stage 5, view 3's W_O as one bitmap),
-with axe-core at 1280 and 390 px, light and dark. Then the mask switch followed by every
-stage after the mask (against the library's own attention layer run without the mask) and
-off, with its reason, where it has no effect; the last token saying how to pick an earlier
-one. The timings of the redraws they measure are printed (-s), never asserted."""
+with axe-core at 1280 and 390 px, light and dark. Then the steps' controls and matrices:
+the mask switch followed by every stage after the mask (against the library's own attention
+layer run without the mask) and off, with its reason, where it has no effect; the last token
+saying how to pick an earlier one; the whole T x T matrices; the concatenation's head
+boundaries; W_O's block zoomed. The timings of the redraws they measure are printed (-s),
+never asserted."""
 
 from __future__ import annotations
 
 import copy
 import json
+import math
 import time
 from urllib.parse import parse_qs, urlsplit
 
@@ -212,7 +215,7 @@ def test_w_o_norm_opens_a_head_and_ffn_memories(page, settle, library):
     assert page.input_value("[data-testid=wm-steps-head]") == "2"
     hs = library["model"].config.head_dim
     block = library["model"].blocks[LAYER].attn.proj.weight.detach().double()[:, 2 * hs:3 * hs]
-    assert worst(page, "fig-wm-steps-wo-block", block) < 1e-9
+    assert worst(page, "fig-wm-steps-wo-block", block.T) < 1e-9  # d_k x n_embd, as view 3
     page.click(f"[data-testid=wm-stage-ffn-{LAYER}]")
     settle(page)
     page.wait_for_selector("[data-testid=wm-ffn-units] tr[data-unit]")
@@ -371,7 +374,7 @@ def test_axe_clean_on_the_steps(page, settle, dark, width):
         open_attention(page, settle)
         to_stage(page, settle, 0)
         for n in range(1, 7):
-            if n in (3, 5, 6):
+            if n in (2, 3, 4, 6):  # the matrices (stages 2 to 4), W_O's norms and block
                 axe_clean(page)
             next_step(page, settle, n)
         axe_clean(page)
@@ -402,7 +405,7 @@ def test_axe_clean_on_the_steps(page, settle, dark, width):
         page.emulate_media(color_scheme="light")
 
 
-# ------------------------------------------------------------ the steps' controls
+# ------------------------------------------------------------ the steps' controls and matrices
 
 MASK, WHY = "[data-testid=wm-steps-mask]", "[data-testid=wm-steps-mask-why]"
 
@@ -465,6 +468,10 @@ def test_at_the_last_token_the_mask_stage_says_how_to_pick_an_earlier_one(page, 
     assert page.is_disabled(MASK)
     assert f"token {T - 1} is the last: no later token to mask" in page.text_content(WHY)
     assert "Pick an earlier token" in page.text_content("[data-testid=wm-steps-changed]")
+    # the upper triangle still shows the mask, each masked cell labelled
+    masked = json.loads(page.get_attribute("[data-testid=fig-wm-steps-masked-matrix]",
+                                           "data-values"))
+    assert [[c is None for c in r] for r in masked] == [[j > i for j in range(T)] for i in range(T)]
     page.click("[data-testid=wm-steps-earlier]")
     settle(page)
     page.wait_for_selector("[data-testid=wm-steps-figures][data-stage='2']")
@@ -476,3 +483,83 @@ def test_at_the_last_token_the_mask_stage_says_how_to_pick_an_earlier_one(page, 
     row = page.eval_on_selector_all("[data-testid=fig-wm-steps-masked] text[data-testid]",
                                     "ts => ts.map(t => [t.dataset.testid, t.textContent])")
     assert row == [[f"wm-steps-masked-0-{j}", "−∞"] for j in range(k + 1, T)]
+
+
+def test_score_stages_show_the_heads_whole_matrices(page, lab, settle, library):
+    fresh(page, lab, settle)
+    open_attention(page, settle)
+    page.select_option("[data-testid=wm-steps-head]", "1")
+    settle(page)
+    to_stage(page, settle, 1)
+    model, head, t = library["model"], 1, POSITION
+    hs, C = model.config.head_dim, model.config.n_embd
+    attn = model.blocks[LAYER].attn
+    qkv = library["x"] @ attn.qkv.weight.detach().double().T + attn.qkv.bias.detach().double()
+    q, k = qkv[:, head * hs:(head + 1) * hs], qkv[:, C + head * hs:C + (head + 1) * hs]
+    raw = q @ k.T  # (T, T): every query against every key
+    assert worst(page, "fig-wm-steps-raw-matrix", raw) < 1e-6
+    assert worst(page, "fig-wm-steps-scaled-matrix", raw / math.sqrt(hs)) < 1e-6
+    for name in ("raw-matrix", "scaled-matrix", "masked-matrix"):
+        if name == "masked-matrix":
+            next_step(page, settle, 2)
+        assert page.get_attribute(f"[data-testid=wm-steps-{name}-outline]", "data-row") == str(t)
+    # numbers in the cells where they fit; above the diagonal, −∞
+    cells = dict(page.eval_on_selector_all(
+        "[data-testid=fig-wm-steps-masked-matrix] text[data-testid]",
+        "ts => ts.map(t => [t.dataset.testid.split('-').slice(-2).join(','), t.textContent])"))
+    T = len(TEXT)
+    assert len(cells) == T * T
+    scaled = raw / math.sqrt(hs)
+    for i, j in ((0, 0), (t, 2), (T - 1, T - 1), (3, 1)):
+        assert cells[f"{i},{j}"] == f"{float(scaled[i, j]):.1f}".replace("-0.0", "0.0")
+    assert {cells[f"{i},{j}"] for i in range(T) for j in range(i + 1, T)} == {"−∞"}
+    next_step(page, settle, 3)
+    assert worst(page, "fig-wm-steps-weights-matrix", library["weights"][head]) < 1e-6
+    page.uncheck(MASK)
+    settle(page)
+    page.wait_for_selector("[data-testid=wm-steps-figures][data-causal=false]")
+    assert worst(page, "fig-wm-steps-weights-matrix", torch.softmax(scaled, -1)) < 1e-6
+    page.check(MASK)
+    settle(page)
+
+
+def test_raw_and_scaled_share_a_scale_and_the_concatenation_shows_its_heads(page, lab, settle,
+                                                                           library):
+    fresh(page, lab, settle)
+    open_attention(page, settle)
+    to_stage(page, settle, 1)
+    tops = {name: float(page.get_attribute(f"[data-testid=fig-wm-steps-{name}]", "data-max"))
+            for name in ("raw-matrix", "scaled-matrix", "raw", "scaled")}
+    raw = shown(page, "fig-wm-steps-raw-matrix")
+    assert list(tops.values()) == pytest.approx([float(raw.abs().max())] * 4), tops
+    # the same scale: the scaled row's cells are paler than the raw row's
+    fills = [page.get_attribute(f"[data-testid=fig-wm-steps-{name}] rect[data-cell='0,0']", "fill")
+             for name in ("raw", "scaled")]
+    assert fills[0] != fills[1]
+    to_stage(page, settle, 5)
+    n_head = library["model"].config.n_head
+    head = int(page.input_value("[data-testid=wm-steps-head]"))
+    assert page.locator("[data-testid=wm-steps-concat-boundary]").count() == n_head - 1
+    assert page.get_attribute("[data-testid=wm-steps-concat-outline]", "data-group") == str(head)
+    assert f"head {head}'s outlined" in page.text_content("[data-testid=wm-steps-changed]")
+
+
+def test_w_o_block_zooms_to_cells_a_pointer_can_hit(page, lab, settle, runs):
+    fresh(page, lab, settle, "?run=shakespeare#model")
+    page.click("[data-testid=wm-stage-block-0]")
+    page.click("[data-testid=wm-stage-attn-0]")
+    settle(page)
+    to_stage(page, settle, 5)
+    bitmap = "[data-testid=wm-steps-wo-block-bitmap]"
+    assert page.get_attribute(bitmap, "data-cells") == "32x192"  # d_k x n_embd, as view 3
+    before = page.locator(bitmap).bounding_box()["width"] / 192
+    page.click("[data-testid=wm-steps-wo-zoom]")
+    assert page.get_attribute("[data-testid=wm-steps-wo-zoom]", "aria-pressed") == "true"
+    box = page.locator(bitmap).bounding_box()
+    assert box["width"] / 192 >= 10 > before, (before, box)
+    page.locator(bitmap).hover(position={"x": box["width"] * 40.5 / 192,
+                                         "y": box["height"] * 5.5 / 32})
+    assert page.get_attribute(bitmap, "data-hover") == "5,40"
+    w_o = Runs(runs).load("shakespeare").model.blocks[0].attn.proj.weight.detach()
+    title = page.text_content(f"{bitmap} title")
+    assert f"{float(w_o[40, 5]):.6g}"[:5] in title, title

@@ -188,6 +188,37 @@ def test_every_stage_after_the_mask_without_it(client, runs_root, post, name):
     assert d["added_bidirectional"] == pytest.approx((stream + out[t]).tolist(), abs=1e-6)
 
 
+@pytest.mark.parametrize("name", ["tiny", "llama", "post", "shakespeare"])
+def test_whole_matrices_are_the_heads(client, runs_root, post, name):
+    """The chosen head's T x T matrices, a row per query: row t is the row stages', the
+    causal softmax every row the library's recorded one, q_i . k_j from the weights."""
+    layer, head, t = LATER
+    d = post(client, "/api/walk/layer", {"run": name, "text": TEXT, "position": t,
+                                         "layer": layer, "head": head})
+    model, idx, weights, seen = captured(runs_root, name, layer)
+    T, cfg = idx.shape[1], model.config
+    m = {key: torch.tensor([[math.nan if c is None else c for c in row] for row in rows],
+                           dtype=torch.float64) for key, rows in d["matrices"].items()}
+    assert all(v.shape == (T, T) for v in m.values())
+    for key in ("raw", "scaled", "weights", "weights_bidirectional"):
+        assert m[key][t].tolist() == pytest.approx(d[key], abs=1e-12), key
+    assert d["matrices"]["masked"][t] == d["masked"]
+    later = torch.ones(T, T, dtype=torch.bool).triu(1)
+    assert bool(m["masked"][later].isnan().all()) and not bool(m["masked"][~later].isnan().any())
+    assert near(m["masked"][~later], m["scaled"][~later], 0)
+    assert near(m["scaled"], m["raw"] * model.blocks[layer].attn.scale, 1e-12)
+    assert near(m["weights"], weights[head].double(), 1e-6)
+    assert near(m["weights_bidirectional"], torch.softmax(m["scaled"], -1), 1e-12)
+    if model.rope is None:  # q_i . k_j from the weights, every query (RoPE: through weights)
+        attn, x, hs = model.blocks[layer].attn, seen["x"].double(), cfg.head_dim
+        qkv = x @ attn.qkv.weight.double().T
+        if attn.qkv.bias is not None:
+            qkv = qkv + attn.qkv.bias.double()
+        q = qkv[:, head * hs:(head + 1) * hs]
+        kv0 = cfg.n_head * hs + head // (cfg.n_head // cfg.n_kv_head) * hs
+        assert near(m["raw"], q @ qkv[:, kv0:kv0 + hs].T, 1e-9)
+
+
 def stream_into(model, idx, layer):
     """The block's input (T, C): the residual stream, from the library's capture."""
     seen = {}

@@ -6,8 +6,9 @@ reads (the normed stream, every token) and what it writes; the stages are then r
 from those inputs and the layer's own weights in float64, as view 1 computes them: q for
 this token, k and v of every token, q·k, q·k/√d_k, the causal mask (−∞ after this token),
 the softmax row, the weighted sum of values, every head's output concatenated, and W_O,
-then the residual add. The mask switch's other side (what the tokens would read
-bidirectionally) comes with it, at every stage after the mask: the softmax, each
+then the residual add; and the chosen head's whole T × T matrices (raw, scaled, masked,
+softmax), whose row t the row stages are. The mask switch's other side (what the tokens
+would read bidirectionally) comes with it, at every stage after the mask: the softmax, each
 head's output, the concatenation, W_O's output and the add are recomputed without it.
 The recomputation is checked against the library's own capture (the recorded softmax
 weights, the per-head outputs at attn.heads and attention's output) in the tests.
@@ -130,16 +131,19 @@ def attention_stages(gpt, layer: int, head: int, x: Tensor, t: int,
                 "added": as_list(stream + out)}
 
     h = head
+    # JSON has no -inf: a masked cell is null
+    masked_h = [[float(s) if ok else None for s, ok in zip(row, keep, strict=True)]
+                for row, keep in zip(scaled[h].tolist(), causal.tolist(), strict=True)]
     causal_side, bidirectional = after(weights), after(both)
     return {
         "layer": layer, "head": h, "n_head": nh, "head_dim": hs, "scale": attn.scale,
         "sqrt_d_k": math.sqrt(hs), "x": as_list(x[t]),
         "q": as_list(q[h, t]), "keys": as_list(k[h]), "values": as_list(v[h]),
-        "raw": as_list(raw[h, t]), "scaled": as_list(scaled[h, t]),
-        # JSON has no -inf: a masked cell is null
-        "masked": [float(s) if ok else None for s, ok in zip(scaled[h, t].tolist(),
-                                                             causal[t].tolist(), strict=True)],
+        "raw": as_list(raw[h, t]), "scaled": as_list(scaled[h, t]), "masked": masked_h[t],
         "weights": as_list(weights[h, t]), "weights_bidirectional": as_list(both[h, t]),
+        "matrices": {"raw": as_list(raw[h]), "scaled": as_list(scaled[h]), "masked": masked_h,
+                     "weights": as_list(weights[h]),
+                     "weights_bidirectional": as_list(both[h])},
         "w_o_norms": as_list(blocks.norm(dim=(0, 2))), "w_o_block": as_list(blocks[:, h, :]),
         "b_o": None if b_o is None else as_list(b_o), "stream": as_list(stream),
         **causal_side, **{f"{key}_bidirectional": value for key, value in bidirectional.items()},

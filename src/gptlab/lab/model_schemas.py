@@ -244,6 +244,15 @@ class FFNUnits(BaseModel):
     curve: Curve = Field(description="the activation over the pre-activations' range")
 
 
+class AttentionMatrices(BaseModel):
+    """The chosen head's (T, T) matrices, a row per query; row `position` is the row stages'."""
+    raw: list[Vector] = Field(description="q_i . k_j")
+    scaled: list[Vector] = Field(description="q_i . k_j * scale")
+    masked: list[list[float | None]] = Field(description="null: -inf (j > i)")
+    weights: list[Vector] = Field(description="softmax(masked), each row")
+    weights_bidirectional: list[Vector] = Field(description="softmax(scaled): no mask")
+
+
 class LayerStepsResponse(BaseModel):
     run: str
     tokens: list[str]
@@ -263,6 +272,7 @@ class LayerStepsResponse(BaseModel):
     masked: list[float | None] = Field(description="(T,) null: -inf (a later token)")
     weights: Vector = Field(description="(T,) softmax(masked)")
     weights_bidirectional: Vector = Field(description="(T,) softmax(scaled): no mask")
+    matrices: AttentionMatrices
     head_out: Vector = Field(description="(head_dim,) weights . V")
     head_out_bidirectional: Vector
     concat: Vector = Field(description="(n_head * head_dim,) every head's output")

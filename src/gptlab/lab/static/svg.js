@@ -214,6 +214,10 @@ export function heatmap(o) {
     x2: labelW + j * cell, y1: top, y2: top + nr * cell, stroke: "#111", "stroke-width": 2})));
   (o.groupRows || []).forEach((i) => svg.appendChild(svgEl("line", {x1: labelW,
     x2: labelW + nc * cell, y1: top + i * cell, y2: top + i * cell, stroke: "#111", "stroke-width": 2})));
+  if (o.outlineRow !== undefined) {  // one row picked out (a bitmap's too): drawn over the cells
+    svg.appendChild(svgEl("rect", {x: labelW - 1, y: top + o.outlineRow * cell - 1, width: nc * cell + 2, height: cell + 2,
+      fill: "none", stroke: "#f59f00", "stroke-width": 3, "pointer-events": "none", "data-testid": `${o.id}-outline`, "data-row": o.outlineRow}));
+  }
   if (bar) colourBar(svg, labelW + nc * cell + 12, top, Math.max(60, nr * cell), scale, max, o.marks);
   return svg;
 }
@@ -300,7 +304,9 @@ export function chart(o) {
 // hovering a cell names its index and value (one <title>, moved under the pointer). With
 // sorted, a second row beside it holds the same values sorted, largest first, so the spread
 // and the few large entries read at a glance. Cells carry data-i and data-v for the tests.
-export function strip(id, title, values, width = 320, sorted = true) {
+// groups ({size, outline}): a line between every `size` values (a concatenation's parts)
+// and group `outline` outlined.
+export function strip(id, title, values, width = 320, sorted = true, groups = null) {
   const n = values.length, max = Math.max(1e-12, ...values.map(Math.abs));
   const cw = (width - 8) / n, H = sorted ? 80 : 46;
   const svg = svgEl("svg", {xmlns: SVGNS, width, height: H, viewBox: `0 0 ${width} ${H}`, "font-family": "system-ui, sans-serif",
@@ -322,6 +328,14 @@ export function strip(id, title, values, width = 320, sorted = true) {
     svg.appendChild(g);
   };
   row(values, 19, "raw", values.map((_, i) => i));
+  if (groups) {
+    for (let k = groups.size; k < n; k += groups.size) {
+      svg.appendChild(svgEl("line", {x1: 4 + k * cw, x2: 4 + k * cw, y1: 19, y2: 41, stroke: "#1b1f24", "stroke-width": 1.5,
+        "data-testid": `${id}-boundary`}));
+    }
+    svg.appendChild(svgEl("rect", {x: 4 + groups.outline * groups.size * cw, y: 17, width: groups.size * cw, height: 26, fill: "none",
+      stroke: "#f59f00", "stroke-width": 3, "data-testid": `${id}-outline`, "data-group": groups.outline}));
+  }
   if (sorted) {
     const order = values.map((_, i) => i).sort((a, b) => values[b] - values[a]);
     svg.appendChild(svgEl("text", {x: 4, y: 54, "font-size": 10, fill: "#5b6570", class: "fig-label"}, "sorted, largest first"));

@@ -2,9 +2,10 @@
 // walked token, a layer and a head, q, the keys of every token, q·k, q·k/√d_k, the mask
 // (−∞ after this token; the switch shows what it would read bidirectionally), the softmax,
 // the weighted sum of values, every head's output concatenated and W_O (as per-head block
-// norms that open into the block), then the residual add. Every number from the server
-// (POST /api/walk/layer, float64, checked against the library's capture), the stages after
-// the mask with it and without it. The FFN stage gets its top units
+// norms that open into the block), then the residual add. The score stages show the head's
+// whole T × T matrices, the followed query's row outlined, beside that row. Every number
+// from the server (POST /api/walk/layer, float64, checked against the library's capture),
+// the stages after the mask with it and without it. The FFN stage gets its top units
 // (key-value memories) and the activation's curve from the same answer. "Next step" walks
 // the stages with view 1's header (stage, formula, what changed).
 
@@ -25,8 +26,9 @@ async function layerSteps(q) {
   return steps.cache.get(key);
 }
 
-const range = (xs) => { const v = xs.filter((x) => x !== null); return [Math.min(...v), Math.max(...v)]; };
+const range = (xs) => { const v = xs.flat().filter((x) => x !== null); return [Math.min(...v), Math.max(...v)]; };
 const rangeText = (xs) => { const [a, b] = range(xs); return `[${fmt(a, 3)}, ${fmt(b, 3)}]`; };
+const absMax = (m) => Math.max(1e-12, ...m.flat().filter((x) => x !== null).map(Math.abs));
 
 // The numbers a figure shows, on its SVG, for the browser test (and anyone exporting it).
 function carrying(svg, values) {
@@ -43,23 +45,24 @@ export function pickField(id, value) {
   el.dispatchEvent(new Event("change", {bubbles: true}));
 }
 
-// The stages' text, from the answer s and whether the mask is on (c).
+// The stages' text, from the answer s and whether the mask is on (c): the row stages are
+// row `position` of the matrices.
 const later = (s) => s.tokens.length - 1 - s.position;
 const STAGES = [
   {title: "q, k, v for this head", formula: (s) => `q = x·W_Q[h${s.head}],   k_j = x_j·W_K[h${s.head}],   v_j = x_j·W_V[h${s.head}]   (d_k = ${s.head_dim})`,
    changed: (s) => `The stream this token brings to attention, x (${s.x.length} numbers), is projected to a query of ${s.head_dim}; every token j of the text, this one included, has a key and a value. Only tokens 0..${s.position} will be allowed.`},
-  {title: "scores = q·k, then ÷ √d_k", formula: (s) => `score_j = q·k_j / √d_k,   √d_k = ${fmt(s.sqrt_d_k, 3)}`,
-   changed: (s) => `Raw q·k ranges over ${rangeText(s.raw)}; multiplied by ${fmt(s.scale, 4)} it ranges over ${rangeText(s.scaled)}, the spread the softmax was trained on.`},
-  {title: "the causal mask", formula: (s, c) => (c ? `masked_j = score_j if j ≤ ${s.position}, else −∞` : "masked = scores   (mask off: nothing hidden)"),
-   changed: (s, c) => (!c ? "Mask off: this token would read every token, later ones too (BERT-style); every stage from here on is recomputed without the mask. The model itself always masks."
-     : later(s) > 0 ? `${later(s)} later token(s) are set to −∞: the model predicts the next token, so it must not read it. Switch the mask off to see what this token would read bidirectionally.`
-       : `This token, ${s.position}, is the last: no later token to mask, and the switch has nothing to change. Pick an earlier token (the token menu above, or the button by the switch) to see the mask at work.`)},
-  {title: "softmax", formula: () => "weights_j = exp(masked_j) / Σ exp(masked)   (sums to 1)",
-   changed: (s, c) => { const w = weightsOf(s, c); const j = w.indexOf(Math.max(...w)); return `exp(−∞) = 0: masked keys get weight 0. The largest weight, ${fmt(w[j], 3)}, goes to token ${j} '${tokenLabel(s.tokens[j])}'.`; }},
+  {title: "scores = q·k, then ÷ √d_k", formula: (s) => `score_ij = q_i·k_j / √d_k,   √d_k = ${fmt(s.sqrt_d_k, 3)}`,
+   changed: (s) => `Every query i against every key j: the whole matrix, this token's row outlined. Raw q·k ranges over ${rangeText(s.matrices.raw)}; multiplied by ${fmt(s.scale, 4)} it ranges over ${rangeText(s.matrices.scaled)}, the spread the softmax was trained on. Both share one colour scale, so the scaled scores are paler.`},
+  {title: "the causal mask", formula: (s, c) => (c ? "masked_ij = score_ij if j ≤ i, else −∞" : "masked = scores   (mask off: nothing hidden)"),
+   changed: (s, c) => (!c ? "Mask off: every token reads every token, later ones too (BERT-style); every stage from here on is recomputed without the mask. The model itself always masks."
+     : later(s) > 0 ? `Above the diagonal, −∞: each token may read only itself and the tokens before it. In this token's row ${later(s)} later token(s) are set to −∞: the model predicts the next token, so it must not read it. Switch the mask off to see what this token would read bidirectionally.`
+       : `Above the diagonal, −∞: each token may read only itself and the tokens before it. This token, ${s.position}, is the last: its row has no later token to mask, and the switch has nothing to change. Pick an earlier token (the token menu above, or the button by the switch) to see the mask at work in its row.`)},
+  {title: "softmax", formula: () => "weights_ij = exp(masked_ij) / Σ_j exp(masked_ij)   (each row sums to 1)",
+   changed: (s, c) => { const w = weightsOf(s, c); const j = w.indexOf(Math.max(...w)); return `exp(−∞) = 0: masked keys get weight 0. In this token's row the largest weight, ${fmt(w[j], 3)}, goes to token ${j} '${tokenLabel(s.tokens[j])}'.`; }},
   {title: "weighted sum of values", formula: () => "out_h = Σ_j weights_j · v_j",
    changed: (s, c) => `This head's output: an average of the value rows, weighted by the softmax row. ${c ? "" : "(Mask off: later tokens' values mixed in.)"}`},
   {title: "every head, concatenated", formula: (s) => `concat = [out_0 | … | out_${s.n_head - 1}]   (${s.n_head} × ${s.head_dim} = ${s.concat.length})`,
-   changed: (s, c) => `Every head does the same with its own W_Q, W_K, W_V; their outputs sit side by side, head ${s.head}'s outlined${c ? "" : " (mask off: every head reads every token)"}. W_O's blocks, one per head, say how strongly each head can write: click one to open it.`},
+   changed: (s, c) => `Every head does the same with its own W_Q, W_K, W_V; their outputs sit side by side, a line between heads, head ${s.head}'s outlined${c ? "" : " (mask off: every head reads every token)"}. W_O's blocks, one per head, say how strongly each head can write: click one to open it.`},
   {title: "W_O, then the residual add", formula: () => "attn(x) = W_O·concat (+ b);   stream ⊕ attn(x)",
    changed: (s, c) => `W_O mixes the heads back to the stream's width; the residual stream runs beside the sublayer and the output is added to it at ⊕.${c ? "" : " Mask off: the output and the stream after the add are what the block would write without the mask."}`},
 ];
@@ -144,28 +147,43 @@ function row(id, title, values, tokens, extra = {}) {
     cell, showValues: cell >= 30, labelMasked: true, rowName: "", colName: "key", ...extra}), values);
 }
 
+// A head's T × T matrix, a row per query, the followed query's outlined; numbers in the
+// cells where they fit (masked cells say −∞), one bitmap past svg.js's BITMAP_CELLS.
+function square(figs, id, caption, m, s, extra = {}) {
+  const labels = s.tokens.map(tokenLabel);
+  const cell = Math.max(6, Math.min(40, Math.floor((figs.clientWidth - 110) / m.length)));
+  figure(figs, id, caption, carrying(heatmap({id, values: m, rows: labels, cols: labels, title: caption, cell,
+    showValues: cell >= 28, decimals: 1, labelMasked: true, outlineRow: s.position, rowName: "query", colName: "key", ...extra}), m));
+}
+
 function drawStage(figs, n, s, c, pre) {
-  const tok = s.tokens, t = s.position, h = s.head;
+  const tok = s.tokens, t = s.position, h = s.head, m = s.matrices;
   const matrix = (id, caption, values) => figure(figs, id, caption, carrying(heatmap({id, values, rows: tok.map(tokenLabel),
     cols: values[0].map((_, j) => (j % 8 === 0 ? String(j) : "")), title: caption, showValues: false, rowName: "token", colName: "dim",
     cell: Math.max(6, Math.min(14, Math.floor(300 / Math.max(tok.length, values[0].length)))),
     highlight: values.map((_, i) => values[0].map(() => i === t))}), values));
-  const vec = (id, caption, values) => figure(figs, id, caption, carrying(strip(id, caption, values), values));
+  const vec = (id, caption, values, groups) => figure(figs, id, caption, carrying(strip(id, caption, values, groups ? 480 : 320, true, groups), values));
   if (n === 0) {
     vec("wm-steps-x", "x: what attention reads", s.x);
     vec("wm-steps-q", `q (head ${h})`, s.q);
     matrix("wm-steps-keys", "K: every token's key", s.keys);
     matrix("wm-steps-values", "V: every token's value", s.values);
   } else if (n === 1) {
-    figure(figs, "wm-steps-raw", `q·k, range ${rangeText(s.raw)}`, row("wm-steps-raw", "q·k (raw)", s.raw, tok));
-    figure(figs, "wm-steps-scaled", `q·k/√d_k, range ${rangeText(s.scaled)}`, row("wm-steps-scaled", "q·k/√d_k", s.scaled, tok));
+    const max = absMax(m.raw);  // one scale for both: ÷ √d_k shows as paler cells
+    square(figs, "wm-steps-raw-matrix", `q·k, every query, range ${rangeText(m.raw)}`, m.raw, s, {max});
+    square(figs, "wm-steps-scaled-matrix", `q·k/√d_k, range ${rangeText(m.scaled)}`, m.scaled, s, {max});
+    figure(figs, "wm-steps-raw", `this token's q·k, range ${rangeText(s.raw)}`, row("wm-steps-raw", "q·k (raw)", s.raw, tok, {max}));
+    figure(figs, "wm-steps-scaled", `this token's q·k/√d_k, range ${rangeText(s.scaled)} (same scale)`, row("wm-steps-scaled", "q·k/√d_k", s.scaled, tok, {max}));
   } else if (n === 2) {
+    square(figs, "wm-steps-masked-matrix", c ? "masked: −∞ above the diagonal" : "no mask: the scores", c ? m.masked : m.scaled, s);
     const shown = c ? s.masked : s.scaled;
-    figure(figs, "wm-steps-masked", c ? "masked (causal): −∞ after this token" : "no mask", row("wm-steps-masked",
+    figure(figs, "wm-steps-masked", c ? "this token's row, masked (causal): −∞ after it" : "this token's row, no mask", row("wm-steps-masked",
       c ? "masked" : "unmasked", shown, tok, {highlight: [shown.map((v) => v === null)]}));
   } else if (n === 3) {
     const w = weightsOf(s, c);
-    figure(figs, "wm-steps-weights", `softmax row (sum ${fmt(w.reduce((a, b) => a + b, 0), 4)})`,
+    square(figs, "wm-steps-weights-matrix", c ? "softmax of every row" : "softmax of every row, no mask", c ? m.weights : m.weights_bidirectional, s,
+      {scale: "seq", max: 1, decimals: 2});
+    figure(figs, "wm-steps-weights", `this token's softmax row (sum ${fmt(w.reduce((a, b) => a + b, 0), 4)})`,
       row("wm-steps-weights", c ? "weights" : "weights (no mask)", w, tok, {scale: "seq", max: 1}));
     const other = c ? s.weights_bidirectional : s.weights;
     figure(figs, "wm-steps-other", c ? "for comparison: mask off" : "for comparison: the model's (causal)",
@@ -175,7 +193,7 @@ function drawStage(figs, n, s, c, pre) {
     matrix("wm-steps-values", "V", s.values);
     vec("wm-steps-head-out", `out_${h} = weights·V`, c ? s.head_out : s.head_out_bidirectional);
   } else if (n === 5) {
-    vec("wm-steps-concat", `concat of ${s.n_head} heads${c ? "" : ", no mask"}`, c ? s.concat : s.concat_bidirectional);
+    vec("wm-steps-concat", `concat of ${s.n_head} heads${c ? "" : ", no mask"}`, c ? s.concat : s.concat_bidirectional, {size: s.head_dim, outline: h});
     woNorms(figs, s, c);
   } else {
     vec("wm-steps-out", c ? "attn(x) = W_O·concat" : "attn(x) = W_O·concat, no mask", c ? s.out : s.out_bidirectional);
@@ -184,7 +202,8 @@ function drawStage(figs, n, s, c, pre) {
 }
 
 // W_O as one number per head (the Frobenius norm of its n_embd × d_k block, and the norm of
-// what the head wrote here); a block opens into its matrix, drawn as one bitmap.
+// what the head wrote here); a block opens into its matrix, d_k × n_embd as view 3 draws W_O,
+// one bitmap, with a zoom that makes its cells large enough to point at.
 function woNorms(figs, s, c) {
   const heads = s.w_o_norms.map((_, h) => `h${h}`);
   const written = c ? s.written_norms : s.written_norms_bidirectional;
@@ -199,11 +218,20 @@ function woNorms(figs, s, c) {
       onClick: (_, h) => open(h), cellAction: (i, h) => `open head ${h}'s block of W_O`,
       highlight: [heads.map((_, h) => h === s.head), heads.map((_, h) => h === s.head)]}), s.w_o_norms))
     .querySelector("svg").dataset.written = JSON.stringify(written);
-  const block = s.w_o_block;  // (n_embd, d_k)
-  figure(figs, "wm-steps-wo-block", `head ${s.head}'s block of W_O (${block.length} × ${block[0].length})`,
-    carrying(heatmap({id: "wm-steps-wo-block", values: block, rows: block.map((_, i) => (i % 32 === 0 ? String(i) : "")),
-      cols: block[0].map((_, j) => (j % 8 === 0 ? String(j) : "")), title: `W_O[:, head ${s.head}]`, showValues: false,
-      cell: Math.max(2, Math.min(8, Math.floor(320 / block.length))), rowName: "stream dim", colName: "head dim"}), block));
+  const block = s.w_o_block[0].map((_, j) => s.w_o_block.map((r) => r[j]));  // (d_k, n_embd)
+  const C = block[0].length, fit = Math.max(2, Math.min(8, Math.floor((figs.clientWidth - 110) / C)));
+  const draw = (cell) => carrying(heatmap({id: "wm-steps-wo-block", values: block, rows: block.map((_, i) => (i % 8 === 0 ? `d${i}` : "")),
+    cols: block[0].map((_, j) => (j % 32 === 0 ? String(j) : "")), title: `W_O, head ${s.head}'s block`, showValues: false,
+    cell, rowName: "head dim", colName: "stream dim"}), block);
+  const box = figure(figs, "wm-steps-wo-block", `head ${s.head}'s block of W_O (${block.length} × ${C}); hover a cell for its value`, draw(fit));
+  const zoom = htmlEl("button", {"data-testid": "wm-steps-wo-zoom", "aria-pressed": "false"}, "zoom");
+  zoom.addEventListener("click", () => {
+    const on = zoom.getAttribute("aria-pressed") !== "true";
+    zoom.setAttribute("aria-pressed", String(on));
+    box.classList.toggle("zoomed", on);
+    box.querySelector("svg").replaceWith(draw(on ? 14 : fit));
+  });
+  box.querySelector(".caption").insertBefore(zoom, box.querySelector(".caption .export"));
 }
 
 // The residual as the bypass it is: the stream runs beside the sublayer and meets its
