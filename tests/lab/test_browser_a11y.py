@@ -55,6 +55,8 @@ def check_every_view(page, settle):
             "es => es.map(e => e.outerHTML.slice(0, 80))")
         assert not hidden, hidden
         page.eval_on_selector_all("svg[role=img]", "ss => ss.forEach(s => s.replaceChildren())")
+        # a stage fading in (view 12 opens the address's layer at its steps) is paler than it is
+        page.wait_for_function("document.getAnimations().every(a => a.playState !== 'running')")
         result = axe.run(page, options={"runOnly": {"type": "tag", "values": WCAG_22_AA},
                                         "resultTypes": ["violations"]})
         bad = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])

@@ -6,12 +6,13 @@ walk with Next step, the mask switch, W_O's block norms opening a head, the resi
 bypass, the FFN's memories, the temperature; and the review's defects 1, 2, 3, 8, 9 and 12
 (view 12's block hint, a bias-free LayerNorm's formula, the parameter legend under the bar,
 the learned-position scale, view 1's mask switch at stage 5, view 3's W_O as one bitmap),
-with axe-core at 1280 and 390 px, light and dark. Then the steps' controls and matrices:
-the mask switch followed by every stage after the mask (against the library's own attention
-layer run without the mask) and off, with its reason, where it has no effect; the last token
-saying how to pick an earlier one; the whole T x T matrices; the concatenation's head
-boundaries; W_O's block zoomed. The timings of the redraws they measure are printed (-s),
-never asserted."""
+with axe-core at 1280 and 390 px, light and dark. Then the steps' controls, address
+and matrices: the mask switch followed by every stage after the mask (against the
+library's own attention layer run without the mask) and off, with its reason, where it has
+no effect; the last token saying how to pick an earlier one; the address's layer, head and
+pos opening a block's attention and written back; the tour on the shipped model; the whole
+T x T matrices; the concatenation's head boundaries; W_O's block zoomed. The timings of the
+redraws they measure are printed (-s), never asserted."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import copy
 import json
 import math
 import time
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 import torch
@@ -122,6 +123,11 @@ def open_attention(page, settle):
 
 def query(page) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(urlsplit(page.url).query).items()}
+
+
+def label(token: str) -> str:
+    """A token as the page labels it (dom.js tokenLabel): a space shows as ␣."""
+    return json.dumps(token)[1:-1].replace(" ", "\u2423")
 
 
 def to_stage(page, settle, n):
@@ -266,8 +272,8 @@ def test_defect_2_no_bias_no_beta(page, settle):
     formula = page.text_content("[data-testid=wm-norm-formula]")
     assert "β" not in formula and "no bias" in formula
     page.select_option("[data-testid=wm-run]", "tiny")  # GPT-2 style: a bias
-    settle(page)
-    page.click("[data-testid=wm-stage-block-0]")
+    settle(page)  # the stage shown stays, its block open
+    assert page.get_attribute("[data-testid=wm-stage-block-0]", "aria-expanded") == "true"
     page.click("[data-testid=wm-stage-norm1-0]")
     assert "+ β (gain and bias)" in page.text_content("[data-testid=wm-norm-formula]")
 
@@ -405,7 +411,7 @@ def test_axe_clean_on_the_steps(page, settle, dark, width):
         page.emulate_media(color_scheme="light")
 
 
-# ------------------------------------------------------------ the steps' controls and matrices
+# ------------------------------------------------------------ the steps' controls and address
 
 MASK, WHY = "[data-testid=wm-steps-mask]", "[data-testid=wm-steps-mask-why]"
 
@@ -563,3 +569,61 @@ def test_w_o_block_zooms_to_cells_a_pointer_can_hit(page, lab, settle, runs):
     w_o = Runs(runs).load("shakespeare").model.blocks[0].attn.proj.weight.detach()
     title = page.text_content(f"{bitmap} title")
     assert f"{float(w_o[40, 5]):.6g}"[:5] in title, title
+
+
+def test_the_address_opens_a_blocks_attention_at_a_head_and_follows_it(lab, open_lab, settle):
+    address = f"{lab}?run=shakespeare&text={quote(TEXT)}&pos=8&layer=2&head=3#model"
+    with open_lab(address, "[data-testid=wm-steps-figures]",
+                  viewport={"width": 1280, "height": 900}) as opened:
+        page = opened.page
+        settle(page)
+        assert page.text_content("[data-testid=wm-detail-title]") == "Block 2, attention"
+        assert page.input_value("[data-testid=wm-steps-head]") == "3"
+        assert page.input_value("[data-testid=wm-position]") == "8"
+        assert "on" in page.get_attribute("[data-testid=wm-stage-attn-2]", "class")
+        page.select_option("[data-testid=wm-steps-head]", "1")  # a head picked: the address says it
+        settle(page)
+        assert query(page)["head"] == "1"
+        page.click("[data-testid=wm-stage-block-0]")  # opens it
+        page.click("[data-testid=wm-stage-attn-0]")
+        settle(page)
+        assert query(page)["layer"] == "0"  # another block's stage: its layer
+        page.go_back()
+        settle(page)
+        assert page.text_content("[data-testid=wm-detail-title]") == "Block 2, attention"
+        page.go_back()
+        settle(page)
+        page.wait_for_function(
+            "document.querySelector('[data-testid=wm-steps-head]').value === '3'")
+        assert query(page) == {"run": "shakespeare", "text": TEXT, "pos": "8", "layer": "2",
+                               "head": "3"}
+
+
+def test_the_tour_reaches_the_seven_stages_on_the_shipped_model(lab, open_lab, settle):
+    with open_lab(lab + "#calc", "[data-testid=fig-q]",
+                  viewport={"width": 1280, "height": 900}) as opened:
+        page = opened.page
+        page.get_by_test_id("tour-start").click()
+        page.wait_for_selector("[data-testid=wm-tokens] li")
+        settle(page)
+        assert page.input_value("[data-testid=wm-run]") == "shakespeare"
+        tokens = page.eval_on_selector_all("[data-testid=wm-tokens] li code",
+                                           "cs => cs.map(c => c.textContent)")
+        assert tokens == [label(c) for c in TEXT]  # the shipped model reads characters
+        while "Attention in a trained model" not in page.text_content("#tour-title"):
+            page.get_by_test_id("tour-next").click()
+        page.wait_for_selector("[data-testid=wm-steps-figures][data-stage='0']")
+        settle(page)
+        assert page.evaluate("location.hash") == "#model"
+        assert page.input_value("[data-testid=wm-run]") == "shakespeare"
+        t = int(page.input_value("[data-testid=wm-position]"))
+        assert t < len(TEXT) - 1 and "Stage 1 of 7" in page.text_content(
+            "[data-testid=wm-steps-label]")
+        for n in range(1, 7):
+            next_step(page, settle, n)
+            if n == 2:  # the mask at work in this token's row, the switch live
+                assert page.is_enabled(MASK)
+                masked = json.loads(page.get_attribute("[data-testid=fig-wm-steps-masked]",
+                                                       "data-values"))
+                assert sum(m is None for m in masked) == len(TEXT) - 1 - t
+        assert "Stage 7 of 7" in page.text_content("[data-testid=wm-steps-label]")

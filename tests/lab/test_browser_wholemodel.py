@@ -7,6 +7,8 @@ the default run."""
 
 from __future__ import annotations
 
+from urllib.parse import parse_qs, urlsplit
+
 import pytest
 import torch
 
@@ -44,6 +46,10 @@ def page(lab, open_lab):
     with open_lab(lab + "#model", "[data-testid=fig-whole-model]", accept_downloads=True,
                   viewport={"width": 1280, "height": 900}) as opened:
         yield opened.page
+
+
+def query(page) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlsplit(page.url).query).items()}
 
 
 def model_of(runs, name):
@@ -161,22 +167,36 @@ def test_a_post_norm_run_and_its_pre_norm_reading(page, runs, settle):
     assert page.locator(".wm-reading").count() > 0
 
 
-def test_attention_stage_opens_its_layer_in_view_3(page, runs, settle):
+def test_attention_stage_opens_its_layer_and_head_in_views_3_and_13(page, runs, settle):
+    """The links write the state they open: view 3 at the block's layer and the stepper's
+    head, view 13's head view at the block's layer; the address says both."""
     page.click("#tab-model")
-    pick(page, settle, "[data-testid=wm-run]", "tiny")
-    stage(page, settle, "block-1")
-    stage(page, settle, "attn-1")
-    model, tok = model_of(runs, "tiny")
-    rows = page.eval_on_selector_all("[data-testid=fig-wm-attn-1] rect[data-cell]",
+    pick(page, settle, "[data-testid=wm-run]", "shakespeare")
+    page.click("[data-testid=wm-stage-block-2]")
+    stage(page, settle, "attn-2")
+    model, tok = model_of(runs, "shakespeare")
+    rows = page.eval_on_selector_all("[data-testid=fig-wm-attn-2] rect[data-cell]",
                                      "rs => rs.length")
     assert rows == model.config.n_head * len(TEXT)
+    pick(page, settle, "[data-testid=wm-steps-head]", "3")
     page.click("[data-testid=wm-open-heads]")
-    page.wait_for_selector("[data-testid=fig-head-1-3]")
+    page.wait_for_selector("[data-testid=fig-head-2-3]")
     settle(page)
     assert page.is_visible("#view-heads")
-    assert page.input_value("[data-testid=heads-run]") == "tiny"
+    assert page.input_value("[data-testid=heads-run]") == "shakespeare"
     assert page.input_value("[data-testid=heads-prompt]") == TEXT
-    assert page.input_value("[data-testid=heads-layer]") == "1"
+    assert (page.input_value("[data-testid=heads-layer]"),
+            page.input_value("[data-testid=heads-head]")) == ("2", "3")
+    assert (query(page)["layer"], query(page)["head"]) == ("2", "3")
+    page.click("#tab-model")
+    page.wait_for_selector("[data-testid=wm-open-allheads]")
+    settle(page)
+    page.click("[data-testid=wm-open-allheads]")
+    page.wait_for_selector("[data-testid=hv-lines]")
+    settle(page)
+    assert page.is_visible("#view-allheads")
+    assert page.input_value("[data-testid=hv-layer]") == "2"
+    assert query(page)["layer"] == "2"
     page.click("#tab-model")
 
 

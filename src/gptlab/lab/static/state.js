@@ -15,7 +15,7 @@ export const FIELDS = {
   scores: {run: "scores-run"},
   nexttoken: {run: "nt-run", text: "nt-text", layer: "nt-layer", head: "nt-head"},
   lens: {run: "lens-run", text: "lens-text"},
-  model: {run: "wm-run", text: "wm-text", pos: "wm-position"},
+  model: {run: "wm-run", text: "wm-text", pos: "wm-position", layer: "wm-layer", head: "wm-head"},
   allheads: {run: "ah-run", text: "ah-prompt", layer: "hv-layer"},
 };
 const BURST_MS = 1000;  // typing within this of the last key is one history entry

@@ -1,5 +1,6 @@
 // The guided tour (optional): the chapter's order, each step a view at a prepared state
-// (an address: state.js's ?run=&text=&pos=&layer=&head=#view), with previous / next.
+// (an address: state.js's ?run=&text=&pos=&layer=&head=#view), with previous / next. A
+// step may name the stage of view 12 it shows (the gptlab:stage event after its address).
 // Keyboard: the panel's buttons take Tab and Enter, Escape closes it, and the step's
 // title gets the focus so a screen reader reads where the tour is.
 
@@ -7,19 +8,22 @@ import {$} from "./dom.js";
 import {currentState, stateAddress} from "./state.js";
 
 const TEXT = "the cat sat on the m";
+const EARLY = "8";  // 's' of "sat" in TEXT: its attention has later tokens to mask
 export const STEPS = [
-  {title: "Tokens", view: "model", state: {text: TEXT},
-    say: "The text becomes tokens, each an id in the run's vocabulary. The token menu lists them; the model reads them left to right."},
+  {title: "Tokens", view: "model", state: {text: TEXT}, stage: "tokens",
+    say: "The text becomes tokens, each an id in the run's vocabulary: listed beside the diagram, and in the token menu. The model reads them left to right."},
   {title: "Embedding", view: "calc",
     say: "Each token is looked up as a vector, a row of X. Here five tokens of width d: every later number comes from these rows."},
   {title: "Attention, step by step", view: "calc",
     say: "Press Next ▶ (or →) to walk Q, K, V, the scores q·k / √d_k, the causal mask, the softmax and the weighted sum of values."},
+  {title: "Attention in a trained model", view: "model", state: {text: TEXT, pos: EARLY, layer: "0", head: "0"}, stage: "attn-0",
+    say: "The same seven stages on a trained model's block 0, for a token with later tokens to mask: Next step ▶ (or →) walks them; from the mask on, the switch shows what would change without it."},
   {title: "Multi-head attention", view: "heads", state: {text: TEXT, layer: "0", head: "all"},
     say: "A real run's heads, each its own pattern on the same text, then concatenated and mixed by W_O."},
   {title: "Positions", view: "positions",
     say: "Attention alone does not see order: sinusoids, learned rows or RoPE's rotations give each position its mark."},
-  {title: "The feed-forward network", view: "model", state: {text: TEXT},
-    say: "Open a block (click it, or Tab to it and press Enter), then its FFN: each token alone, expanded, passed through the nonlinearity and projected back."},
+  {title: "The feed-forward network", view: "model", state: {text: TEXT, layer: "0"}, stage: "ffn-0",
+    say: "Block 0's FFN: each token alone, expanded, passed through the nonlinearity and projected back. Another block's opens from the diagram (click it, or Tab to it and press Enter)."},
   {title: "The residual stream", view: "lens", state: {text: TEXT},
     say: "Every sublayer adds to the stream. Read after each block, it turns into the prediction: the logit lens."},
   {title: "The whole stack", view: "allheads", state: {text: TEXT, layer: "0"},
@@ -44,6 +48,7 @@ function show(go) {
   $("tour-prev").disabled = step === 0;
   $("tour-next").disabled = step === STEPS.length - 1;
   go(stepAddress(step));
+  if (s.stage) document.dispatchEvent(new CustomEvent("gptlab:stage", {detail: {view: s.view, stage: s.stage}}));
   $("tour-title").focus();
 }
 

@@ -2,16 +2,19 @@
 // final norm → lm_head → next-token probabilities, for one token of a text, every number from
 // one forward pass of the run's model on the server (gptlab.interp.walk). The diagram's levels
 // open like Transformer Explainer's: a block opens into its norms, attention, adds and FFN;
-// any stage opens its numbers beside the diagram.
+// any stage opens its numbers beside the diagram. The address's layer (#wm-layer, state.js)
+// opens that block's attention, its head (#wm-head) the stepper's head; a stage inside a
+// block writes its layer back.
 
 import {api, fillRuns, guarded, showError} from "./api.js";
 import {$, debounce, htmlEl, tokenLabel} from "./dom.js";
 import {figure} from "./figure.js";
 import {SVGNS, heatmap, strip, svgEl} from "./svg.js";
-import {showAttention, showMemories} from "./wmsteps.js";
+import {pickField, restartSteps, setHead, showAttention, showMemories} from "./wmsteps.js";
 
 const TOP = 5;
-const state = {data: null, text: "", open: new Set(), stage: "output", asked: 0, prenormReading: false, temperature: 1};
+// stage null: not chosen yet (the address's layer, else the output, once the walk is in)
+const state = {data: null, text: "", open: new Set(), stage: null, asked: 0, prenormReading: false, temperature: 1};
 const W = 340, BOX_W = 176, ROW = 34, X0 = 8;  // the diagram fits a 390 px phone unscaled
 
 const pct = (p) => `${(100 * p).toFixed(p >= 0.1 ? 0 : 1)}%`;
@@ -38,8 +41,19 @@ function fillPositions(d) {
   sel.value = String(d.position);
 }
 
+// The stage the address asks for: its layer's attention; a stage of a block the run lacks
+// falls back to the output.
+function stageFor(d) {
+  const layer = $("wm-layer").value, l = +layer;
+  if (state.stage === null) state.stage = layer !== "" && Number.isInteger(l) && l < d.blocks.length ? `attn-${l}` : "output";
+  const inBlock = /^[a-z0-9]+-(\d+)$/.exec(state.stage);
+  if (inBlock && +inBlock[1] >= d.blocks.length) state.stage = "output";
+  else if (inBlock && !state.stage.startsWith("block-")) state.open.add(+inBlock[1]);
+}
+
 function draw() {
   const d = state.data;
+  stageFor(d);
   $("wm-diagram").replaceChildren();
   const box = figure($("wm-diagram"), "whole-model", `${d.run}: token ${quoted(d.token)} at position ${d.position}`, diagram(d));
   box.classList.add("wm-figure");
@@ -143,6 +157,8 @@ function choose(r) {
     if (state.open.has(r.block)) state.open.delete(r.block); else state.open.add(r.block);
   }
   state.stage = r.id;
+  const inBlock = /^(attn|ffn|norm1|norm2|add1|add2)-(\d+)$/.exec(r.id);
+  if (inBlock) pickField("wm-layer", inBlock[2]);  // the address's layer: the block shown
   draw();
   document.querySelector(`[data-stage="${r.id}"]`)?.focus();
 }
@@ -198,7 +214,8 @@ function showStage(id) {
   if (kind === "tokens") {
     h(`The input: ${d.tokens.length} tokens`);
     line(box, `The text ${JSON.stringify(d.tokens.join(""))} is ${d.tokens.length} tokens; this walk follows token ${d.position}, ${quoted(d.token)} (id ${d.ids[d.position]}). ` +
-      "Attention lets it read the tokens before it; the model predicts the token after it.");
+      "Attention lets it read the tokens before it; the model predicts the token after it. The token menu above follows another.");
+    tokenList(box, d);
   } else if (kind === "embed") {
     h(d.pos_embed ? "Embedding + position" : "Embedding");
     line(box, d.pos_embed ? `x = W_E[${d.ids[d.position]}] + W_P[${d.position}]: the token's row plus its position's (${d.pos_encoding}).`
@@ -229,11 +246,12 @@ function showStage(id) {
       showValues: false, title: `layer ${l}: this token's attention`, rowName: "head", colName: "key"}));
     const links = htmlEl("div", {class: "controls"});
     const heads = htmlEl("button", {"data-testid": "wm-open-heads"}, `open layer ${l} in view 3 (heads)`);
+    // the stepper's head goes with the layer (the address view 3 opens carries both)
     heads.addEventListener("click", () => document.dispatchEvent(new CustomEvent("gptlab:heads",
-      {detail: {run: d.run, prompt: d.tokens.join(""), layer: l, head: "all"}})));
+      {detail: {run: d.run, prompt: d.tokens.join(""), layer: l, head: +($("wm-steps-head")?.value ?? 0)}})));
     const grid = htmlEl("button", {"data-testid": "wm-open-allheads"}, "every head (view 13)");
     grid.addEventListener("click", () => document.dispatchEvent(new CustomEvent("gptlab:allheads",
-      {detail: {run: d.run, prompt: d.tokens.join("")}})));
+      {detail: {run: d.run, prompt: d.tokens.join(""), layer: l}})));
     links.append(heads, grid);
     box.appendChild(links);
     figure(box, `wm-attn-out-${l}`, "attention's output", strip(`wm-attn-out-${l}`, "attn(x)", b.attn_out));
@@ -299,6 +317,18 @@ function temperature(box, d) {
   draw();
 }
 
+// The tokens in order, each with its id; the followed one marked.
+function tokenList(box, d) {
+  const ol = htmlEl("ol", {class: "wm-tokens", start: "0", "data-testid": "wm-tokens"});
+  d.tokens.forEach((t, i) => {
+    const li = htmlEl("li", {"data-id": String(d.ids[i]), class: i === d.position ? "on" : ""});
+    li.append(htmlEl("code", {}, tokenLabel(t)), ` ${d.ids[i]}`);
+    if (i === d.position) li.setAttribute("aria-current", "true");
+    ol.appendChild(li);
+  });
+  box.appendChild(ol);
+}
+
 function readingDetail(box, r) {
   line(box, `The stream's norm ‖x‖ = ${r.norm.toFixed(3)}. Read through the final norm and W_U (the logit lens), it would predict:`);
   lensList(box, r.lens, "wm-lens");
@@ -333,7 +363,17 @@ function drawParams(d) {
     .dataset.share = String(p.ffn_share_of_block);
 }
 
+// A tour's step names the stage it shows (its layer and head come in its address); the
+// attention's stepper starts at its first stage.
+document.addEventListener("gptlab:stage", (e) => {
+  if (e.detail.view !== "model") return;
+  state.stage = e.detail.stage;
+  if (state.stage.startsWith("attn-")) restartSteps();
+  if (state.data) draw();
+});
+
 export function load() {
+  if ($("wm-head").value !== "") setHead(+$("wm-head").value);  // the address's head (state.js set it)
   const later = debounce(() => { $("wm-position").value = ""; refresh(); }, 200);
   $("wm-text").addEventListener("input", later);
   $("wm-run").addEventListener("change", () => { $("wm-position").value = ""; state.open.clear(); refresh(); });
@@ -346,5 +386,14 @@ export function load() {
     draw();
   });
   $("wm-reading").addEventListener("change", () => { state.prenormReading = $("wm-reading").checked; if (state.data) draw(); });
+  // the address's layer and head (state.js sets the fields): that block's attention, that head
+  $("wm-layer").addEventListener("change", () => {
+    const l = +$("wm-layer").value;
+    if ($("wm-layer").value === "" || !Number.isInteger(l) || (state.data && l >= state.data.blocks.length)) return;
+    if (state.stage?.endsWith(`-${l}`) && !state.stage.startsWith("block-")) return;  // a stage of that block is shown
+    state.stage = `attn-${l}`;
+    if (state.data) draw();
+  });
+  $("wm-head").addEventListener("change", () => { if ($("wm-head").value !== "") setHead(+$("wm-head").value); });
   fillRuns($("wm-run")).then((runs) => { if (runs.length) refresh(); });
 }

@@ -14,7 +14,7 @@ import {$, fmt, htmlEl, tokenLabel} from "./dom.js";
 import {figure} from "./figure.js";
 import {SVGNS, chart, heatmap, strip, svgEl} from "./svg.js";
 
-const steps = {stage: 0, head: 0, causal: true, block: null, cache: new Map()};
+const steps = {stage: 0, head: 0, causal: true, cache: new Map(), redraw: null};
 
 // one answer per (run, text, position, layer, head): stepping and the mask switch refetch nothing
 async function layerSteps(q) {
@@ -37,7 +37,7 @@ function carrying(svg, values) {
 }
 
 // A field of the page set as a learner would set it: its view listens, and state.js writes
-// the address (#wm-position).
+// the address (#wm-head, #wm-layer, #wm-position).
 export function pickField(id, value) {
   const el = $(id);
   if (!el || el.value === String(value)) return;
@@ -69,9 +69,18 @@ const STAGES = [
 const weightsOf = (s, c) => (c ? s.weights : s.weights_bidirectional);
 const MASK_FROM = 2;  // the stage the mask acts at; the stages before it do not depend on it
 
+// The address's head (state.js, #wm-head): the stepper shows it, redrawn if it is open.
+export function setHead(h) {
+  if (!Number.isInteger(h) || h < 0 || h === steps.head) return;
+  steps.head = h;
+  if (steps.redraw) steps.redraw();
+}
+
+// A tour's step opens the stepper at its first stage.
+export function restartSteps() { steps.stage = 0; }
+
 // The attention stage: a head picker, view 1's stepper and the stage's figures.
 export async function showAttention(box, d, text, l) {
-  if (steps.block !== `${d.run}:${l}`) { steps.block = `${d.run}:${l}`; steps.head = Math.min(steps.head, d.n_head - 1); }
   const controls = htmlEl("div", {class: "controls", "data-testid": "wm-steps-controls"});
   const head = htmlEl("select", {"data-testid": "wm-steps-head", id: "wm-steps-head"});
   for (let h = 0; h < d.n_head; h++) head.appendChild(htmlEl("option", {value: h}, `head ${h}`));
@@ -92,12 +101,14 @@ export async function showAttention(box, d, text, l) {
   box.append(controls, formula, changed, figs);
   const render = async () => {
     let s;
+    steps.head = Math.min(steps.head, d.n_head - 1);  // the address may name a head this run lacks
     try {
       s = await layerSteps({run: d.run, text, position: d.position, layer: l, head: steps.head});
     } catch (e) { showError(e.message); figs.replaceChildren(); return; }
     if (!figs.isConnected) return;  // another stage was chosen meanwhile
     const n = steps.stage, stage = STAGES[n], last = later(s) === 0;
     const c = steps.causal || last;  // the last token: masked or not, its row is the same
+    head.value = String(s.head);
     label.textContent = `Stage ${n + 1} of ${STAGES.length} · ${stage.title}`;
     back.disabled = n === 0;
     next.disabled = n === STAGES.length - 1;
@@ -114,7 +125,8 @@ export async function showAttention(box, d, text, l) {
     void figs.offsetWidth;  // restart view 1's fade
     figs.classList.add("stage-enter");
   };
-  head.addEventListener("change", () => { steps.head = +head.value; render(); });
+  steps.redraw = () => { if (figs.isConnected) render(); };
+  head.addEventListener("change", () => { steps.head = +head.value; pickField("wm-head", head.value); render(); });
   back.addEventListener("click", () => { steps.stage = Math.max(0, steps.stage - 1); render(); });
   next.addEventListener("click", () => { steps.stage = Math.min(STAGES.length - 1, steps.stage + 1); render(); });
   mask.addEventListener("change", () => { steps.causal = mask.checked; render(); });
