@@ -6,12 +6,13 @@ walk with Next step, the mask switch, W_O's block norms opening a head, the resi
 bypass, the FFN's memories, the temperature; and the review's defects 1, 2, 3, 8, 9 and 12
 (view 12's block hint, a bias-free LayerNorm's formula, the parameter legend under the bar,
 the learned-position scale, view 1's mask switch at stage 5, view 3's W_O as one bitmap),
-with axe-core at 1280 and 390 px, light and dark. Then the steps' controls, address
-and matrices: the mask switch followed by every stage after the mask (against the
+with axe-core at 1280 and 390 px, light and dark. Then the steps' controls, address,
+matrices and keys: the mask switch followed by every stage after the mask (against the
 library's own attention layer run without the mask) and off, with its reason, where it has
 no effect; the last token saying how to pick an earlier one; the address's layer, head and
 pos opening a block's attention and written back; the tour on the shipped model; the whole
-T x T matrices; the concatenation's head boundaries; W_O's block zoomed. The timings of the
+T x T matrices; the concatenation's head boundaries; W_O's block zoomed; the arrow keys,
+the focus at the last stage and "Next step" a few Tabs from the diagram. The timings of the
 redraws they measure are printed (-s), never asserted."""
 
 from __future__ import annotations
@@ -411,7 +412,7 @@ def test_axe_clean_on_the_steps(page, settle, dark, width):
         page.emulate_media(color_scheme="light")
 
 
-# ------------------------------------------------------------ the steps' controls and address
+# ------------------------------------------------------------ the steps' controls, address, keys
 
 MASK, WHY = "[data-testid=wm-steps-mask]", "[data-testid=wm-steps-mask-why]"
 
@@ -627,3 +628,33 @@ def test_the_tour_reaches_the_seven_stages_on_the_shipped_model(lab, open_lab, s
                                                        "data-values"))
                 assert sum(m is None for m in masked) == len(TEXT) - 1 - t
         assert "Stage 7 of 7" in page.text_content("[data-testid=wm-steps-label]")
+
+
+def test_stepper_keys_focus_and_next_a_few_tabs_away(page, lab, settle):
+    fresh(page, lab, settle)
+    open_attention(page, settle)
+    to_stage(page, settle, 0)
+    active = "document.activeElement.dataset.testid || document.activeElement.tagName"
+    page.focus(f"[data-testid=wm-stage-attn-{LAYER}]")
+    tabs = 0
+    while page.evaluate(active) != "wm-steps-next" and tabs < 10:
+        page.keyboard.press("Tab")
+        tabs += 1
+    assert tabs <= 3, tabs
+    for n in range(1, 7):  # Enter on "Next step" to the last stage: the focus stays on a button
+        page.keyboard.press("Enter")
+        settle(page)
+        page.wait_for_selector(f"[data-testid=wm-steps-figures][data-stage='{n}']")
+    assert page.evaluate(active) == "wm-steps-back"
+    page.keyboard.press("ArrowLeft")  # view 1's keys
+    page.wait_for_selector("[data-testid=wm-steps-figures][data-stage='5']")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_selector("[data-testid=wm-steps-figures][data-stage='6']")
+    page.focus("[data-testid=wm-steps-head]")  # a field keeps its arrow keys
+    page.keyboard.press("ArrowLeft")
+    assert page.get_attribute("[data-testid=wm-steps-figures]", "data-stage") == "6"
+    # the diagram is one Tab stop: ↑ ↓ move between its stages
+    page.focus(f"[data-testid=wm-stage-attn-{LAYER}]")
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate("document.activeElement.dataset.stage") == f"add1-{LAYER}"
+    assert page.get_attribute(f"[data-testid=wm-stage-attn-{LAYER}]", "tabindex") == "-1"

@@ -23,7 +23,7 @@ export const STEPS = [
   {title: "Positions", view: "positions",
     say: "Attention alone does not see order: sinusoids, learned rows or RoPE's rotations give each position its mark."},
   {title: "The feed-forward network", view: "model", state: {text: TEXT, layer: "0"}, stage: "ffn-0",
-    say: "Block 0's FFN: each token alone, expanded, passed through the nonlinearity and projected back. Another block's opens from the diagram (click it, or Tab to it and press Enter)."},
+    say: "Block 0's FFN: each token alone, expanded, passed through the nonlinearity and projected back. Another block's opens from the diagram (click it, or Tab to the diagram, ↑ ↓ to it, Enter)."},
   {title: "The residual stream", view: "lens", state: {text: TEXT},
     say: "Every sublayer adds to the stream. Read after each block, it turns into the prediction: the logit lens."},
   {title: "The whole stack", view: "allheads", state: {text: TEXT, layer: "0"},

@@ -93,14 +93,17 @@ function diagram(d) {
   const reading = state.prenormReading;
   const title = reading ? "the same model read as pre-norm (no numbers: the run is post-norm)" : "the whole model, one token";
   const svg = svgEl("svg", {xmlns: SVGNS, width: W, height: H, viewBox: `0 0 ${W} ${H}`, "font-family": "system-ui, sans-serif",
-    "data-testid": "fig-whole-model", role: "group", "aria-label": `${title}: ${list.length} stages; a stage opens its numbers`});
+    "data-testid": "fig-whole-model", role: "toolbar", "aria-orientation": "vertical",
+    "aria-label": `${title}: ${list.length} stages; up and down arrows move between them, Enter opens one's numbers`});
+  // one Tab stop (the chosen stage), ↑ ↓ Home End between stages: the numbers a Tab away
+  const roving = list.some((r) => r.id === state.stage) ? state.stage : list[0].id;
   svg.appendChild(svgEl("rect", {x: 0, y: 0, width: W, height: H, fill: "#ffffff", class: "fig-bg"}));
   svg.appendChild(svgEl("text", {x: 4, y: 15, "font-size": 12, "font-weight": 600, fill: "#1b1f24", class: "fig-title"}, title));
   const cx = X0 + BOX_W / 2;
   svg.appendChild(svgEl("line", {x1: cx, x2: cx, y1: 30 + ROW / 2, y2: H - ROW / 2, stroke: "#8a949e", "stroke-width": 2}));
   list.forEach((r, i) => {
     const y = 26 + i * ROW, x = r.sub ? X0 + 14 : X0, w = r.sub ? BOX_W - 28 : BOX_W;
-    const g = svgEl("g", {"data-testid": `wm-stage-${r.id}`, "data-stage": r.id, tabindex: 0, role: "button",
+    const g = svgEl("g", {"data-testid": `wm-stage-${r.id}`, "data-stage": r.id, tabindex: r.id === roving ? 0 : -1, role: "button",
       class: "wm-stage" + (state.stage === r.id ? " on" : ""), "aria-label": ariaFor(r)});
     if (r.block !== undefined) g.setAttribute("aria-expanded", String(state.open.has(r.block)));
     const round = r.kind === "add" ? 14 : 5;
@@ -109,7 +112,15 @@ function diagram(d) {
     g.appendChild(svgEl("text", {x: x + w / 2, y: y + (ROW - 6) / 2, dy: "0.35em", "text-anchor": "middle", "font-size": 12,
       fill: "#1b1f24", class: "fig-title", "font-weight": r.kind === "block" || r.kind === "block-open" ? 600 : 400}, r.label));
     g.addEventListener("click", () => choose(r));
-    g.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); choose(r); } });
+    g.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" || e.key === " ") { e.preventDefault(); choose(r); return; }
+      const to = {ArrowDown: i + 1, ArrowUp: i - 1, Home: 0, End: list.length - 1}[e.key];
+      if (to === undefined) return;
+      e.preventDefault();
+      const all = [...svg.querySelectorAll("[data-stage]")], target = all[Math.max(0, Math.min(all.length - 1, to))];
+      all.forEach((el) => el.setAttribute("tabindex", el === target ? 0 : -1));
+      target.focus();
+    });
     svg.appendChild(g);
     if (r.reading && !reading) svg.appendChild(readingText(r.reading, X0 + BOX_W + 8, y + (ROW - 6) / 2, r.id));
   });
@@ -239,7 +250,10 @@ function showStage(id) {
     normDetail(box, kind === "norm1" ? b.norm_1 : b.norm_2, `wm-${kind}-${l}`);
   } else if (kind === "attn") {
     h(`Block ${l}, attention`);
-    line(box, `Each of the ${d.n_head} heads mixes the tokens up to this one by its weights (rows below, each sums to 1); their outputs are concatenated and projected back to ${d.n_embd}.`);
+    line(box, `Each of the ${d.n_head} heads mixes the tokens up to this one by its weights (every head's row under the steps, each sums to 1); their outputs are concatenated and projected back to ${d.n_embd}.`);
+    box.appendChild(htmlEl("h3", {}, "Step by step: view 1's calculator on this model (← → step)"));
+    showAttention(box, d, state.text, l);  // its controls first: "Next step" a few Tabs from the diagram
+    box.appendChild(htmlEl("h3", {}, "Every head at once"));
     const cols = d.tokens.map(tokenLabel);
     figure(box, `wm-attn-${l}`, `where ${quoted(d.token)} looks, by head`, heatmap({id: `wm-attn-${l}`, values: b.attention,
       rows: b.attention.map((_, hd) => `head ${hd}`), cols, scale: "seq", max: 1, cell: Math.max(8, Math.min(22, Math.floor(Math.min(480, innerWidth - 140) / cols.length))),
@@ -255,8 +269,6 @@ function showStage(id) {
     links.append(heads, grid);
     box.appendChild(links);
     figure(box, `wm-attn-out-${l}`, "attention's output", strip(`wm-attn-out-${l}`, "attn(x)", b.attn_out));
-    box.appendChild(htmlEl("h3", {}, "Step by step: view 1's calculator on this model"));
-    showAttention(box, d, state.text, l);
   } else if (kind === "add1" || kind === "add2") {
     const r = kind === "add1" ? b.add_1 : b.add_2;
     h(`Block ${l}: ${kind === "add1" ? "x + attention" : "x + FFN"}`);

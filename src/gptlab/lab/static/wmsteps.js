@@ -6,8 +6,8 @@
 // whole T × T matrices, the followed query's row outlined, beside that row. Every number
 // from the server (POST /api/walk/layer, float64, checked against the library's capture),
 // the stages after the mask with it and without it. The FFN stage gets its top units
-// (key-value memories) and the activation's curve from the same answer. "Next step" walks
-// the stages with view 1's header (stage, formula, what changed).
+// (key-value memories) and the activation's curve from the same answer. "Next step" (or →)
+// walks the stages with view 1's header (stage, formula, what changed).
 
 import {api, showError} from "./api.js";
 import {$, fmt, htmlEl, tokenLabel} from "./dom.js";
@@ -79,6 +79,18 @@ export function setHead(h) {
 // A tour's step opens the stepper at its first stage.
 export function restartSteps() { steps.stage = 0; }
 
+// ← / → step the stages as in view 1, unless the key is meant for a field.
+document.addEventListener("keydown", (e) => {
+  const view = $("view-model");
+  if (!view || view.hidden || e.altKey || e.ctrlKey || e.metaKey) return;
+  if (e.target.closest?.("input, select, textarea, [role=tab]")) return;
+  const to = {ArrowLeft: "wm-steps-back", ArrowRight: "wm-steps-next"}[e.key];
+  const button = to && view.querySelector(`[data-testid=${to}]`);
+  if (!button) return;
+  e.preventDefault();
+  if (!button.disabled) button.click();
+});
+
 // The attention stage: a head picker, view 1's stepper and the stage's figures.
 export async function showAttention(box, d, text, l) {
   const controls = htmlEl("div", {class: "controls", "data-testid": "wm-steps-controls"});
@@ -110,17 +122,23 @@ export async function showAttention(box, d, text, l) {
     const c = steps.causal || last;  // the last token: masked or not, its row is the same
     head.value = String(s.head);
     label.textContent = `Stage ${n + 1} of ${STAGES.length} · ${stage.title}`;
+    const focused = document.activeElement;
     back.disabled = n === 0;
     next.disabled = n === STAGES.length - 1;
     mask.disabled = n < MASK_FROM || last;
     mask.checked = c;
+    // a button that is now disabled hands the focus on instead of dropping it to the page
+    if (focused === next && next.disabled) back.focus();
+    if (focused === back && back.disabled) next.focus();
     maskReason(why, n, s, d);
     formula.textContent = stage.formula(s, c);
     changed.textContent = stage.changed(s, c);
+    const cellFocus = focusedCell(figs);
     figs.replaceChildren();
     figs.dataset.stage = String(n);
     figs.dataset.causal = String(c);
     drawStage(figs, n, s, c, d.norm_position === "pre");
+    refocus(figs, cellFocus);
     figs.classList.remove("stage-enter");
     void figs.offsetWidth;  // restart view 1's fade
     figs.classList.add("stage-enter");
@@ -151,6 +169,16 @@ function maskReason(why, n, s, d) {
   } else {
     why.textContent = `stages ${MASK_FROM + 1} to ${STAGES.length} follow it`;
   }
+}
+
+// The focused cell of a figure (a W_O block's norm), found again after the redraw.
+function focusedCell(figs) {
+  const el = document.activeElement;
+  if (!el || !figs.contains(el) || !el.dataset?.cell) return null;
+  return {figure: el.closest("svg")?.dataset.testid, cell: el.dataset.cell};
+}
+function refocus(figs, at) {
+  if (at) figs.querySelector(`[data-testid="${at.figure}"] [data-cell="${at.cell}"]`)?.focus();
 }
 
 function row(id, title, values, tokens, extra = {}) {
