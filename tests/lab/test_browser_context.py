@@ -124,3 +124,17 @@ def test_a_fresh_lab_shows_the_shipped_results_labelled(fresh, settle):
 def test_a_fresh_lab_at_phone_width_and_axe(fresh, fits_a_phone):
     with fits_a_phone(fresh):
         assert fresh.is_visible("[data-testid=ctx-shipped]")
+
+
+def test_a_fresh_lab_runs_its_live_panel_at_its_defaults(fresh, settle):
+    # regression: the defaults (context 256, no text) answered 400 for the shipped model
+    settle(fresh)
+    assert fresh.input_value("[data-testid=ctx-run]") == "shakespeare"
+    fresh.click("[data-testid=ctx-go]")
+    fresh.wait_for_selector("[data-testid=fig-ctx-attention]")
+    settle(fresh)
+    assert fresh.is_hidden("[data-testid=error]")
+    status = fresh.text_content("[data-testid=ctx-status]")
+    assert "shakespeare (learned, trained at 128) on the embedded Shakespeare's validation " \
+           "tenth" in status and "windows of 128" in status
+    assert len(fresh.query_selector_all("[data-testid=attention-bar]")) == 128

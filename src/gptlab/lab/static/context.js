@@ -101,8 +101,10 @@ function fillLengths() {
 const runLive = guarded(async () => {
   const run = $("ctx-run").value;
   if (!run) { showError("no run chosen: run `gptlab experiment context` into the runs folder, or train one"); return; }
-  const body = {run, context: +$("ctx-context").value, rope_scaling: $("ctx-scaling").value || null,
+  const body = {run, rope_scaling: $("ctx-scaling").value || null,
     layer: +$("ctx-layer").value, head: +$("ctx-head").value};
+  // blank: the server's default, twice the run's training length (learned positions: it)
+  if ($("ctx-context").value !== "") body.context = +$("ctx-context").value;
   if ($("ctx-position").value !== "") body.position = +$("ctx-position").value;
   if ($("ctx-text").value) body.text = $("ctx-text").value;
   const asked = ++state.asked;
