@@ -27,8 +27,10 @@ def lab(tmp_path_factory, context_experiment, copy_tiny_run):
 def test_experiments_are_listed_with_their_runs(lab):
     client, _ = lab
     found = client.get("/api/context/experiments").json()["experiments"]
-    assert [e["name"] for e in found] == ["ctx"]  # the shipped one gives way to the user's
-    assert found[0]["shipped"] is None
+    # a --quick run is listed beside the shipped results, not instead of them
+    assert [e["name"] for e in found] == ["ctx", "context"]
+    assert found[0]["shipped"] is None and found[0]["quick"] is True
+    assert found[1]["shipped"].startswith("shipped results") and found[1]["quick"] is False
     assert found[0]["trained_length"] == 64 and found[0]["lengths"] == [64, 128, 256, 512]
     assert "ctx/runs/alibi" in found[0]["runs"] and len(found[0]["runs"]) == 8
     runs = client.get("/api/runs").json()["runs"]
@@ -55,7 +57,7 @@ def test_a_fresh_lab_shows_the_shipped_experiment(tmp_path, post):
     shipped = shipped_results.load("context")
     assert found == [{"name": "context", "trained_length": shipped["trained_length"],
                       "lengths": shipped["lengths"], "runs": [],
-                      "shipped": shipped_results.label(shipped)}]
+                      "shipped": shipped_results.label(shipped), "quick": False}]
     d = post(client, "/api/context/experiment", {"experiment": "context", "shipped": True,
                                                  "length": shipped["lengths"][-1]})
     assert d["shipped"] == found[0]["shipped"] and "measured on" in d["shipped"]

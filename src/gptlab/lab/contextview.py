@@ -2,9 +2,9 @@
 
 - an experiment of `gptlab experiment context` (its results.json): every encoding's and
   scaling's loss by position in windows of one length, the training length marked; where
-  the runs folder holds none, the results gptlab ships (gptlab.experiments.shipped_results,
-  labelled with the machine and date), until the user runs one (from the page: its --quick
-  form, gptlab.lab.quickrun);
+  the runs folder holds no full-size one, the results gptlab ships
+  (gptlab.experiments.shipped_results, labelled with the machine and date); a --quick run
+  (from the page: gptlab.lab.quickrun) is listed beside them, marked quick;
 - a run, live: its loss by position in non-overlapping windows of any context (RoPE
   stretched by a scaling if asked), and one head's attention at a query position, which
   may be one the model never saw. Its defaults work for any run, the shipped model on a
@@ -42,7 +42,13 @@ from gptlab.files.atomic import read_json_object
 from gptlab.inference.evaluate import score_positions
 from gptlab.interp.hooks import eval_mode, recording_attention
 from gptlab.lab.body import area_router
-from gptlab.lab.experimentsview import SHIPPED, experiment_folder, experiment_folders
+from gptlab.lab.experimentsview import (
+    QUICK,
+    SHIPPED,
+    experiment_folder,
+    experiment_folders,
+    is_quick,
+)
 from gptlab.lab.responses import BAD_INPUT
 from gptlab.lab.runs import Runs
 from gptlab.lab.schemas import MAX_PROMPT_CHARS, Body, RunName, _int, _text
@@ -121,6 +127,7 @@ class Experiment(BaseModel):
     runs: list[str] = Field(description="its runs, as the lab names them")
     shipped: str | None = Field(None, description="shipped results: their label; null: the "
                                                   "runs folder's")
+    quick: bool = QUICK
 
 
 class ExperimentsResponse(BaseModel):
@@ -142,6 +149,9 @@ class ExperimentResponse(BaseModel):
     mode: str
     series: list[Series]
     shipped: str | None = Field(None, description="shipped results: their label")
+    quick: bool = QUICK
+    undecided_line: str | None = Field(None, description="a run too small to decide anything "
+                                                         "says so here")
 
 
 # ----------------------------------------------------------------------------- routes
@@ -159,7 +169,8 @@ def context(body: ContextRequest, runs: RunsDep) -> JSONResponse:
 
 @router.get("/api/context/experiments", response_model=ExperimentsResponse)
 def experiments(runs: RunsDep) -> JSONResponse:
-    """The context experiments in the runs folder, or the shipped one where it has none."""
+    """The context experiments in the runs folder, and the shipped one unless one of them
+    is full-size."""
     return JSONResponse({"experiments": list_experiments(runs)})
 
 
@@ -176,20 +187,22 @@ def experiment(body: ExperimentRequest, runs: RunsDep) -> JSONResponse:
 
 def list_experiments(runs: Runs) -> list[dict[str, Any]]:
     """Folders of the runs folder (to MAX_DEPTH) holding a finished context experiment;
-    where there is none, the shipped results (no runs: none are shipped)."""
+    then, unless one of them is full-size, the shipped results (no runs: none are shipped)
+    beside a --quick run's."""
     found = []
     for name, folder in experiment_folders(runs, CONTEXT_EXPERIMENT):
         results = read_json_object(folder / RESULTS_FILE, "experiment results")
         found.append({"name": name, "trained_length": results["trained_length"],
                       "lengths": results["lengths"],
                       "runs": [f"{name}/{r['dir']}" for r in results["runs"].values()],
-                      "shipped": None})
-    shipped = None if found else shipped_results.load(CONTEXT_EXPERIMENT)
+                      "shipped": None, "quick": is_quick(results)})
+    full = any(not e["quick"] for e in found)
+    shipped = None if full else shipped_results.load(CONTEXT_EXPERIMENT)
     if shipped is None:
         return found
-    return [{"name": CONTEXT_EXPERIMENT, "trained_length": shipped["trained_length"],
-             "lengths": shipped["lengths"], "runs": [],
-             "shipped": shipped_results.label(shipped)}]
+    return found + [{"name": CONTEXT_EXPERIMENT, "trained_length": shipped["trained_length"],
+                     "lengths": shipped["lengths"], "runs": [],
+                     "shipped": shipped_results.label(shipped), "quick": False}]
 
 
 def experiment_view(runs: Runs, body: ExperimentRequest) -> dict[str, Any]:
@@ -210,7 +223,9 @@ def experiment_view(runs: Runs, body: ExperimentRequest) -> dict[str, Any]:
                        "buckets": scored["by_position"] if scored else []})
     return {"experiment": body.experiment, "trained_length": results["trained_length"],
             "length": body.length, "mode": body.mode, "series": series,
-            "shipped": shipped_results.label(results) if body.shipped else None}
+            "shipped": shipped_results.label(results) if body.shipped else None,
+            "quick": is_quick(results),
+            "undecided_line": results.get("undecided_line")}
 
 
 def default_context(config) -> int:
