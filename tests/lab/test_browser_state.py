@@ -27,6 +27,8 @@ def runs(tmp_path_factory, copy_tiny_run, save_char_model):
     copy_tiny_run(root / "tiny")
     save_char_model(root / "a-no-space", "abcdefghijklmnopqrstuvwxyz", n_layer=1, n_head=1,
                     n_embd=8, block_size=32)
+    save_char_model(root / "r-rope", "abcdefghijklmnopqrstuvwxyz", n_layer=1, n_head=1,
+                    n_embd=8, block_size=32, pos_encoding="rope")
     return root
 
 
@@ -268,3 +270,19 @@ def test_view_8_opens_every_tokens_lines_in_the_head_view(lab, open_lab, settle)
         # view 8's lines are the head view's last row, weight for weight
         last = [d for d in lines(page) if d["q"] == 6]
         assert last and {d["k"] for d in last} <= set(range(7))
+
+
+def test_view_4_keeps_its_own_run_and_says_what_it_needs(lab, open_lab, settle):
+    # regression: view 4 followed the address's run into "has rope positions, not a learned
+    # table", though it keeps its own
+    with open_lab(lab + "?run=r-rope#positions", "[data-testid=fig-learned-table]") as opened:
+        page = opened.page
+        settle(page)
+        assert page.input_value("[data-testid=lp-run]") == "a-no-space"
+        assert page.is_hidden("[data-testid=error]")
+        assert query(page)["run"] == "r-rope"  # the address's run is the other views'
+        page.get_by_test_id("lp-run").select_option("r-rope")
+        error = page.get_by_test_id("error")
+        error.wait_for(state="visible")
+        assert "has rope positions, not a learned table: this needs a run trained with " \
+               "pos_encoding 'learned'" in error.inner_text()
