@@ -286,3 +286,40 @@ def test_view_4_keeps_its_own_run_and_says_what_it_needs(lab, open_lab, settle):
         error.wait_for(state="visible")
         assert "has rope positions, not a learned table: this needs a run trained with " \
                "pos_encoding 'learned'" in error.inner_text()
+
+
+def test_a_link_between_views_writes_the_state_it_opens(lab, open_lab, settle):
+    # regression: L1H3 clicked in view 13 opened view 3 at layer 1, head 3, but the address
+    # kept view 13's state until the next pick
+    with open_lab(lab + "?run=tiny&text=the%20cat#allheads", "[data-testid=ah-head-1-3]",
+                  viewport=DESKTOP) as opened:
+        page = opened.page
+        settle(page)
+        page.click("[data-testid=ah-head-1-3]")
+        assert query(page) == {"run": "tiny", "text": "the cat", "layer": "1", "head": "3"}
+        assert page.evaluate("location.hash") == "#heads"
+        page.wait_for_selector("[data-testid=fig-head-1-3]")
+        settle(page)
+        assert page.input_value("[data-testid=heads-layer]") == "1"
+        assert page.input_value("[data-testid=heads-head]") == "3"
+        page.go_back()  # view 13, as it was
+        page.wait_for_selector("#view-allheads", state="visible")
+        assert "head" not in query(page)
+        # view 8's links: every token's lines (view 13, its layer) and why this token (view 10)
+        page.click("#tab-nexttoken")
+        page.wait_for_selector("[data-testid=nt-key-6]")
+        settle(page)
+        page.get_by_test_id("nt-layer").select_option("1")
+        type_text(page, "nt-text", "the mat")
+        page.wait_for_selector("[data-testid=nt-key-6]")
+        page.get_by_test_id("nt-headview").click()
+        assert page.evaluate("location.hash") == "#allheads"
+        assert query(page)["layer"] == "1" and query(page)["text"] == "the mat"
+        page.wait_for_selector("[data-testid=hv-lines]")
+        settle(page)
+        page.click("#tab-nexttoken")
+        settle(page)
+        page.get_by_test_id("nt-attribute").click()
+        assert page.evaluate("location.hash") == "#lens"
+        assert query(page)["text"] == "the mat"
+        settle(page)
