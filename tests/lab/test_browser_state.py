@@ -323,3 +323,57 @@ def test_a_link_between_views_writes_the_state_it_opens(lab, open_lab, settle):
         assert page.evaluate("location.hash") == "#lens"
         assert query(page)["text"] == "the mat"
         settle(page)
+
+
+def test_back_to_an_entry_without_a_key_shows_its_default(lab, open_lab, settle):
+    # regression: Back to an address without layer (or text) kept the newer pick on screen
+    with open_lab(lab + "?run=tiny#heads", "[data-testid=fig-head-0-0]",
+                  viewport=DESKTOP) as opened:
+        page = opened.page
+        settle(page)
+        page.get_by_test_id("heads-layer").select_option("1")
+        page.wait_for_selector("[data-testid=fig-head-1-0]")
+        settle(page)
+        assert query(page)["layer"] == "1"
+        page.go_back()
+        page.wait_for_selector("[data-testid=fig-head-0-0]")
+        settle(page)
+        assert "layer" not in query(page)
+        assert page.input_value("[data-testid=heads-layer]") == "0"
+        page.go_forward()
+        page.wait_for_selector("[data-testid=fig-head-1-0]")
+        assert page.input_value("[data-testid=heads-layer]") == "1"
+    with open_lab(lab + "?run=tiny#nexttoken", "[data-testid=nt-key-6]",
+                  viewport=DESKTOP) as opened:
+        page = opened.page
+        default = page.input_value("[data-testid=nt-text]")
+        type_text(page, "nt-text", "the mat")
+        page.get_by_test_id("nt-head").select_option("1")
+        assert query(page) == {"run": "tiny", "text": "the mat", "head": "1"}
+        page.go_back()
+        page.wait_for_function("document.querySelector('#nt-head').value === 'all'")
+        page.go_back()
+        page.wait_for_function(f"document.querySelector('#nt-text').value === {default!r}")
+        assert query(page) == {"run": "tiny"}
+        settle(page)
+
+
+def test_view_8_writes_no_head_all_unless_picked_over_a_head(lab, open_lab, settle):
+    # regression: leaving view 8 wrote head=all (and layer=0), its untouched defaults
+    with open_lab(lab + "?run=tiny#nexttoken", "[data-testid=nt-key-6]",
+                  viewport=DESKTOP) as opened:
+        page = opened.page
+        settle(page)
+        page.click("#tab-lens")
+        page.wait_for_selector("[data-testid=lens-dla]")
+        assert "head" not in query(page) and "layer" not in query(page)
+        page.click("#tab-nexttoken")
+        settle(page)
+        page.get_by_test_id("nt-head").select_option("2")
+        assert query(page)["head"] == "2"
+        page.get_by_test_id("nt-head").select_option("all")  # all heads: the default again
+        assert "head" not in query(page)
+        page.click("#tab-heads")  # view 3 shows its default too: the grid
+        page.wait_for_selector("[data-testid=fig-head-0-1]")
+        assert page.input_value("[data-testid=heads-head]") == "all"
+        settle(page)

@@ -77,12 +77,15 @@ async function refill({select, text, address}, first = false) {
       : [htmlEl("option", {value: ""}, `no runs in ${d.root}`)]));
   }
   const wanted = address ? new URLSearchParams(location.search).get("run") : null;
+  const byText = async () => {
+    const value = text && text() ? (await request("/api/runs/encoding", {text: text()})).runs : [];
+    return value.find((r) => names.includes(r)) || names[0];
+  };
   if (names.includes(before) && !first) select.value = before;
   else if (first && names.includes(wanted)) select.value = wanted;
-  else if (names.length) {
-    const value = text && text() ? (await request("/api/runs/encoding", {text: text()})).runs : [];
-    select.value = value.find((r) => names.includes(r)) || names[0];
-  }
+  else if (names.length) select.value = await byText();
+  // the run this picker takes by itself: what an address without ?run= shows (state.js)
+  if (first && names.length) select.dataset.default = select.value === wanted ? await byText() : select.value;
   if (!first && select.value !== before) select.dispatchEvent(new Event("change"));
   return names;
 }
