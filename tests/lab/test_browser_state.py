@@ -193,7 +193,7 @@ def test_the_head_view_draws_every_token_and_isolates_one(lab, open_lab, settle)
         assert {d["h"] for d in lines(page)} == {1, 2, 3}
         page.get_by_test_id("hv-query-5").focus()  # the keyboard isolates as a hover does
         assert {d["q"] for d in lines(page, ".on")} == {5}
-        assert "token 5" in page.get_by_test_id("hv-hover").inner_text()
+        assert "token 'a' @5 looks most at: h1 on '" in page.get_by_test_id("hv-hover").inner_text()
         page.get_by_test_id("hv-key-0").hover()
         assert {d["k"] for d in lines(page, ".on")} == {0}
         page.get_by_test_id("hv-layer").select_option("1")
@@ -377,3 +377,40 @@ def test_view_8_writes_no_head_all_unless_picked_over_a_head(lab, open_lab, sett
         page.wait_for_selector("[data-testid=fig-head-0-1]")
         assert page.input_value("[data-testid=heads-head]") == "all"
         settle(page)
+
+
+def test_the_head_view_names_positions_and_shows_one_head_at_a_time(lab, open_lab, settle):
+    # regression: the hover named tokens without their position ("h0 on \"t\"": which t?)
+    with open_lab(lab + "?run=tiny&text=the%20cat%20sat%20on%20the%20mat#allheads",
+                  "[data-testid=hv-lines]", viewport=DESKTOP) as opened:
+        page = opened.page
+        settle(page)
+        data = page.evaluate("fetch('/api/all_heads', {method: 'POST', headers: {'Content-Type': "
+                             "'application/json'}, body: JSON.stringify({run: 'tiny', prompt: "
+                             "'the cat sat on the mat'})}).then(r => r.json())")
+        page.get_by_test_id("hv-query-12").focus()
+        said = page.get_by_test_id("hv-hover").inner_text()
+        assert said.startswith("token 'o' @12 looks most at: ")
+        for h in range(4):
+            row = data["attention"][0][h][12]
+            j = row.index(max(row))
+            assert f"h{h} on '{data['tokens'][j].replace(' ', '␣')}' @{j}" in said, (h, said)
+        page.get_by_test_id("hv-key-4").focus()  # as a key: the query that weighs it most
+        said = page.get_by_test_id("hv-hover").inner_text()
+        column = [r[4] for r in data["attention"][0][0]]
+        q = column.index(max(column))
+        assert said.startswith("token 'c' @4 as a key, largest weight: h0 ")
+        assert f"h0 {column[q]:.2f} from '{data['tokens'][q].replace(' ', '␣')}' @{q}" in said
+        # one head at a time (Transformer Explainer's way): radio buttons, one head's lines
+        page.get_by_test_id("hv-head-0").uncheck()
+        page.get_by_test_id("hv-one").check()
+        assert {d["h"] for d in lines(page)} == {1}  # the first head shown stays
+        assert page.get_attribute("[data-testid=hv-head-1]", "type") == "radio"
+        page.get_by_test_id("hv-head-3").check()
+        assert {d["h"] for d in lines(page)} == {3}
+        page.get_by_test_id("hv-head-2").focus()
+        page.keyboard.press("Space")
+        assert {d["h"] for d in lines(page)} == {2}
+        page.get_by_test_id("hv-one").uncheck()  # back to the heads switched on before
+        assert {d["h"] for d in lines(page)} == {1, 2, 3}
+        assert page.get_attribute("[data-testid=hv-head-1]", "type") == "checkbox"

@@ -6,9 +6,8 @@
 import {api, guarded} from "./api.js";
 import {$} from "./dom.js";
 import {figure} from "./figure.js";
-import {chart} from "./svg.js";
+import {chart, headColour} from "./svg.js";
 
-const HEADS = 8;
 const SCORE_NAMES = {previous_token: "previous-token score", induction: "induction score"};
 let source = null, view = null, pending = false;
 
@@ -18,8 +17,6 @@ function reset(start) {
   $("live-sample").textContent = "";
 }
 
-// A CSS variable: the page's theme decides the colour, an export takes the light one.
-const headColour = (i) => `var(--head-${i % HEADS})`;
 const steps = (points) => points.map((p) => String(p.step));  // chart() thins them to fit
 
 function draw() {

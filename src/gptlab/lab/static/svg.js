@@ -214,6 +214,11 @@ export function heatmap(o) {
   return svg;
 }
 
+// Head h's colour, a CSS variable (style.css: --head-0 .. --head-11, light and dark); a
+// model of more heads reuses them.
+export const HEAD_COLOURS = 12;
+export const headColour = (h) => `var(--head-${h % HEAD_COLOURS})`;
+
 // A colour for a fill or stroke: a CSS variable (`var(--head-0)`, which follows the page's
 // theme and is resolved to its light value on export) goes in a style, any other in the
 // attribute.
