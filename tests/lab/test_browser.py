@@ -440,3 +440,43 @@ def test_quiz_topics_load_and_read_as_written(page):
         page.get_by_test_id("quiz-kind").select_option(kind)  # no "New question" click
         page.wait_for_function("w => document.querySelector('[data-testid=quiz-question]')"
                                ".textContent.includes(w)", arg=words)
+
+
+def test_head_scores_say_what_they_show_on_the_shipped_model(lab_url, open_lab, settle):
+    # regression: the page promised heads "well above 0.5 on the repeated random tokens",
+    # which the shipped model shows for no induction head, and left a negative Δ loss unsaid
+    address = lab_url.split("?")[0] + "?run=shakespeare#scores"
+    with open_lab(address, "[data-testid=fig-scores-ablation-grid]") as opened:
+        page = opened.page
+        settle(page)
+        d = page.evaluate("fetch('/api/head_scores', {method: 'POST', headers: {'Content-Type': "
+                          "'application/json'}, body: JSON.stringify({run: 'shakespeare', "
+                          "prompt: '', seed: 0})}).then(r => r.json())")
+        note = page.text_content("#view-scores ul.note")
+        assert "well above 0.5" not in note
+        best = {}
+        for kind, grid in d["scores"].items():
+            v, layer, head = max((x, lay, h) for lay, row in enumerate(grid)
+                                 for h, x in enumerate(row))
+            best[kind] = (v, v / d["chance"][kind])
+            short = kind.replace("_", "-")
+            assert f"{short} L{layer}H{head} {v:.3f} ({v / d['chance'][kind]:.1f}× chance)" in \
+                page.text_content("[data-testid=scores-best]")
+        # the note's words are the shipped model's numbers
+        assert "a previous-token head stands out (about 0.9, some 15 times chance)" in note
+        assert 0.8 < best["previous_token"][0] < 1.0 and 12 < best["previous_token"][1] < 18
+        assert "no head is an induction head (the best under twice chance)" in note
+        assert best["induction"][1] < 2
+        assert "below 0, better without it: on this input the head hurt" in note
+        # a head whose zeroing lowers the loss says so
+        deltas = d["ablation_deltas"]
+        delta, layer, head = min((x, lay, h) for lay, row in enumerate(deltas)
+                                 for h, x in enumerate(row))
+        assert delta < 0
+        page.locator(f"[data-testid=fig-scores-ablation-grid] rect[data-cell='{layer},{head}']"
+                     ).click()
+        page.get_by_test_id("ablate-head").click()
+        page.wait_for_function("document.querySelector('[data-testid=scores-ablation]')"
+                               ".textContent.includes('nats')")
+        said = page.get_by_test_id("scores-ablation").inner_text()
+        assert f"Δ {delta:.4f} nats: the loss fell without it: on this input the head hurt" in said
