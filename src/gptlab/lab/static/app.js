@@ -96,6 +96,11 @@ function goTo(address) {
   restoreState();
   showView(viewOf(viewInAddress()));
 }
+// The sticky header's height, for style.css's scroll-padding-top: Tab scrolls a focused
+// control below the header, never under it (WCAG 2.4.11, focus not obscured).
+const header = document.querySelector("header");
+new ResizeObserver(() => document.documentElement.style.setProperty("--header-height", `${header.offsetHeight}px`))
+  .observe(header);
 startState();
 showView(viewOf(viewInAddress()));
 startTour(goTo);
