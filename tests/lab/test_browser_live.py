@@ -42,3 +42,23 @@ def test_the_time_is_estimated_before_the_training_starts(page, settle):
 def test_phone_width_and_axe(page, fits_a_phone):
     with fits_a_phone(page):
         assert page.is_visible("[data-testid=live-estimate]")
+
+
+def test_the_charts_draw_in_a_window_of_any_width(tmp_path, open_lab):
+    # regression: in a window 1 px wide the charts were drawn -47 px wide (the console:
+    # '<svg> attribute width: A negative value is not valid. ("-47")')
+    with BackgroundServer(tmp_path) as url, open_lab(url + "#live", ESTIMATED) as lab:
+        page, said = lab.page, []
+        page.on("console", lambda m: said.append(m.text) if m.type == "error" else None)
+        page.fill("[data-testid=live-steps]", "20")
+        page.fill("[data-testid=live-every]", "10")
+        page.click("[data-testid=live-start]")
+        page.set_viewport_size({"width": 1, "height": 900})
+        page.wait_for_selector("[data-testid=live-status][data-status=finished]",
+                               state="attached", timeout=120_000)
+        page.wait_for_selector("[data-testid=fig-live-induction]", state="attached")
+        widths = page.eval_on_selector_all("#view-live svg",
+                                           "ss => ss.map(s => +s.getAttribute('width'))")
+        assert len(widths) == 3 and min(widths) >= 240, widths
+        assert not [m for m in said if "negative value" in m], said[:3]
+        page.set_viewport_size({"width": 1280, "height": 900})

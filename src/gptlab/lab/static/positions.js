@@ -29,7 +29,7 @@ const sinCompute = guarded(async () => {
 function rulers(figs, d) {
   const D = d.d_model, picks = [...new Set([0, 2 * Math.floor(D / 8), 2 * Math.floor(D / 4), D - 2])].filter((j) => j >= 0 && j < D);
   const svg = chart({id: "sinusoidal-rulers", kind: "line", width: 420, height: 200, ymin: -1, ymax: 1,
-    title: "rulers: dims of PE against position", xtitle: "position",
+    title: "rulers: dims of PE against position", xtitle: "position", ytitle: "PE value",
     xlabels: [...Array(d.positions).keys()].map((p) => (p % 8 === 0 ? String(p) : "")), xthin: true,
     series: picks.map((j, k) => ({name: `dim ${j} (period ${(2 * Math.PI * 10000 ** (j / D)).toFixed(j ? 0 : 1)})`,
       values: d.table.map((row) => row[j]), colour: headColour(k)}))});
