@@ -522,7 +522,8 @@ def test_charts_have_y_titles_and_round_ticks(page, settle, view):
     settle(page)
     charts = page.eval_on_selector_all(f"#view-{view} svg:has([data-tick=y])", """ss => ss.map(
         s => [s.dataset.testid, s.querySelector('[data-testid=y-title]')?.textContent || '',
-              [...s.querySelectorAll('[data-tick=y]')].map(t => [+t.dataset.value, t.textContent])])""")
+              [...s.querySelectorAll('[data-tick=y]')].map(
+                  t => [+t.dataset.value, t.textContent])])""")
     assert len(charts) == {"scaling": 3, "params": 1}[view]
     for name, title, ticks in charts:
         assert title, name
