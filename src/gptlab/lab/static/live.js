@@ -126,6 +126,8 @@ const estimate = guarded(async () => {
   const el = $("live-estimate");
   el.textContent = `This training of ${d.steps} steps will take ${d.words}.`;
   el.dataset.seconds = String(d.seconds);
+  el.dataset.low = String(d.low);
+  el.dataset.high = String(d.high);
 }, ["live-estimate"]);
 
 const start = guarded(async () => {
