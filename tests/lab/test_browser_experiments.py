@@ -28,6 +28,7 @@ def with_verdict_lines(folder) -> None:
     path = folder / "results.json"
     results = json.loads(path.read_text())
     results["undecided_line"] = UNDECIDED
+    results["threads"] = 1
     for k, c in enumerate(results["claims"]):
         c["units"] = "seeds 1337"
         c["precondition"] = None
@@ -106,6 +107,8 @@ def test_the_verdicts_words_are_shown_as_written(lab, settle):
                                          "met: the 2-layer model learned the task", "—"]
     assert all(r[2].startswith("seeds 1337: ") for r in rows[1:])
     assert page.text_content("[data-testid=exp-quick-note]").startswith(UNDECIDED)
+    assert page.text_content("[data-testid=exp-timing]").endswith(
+        "Its models trained at 1 torch thread.")
     page.select_option("[data-testid=exp-experiment]", "norm")
     page.wait_for_function(
         "document.querySelectorAll('[data-testid=exp-precondition]').length == 0")

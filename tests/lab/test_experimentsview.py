@@ -63,7 +63,7 @@ def test_a_quick_report_says_so_and_passes_the_verdicts_words_on(tmp_path, norm_
     shutil.copytree(norm_experiment, tmp_path / "norm")
     client = TestClient(create_app(tmp_path))
     d = post(client, "/api/experiments/report", {"experiment": "norm"})
-    assert d["quick"] is True and d["undecided_line"] is None
+    assert d["quick"] is True and d["undecided_line"] is None and d["threads"] is None
     assert all("verdict_line" not in c for c in d["claims"])
     path = tmp_path / "norm" / "results.json"
     results = json.loads(path.read_text())
@@ -71,12 +71,13 @@ def test_a_quick_report_says_so_and_passes_the_verdicts_words_on(tmp_path, norm_
     pre = {"text": "the model learned the task (loss 4.16, needs < 2.08)", "value": 4.16,
            "threshold": 2.08, "met": False}
     results["undecided_line"] = line
+    results["threads"] = 1
     results["claims"][0].update(precondition=pre, units="seeds 1337",
                                 verdict_line="undecided: the model did not learn the task",
                                 verdict="undecided")
     path.write_text(json.dumps(results))
     d = post(client, "/api/experiments/report", {"experiment": "norm"})
-    assert d["undecided_line"] == line
+    assert d["undecided_line"] == line and d["threads"] == 1
     claim = d["claims"][0]
     assert (claim["precondition"], claim["units"], claim["verdict_line"]) == \
         (pre, "seeds 1337", "undecided: the model did not learn the task")

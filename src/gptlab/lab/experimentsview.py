@@ -121,6 +121,8 @@ class ReportResponse(BaseModel):
     quick: bool = QUICK
     undecided_line: str | None = Field(None, description="a run too small to decide anything "
                                                          "says so here")
+    threads: int | None = Field(None, description="the torch threads its models trained at, "
+                                                  "where results.json records them")
 
 
 # ----------------------------------------------------------------------------- routes
@@ -202,9 +204,10 @@ def _folder_names(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def _about(results: dict[str, Any]) -> dict[str, Any]:
-    """A report's quick mark and undecided line (null where results.json has none)."""
-    return {"quick": is_quick(results),
-            "undecided_line": results.get("undecided_line")}
+    """A report's quick mark, undecided line and threads (null where results.json has
+    none)."""
+    return {"quick": is_quick(results), "undecided_line": results.get("undecided_line"),
+            "threads": results.get("threads")}
 
 
 def _figure(path: Path) -> dict[str, str]:

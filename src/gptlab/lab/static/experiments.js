@@ -105,7 +105,7 @@ const show = guarded(async () => {
   $("exp-figures").replaceChildren(...d.figures.map((f) => htmlEl("img", {
     src: f.png, alt: `${d.title}: the figure ${f.file} the experiment drew`, class: "exp-figure",
     "data-testid": "exp-figure", "data-file": f.file})));
-  $("exp-timing").textContent = d.timing;
+  $("exp-timing").textContent = d.timing + (d.threads ? ` Its models trained at ${d.threads} torch thread${d.threads === 1 ? "" : "s"}.` : "");
   const list = htmlEl("ul", {"data-testid": "exp-runs"});
   if (d.shipped) list.appendChild(htmlEl("li", {}, "none shipped: run the experiment to train them"));
   d.runs.forEach((run) => {
