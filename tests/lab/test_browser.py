@@ -440,3 +440,117 @@ def test_quiz_topics_load_and_read_as_written(page):
         page.get_by_test_id("quiz-kind").select_option(kind)  # no "New question" click
         page.wait_for_function("w => document.querySelector('[data-testid=quiz-question]')"
                                ".textContent.includes(w)", arg=words)
+
+
+def test_head_scores_say_what_they_show_on_the_shipped_model(lab_url, open_lab, settle):
+    # regression: the page promised heads "well above 0.5 on the repeated random tokens",
+    # which the shipped model shows for no induction head, and left a negative Δ loss unsaid
+    address = lab_url.split("?")[0] + "?run=shakespeare#scores"
+    with open_lab(address, "[data-testid=fig-scores-ablation-grid]") as opened:
+        page = opened.page
+        settle(page)
+        d = page.evaluate("fetch('/api/head_scores', {method: 'POST', headers: {'Content-Type': "
+                          "'application/json'}, body: JSON.stringify({run: 'shakespeare', "
+                          "prompt: '', seed: 0})}).then(r => r.json())")
+        note = page.text_content("#view-scores ul.note")
+        assert "well above 0.5" not in note
+        best = {}
+        for kind, grid in d["scores"].items():
+            v, layer, head = max((x, lay, h) for lay, row in enumerate(grid)
+                                 for h, x in enumerate(row))
+            best[kind] = (v, v / d["chance"][kind])
+            short = kind.replace("_", "-")
+            assert f"{short} L{layer}H{head} {v:.3f} ({v / d['chance'][kind]:.1f}× chance)" in \
+                page.text_content("[data-testid=scores-best]")
+        # the note's words are the shipped model's numbers
+        assert "a previous-token head stands out (about 0.9, some 15 times chance)" in note
+        assert 0.8 < best["previous_token"][0] < 1.0 and 12 < best["previous_token"][1] < 18
+        assert "no head is an induction head (the best under twice chance)" in note
+        assert best["induction"][1] < 2
+        assert "below 0, better without it: on this input the head hurt" in note
+        # a head whose zeroing lowers the loss says so
+        deltas = d["ablation_deltas"]
+        delta, layer, head = min((x, lay, h) for lay, row in enumerate(deltas)
+                                 for h, x in enumerate(row))
+        assert delta < 0
+        page.locator(f"[data-testid=fig-scores-ablation-grid] rect[data-cell='{layer},{head}']"
+                     ).click()
+        page.get_by_test_id("ablate-head").click()
+        page.wait_for_function("document.querySelector('[data-testid=scores-ablation]')"
+                               ".textContent.includes('nats')")
+        said = page.get_by_test_id("scores-ablation").inner_text()
+        assert f"Δ {delta:.4f} nats: the loss fell without it: on this input the head hurt" in said
+
+
+def test_view_1_prints_each_figure_title_once(page, settle):
+    # regression: every figure of view 1 printed its title twice, as the caption above the
+    # figure and as the figure's own title inside it ("Q = X·W_Q" over "Q = X·W_Q")
+    to_first_stage(page)
+    settle(page)
+    seen = 0
+    for _ in range(5):
+        boxes = page.eval_on_selector_all("#view-calc .figure:has(svg)", """bs => bs.map(b => [
+            b.querySelector('.caption > span').textContent,
+            b.querySelector('svg > .fig-title').textContent])""")
+        assert boxes and all(title and caption != title for caption, title in boxes), boxes
+        seen += len(boxes)
+        if page.get_by_test_id("calc-next").is_disabled():
+            break
+        page.get_by_test_id("calc-next").click()
+    assert seen >= 12
+    to_first_stage(page)
+
+
+def round_step(ticks: list[float]) -> float:
+    """The step between evenly spaced ticks, checked to be 1, 2, 2.5 or 5 times a power of
+    ten, each tick a multiple of it."""
+    steps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
+    step = steps[0]
+    assert all(math.isclose(s, step, rel_tol=1e-9) for s in steps), ticks
+    mantissa = step / 10 ** math.floor(math.log10(step))
+    assert any(math.isclose(mantissa, m, rel_tol=1e-9) for m in (1, 2, 2.5, 5)), ticks
+    assert all(math.isclose(t / step, round(t / step), abs_tol=1e-9) for t in ticks), ticks
+    return step
+
+
+@pytest.mark.parametrize("view", ["scaling", "params"])
+def test_charts_have_y_titles_and_round_ticks(page, settle, view):
+    # regression: views 2 and 5 drew y axes without a title, ticked at 0, half the largest
+    # value and the largest (0.36, 0.73, 147.5)
+    page.click(f"#tab-{view}")
+    page.wait_for_selector(f"#view-{view} svg [data-tick=y]")
+    settle(page)
+    charts = page.eval_on_selector_all(f"#view-{view} svg:has([data-tick=y])", """ss => ss.map(
+        s => [s.dataset.testid, s.querySelector('[data-testid=y-title]')?.textContent || '',
+              [...s.querySelectorAll('[data-tick=y]')].map(
+                  t => [+t.dataset.value, t.textContent])])""")
+    assert len(charts) == {"scaling": 3, "params": 1}[view]
+    for name, title, ticks in charts:
+        assert title, name
+        values = [v for v, _ in ticks]
+        assert len(values) >= 3 and values[0] == 0, (name, ticks)
+        step = round_step(values)
+        if view == "scaling":  # written as the step is: 0.25 -> 0.50, not 0.5000001
+            decimals = max(0, -math.floor(math.log10(step))) + (1 if step * 10 ** max(
+                0, -math.floor(math.log10(step))) % 1 else 0)
+            assert [t for _, t in ticks] == [f"{v:.{decimals}f}" for v in values], (name, ticks)
+
+
+def test_concat_rows_label_every_token_of_the_shipped_model(lab_url, open_lab, settle):
+    # regression: the shipped model's concatenation (192 columns of 6 px) labelled every
+    # second token's row, so a word could not be read down its rows
+    text = "the cat sat on the mat"
+    address = lab_url.split("?")[0] + "?run=shakespeare&text=the%20cat%20sat%20on%20the%20mat" \
+        "#heads"
+    with open_lab(address, "[data-testid=fig-concat]") as opened:
+        page = opened.page
+        settle(page)
+        for fig in ("fig-concat", "fig-attn-out"):
+            labels = page.eval_on_selector_all(f"[data-testid={fig}] [data-row]",
+                                               "ls => ls.map(l => l.textContent)")
+            assert "".join(labels).replace("␣", " ") == text, (fig, labels)
+            # none overlaps the next: rows at least as far apart as the type is tall
+            spaced = page.eval_on_selector_all(f"[data-testid={fig}] [data-row]", """ls => ls.map(
+                (l, i) => i === 0 || +l.getAttribute('y') - +ls[i - 1].getAttribute('y')
+                          >= +l.getAttribute('font-size'))""")
+            assert all(spaced), (fig, spaced)

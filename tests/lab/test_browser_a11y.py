@@ -160,3 +160,26 @@ def test_head_cells_open_and_ablate_from_the_keyboard_and_enter_checks_the_quiz(
         page.get_by_test_id("quiz-input").fill(str(d_k ** 0.5))
         page.get_by_test_id("quiz-input").press("Enter")
         assert page.get_by_test_id("quiz-verdict").inner_text() == "Correct."
+
+
+@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["390px", "1280px"])
+def test_focus_never_lands_under_the_sticky_header(lab_url, open_lab, viewport):
+    # regression (WCAG 2.4.11): Tab to a control scrolled just under the sticky header left
+    # it there, hidden; the page now scrolls it below the header
+    with open_lab(lab_url, READY, viewport=viewport) as lab:
+        page = lab.page
+        page.wait_for_selector("#x-1-0")
+        where = page.evaluate("""() => {
+            const header = document.querySelector('header').getBoundingClientRect().bottom;
+            const row = document.getElementById('x-1-0');
+            document.body.style.paddingBottom = '2000px';  // room to scroll at any width
+            scrollTo(0, scrollY + row.getBoundingClientRect().top - 4);
+            row.focus({preventScroll: true});
+            return [header, row.getBoundingClientRect().top]; }""")
+        assert where[1] < where[0]  # the row sits under the header
+        for key in ("Tab", "Shift+Tab"):
+            page.keyboard.press(key)
+            box = page.evaluate("""() => [document.activeElement.id,
+                document.activeElement.getBoundingClientRect().top,
+                document.querySelector('header').getBoundingClientRect().bottom]""")
+            assert box[0] in ("x-1-1", "x-1-0") and box[1] >= box[2], box

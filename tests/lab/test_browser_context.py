@@ -74,6 +74,32 @@ def test_a_run_live_at_a_position_it_never_saw(page, settle):
     assert "never seen in training" in page.text_content("[data-testid=fig-ctx-attention]")
 
 
+def test_a_quick_run_is_listed_beside_the_shipped_results(page, settle):
+    # regression: a --quick run (the 'ctx' here) replaced the shipped "context" entry
+    from gptlab.experiments import shipped_results
+
+    settle(page)
+    options = page.eval_on_selector_all("[data-testid=ctx-experiment] option",
+                                        "os => os.map(o => [o.value, o.text])")
+    assert options == [["ctx", "ctx (quick run)"], ["shipped:context", "context (shipped results)"]]
+    label = page.get_by_test_id("ctx-shipped")
+    assert label.is_visible() and label.inner_text().startswith("ctx is a --quick run: ")
+    assert "The shipped results stay in the list." in label.inner_text()
+    page.select_option("[data-testid=ctx-experiment]", "shipped:context")
+    page.wait_for_function("document.querySelector('[data-testid=ctx-shipped]')"
+                           ".textContent.startsWith('These are shipped results')")
+    settle(page)
+    shipped = shipped_results.load("context")
+    mark = page.get_attribute("[data-testid=fig-ctx-experiment] [data-testid=trained-mark]",
+                              "data-position")
+    assert mark == str(shipped["trained_length"])
+    page.select_option("[data-testid=ctx-experiment]", "ctx")
+    page.wait_for_function("document.querySelector('[data-testid=ctx-shipped]')"
+                           ".textContent.startsWith('ctx is')")
+    page.select_option("[data-testid=ctx-length]", "512")
+    settle(page)
+
+
 def test_phone_width_and_axe(page, fits_a_phone):
     with fits_a_phone(page):  # axe's own rules include a name for every control
         assert page.is_visible("[data-testid=fig-ctx-attention]")
@@ -103,7 +129,7 @@ def test_a_fresh_lab_shows_the_shipped_results_labelled(fresh, settle):
 
     settle(fresh)
     results = shipped_results.load("context")
-    assert fresh.input_value("[data-testid=ctx-experiment]") == "context"
+    assert fresh.input_value("[data-testid=ctx-experiment]") == "shipped:context"
     assert fresh.text_content("[data-testid=ctx-experiment] option") == \
         "context (shipped results)"
     label = fresh.text_content("[data-testid=ctx-shipped]")
@@ -124,3 +150,17 @@ def test_a_fresh_lab_shows_the_shipped_results_labelled(fresh, settle):
 def test_a_fresh_lab_at_phone_width_and_axe(fresh, fits_a_phone):
     with fits_a_phone(fresh):
         assert fresh.is_visible("[data-testid=ctx-shipped]")
+
+
+def test_a_fresh_lab_runs_its_live_panel_at_its_defaults(fresh, settle):
+    # regression: the defaults (context 256, no text) answered 400 for the shipped model
+    settle(fresh)
+    assert fresh.input_value("[data-testid=ctx-run]") == "shakespeare"
+    fresh.click("[data-testid=ctx-go]")
+    fresh.wait_for_selector("[data-testid=fig-ctx-attention]")
+    settle(fresh)
+    assert fresh.is_hidden("[data-testid=error]")
+    status = fresh.text_content("[data-testid=ctx-status]")
+    assert "shakespeare (learned, trained at 128) on the embedded Shakespeare's validation " \
+           "tenth" in status and "windows of 128" in status
+    assert len(fresh.query_selector_all("[data-testid=attention-bar]")) == 128

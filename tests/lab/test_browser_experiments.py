@@ -6,6 +6,7 @@ finds nothing serious."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -15,11 +16,38 @@ from gptlab.lab.server import BackgroundServer
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 
+UNDECIDED = ("this --quick run is too small to decide anything: the 2-layer model did not "
+             "learn the task (loss 4.16, needs < 2.08); run without --quick for verdicts")
+VERDICT_LINES = ["undecided: the 2-layer model did not learn the task (loss 4.16, needs < 2.08)",
+                 "held weakly: +0.4 (one seed: no spread, at most held weakly; needs ≥ 0.05)"]
+
+
+def with_verdict_lines(folder) -> None:
+    """results.json as the experiments write it now: each claim's precondition, units and
+    verdict line, and the run's undecided line."""
+    path = folder / "results.json"
+    results = json.loads(path.read_text())
+    results["undecided_line"] = UNDECIDED
+    results["threads"] = 1
+    for k, c in enumerate(results["claims"]):
+        c["units"] = "seeds 1337"
+        c["precondition"] = None
+        if k < 2:
+            c["precondition"] = {"text": "the 2-layer model learned the task", "value": 4.16,
+                                 "threshold": 2.08, "met": k == 1}
+            c["verdict"] = VERDICT_LINES[k].split(":")[0]
+            c["verdict_line"] = VERDICT_LINES[k]
+    path.write_text(json.dumps(results))
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, norm_experiment, open_lab):
-    """(page, address) of view 14 over a runs folder holding the experiment as 'norm'."""
+    """(page, address) of view 14 over a runs folder holding the experiment as 'norm', and
+    as 'norm-new' with results.json's newer fields."""
     root = tmp_path_factory.mktemp("experiment-runs")
     shutil.copytree(norm_experiment, root / "norm")
+    shutil.copytree(norm_experiment, root / "norm-new")
+    with_verdict_lines(root / "norm-new")
     with BackgroundServer(root) as url:
         with open_lab(f"{url}#experiments", "[data-testid=exp-figure]",
                       viewport={"width": 1280, "height": 900}) as opened:
@@ -53,6 +81,53 @@ def test_the_claims_table_shows_each_claims_computed_verdict(lab, settle):
     assert set(verdicts) <= {"held", "held weakly", "not seen", "contradicted", "undecided"}
     # --quick is one seed: no spread, so at most held weakly
     assert "held" not in verdicts and "contradicted" not in verdicts
+
+
+def test_the_legend_names_every_verdict(lab):
+    page, _ = lab
+    terms = page.eval_on_selector_all("[data-testid=exp-legend] dt",
+                                      "ds => ds.map(d => d.textContent)")
+    assert terms == ["held", "held weakly", "not seen", "contradicted", "undecided"]
+    assert "precondition" in page.text_content("[data-testid=exp-legend]")
+
+
+def test_the_verdicts_words_are_shown_as_written(lab, settle):
+    # results.json's verdict lines, preconditions, units and undecided line (the experiments
+    # write them now); a file without them (norm) is shown as before
+    page, _ = lab
+    page.select_option("[data-testid=exp-experiment]", "norm-new")
+    page.wait_for_function(
+        "document.querySelectorAll('[data-testid=exp-precondition]').length > 0")
+    settle(page)
+    rows = page.eval_on_selector_all("[data-testid=exp-claims] tr",
+                                     "trs => trs.map(tr => [...tr.cells].map(c => c.textContent))")
+    assert rows[0] == ["the claim", "the paper", "this run", "precondition", "verdict"]
+    assert [r[4] for r in rows[1:3]] == VERDICT_LINES
+    assert [r[3] for r in rows[1:4]] == ["not met: the 2-layer model learned the task",
+                                         "met: the 2-layer model learned the task", "—"]
+    assert all(r[2].startswith("seeds 1337: ") for r in rows[1:])
+    assert page.text_content("[data-testid=exp-quick-note]").startswith(UNDECIDED)
+    assert page.text_content("[data-testid=exp-timing]").endswith(
+        "Its models trained at 1 torch thread.")
+    page.select_option("[data-testid=exp-experiment]", "norm")
+    page.wait_for_function(
+        "document.querySelectorAll('[data-testid=exp-precondition]').length == 0")
+    settle(page)
+
+
+def test_prose_reads_from_the_left_numbers_from_the_right(lab, settle):
+    # regression: every cell but the first was right-aligned, the claims' sentences included
+    page, _ = lab
+    settle(page)
+    align = "e => getComputedStyle(e).textAlign"
+    cells = page.locator("[data-testid=exp-claims] td")
+    assert {cells.nth(i).evaluate(align) for i in range(cells.count())} == {"left"}
+    table = page.locator("[data-testid=exp-table-0] tr").nth(1).locator("td")
+    texts = table.all_text_contents()
+    aligned = [table.nth(i).evaluate(align) for i in range(len(texts))]
+    pairs = list(zip(texts, aligned, strict=True))
+    assert {a for t, a in pairs if t in ("yes", "no", "none")} == {"left"}
+    assert {a for t, a in pairs if t[0] in "0123456789+-"} == {"right"}
 
 
 def test_a_run_of_the_grid_opens_in_the_heads_view(lab, settle):
@@ -115,9 +190,11 @@ def test_a_fresh_lab_at_phone_width_and_axe(fresh, fits_a_phone):
         assert fresh[0].is_visible("[data-testid=exp-shipped]")
 
 
-def test_a_quick_run_from_the_page_replaces_the_shipped_results(tmp_path, open_lab, settle):
+def test_a_quick_run_from_the_page_is_listed_beside_the_shipped(tmp_path, open_lab, settle):
     """memory --quick (nothing trained: the shipped model measured), run from view 14: its
-    progress is shown, and its results take the shipped ones' place."""
+    progress is shown, and its results are their own entry, marked quick, with the line
+    that says how little so small a run decides; the shipped results stay selectable
+    (regression: they were replaced)."""
     with BackgroundServer(tmp_path) as url:
         with open_lab(f"{url}#experiments", "[data-testid=exp-figure]",
                       viewport={"width": 1280, "height": 900}) as opened:
@@ -137,8 +214,15 @@ def test_a_quick_run_from_the_page_replaces_the_shipped_results(tmp_path, open_l
                                    ".value === 'memory-quick'")
             settle(page)
             assert page.is_hidden("[data-testid=exp-shipped]")
-            values = page.eval_on_selector_all("[data-testid=exp-experiment] option",
-                                               "os => os.map(o => o.value)")
-            assert "memory-quick" in values and "shipped:memory" not in values
-            assert "shipped:norm" in values  # the others stay shipped
+            options = dict(page.eval_on_selector_all("[data-testid=exp-experiment] option",
+                                                     "os => os.map(o => [o.value, o.text])"))
+            assert options["memory-quick"] == "memory-quick (memory, quick run)"
+            assert options["shipped:memory"] == "memory (shipped results)"
+            assert "shipped:norm" in options
+            note = page.get_by_test_id("exp-quick-note")
+            assert note.is_visible() and "stay in the list" in note.inner_text()
+            assert "a --quick run" in page.text_content("[data-testid=exp-title]")
             assert (tmp_path / "memory-quick" / "results.json").is_file()
+            page.select_option("[data-testid=exp-experiment]", "shipped:memory")
+            page.get_by_test_id("exp-shipped").wait_for(state="visible")
+            assert page.is_hidden("[data-testid=exp-quick-note]")

@@ -7,6 +7,7 @@ started from the page shows it for view 9, and lists its run in the other views)
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -124,6 +125,42 @@ def test_the_phone_header_is_one_row_of_tabs(lab, open_lab):
                 return {header: h.height, inside: b.left >= n.left - 1 && b.right <= n.right + 1,
                         wide: document.documentElement.scrollWidth - innerWidth}; }""", tab)
             assert box["header"] <= 90 and box["inside"] and box["wide"] <= 0, (tab, box)
+
+
+def oklab(c: tuple[int, ...]) -> tuple[float, ...]:
+    """sRGB 0..255 -> OKLab (Ottosson 2020): a distance of 0.1 is a clearly different hue."""
+    r, g, b = (x / 12.92 if x <= 0.04045 else ((x + 0.055) / 1.055) ** 2.4
+               for x in (v / 255 for v in c))
+    lms = [(0.4122214708 * r + 0.5363325363 * g + 0.0514459929 * b) ** (1 / 3),
+           (0.2119034982 * r + 0.6806995451 * g + 0.1073969566 * b) ** (1 / 3),
+           (0.0883024619 * r + 0.2817188376 * g + 0.6299787005 * b) ** (1 / 3)]
+    rows = [(0.2104542553, 0.7936177850, -0.0040720468),
+            (1.9779984951, -2.4285922050, 0.4505937099),
+            (0.0259040371, 0.7827717662, -0.8086757660)]
+    return tuple(sum(k * x for k, x in zip(row, lms, strict=True)) for row in rows)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_twelve_heads_have_twelve_distinguishable_colours(lab, open_lab, scheme):
+    # regression: eight colours, reused past 8 heads, with two similar blues in the light
+    # theme (heads 0 and 5, 0.09 apart in OKLab) and two oranges in the dark one (0.04)
+    with open_lab(lab, "[data-testid=fig-q]", color_scheme=scheme) as opened:
+        colours, panels, names = opened.page.evaluate("""async () => {
+            const {headColour} = await import('/static/svg.js');
+            const read = (css, prop = 'color') => { const e = document.createElement('span');
+              e.style[prop] = css; document.body.append(e);
+              const c = getComputedStyle(e)[prop]; e.remove(); return c; };
+            const heads = [...Array(12).keys()].map((h) => read(`var(--head-${h})`));
+            const panels = ['var(--panel)', 'var(--nt-panel)', 'var(--bg)']
+              .map((c) => read(c, 'backgroundColor'));
+            return [heads, panels, [0, 5, 11, 12, 13].map(headColour)]; }""")
+    assert names == ["var(--head-0)", "var(--head-5)", "var(--head-11)", "var(--head-0)",
+                     "var(--head-1)"]
+    points = [oklab(rgb(c)) for c in colours]
+    closest = min((math.dist(a, b), i, j) for i, a in enumerate(points)
+                  for j, b in enumerate(points) if i < j)
+    assert closest[0] >= 0.11, (closest, colours)
+    assert min(contrast(rgb(c), rgb(p)) for c in colours for p in panels) >= 3
 
 
 def test_x_labels_are_thinned_until_none_touch(lab, open_lab):

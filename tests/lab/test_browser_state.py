@@ -27,6 +27,8 @@ def runs(tmp_path_factory, copy_tiny_run, save_char_model):
     copy_tiny_run(root / "tiny")
     save_char_model(root / "a-no-space", "abcdefghijklmnopqrstuvwxyz", n_layer=1, n_head=1,
                     n_embd=8, block_size=32)
+    save_char_model(root / "r-rope", "abcdefghijklmnopqrstuvwxyz", n_layer=1, n_head=1,
+                    n_embd=8, block_size=32, pos_encoding="rope")
     return root
 
 
@@ -194,7 +196,7 @@ def test_the_head_view_draws_every_token_and_isolates_one(lab, open_lab, settle)
         assert {d["h"] for d in lines(page)} == {1, 2, 3}
         page.get_by_test_id("hv-query-5").focus()  # the keyboard isolates as a hover does
         assert {d["q"] for d in lines(page, ".on")} == {5}
-        assert "token 5" in page.get_by_test_id("hv-hover").inner_text()
+        assert "token 'a' @5 looks most at: h1 on '" in page.get_by_test_id("hv-hover").inner_text()
         page.get_by_test_id("hv-key-0").hover()
         assert {d["k"] for d in lines(page, ".on")} == {0}
         page.get_by_test_id("hv-layer").select_option("1")
@@ -271,3 +273,147 @@ def test_view_8_opens_every_tokens_lines_in_the_head_view(lab, open_lab, settle)
         # view 8's lines are the head view's last row, weight for weight
         last = [d for d in lines(page) if d["q"] == 6]
         assert last and {d["k"] for d in last} <= set(range(7))
+
+
+def test_view_4_keeps_its_own_run_and_says_what_it_needs(lab, open_lab, settle):
+    # regression: view 4 followed the address's run into "has rope positions, not a learned
+    # table", though it keeps its own
+    with open_lab(lab + "?run=r-rope#positions", "[data-testid=fig-learned-table]") as opened:
+        page = opened.page
+        settle(page)
+        assert page.input_value("[data-testid=lp-run]") == "a-no-space"
+        assert page.is_hidden("[data-testid=error]")
+        assert query(page)["run"] == "r-rope"  # the address's run is the other views'
+        page.get_by_test_id("lp-run").select_option("r-rope")
+        error = page.get_by_test_id("error")
+        error.wait_for(state="visible")
+        assert "has rope positions, not a learned table: this needs a run trained with " \
+               "pos_encoding 'learned'" in error.inner_text()
+
+
+def test_a_link_between_views_writes_the_state_it_opens(lab, open_lab, settle):
+    # regression: L1H3 clicked in view 13 opened view 3 at layer 1, head 3, but the address
+    # kept view 13's state until the next pick
+    with open_lab(lab + "?run=tiny&text=the%20cat#allheads", "[data-testid=ah-head-1-3]",
+                  viewport=DESKTOP) as opened:
+        page = opened.page
+        settle(page)
+        page.click("[data-testid=ah-head-1-3]")
+        assert query(page) == {"run": "tiny", "text": "the cat", "layer": "1", "head": "3"}
+        assert page.evaluate("location.hash") == "#heads"
+        page.wait_for_selector("[data-testid=fig-head-1-3]")
+        settle(page)
+        assert page.input_value("[data-testid=heads-layer]") == "1"
+        assert page.input_value("[data-testid=heads-head]") == "3"
+        page.go_back()  # view 13, as it was
+        page.wait_for_selector("#view-allheads", state="visible")
+        assert "head" not in query(page)
+        # view 8's links: every token's lines (view 13, its layer) and why this token (view 10)
+        page.click("#tab-nexttoken")
+        page.wait_for_selector("[data-testid=nt-key-6]")
+        settle(page)
+        page.get_by_test_id("nt-layer").select_option("1")
+        type_text(page, "nt-text", "the mat")
+        page.wait_for_selector("[data-testid=nt-key-6]")
+        page.get_by_test_id("nt-headview").click()
+        assert page.evaluate("location.hash") == "#allheads"
+        assert query(page)["layer"] == "1" and query(page)["text"] == "the mat"
+        page.wait_for_selector("[data-testid=hv-lines]")
+        settle(page)
+        page.click("#tab-nexttoken")
+        settle(page)
+        page.get_by_test_id("nt-attribute").click()
+        assert page.evaluate("location.hash") == "#lens"
+        assert query(page)["text"] == "the mat"
+        settle(page)
+
+
+def test_back_to_an_entry_without_a_key_shows_its_default(lab, open_lab, settle):
+    # regression: Back to an address without layer (or text) kept the newer pick on screen
+    with open_lab(lab + "?run=tiny#heads", "[data-testid=fig-head-0-0]",
+                  viewport=DESKTOP) as opened:
+        page = opened.page
+        settle(page)
+        page.get_by_test_id("heads-layer").select_option("1")
+        page.wait_for_selector("[data-testid=fig-head-1-0]")
+        settle(page)
+        assert query(page)["layer"] == "1"
+        page.go_back()
+        page.wait_for_selector("[data-testid=fig-head-0-0]")
+        settle(page)
+        assert "layer" not in query(page)
+        assert page.input_value("[data-testid=heads-layer]") == "0"
+        page.go_forward()
+        page.wait_for_selector("[data-testid=fig-head-1-0]")
+        assert page.input_value("[data-testid=heads-layer]") == "1"
+    with open_lab(lab + "?run=tiny#nexttoken", "[data-testid=nt-key-6]",
+                  viewport=DESKTOP) as opened:
+        page = opened.page
+        default = page.input_value("[data-testid=nt-text]")
+        type_text(page, "nt-text", "the mat")
+        page.get_by_test_id("nt-head").select_option("1")
+        assert query(page) == {"run": "tiny", "text": "the mat", "head": "1"}
+        page.go_back()
+        page.wait_for_function("document.querySelector('#nt-head').value === 'all'")
+        page.go_back()
+        page.wait_for_function(f"document.querySelector('#nt-text').value === {default!r}")
+        assert query(page) == {"run": "tiny"}
+        settle(page)
+
+
+def test_view_8_writes_no_head_all_unless_picked_over_a_head(lab, open_lab, settle):
+    # regression: leaving view 8 wrote head=all (and layer=0), its untouched defaults
+    with open_lab(lab + "?run=tiny#nexttoken", "[data-testid=nt-key-6]",
+                  viewport=DESKTOP) as opened:
+        page = opened.page
+        settle(page)
+        page.click("#tab-lens")
+        page.wait_for_selector("[data-testid=lens-dla]")
+        assert "head" not in query(page) and "layer" not in query(page)
+        page.click("#tab-nexttoken")
+        settle(page)
+        page.get_by_test_id("nt-head").select_option("2")
+        assert query(page)["head"] == "2"
+        page.get_by_test_id("nt-head").select_option("all")  # all heads: the default again
+        assert "head" not in query(page)
+        page.click("#tab-heads")  # view 3 shows its default too: the grid
+        page.wait_for_selector("[data-testid=fig-head-0-1]")
+        assert page.input_value("[data-testid=heads-head]") == "all"
+        settle(page)
+
+
+def test_the_head_view_names_positions_and_shows_one_head_at_a_time(lab, open_lab, settle):
+    # regression: the hover named tokens without their position ("h0 on \"t\"": which t?)
+    with open_lab(lab + "?run=tiny&text=the%20cat%20sat%20on%20the%20mat#allheads",
+                  "[data-testid=hv-lines]", viewport=DESKTOP) as opened:
+        page = opened.page
+        settle(page)
+        data = page.evaluate("fetch('/api/all_heads', {method: 'POST', headers: {'Content-Type': "
+                             "'application/json'}, body: JSON.stringify({run: 'tiny', prompt: "
+                             "'the cat sat on the mat'})}).then(r => r.json())")
+        page.get_by_test_id("hv-query-12").focus()
+        said = page.get_by_test_id("hv-hover").inner_text()
+        assert said.startswith("token 'o' @12 looks most at: ")
+        for h in range(4):
+            row = data["attention"][0][h][12]
+            j = row.index(max(row))
+            assert f"h{h} on '{data['tokens'][j].replace(' ', '␣')}' @{j}" in said, (h, said)
+        page.get_by_test_id("hv-key-4").focus()  # as a key: the query that weighs it most
+        said = page.get_by_test_id("hv-hover").inner_text()
+        column = [r[4] for r in data["attention"][0][0]]
+        q = column.index(max(column))
+        assert said.startswith("token 'c' @4 as a key, largest weight: h0 ")
+        assert f"h0 {column[q]:.2f} from '{data['tokens'][q].replace(' ', '␣')}' @{q}" in said
+        # one head at a time (Transformer Explainer's way): radio buttons, one head's lines
+        page.get_by_test_id("hv-head-0").uncheck()
+        page.get_by_test_id("hv-one").check()
+        assert {d["h"] for d in lines(page)} == {1}  # the first head shown stays
+        assert page.get_attribute("[data-testid=hv-head-1]", "type") == "radio"
+        page.get_by_test_id("hv-head-3").check()
+        assert {d["h"] for d in lines(page)} == {3}
+        page.get_by_test_id("hv-head-2").focus()
+        page.keyboard.press("Space")
+        assert {d["h"] for d in lines(page)} == {2}
+        page.get_by_test_id("hv-one").uncheck()  # back to the heads switched on before
+        assert {d["h"] for d in lines(page)} == {1, 2, 3}
+        assert page.get_attribute("[data-testid=hv-head-1]", "type") == "checkbox"

@@ -27,8 +27,10 @@ def lab(tmp_path_factory, context_experiment, copy_tiny_run):
 def test_experiments_are_listed_with_their_runs(lab):
     client, _ = lab
     found = client.get("/api/context/experiments").json()["experiments"]
-    assert [e["name"] for e in found] == ["ctx"]  # the shipped one gives way to the user's
-    assert found[0]["shipped"] is None
+    # a --quick run is listed beside the shipped results, not instead of them
+    assert [e["name"] for e in found] == ["ctx", "context"]
+    assert found[0]["shipped"] is None and found[0]["quick"] is True
+    assert found[1]["shipped"].startswith("shipped results") and found[1]["quick"] is False
     assert found[0]["trained_length"] == 64 and found[0]["lengths"] == [64, 128, 256, 512]
     assert "ctx/runs/alibi" in found[0]["runs"] and len(found[0]["runs"]) == 8
     runs = client.get("/api/runs").json()["runs"]
@@ -55,7 +57,7 @@ def test_a_fresh_lab_shows_the_shipped_experiment(tmp_path, post):
     shipped = shipped_results.load("context")
     assert found == [{"name": "context", "trained_length": shipped["trained_length"],
                       "lengths": shipped["lengths"], "runs": [],
-                      "shipped": shipped_results.label(shipped)}]
+                      "shipped": shipped_results.label(shipped), "quick": False}]
     d = post(client, "/api/context/experiment", {"experiment": "context", "shipped": True,
                                                  "length": shipped["lengths"][-1]})
     assert d["shipped"] == found[0]["shipped"] and "measured on" in d["shipped"]
@@ -100,9 +102,36 @@ def test_rope_scaling_is_applied_at_context_over_block_size(lab, post):
     assert len(plain["attention"]["weights"]) == 256  # the window's last position
 
 
+def test_the_defaults_work_on_a_fresh_install(tmp_path, post):
+    # regression: the page's defaults (context 256, no text) were a 400 for the shipped
+    # model ("context 256 needs position 128 ... learned"; then "text is empty and the run
+    # is not one of a context experiment's")
+    from gptlab.data.corpus import shakespeare_text
+    from gptlab.data.text import split_text
+
+    client = TestClient(create_app(tmp_path))
+    d = post(client, "/api/context", {"run": "shakespeare"})
+    assert d["pos_encoding"] == "learned" and d["context"] == d["block_size"] == 128
+    assert d["warning"] is None and d["source"] == "the embedded Shakespeare's validation tenth"
+    # what it scored: the val split the shipped model never trained on, from its start
+    val = split_text(shakespeare_text(), 0.1)[1]
+    assert d["attention"]["tokens"] == list(val[:128])
+    assert d["tokens_scored"] == 4096 - 4096 % 128 - 4096 // 128  # windows of 128, 127 scored
+    assert d["loss"] < 2.0  # it knows Shakespeare (its manifest: 1.38 on the whole split)
+
+
+def test_the_default_context_is_past_the_training_length(lab, post):
+    client, _ = lab
+    d = post(client, "/api/context", {"run": "ctx/runs/rope"})
+    assert d["context"] == 128 == 2 * d["block_size"] and "never saw positions 64..127" in \
+        d["warning"]
+    d = post(client, "/api/context", {"run": "ctx/runs/learned"})
+    assert d["context"] == 64 and d["warning"] is None
+
+
 @pytest.mark.parametrize("body, fragment", [
     ({"run": "ctx/runs/learned", "context": 65}, "there is no row for position 64"),
-    ({"run": "tiny", "context": 16}, "give a text to score"),
+    ({"run": "tiny", "context": 16}, "does not hold the embedded Shakespeare's validation"),
     ({"run": "tiny", "context": 40, "text": "the cat sat on the mat"},
      "no row for position 32"),
     ({"run": "ctx/runs/rope", "context": 64, "layer": 9}, "the run has 2 layers of 2 heads"),

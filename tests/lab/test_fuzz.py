@@ -90,9 +90,9 @@ def _fit_lens(body: dict, run: str) -> dict:
 def _fit_context(body: dict, run: str) -> dict:
     """A longer-than-trained body: its text fitted as _fit_text does, its context mostly
     within the tiny run's 32 positions (a tenth past them, which learned positions refuse),
-    its layer and head fitted."""
+    its layer and head fitted; no context is the run's default."""
     out = _fit_run(_fit_text(body, run), run)
-    if out.get("context", 0) % 10:
+    if out.get("context") is not None and out["context"] % 10:
         out["context"] = 2 + out["context"] % 31
     return out
 

@@ -46,6 +46,8 @@ def test_fewer_positions(client, post):
 
 
 def test_a_run_without_learned_positions_is_one_line(client, bad):
-    bad(client, "/api/learned_positions", {"run": "llama"}, "has rope positions")
+    bad(client, "/api/learned_positions", {"run": "llama"},
+        "has rope positions, not a learned table: this needs a run trained with pos_encoding "
+        "'learned'")
     bad(client, "/api/learned_positions", {"run": "tiny", "positions": 1}, "positions must be")
     bad(client, "/api/learned_positions", {"run": "tiny", "neighbours": 0}, "neighbours must")

@@ -1,8 +1,8 @@
 """Running an experiment's --quick form from the page (gptlab.lab.quickrun): a name not an
 experiment's is refused, and so is a folder the rule (gptlab.files.kinds) refuses, before
 anything is written; a run writes only in RUNS/NAME-quick, streams its log lines between a
-start and an end event, takes one slot, and its results then replace the shipped ones in
-views 11 and 14."""
+start and an end event, takes one slot, and its results are then listed beside the shipped
+ones in views 11 and 14, marked quick."""
 
 from __future__ import annotations
 
@@ -132,8 +132,9 @@ def test_one_run_at_a_time(tmp_path, monkeypatch, post):
 
 
 @pytest.mark.slow
-def test_a_real_quick_run_replaces_the_shipped_results(tmp_path, post):
-    """`memory --quick` (nothing trained: the shipped model measured) run from the page."""
+def test_a_real_quick_run_is_listed_beside_the_shipped_results(tmp_path, post):
+    """`memory --quick` (nothing trained: the shipped model measured) run from the page: its
+    own entry, marked quick; the shipped results stay."""
     client = TestClient(create_app(tmp_path))
     listed = client.get("/api/experiments").json()["experiments"]
     assert next(e for e in listed if e["experiment"] == "memory")["shipped"]
@@ -143,7 +144,9 @@ def test_a_real_quick_run_replaces_the_shipped_results(tmp_path, post):
     assert sum(e["kind"] == "log" for e in events) >= 1
     listed = client.get("/api/experiments").json()["experiments"]
     memory = [e for e in listed if e["experiment"] == "memory"]
-    assert memory == [{"name": "memory-quick", "experiment": "memory", "shipped": None}]
+    assert memory[0] == {"name": "memory-quick", "experiment": "memory", "shipped": None,
+                         "quick": True}
+    assert len(memory) == 2 and memory[1]["name"] == "memory" and memory[1]["shipped"]
     d = post(client, "/api/experiments/report", {"experiment": "memory-quick"})
-    assert d["shipped"] is None and d["figures"]
+    assert d["shipped"] is None and d["figures"] and d["quick"] is True
     assert [p.name for p in tmp_path.iterdir()] == ["memory-quick"]

@@ -2,11 +2,12 @@
 results.json, as the tables it prints and the figures it drew, with the runs of its grid
 (ordinary runs: every other view opens them).
 
-An experiment the runs folder holds no results of is listed with the results gptlab ships
-(gptlab.experiments.shipped_results: its default size, run once, labelled with the machine
-and the date), so a fresh install shows real numbers; the user's own results of that
-experiment, once there (`gptlab experiment NAME`, or its --quick form from the page:
-gptlab.lab.quickrun), replace them.
+An experiment the runs folder holds no full-size results of is listed with the results
+gptlab ships (gptlab.experiments.shipped_results: its default size, run once, labelled with
+the machine and the date), so a fresh install shows real numbers; the user's own results of
+that experiment at its default size (`gptlab experiment NAME`) replace them. A `--quick` run
+(from the page: gptlab.lab.quickrun) is one small seed, too small to decide a claim: it is
+listed beside the shipped results, marked quick, and replaces nothing.
 
 Its schemas, routes and computations live here, in one module: `router` holds the routes,
 which server.create_app includes. The tables are the experiment module's own (gptlab.experiments.
@@ -16,6 +17,7 @@ catalog.summary), the same `gptlab experiment` prints.
 from __future__ import annotations
 
 import base64
+import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -25,6 +27,8 @@ from pydantic import BaseModel, Field
 from gptlab.errors import UsageError
 from gptlab.experiments import catalog, shipped_results
 from gptlab.experiments.grid import RUNS_DIR, experiment_of
+from gptlab.experiments.report import RESULTS_FILE
+from gptlab.files.atomic import read_json_object
 from gptlab.lab.body import area_router
 from gptlab.lab.responses import BAD_INPUT
 from gptlab.lab.runs import MAX_DEPTH, Runs, is_run
@@ -37,6 +41,8 @@ from gptlab.training.runs import find_folders
 
 SHIPPED = Field(False, description="experiment names an experiment (context, norm, ...) "
                                    "whose shipped results are read, not a folder")
+QUICK = Field(False, description="a --quick run's results (one small seed): listed beside "
+                                 "the shipped results, not instead of them")
 
 
 class ReportRequest(Body):
@@ -51,6 +57,7 @@ class ExperimentEntry(BaseModel):
     shipped: str | None = Field(None, description="shipped results: what they are and where "
                                                   "and when they were measured; null: the "
                                                   "runs folder's")
+    quick: bool = QUICK
 
 
 class ExperimentList(BaseModel):
@@ -63,8 +70,19 @@ class Table(BaseModel):
     rows: list[list[str]]
 
 
+class Precondition(BaseModel):
+    """What must hold before a claim can be judged at all (a model that learned its task):
+    unmet, the claim is undecided."""
+
+    text: str
+    value: float | None
+    threshold: float
+    met: bool
+
+
 class ClaimVerdict(BaseModel):
-    """One claim judged (gptlab.experiments.claims.evaluate), as results.json holds it."""
+    """One claim judged (gptlab.experiments.claims.evaluate), as results.json holds it; the
+    last three fields are absent from results written before they were."""
 
     key: str
     sentence: str = Field(description="the chapter's claim")
@@ -77,6 +95,11 @@ class ClaimVerdict(BaseModel):
     effects: list[float | None] = Field(description="the effect, per seed")
     mean: float | None
     spread: float | None = Field(description="max - min of the effects; None for one seed")
+    precondition: Precondition | None = None
+    units: str | None = Field(None, description="what the effects run over: 'seeds "
+                                                "1337/1338/1339', 'slices 0/1/2'")
+    verdict_line: str | None = Field(None, description="the whole verdict in words, with its "
+                                                       "numbers and why")
 
 
 class Figure(BaseModel):
@@ -95,6 +118,11 @@ class ReportResponse(BaseModel):
     runs: list[str] = Field(description="its runs, as the lab names them")
     shipped: str | None = Field(None, description="shipped results: their label; null: the "
                                                   "runs folder's")
+    quick: bool = QUICK
+    undecided_line: str | None = Field(None, description="a run too small to decide anything "
+                                                         "says so here")
+    threads: int | None = Field(None, description="the torch threads its models trained at, "
+                                                  "where results.json records them")
 
 
 # ----------------------------------------------------------------------------- routes
@@ -122,18 +150,23 @@ def report(body: ReportRequest, runs: RunsDep) -> JSONResponse:
 
 
 def list_experiments(runs: Runs) -> list[dict[str, Any]]:
-    own = [{"name": name, "experiment": experiment_of(folder), "shipped": None}
+    own = [{"name": name, "experiment": experiment_of(folder), "shipped": None,
+            "quick": is_quick(read_json_object(folder / RESULTS_FILE, "experiment results"))}
            for name, folder in experiment_folders(runs)]
-    return own + [{"name": name, "experiment": name, "shipped": shipped_results.label(results)}
-                  for name, results in shipped_instead(runs, {e["experiment"] for e in own})]
+    full = {e["experiment"] for e in own if not e["quick"]}
+    return own + [{"name": name, "experiment": name, "shipped": shipped_results.label(results),
+                   "quick": False} for name, results in shipped_instead(full)]
 
 
-def shipped_instead(runs: Runs, own: set[str] | None = None) -> list[tuple[str, dict]]:
-    """(name, results) of the shipped results of every experiment the runs folder holds
-    no results of (own: the experiments it holds, when the caller has listed them)."""
-    if own is None:
-        own = {experiment_of(folder) for _, folder in experiment_folders(runs)}
-    return [(name, results) for name in catalog.NAMES if name not in own
+def is_quick(results: dict[str, Any]) -> bool:
+    """Whether an experiment's results are a --quick run's (results.json's size)."""
+    return results.get("size") == "quick"
+
+
+def shipped_instead(full: set[str]) -> list[tuple[str, dict]]:
+    """(name, results) of the shipped results of every experiment not in `full`, those the
+    runs folder holds full-size results of (a --quick run's do not replace them)."""
+    return [(name, results) for name in catalog.NAMES if name not in full
             for results in [shipped_results.load(name)] if results is not None]
 
 
@@ -144,9 +177,37 @@ def shipped_report(name: str) -> dict[str, Any]:
     if results is None:
         raise UsageError(f"no shipped results of an experiment named {name[:60]!r} "
                          f"(experiments: {', '.join(catalog.NAMES)})")
-    return {"name": name, **catalog.results_summary(name, results),
+    return {"name": name, **_folder_names(catalog.results_summary(name, results)),
             "figures": [_figure(path) for path in shipped_results.figures(name)],
-            "runs": [], "shipped": shipped_results.label(results)}
+            "runs": [], "shipped": shipped_results.label(results), **_about(results)}
+
+
+# An absolute path ("/tmp/quiet/phase/data", "~/runs/data", "C:\\runs\\data"): where the
+# numbers were built, which says nothing on another machine; its last name says which data
+# it was.
+ABSOLUTE_PATH = re.compile(r"(?<![\w.~])(?:~?/|[A-Za-z]:\\)(?:[^\s/\\()]+[/\\])+([^\s/\\()]+)")
+
+
+def folder_name(text: str) -> str:
+    """text with every absolute path cut to its last name: 'text (/tmp/quiet/phase/data)'
+    -> 'text (data)'."""
+    return ABSOLUTE_PATH.sub(r"\1", text)
+
+
+def _folder_names(summary: dict[str, Any]) -> dict[str, Any]:
+    """A summary whose tables name folders, not the paths they had where they were built
+    (results.json from before it recorded the data's name)."""
+    tables = [{"title": folder_name(t["title"]), "header": [folder_name(h) for h in t["header"]],
+               "rows": [[folder_name(c) for c in row] for row in t["rows"]]}
+              for t in summary["tables"]]
+    return {**summary, "tables": tables}
+
+
+def _about(results: dict[str, Any]) -> dict[str, Any]:
+    """A report's quick mark, undecided line and threads (null where results.json has
+    none)."""
+    return {"quick": is_quick(results), "undecided_line": results.get("undecided_line"),
+            "threads": results.get("threads")}
 
 
 def _figure(path: Path) -> dict[str, str]:
@@ -186,6 +247,8 @@ def report_view(runs: Runs, name: str) -> dict[str, Any]:
     summary = catalog.summary(folder)
     grid = folder / RUNS_DIR
     members = sorted(p for p in grid.iterdir() if is_run(p)) if grid.is_dir() else []
-    return {"name": name, **summary,
+    results = read_json_object(folder / RESULTS_FILE, "experiment results")
+    return {"name": name, **_folder_names(summary),
             "figures": [_figure(folder / f) for f in summary["figures"]],
-            "runs": [f"{name}/{RUNS_DIR}/{p.name}" for p in members], "shipped": None}
+            "runs": [f"{name}/{RUNS_DIR}/{p.name}" for p in members], "shipped": None,
+            **_about(results)}

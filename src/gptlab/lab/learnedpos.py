@@ -36,7 +36,8 @@ def learned_positions_view(runs: Runs, body: ms.LearnedPositionsRequest) -> dict
     cfg = run.model.config
     if cfg.pos_encoding != "learned":
         raise UsageError(f"run {body.run!r} has {cfg.pos_encoding} positions, not a learned "
-                         "table: its positions are the sinusoidal or RoPE ones shown above")
+                         "table: this needs a run trained with pos_encoding 'learned' (the "
+                         "shipped model is one); sinusoidal and RoPE positions are drawn above")
     P = min(cfg.block_size, body.positions or ms.MAX_POSITIONS)
     table = run.model.wpe.weight.detach()[:P].double()  # (P, C)
     similarity = table @ table.T

@@ -35,7 +35,10 @@ class LiveEstimate(BaseModel):
     steps: int
     every: int
     seconds: float = Field(description="the estimated wall time of the training")
-    step_ms: float = Field(description="one optimizer step, as the probe timed it")
+    low: float = Field(description="the estimate at the probe's fastest stretch")
+    high: float = Field(description="the estimate at the probe's slowest stretch")
+    step_ms: float = Field(description="one optimizer step with the trainer's bookkeeping, "
+                                       "as the probe timed it")
     eval_ms: float = Field(description="one evaluation (losses, heads' scores, sample)")
     evaluations: int
     load: float | None = Field(description="the machine's load average at the probe")

@@ -55,20 +55,20 @@ export function guarded(fn, stale = []) {
 // The run pickers (views 3, 4, 6, 8, 10, 11, 12 and 13). Each is filled again when its view
 // opens, when it gets focus and when a training ends (live.js sends gptlab:runs-changed), so
 // a run trained in view 9 appears without a reload. A picker keeps its run while it exists; otherwise it
-// takes the page address's ?run=NAME, else the first run whose tokenizer encodes the
-// view's text (`text()`, e.g. not a run whose vocabulary has no space for "the cat sat"),
-// else the first run (the shipped model is listed first), and tells its view (a change
-// event).
+// takes the page address's ?run=NAME (unless its view keeps its own: `address` false), else
+// the first run whose tokenizer encodes the view's text (`text()`, e.g. not a run whose
+// vocabulary has no space for "the cat sat"), else the first run (the shipped model is
+// listed first), and tells its view (a change event).
 const pickers = [];
 
-export function fillRuns(select, text) {
-  const picker = {select, text};
+export function fillRuns(select, text, {address = true} = {}) {
+  const picker = {select, text, address};
   pickers.push(picker);
   select.addEventListener("focus", () => refill(picker));
   return refill(picker, true);
 }
 
-async function refill({select, text}, first = false) {
+async function refill({select, text, address}, first = false) {
   const d = await request("/api/runs");  // a picker's refresh leaves the error box alone
   const names = d.runs, before = select.value;
   const same = names.length === select.options.length && names.every((r, i) => select.options[i].value === r);
@@ -76,13 +76,16 @@ async function refill({select, text}, first = false) {
     select.replaceChildren(...(names.length ? names.map((r) => htmlEl("option", {value: r}, r))
       : [htmlEl("option", {value: ""}, `no runs in ${d.root}`)]));
   }
-  const wanted = new URLSearchParams(location.search).get("run");
+  const wanted = address ? new URLSearchParams(location.search).get("run") : null;
+  const byText = async () => {
+    const value = text && text() ? (await request("/api/runs/encoding", {text: text()})).runs : [];
+    return value.find((r) => names.includes(r)) || names[0];
+  };
   if (names.includes(before) && !first) select.value = before;
   else if (first && names.includes(wanted)) select.value = wanted;
-  else if (names.length) {
-    const value = text && text() ? (await request("/api/runs/encoding", {text: text()})).runs : [];
-    select.value = value.find((r) => names.includes(r)) || names[0];
-  }
+  else if (names.length) select.value = await byText();
+  // the run this picker takes by itself: what an address without ?run= shows (state.js)
+  if (first && names.length) select.dataset.default = select.value === wanted ? await byText() : select.value;
   if (!first && select.value !== before) select.dispatchEvent(new Event("change"));
   return names;
 }

@@ -16,7 +16,7 @@ import {load as positions} from "./positions.js";
 import {load as quiz} from "./quiz.js";
 import {load as scaling} from "./scaling.js";
 import {load as scores} from "./scores.js";
-import {applyState, harvest, restoreState, startState, viewInAddress} from "./state.js";
+import {applyState, harvest, restoreState, startState, stateAddress, viewInAddress} from "./state.js";
 import {startTour} from "./tour.js";
 import {load as wholemodel} from "./wholemodel.js";
 
@@ -53,10 +53,13 @@ function showView(name, focus = false) {
 }
 
 // The address names the open view (#lens). Opening one adds a history entry, so Back
-// steps through the views; a link, a typed address or Back / Forward opens its view.
+// steps through the views; a link, a typed address or Back / Forward opens its view. The
+// entry is the state the view opens with: a link from another view (L1H3 in view 13) has
+// set its run, text, layer and head, and the address says so at once.
 function openView(name, focus = false) {
   if (current) harvest(current);  // what the view changed itself (an appended token)
-  if (location.hash !== `#${name}`) history.pushState(null, "", `#${name}`);
+  const address = stateAddress(undefined, name);
+  if (address !== location.pathname + location.search + location.hash) history.pushState(null, "", address);
   showView(name, focus);
 }
 window.addEventListener("hashchange", () => showView(viewOf(viewInAddress())));
@@ -93,6 +96,11 @@ function goTo(address) {
   restoreState();
   showView(viewOf(viewInAddress()));
 }
+// The sticky header's height, for style.css's scroll-padding-top: Tab scrolls a focused
+// control below the header, never under it (WCAG 2.4.11, focus not obscured).
+const header = document.querySelector("header");
+new ResizeObserver(() => document.documentElement.style.setProperty("--header-height", `${header.offsetHeight}px`))
+  .observe(header);
 startState();
 showView(viewOf(viewInAddress()));
 startTour(goTo);

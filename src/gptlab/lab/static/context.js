@@ -1,8 +1,9 @@
 // View 11, longer than trained: loss by position past the training length, for every
 // encoding and scaling of a `gptlab experiment context` (its results.json), or for one run
 // live at any context; and one head's attention at a position the model never saw. With no
-// context experiment in the runs folder it shows the results gptlab ships, labelled, and
-// offers to run the experiment's --quick form here (quickrun.js), whose results replace them.
+// full-size context experiment in the runs folder it shows the results gptlab ships,
+// labelled, and offers to run the experiment's --quick form here (quickrun.js), listed
+// beside them, marked quick.
 
 import {api, guarded, showError} from "./api.js";
 import {$, htmlEl, tokenLabel} from "./dom.js";
@@ -13,6 +14,9 @@ import {svgEl, SVGNS} from "./svg.js";
 const COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
   "#7f7f7f", "#bcbd22", "#17becf"];
 const state = {experiments: [], asked: 0};
+// an option's value: the folder, or shipped:NAME (a folder may be named as the experiment)
+const key = (x) => (x.shipped ? `shipped:${x.name}` : x.name);
+const chosen = () => state.experiments.find((x) => key(x) === $("ctx-experiment").value);
 
 // ------------------------------------------------------------------ a line plot with the trained length marked
 
@@ -67,15 +71,19 @@ const points = (buckets) => buckets.filter((b) => b.loss !== null).map((b) => [(
 // ------------------------------------------------------------------ an experiment's models
 
 const showExperiment = guarded(async () => {
-  const name = $("ctx-experiment").value;
-  if (!name) return;
-  const shipped = state.experiments.find((x) => x.name === name)?.shipped || null;
+  const entry = chosen();
+  if (!entry) return;
+  const name = entry.name;
   const d = await api("/api/context/experiment", {experiment: name, length: +$("ctx-length").value,
-    mode: $("ctx-mode").value, shipped: shipped !== null});
+    mode: $("ctx-mode").value, shipped: !!entry.shipped});
   const label = $("ctx-shipped");
-  label.hidden = !d.shipped;
+  label.hidden = !d.shipped && !d.quick;
+  label.dataset.quick = String(d.quick);
+  const others = state.experiments.some((x) => x.shipped) ? " The shipped results stay in the list." : "";
   label.textContent = d.shipped ? `These are ${d.shipped}: gptlab experiment context at its default size, run once ` +
-    "where gptlab was built. Run the experiment (below, or gptlab experiment context --out RUNS/context) and yours replace them." : "";
+    "where gptlab was built. Run the experiment (gptlab experiment context --out RUNS/context) and yours replace them; " +
+    "a --quick run (below) is listed beside them."
+    : d.quick ? `${name} is a --quick run: ${d.undecided_line || "one small seed, too small to decide the claims"}.${others}` : "";
   const drawn = d.series.filter((s) => !s.refused && s.buckets.some((b) => b.loss !== null));
   const series = drawn.map((s, k) => ({name: s.label, points: points(s.buckets), colour: COLOURS[k % COLOURS.length]}));
   const box = $("ctx-lines");
@@ -89,7 +97,7 @@ const showExperiment = guarded(async () => {
 }, ["ctx-lines", "ctx-refused", "ctx-losses"]);
 
 function fillLengths() {
-  const e = state.experiments.find((x) => x.name === $("ctx-experiment").value);
+  const e = chosen();
   const sel = $("ctx-length"), keep = +sel.value;
   if (!e) { sel.replaceChildren(); return; }
   sel.replaceChildren(...e.lengths.map((n) => htmlEl("option", {value: n}, `${n} (${n / e.trained_length}x)`)));
@@ -101,8 +109,10 @@ function fillLengths() {
 const runLive = guarded(async () => {
   const run = $("ctx-run").value;
   if (!run) { showError("no run chosen: run `gptlab experiment context` into the runs folder, or train one"); return; }
-  const body = {run, context: +$("ctx-context").value, rope_scaling: $("ctx-scaling").value || null,
+  const body = {run, rope_scaling: $("ctx-scaling").value || null,
     layer: +$("ctx-layer").value, head: +$("ctx-head").value};
+  // blank: the server's default, twice the run's training length (learned positions: it)
+  if ($("ctx-context").value !== "") body.context = +$("ctx-context").value;
   if ($("ctx-position").value !== "") body.position = +$("ctx-position").value;
   if ($("ctx-text").value) body.text = $("ctx-text").value;
   const asked = ++state.asked;
@@ -157,13 +167,14 @@ function attentionBars(a, trained) {
 
 // ------------------------------------------------------------------ loading
 
-function refresh() {
+function refresh(prefer) {
   Promise.all([api("/api/context/experiments"), api("/api/runs")]).then(([e, r]) => {
     state.experiments = e.experiments;
     const exp = $("ctx-experiment");
-    exp.replaceChildren(...(e.experiments.length ? e.experiments.map((x) => htmlEl("option", {value: x.name},
-      x.shipped ? `${x.name} (shipped results)` : x.name))
+    exp.replaceChildren(...(e.experiments.length ? e.experiments.map((x) => htmlEl("option", {value: key(x)},
+      x.shipped ? `${x.name} (shipped results)` : x.quick ? `${x.name} (quick run)` : x.name))
       : [htmlEl("option", {value: ""}, "none: run gptlab experiment context --out RUNS/context")]));
+    if (prefer && e.experiments.some((x) => key(x) === prefer)) exp.value = prefer;
     fillLengths();
     // The run picker: the experiments' runs first (RoPE, ALiBi, ...), then every other run.
     const theirs = e.experiments.flatMap((x) => x.runs), others = r.runs.filter((n) => !theirs.includes(n));
@@ -178,7 +189,7 @@ function refresh() {
 export function load() {
   refresh();
   offerQuickRun({buttonId: "ctx-quick", statusId: "ctx-quick-status", experiment: () => "context",
-    onEnd: (e) => { if (e.status === "finished") refresh(); }});
+    onEnd: (e) => { if (e.status === "finished") refresh(e.experiment === "context" ? e.folder : undefined); }});
   $("ctx-experiment").addEventListener("change", () => { fillLengths(); showExperiment(); });
   $("ctx-length").addEventListener("change", showExperiment);
   $("ctx-mode").addEventListener("change", showExperiment);

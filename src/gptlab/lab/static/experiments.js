@@ -1,8 +1,9 @@
 // View 14, experiments: any `gptlab experiment NAME`'s report from its results.json, the
 // tables it printed and the figures it drew (as the server reads them), and the runs of
 // its grid, each a link that opens it in the heads or next-token view. An experiment the
-// runs folder has no results of is listed with the results gptlab ships, labelled, and its
-// --quick form runs from here (quickrun.js); the user's own results replace the shipped.
+// runs folder has no full-size results of is listed with the results gptlab ships,
+// labelled; its --quick form runs from here (quickrun.js) and is listed beside them,
+// marked quick, with the line that says what so small a run cannot decide.
 
 import {api, guarded} from "./api.js";
 import {$, htmlEl} from "./dom.js";
@@ -13,6 +14,10 @@ let entries = [];
 const key = (e) => (e.shipped ? `shipped:${e.name}` : e.name);
 const chosen = () => entries.find((e) => key(e) === $("exp-experiment").value);
 
+// A cell of words (a word: two letters in a row; "1e-3" and "+0.41 ± 0.02" are numbers)
+// reads from the left, a number from the right.
+const prose = (text) => /[A-Za-z]{2}/.test(text);
+
 function table({title, header, rows}, k) {
   const t = htmlEl("table", {class: "stats", "data-testid": `exp-table-${k}`});
   t.appendChild(htmlEl("caption", {}, title));
@@ -21,7 +26,8 @@ function table({title, header, rows}, k) {
   t.appendChild(head);
   rows.forEach((row) => {
     const tr = htmlEl("tr");
-    row.forEach((c, i) => tr.appendChild(htmlEl(i === 0 ? "th" : "td", i === 0 ? {scope: "row"} : {}, c)));
+    row.forEach((c, i) => tr.appendChild(htmlEl(i === 0 ? "th" : "td",
+      i === 0 ? {scope: "row"} : prose(c) ? {class: "text"} : {}, c)));
     t.appendChild(tr);
   });
   const region = htmlEl("div", {class: "scroll", tabindex: "0", role: "region", "aria-label": title});
@@ -29,24 +35,46 @@ function table({title, header, rows}, k) {
   return region;
 }
 
-// The claims table: the claim | the paper | this run | verdict, the verdict with the mean
-// effect and the seeds it was judged on (the rule in the cell's title).
+// A claim's verdict cell: results.json's verdict line as written ("not seen: +0.032 (needs
+// > 0.029 and ≥ 0.04)"), its first word in bold; a file from before verdict lines, the
+// verdict with the mean effect and the seeds it was judged on. The rule is the cell's title.
+function verdictCell(c) {
+  const cell = htmlEl("td", {title: c.rule, "data-testid": "exp-verdict"});
+  if (c.verdict_line) {
+    const rest = c.verdict_line.startsWith(c.verdict) ? c.verdict_line.slice(c.verdict.length) : null;
+    if (rest === null) cell.textContent = c.verdict_line;
+    else cell.append(htmlEl("strong", {}, c.verdict), rest);
+    return cell;
+  }
+  const mean = c.mean === null ? "" : ` (${c.mean >= 0 ? "+" : ""}${c.mean.toPrecision(3)}, seeds ${c.seeds.join(", ")})`;
+  cell.append(htmlEl("strong", {}, c.verdict), mean);
+  return cell;
+}
+
+// "met: the model learned the task (...)", "not met: ...", or — for a claim that needs none.
+const preconditionText = (p) => (p ? `${p.met ? "met" : "not met"}: ${p.text}` : "—");
+
+// The claims table: the claim | the paper | this run (over its units) | precondition (where
+// results.json records them) | verdict.
 function claimsTable(claims) {
   if (!claims.length) return htmlEl("p", {class: "note"}, "This results.json judged no claims (written before verdicts were computed).");
-  const t = htmlEl("table", {class: "stats", "data-testid": "exp-claims"});
+  const t = htmlEl("table", {class: "stats prose", "data-testid": "exp-claims"});
   t.appendChild(htmlEl("caption", {}, "the claims, judged"));
+  const gated = claims.some((c) => "precondition" in c);
   const head = htmlEl("tr");
-  ["the claim", "the paper", "this run", "verdict"].forEach((h) => head.appendChild(htmlEl("th", {scope: "col"}, h)));
+  ["the claim", "the paper", "this run", ...(gated ? ["precondition"] : []), "verdict"]
+    .forEach((h) => head.appendChild(htmlEl("th", {scope: "col"}, h)));
   t.appendChild(head);
   claims.forEach((c) => {
     const tr = htmlEl("tr", {"data-verdict": c.verdict});
     tr.appendChild(htmlEl("th", {scope: "row"}, c.sentence));
     tr.appendChild(htmlEl("td", {}, c.paper));
-    tr.appendChild(htmlEl("td", {}, c.this_run));
-    const mean = c.mean === null ? "" : ` (${c.mean >= 0 ? "+" : ""}${c.mean.toPrecision(3)}, seeds ${c.seeds.join(", ")})`;
-    const verdict = htmlEl("td", {title: c.rule, "data-testid": "exp-verdict"});
-    verdict.append(htmlEl("strong", {}, c.verdict), mean);
-    tr.appendChild(verdict);
+    tr.appendChild(htmlEl("td", {}, c.units ? `${c.units}: ${c.this_run}` : c.this_run));
+    if (gated) {
+      tr.appendChild(htmlEl("td", {"data-testid": "exp-precondition",
+        "data-met": c.precondition ? String(c.precondition.met) : ""}, preconditionText(c.precondition)));
+    }
+    tr.appendChild(verdictCell(c));
     t.appendChild(tr);
   });
   const region = htmlEl("div", {class: "scroll", tabindex: "0", role: "region", "aria-label": "the claims, judged"});
@@ -66,13 +94,18 @@ const show = guarded(async () => {
     `run once where gptlab was built. Run it (the button above, or gptlab experiment ${d.experiment} --out RUNS/${d.experiment}) ` +
     "and your results replace them." : "";
   $("exp-quick").textContent = `Run gptlab experiment ${d.experiment} --quick here`;
-  $("exp-title").textContent = `${d.title} (gptlab experiment ${d.experiment})`;
+  $("exp-title").textContent = `${d.title} (gptlab experiment ${d.experiment})${d.quick ? ", a --quick run" : ""}`;
+  const quick = $("exp-quick-note");
+  quick.hidden = !d.quick;
+  quick.textContent = d.quick ? `${d.undecided_line || "This --quick run is one small seed: too small to decide the claims."}` +
+    (entries.some((e) => e.shipped && e.experiment === d.experiment)
+      ? ` The shipped results of gptlab experiment ${d.experiment} stay in the list.` : "") : "";
   $("exp-claims").replaceChildren(claimsTable(d.claims));
   $("exp-tables").replaceChildren(...d.tables.map(table));
   $("exp-figures").replaceChildren(...d.figures.map((f) => htmlEl("img", {
     src: f.png, alt: `${d.title}: the figure ${f.file} the experiment drew`, class: "exp-figure",
     "data-testid": "exp-figure", "data-file": f.file})));
-  $("exp-timing").textContent = d.timing;
+  $("exp-timing").textContent = d.timing + (d.threads ? ` Its models trained at ${d.threads} torch thread${d.threads === 1 ? "" : "s"}.` : "");
   const list = htmlEl("ul", {"data-testid": "exp-runs"});
   if (d.shipped) list.appendChild(htmlEl("li", {}, "none shipped: run the experiment to train them"));
   d.runs.forEach((run) => {
@@ -88,11 +121,12 @@ async function refresh(prefer) {
   entries = d.experiments;
   const select = $("exp-experiment"), keep = prefer || select.value;
   select.replaceChildren(...(entries.length
-    ? entries.map((e) => htmlEl("option", {value: key(e)}, e.shipped ? `${e.name} (shipped results)` : `${e.name} (${e.experiment})`))
+    ? entries.map((e) => htmlEl("option", {value: key(e)}, e.shipped ? `${e.name} (shipped results)`
+      : `${e.name} (${e.experiment}${e.quick ? ", quick run" : ""})`))
     : [htmlEl("option", {value: ""}, "no experiments in the runs folder")]));
   if (entries.some((e) => key(e) === keep)) select.value = keep;
-  const own = entries.filter((e) => !e.shipped).length;
-  $("exp-status").textContent = own ? "" : "No experiment in the runs folder yet: these are the results gptlab ships.";
+  const own = entries.filter((e) => !e.shipped && !e.quick).length;
+  $("exp-status").textContent = own ? "" : "No full-size experiment in the runs folder yet: these are the results gptlab ships.";
   if (entries.length) show();
 }
 

@@ -4,11 +4,13 @@ import {showError} from "./api.js";
 import {htmlEl} from "./dom.js";
 import {SVGNS} from "./svg.js";
 
-// A figure box: caption, the SVG, and SVG / PNG export buttons.
+// A figure box: caption, the SVG, and SVG / PNG export buttons. A caption that says what the
+// figure's own title says (which an export keeps) is not printed a second time.
 export function figure(parent, name, caption, svg, extraClass) {
   const box = htmlEl("div", {class: "figure" + (extraClass ? " " + extraClass : ""), id: `figure-${name}`});
   const cap = htmlEl("div", {class: "caption"});
-  cap.append(htmlEl("span", {}, caption), exportButtons(svg, name));
+  const title = svg.querySelector(":scope > .fig-title")?.textContent;
+  cap.append(htmlEl("span", {}, caption === title ? "" : caption), exportButtons(svg, name));
   box.append(cap, svg);
   parent.appendChild(box);
   return box;

@@ -6,6 +6,7 @@ import {figure} from "./figure.js";
 import {heatmap} from "./svg.js";
 
 const heads = {data: null, woOpen: "all"};  // woOpen: W_O's block shown, or "all"
+const ROW_MIN = 10;  // px: a token's row label at 9 px type, none left out
 let ready = null, opened = false;  // the run picker filled; opened from another view
 
 const headsCompute = guarded(async () => {
@@ -56,12 +57,15 @@ function renderHeads() {
   const hs = d.head_dim, C = d.n_embd;
   const headCols = [...Array(d.n_head * hs).keys()].map((j) => (j % hs === 0 ? `h${j / hs}` : ""));
   const c2 = Math.max(6, Math.min(14, Math.floor(420 / (d.n_head * hs))));
+  // rows of 10 px at the least: every token's label shows (svg.js thins labels of smaller rows)
+  const rowHeight = (c) => Math.max(c, ROW_MIN);
   figure(wo, "concat", `concat of ${d.n_head} heads (T × ${d.n_head * hs})`, heatmap({id: "concat", values: d.concat,
-    rows: tok, cols: headCols, title: "concat(head_0 … head_H−1)", cell: c2, showValues: false, showColLabels: true,
+    rows: tok, cols: headCols, title: "concat(head_0 … head_H−1)", cell: c2, rowHeight: rowHeight(c2), showValues: false, showColLabels: true,
     groupCols: [...Array(d.n_head - 1).keys()].map((h) => (h + 1) * hs), onHover: hover}));
   woBlocks(wo, d, headCols, hover);
+  const c3 = Math.max(5, Math.min(10, Math.floor(320 / C)));
   figure(wo, "attn-out", `output = concat·W_O + b (T × ${C})`, heatmap({id: "attn-out", values: d.out, rows: tok,
-    cols: [...Array(C).keys()].map(() => ""), title: "attention output", cell: Math.max(5, Math.min(10, Math.floor(320 / C))),
+    cols: [...Array(C).keys()].map(() => ""), title: "attention output", cell: c3, rowHeight: rowHeight(c3),
     showValues: false, onHover: hover}));
   // Show, with the page's own arithmetic, that the output is the concatenation times W_O.
   let worst = 0;

@@ -1,19 +1,22 @@
 // The head view (BertViz's): for one layer, a line from every token (left, the query) to
 // every token it attends to (right, the key), one colour per head, its opacity and width
-// the weight. Heads toggle on and off; hovering or focusing a token isolates its lines (a
-// click or Enter pins them). View 8's newest-token lines are this figure's last row.
-// Data: the all-heads answer (view 13), attention[layer][head][query][key].
+// the weight. Heads toggle on and off, or show one at a time (Transformer Explainer's way);
+// hovering or focusing a token isolates its lines (a click or Enter pins them), and names
+// the token each head looks at most, with its position. View 8's newest-token lines are
+// this figure's last row. Data: the all-heads answer (view 13), attention[layer][head][query][key].
 
 import {$, htmlEl, tokenLabel} from "./dom.js";
 import {exportButtons} from "./figure.js";
-import {SVGNS, svgEl} from "./svg.js";
+import {SVGNS, headColour, svgEl} from "./svg.js";
 
-const COLOURS = 8;  // --head-0 .. --head-7 in style.css (Okabe-Ito); more heads reuse them
 const MIN_WEIGHT = 0.02;  // lighter lines are invisible anyway; long texts stay light
 const HINT = "hover, focus or tap a token to isolate its lines";
-const view = {d: null, off: new Set(), pinned: null, preview: null};
+// off: heads switched off; one: one head at a time, `solo`
+const view = {d: null, off: new Set(), one: false, solo: 0, pinned: null, preview: null};
 
-export const headColour = (h) => `var(--head-${h % COLOURS})`;
+// 't' @12: a token as the page shows it, and its position
+const at = (tokens, j) => `'${tokenLabel(tokens[j])}' @${j}`;
+const argmax = (xs) => xs.indexOf(Math.max(...xs));
 
 // One layer's lines: the heads in `heads`, each query row's weights above MIN_WEIGHT.
 export function linesFigure(d, layer, heads) {
@@ -37,11 +40,14 @@ export function linesFigure(d, layer, heads) {
     }));
   }
   const side = (i, t, query) => {
-    const weights = heads.map((h) => query
-      ? `h${h} on ${JSON.stringify(d.tokens[d.attention[layer][h][i].indexOf(Math.max(...d.attention[layer][h][i]))])}`
-      : `h${h} ${Math.max(...d.attention[layer][h].map((r) => r[i])).toFixed(2)}`).join(", ");
-    const label = query ? `token ${i} ${JSON.stringify(t)} looks most at: ${weights}`
-      : `token ${i} ${JSON.stringify(t)} as a key, largest weight: ${weights}`;
+    const A = d.attention[layer];
+    const weights = heads.map((h) => {
+      if (query) return `h${h} on ${at(d.tokens, argmax(A[h][i]))}`;
+      const column = A[h].map((row) => row[i]), q = argmax(column);
+      return `h${h} ${column[q].toFixed(2)} from ${at(d.tokens, q)}`;
+    }).join(", ");
+    const label = query ? `token ${at(d.tokens, i)} looks most at: ${weights}`
+      : `token ${at(d.tokens, i)} as a key, largest weight: ${weights}`;
     const el = svgEl("text", {x: query ? xQ : xK, y: yOf(i) + 4, "text-anchor": query ? "end" : "start",
       class: "nt-token hv-token", tabindex: 0, role: "button", "aria-pressed": "false",
       "data-testid": `hv-${query ? "query" : "key"}-${i}`, "aria-label": label}, tokenLabel(t));
@@ -77,6 +83,7 @@ function isolate(svg, mark) {
 function shownHeads() {
   const d = view.d;
   if (view.preview) return [view.preview.head];
+  if (view.one) return [view.solo];
   return [...Array(d.n_head).keys()].filter((h) => !view.off.has(h));
 }
 
@@ -104,22 +111,36 @@ export function showHeadView(d) {
     layer.value = keep !== "" && +keep < d.n_layer ? keep : "0";
   }
   view.off = new Set([...view.off].filter((h) => h < d.n_head));
-  const box = $("hv-heads");
-  if (box.querySelectorAll("input").length !== d.n_head) {
-    box.replaceChildren(htmlEl("legend", {}, "heads shown"), ...[...Array(d.n_head).keys()].map((h) => {
+  view.solo = Math.min(view.solo, d.n_head - 1);
+  if ($("hv-heads").querySelectorAll("input").length !== d.n_head) headSwitches();
+  drawHeadView();
+}
+
+// One switch per head: check boxes (any heads), or radio buttons (one head at a time).
+function headSwitches() {
+  const n = view.d.n_head, type = view.one ? "radio" : "checkbox";
+  $("hv-heads").replaceChildren(htmlEl("legend", {}, view.one ? "the head shown" : "heads shown"),
+    ...[...Array(n).keys()].map((h) => {
       const label = htmlEl("label", {class: "nt-swatch hv-switch"});
       label.style.setProperty("--swatch", headColour(h));
-      const input = htmlEl("input", {type: "checkbox", "data-testid": `hv-head-${h}`, "data-head": h});
-      input.checked = !view.off.has(h);
+      const input = htmlEl("input", {type, name: "hv-head", "data-testid": `hv-head-${h}`, "data-head": h});
+      input.checked = view.one ? h === view.solo : !view.off.has(h);
       input.addEventListener("change", () => {
-        if (input.checked) view.off.delete(h); else view.off.add(h);
+        if (view.one) view.solo = h;
+        else if (input.checked) view.off.delete(h);
+        else view.off.add(h);
         drawHeadView();
       });
       label.append(input, ` head ${h}`);
       return label;
     }));
-  }
-  drawHeadView();
+}
+
+// "one head at a time": the first head shown so far stays; off again, the heads before.
+function oneAtATime(on) {
+  if (on) view.solo = shownHeads()[0] ?? 0;
+  view.one = on;
+  if (view.d) { headSwitches(); drawHeadView(); }
 }
 
 // Hovering (or focusing) a cell of the every-head grid previews it here; null returns.
@@ -130,4 +151,5 @@ export function previewHead(cell) {
 
 export function loadHeadView() {
   $("hv-layer").addEventListener("change", drawHeadView);
+  $("hv-one").addEventListener("change", (e) => oneAtATime(e.target.checked));
 }

@@ -1,5 +1,6 @@
 // View 4, beside the sinusoidal and RoPE tables: a run's own learned positions (its wpe
-// table), PE·PEᵀ and each position's nearest others by cosine, from the server.
+// table), PE·PEᵀ and each position's nearest others by cosine, from the server. It keeps
+// its own run: the address's may have RoPE positions, with no table to show.
 
 import {api, fillRuns, guarded, showError} from "./api.js";
 import {$, htmlEl} from "./dom.js";
@@ -50,5 +51,5 @@ function draw(d) {
 export function load() {
   $("lp-run").addEventListener("change", refresh);
   $("lp-positions").addEventListener("change", refresh);
-  fillRuns($("lp-run")).then((runs) => { if (runs.length) refresh(); });
+  fillRuns($("lp-run"), undefined, {address: false}).then((runs) => { if (runs.length) refresh(); });
 }

@@ -6,10 +6,10 @@
 import {api, guarded} from "./api.js";
 import {$} from "./dom.js";
 import {figure} from "./figure.js";
-import {chart} from "./svg.js";
+import {chart, headColour} from "./svg.js";
 
-const HEADS = 8;
 const SCORE_NAMES = {previous_token: "previous-token score", induction: "induction score"};
+const MIN_WIDTH = 240;  // px: a chart's axes, ticks and legend fit
 let source = null, view = null, pending = false;
 
 function reset(start) {
@@ -18,22 +18,22 @@ function reset(start) {
   $("live-sample").textContent = "";
 }
 
-// A CSS variable: the page's theme decides the colour, an export takes the light one.
-const headColour = (i) => `var(--head-${i % HEADS})`;
 const steps = (points) => points.map((p) => String(p.step));  // chart() thins them to fit
 
 function draw() {
   pending = false;
   const v = view;
   if (!v) return;
-  const w = Math.min(460, document.documentElement.clientWidth - 48);
+  // as wide as the page allows, up to 460 px; never under MIN_WIDTH (a window 1 px wide made
+  // it -47: "<svg> attribute width: A negative value is not valid")
+  const w = Math.max(MIN_WIDTH, Math.min(460, document.documentElement.clientWidth - 48));
   if (v.losses.length) {
     // the y axis spans the losses (not 0..max, which flattens the early fall)
     const values = v.losses.map((p) => p.loss), lo = Math.min(...values), hi = Math.max(...values);
     const pad = 0.05 * (hi - lo || 1), digits = hi - lo < 0.5 ? 3 : 2;
     const svg = chart({id: "live-loss", title: "training loss", kind: "line", width: w, height: 220,
       series: [{name: "loss", values, colour: headColour(0)}], ymin: Math.max(0, lo - pad), ymax: hi + pad,
-      yformat: (y) => y.toFixed(digits), xlabels: steps(v.losses), xthin: true, xtitle: "step"});
+      yformat: (y) => y.toFixed(digits), xlabels: steps(v.losses), xthin: true, xtitle: "step", ytitle: "loss (nats)"});
     svg.setAttribute("role", "img");
     svg.setAttribute("aria-label", `training loss, ${v.losses.length} points, last ${v.losses.at(-1).loss.toFixed(3)} at step ${v.losses.at(-1).step}`);
     svg.dataset.points = String(v.losses.length);
@@ -51,7 +51,7 @@ function draw() {
       }
       series.push({name: "chance", colour: "#6b7280", values: v.evals.map(() => v.start.chance[name])});
       const svg = chart({id: `live-${name}`, title, kind: "line", width: w, height: 220, ymax: 1, series,
-        xlabels: steps(v.evals), xthin: true, xtitle: "step"});
+        xlabels: steps(v.evals), xthin: true, xtitle: "step", ytitle: "score"});
       svg.setAttribute("role", "img");
       const last = v.evals.at(-1);
       svg.setAttribute("aria-label", `${title} per head over steps; at step ${last.step}: ` +
@@ -126,6 +126,8 @@ const estimate = guarded(async () => {
   const el = $("live-estimate");
   el.textContent = `This training of ${d.steps} steps will take ${d.words}.`;
   el.dataset.seconds = String(d.seconds);
+  el.dataset.low = String(d.low);
+  el.dataset.high = String(d.high);
 }, ["live-estimate"]);
 
 const start = guarded(async () => {

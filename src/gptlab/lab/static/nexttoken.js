@@ -4,9 +4,8 @@
 import {api, fillRuns, guarded, showError} from "./api.js";
 import {$, debounce, htmlEl, tokenLabel} from "./dom.js";
 import {exportButtons} from "./figure.js";
-import {SVGNS, svgEl} from "./svg.js";
+import {SVGNS, headColour, svgEl} from "./svg.js";
 
-const HEADS = 8;  // --head-0 .. --head-7 in style.css; more heads reuse them
 const CUT_BY = {greedy: "greedy", top_k: "top-k", top_p: "top-p"};
 const state = {data: null, history: [], seed: 0, hover: null, pinned: null};
 
@@ -130,7 +129,7 @@ function drawLines() {
     if (r < 0.02) return;  // invisible anyway; keeps long texts light
     const nudge = (k - (heads.length - 1) / 2) * 1.5;
     const line = svgEl("line", {x1: xQ + 4, y1: yOf(T - 1) + nudge, x2: xK - 4, y2: yOf(j) + nudge,
-      style: `stroke: var(--head-${h % HEADS})`, "stroke-width": (0.5 + 6 * r).toFixed(2),
+      style: `stroke: ${headColour(h)}`, "stroke-width": (0.5 + 6 * r).toFixed(2),
       "stroke-opacity": (0.3 + 0.7 * r).toFixed(2), "data-key": j, "data-head": h});
     line.appendChild(svgEl("title", {}, `head ${h} → ${JSON.stringify(d.tokens[j])} (${j}): ${w.toFixed(3)}`));
     lines.appendChild(line);
@@ -167,7 +166,7 @@ function drawLines() {
   $("nt-hover").title = `thickest line: weight ${wmax.toFixed(3)}`;
   $("nt-legend").replaceChildren(...heads.map((h) => {
     const s = htmlEl("span", {class: "nt-swatch"}, `head ${h}`);
-    s.style.setProperty("--swatch", `var(--head-${h % HEADS})`);
+    s.style.setProperty("--swatch", headColour(h));
     return s;
   }));
 }

@@ -75,7 +75,8 @@ const paramsCompute = guarded(async () => {
   const figs = $("params-figures");
   figs.replaceChildren();
   figure(figs, "params-breakdown", "where the parameters are", chart({id: "params-breakdown", kind: "bar",
-    width: 560, title: `parameters by part (total ${humanCount(d.total)})`, yformat: humanCount,
+    width: 560, title: `parameters by part (total ${humanCount(d.total)})`, ytitle: "parameters",
+    yformat: (y) => humanCount(y).replace(/\.0+ /, " "),  // round ticks: 20 M, not 20.00 M
     xlabels: d.rows.map((r) => r.name.split(" (")[0]),
     series: [{name: "params × count", values: d.rows.map((r) => r.params * r.count), colour: "var(--fig-blue)"}]}));
 }, ["params-summary", "params-figures", "params-table"]);

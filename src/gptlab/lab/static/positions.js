@@ -3,7 +3,7 @@
 import {api, guarded} from "./api.js";
 import {$, htmlEl} from "./dom.js";
 import {figure} from "./figure.js";
-import {SVGNS, chart, heatmap, svgEl} from "./svg.js";
+import {SVGNS, chart, headColour, heatmap, svgEl} from "./svg.js";
 
 const sinCompute = guarded(async () => {
   const d = await api("/api/sinusoidal", {positions: +$("sin-positions").value, d_model: +$("sin-d").value});
@@ -29,10 +29,10 @@ const sinCompute = guarded(async () => {
 function rulers(figs, d) {
   const D = d.d_model, picks = [...new Set([0, 2 * Math.floor(D / 8), 2 * Math.floor(D / 4), D - 2])].filter((j) => j >= 0 && j < D);
   const svg = chart({id: "sinusoidal-rulers", kind: "line", width: 420, height: 200, ymin: -1, ymax: 1,
-    title: "rulers: dims of PE against position", xtitle: "position",
+    title: "rulers: dims of PE against position", xtitle: "position", ytitle: "PE value",
     xlabels: [...Array(d.positions).keys()].map((p) => (p % 8 === 0 ? String(p) : "")), xthin: true,
     series: picks.map((j, k) => ({name: `dim ${j} (period ${(2 * Math.PI * 10000 ** (j / D)).toFixed(j ? 0 : 1)})`,
-      values: d.table.map((row) => row[j]), colour: `var(--head-${k})`}))});
+      values: d.table.map((row) => row[j]), colour: headColour(k)}))});
   svg.dataset.dims = JSON.stringify(picks);
   svg.dataset.values = JSON.stringify(picks.map((j) => d.table.map((row) => row[j])));
   figure(figs, "sinusoidal-rulers", "rulers: fast dimensions near 0, slow ones near d", svg);

@@ -29,15 +29,16 @@ const scalingCompute = guarded(async () => {
   const [lo, hi] = d.hist_range, step = (hi - lo) / d.bins;
   const xl = d.hist_raw.map((_, i) => (i % 10 === 0 ? (lo + i * step).toFixed(0) : ""));
   figure(figs, "scaling-hist", "spread of the scores", chart({id: "scaling-hist", kind: "bar",
-    title: `scores over ${d.n_queries}×${d.n_keys} pairs, d_k = ${d.d_k}`, xlabels: xl, xtitle: "score",
+    title: `scores over ${d.n_queries}×${d.n_keys} pairs, d_k = ${d.d_k}`, xlabels: xl, xtitle: "score", ytitle: "pairs",
     series: [{name: "unscaled q·k", values: d.hist_raw, colour: RED},
              {name: "scaled q·k/√d_k", values: d.hist_scaled, colour: BLUE}]}));
   figure(figs, "scaling-row", "one query's softmax weights", chart({id: "scaling-row", kind: "bar",
     title: "softmax over the keys of query 0", ymax: 1, xlabels: d.example_row_scaled.map((_, i) => String(i)),
-    xtitle: "key", series: [{name: "unscaled", values: d.example_row_unscaled, colour: RED},
+    xtitle: "key", ytitle: "softmax weight", series: [{name: "unscaled", values: d.example_row_unscaled, colour: RED},
                             {name: "scaled", values: d.example_row_scaled, colour: BLUE}]}));
   figure(figs, "scaling-sweep", "saturation as d_k grows", chart({id: "scaling-sweep", kind: "line",
     title: "mean max softmax weight vs d_k", ymax: 1, xlabels: d.sweep.map((s) => String(s.d_k)), xtitle: "d_k",
+    ytitle: "max weight",
     series: [{name: "unscaled", values: d.sweep.map((s) => s.unscaled.max_weight), colour: RED},
              {name: "scaled", values: d.sweep.map((s) => s.scaled.max_weight), colour: BLUE}]}));
 }, ["scaling-stats", "scaling-figures"]);

@@ -26,6 +26,10 @@ const scoresCompute = guarded(async () => {
   const action = (i, j) => `open layer ${i} head ${j}`;
   $("scores-chance").textContent = "chance on this input (a head attending evenly): " +
     Object.entries(d.chance).map(([k, v]) => `${SHORT[k] || k} ${v.toFixed(3)}`).join(", ");
+  $("scores-best").textContent = "the best head of each kind: " + Object.entries(d.scores).map(([k, values]) => {
+    const [v, l, h] = values.flatMap((row, l) => row.map((x, h) => [x, l, h])).reduce((a, b) => (b[0] > a[0] ? b : a));
+    return `${SHORT[k] || k} L${l}H${h} ${v.toFixed(3)} (${(v / d.chance[k]).toFixed(1)}× chance)`;
+  }).join(", ");
   for (const [name, values] of Object.entries(d.scores)) {
     const label = SHORT[name] || name;
     figure(figs, `scores-${name}`, `${label} score (chance ${d.chance[name].toFixed(3)})`, heatmap({id: `scores-${name}`, values, rows: L, cols: H,
@@ -33,10 +37,14 @@ const scoresCompute = guarded(async () => {
       marks: [{value: d.chance[name], text: "chance"}]}), "clickable");
   }
   // One diverging scale, symmetric around 0, for the whole grid; its bar shows it.
-  figure(figs, "scores-ablation", "loss change when the head is zeroed", heatmap({id: "scores-ablation-grid",
+  figure(figs, "scores-ablation", "loss change when the head is zeroed (< 0: the head hurt here)", heatmap({id: "scores-ablation-grid",
     values: d.ablation_deltas, rows: L, cols: H, title: "Δ loss (ablated − clean)", cell: 52, decimals: 3,
     onClick: open, cellAction: action, rowName: "layer", colName: "head"}), "clickable");
-}, ["scores-figures", "scores-head", "scores-ablation", "scores-tokens", "scores-chance"]);
+}, ["scores-figures", "scores-head", "scores-ablation", "scores-tokens", "scores-chance", "scores-best"]);
+
+// What a loss change says: the head helped (the loss rose without it), or hurt.
+const deltaWords = (delta) => (delta > 0 ? "the loss rose without it: here the head helped"
+  : delta < 0 ? "the loss fell without it: on this input the head hurt the prediction" : "no change");
 
 const openScoredHead = guarded(async (layer, head) => {
   const d = scores.data;
@@ -51,7 +59,8 @@ const openScoredHead = guarded(async (layer, head) => {
   const btn = htmlEl("button", {"data-testid": "ablate-head"}, `Ablate L${layer} H${head}`);
   btn.addEventListener("click", guarded(async () => {
     const a = await api("/api/ablate", {run: d.run, ids: d.ids, layer, head});
-    $("scores-ablation").textContent = `Zeroing L${layer} H${head}: loss ${a.loss.toFixed(4)} → ${a.ablated_loss.toFixed(4)} (Δ ${a.delta >= 0 ? "+" : ""}${a.delta.toFixed(4)} nats).`;
+    $("scores-ablation").textContent = `Zeroing L${layer} H${head}: loss ${a.loss.toFixed(4)} → ${a.ablated_loss.toFixed(4)} ` +
+      `(Δ ${a.delta >= 0 ? "+" : ""}${a.delta.toFixed(4)} nats: ${deltaWords(a.delta)}).`;
   }));
   box.appendChild(btn);
 });

@@ -7,6 +7,9 @@
 import {$, htmlEl} from "./dom.js";
 
 const KEYS = ["run", "text", "pos", "layer", "head"];
+// Picks whose default the address leaves out: a view at layer 0, or at view 8's "all heads",
+// writes no layer=0 or head=all, and an address without the key shows the default.
+const PICKS = ["pos", "layer", "head"];
 // The fields that show the state in each view (views 11 and 14 pick runs of an experiment,
 // view 4's table needs learned positions and view 6's blank prompt means random tokens:
 // they keep their own).
@@ -22,6 +25,9 @@ const BURST_MS = 1000;  // typing within this of the last key is one history ent
 
 const state = read(location.search);
 let applying = false, typing = null, current = null, followed = false;
+// Views to show an address's defaults when they next open: every one after Back / Forward
+// (a tab switch keeps what a view holds, an emptied field and its error included).
+let restored = new Set();
 
 function read(search) {
   const q = new URLSearchParams(search), s = {};
@@ -50,6 +56,18 @@ function write(push) {
   else history.replaceState(null, "", url);
 }
 
+// What a field shows when the address says nothing of its key: a text field the page's
+// value, a run picker the run it chose by itself (api.js's data-default), a token position
+// the last token, a layer or head menu its first option (view 8's "all heads").
+function defaultOf(el, key) {
+  if (el.tagName !== "SELECT") return el.defaultValue;
+  if (el.dataset.default !== undefined) return el.dataset.default;
+  const option = key === "pos" ? el.options[el.options.length - 1] : el.options[0];
+  return option?.value;
+}
+
+const atDefault = (el, key) => PICKS.includes(key) && el.value === defaultOf(el, key);
+
 function keyOf(view, id) {
   const f = FIELDS[view] || {};
   return KEYS.find((k) => f[k] === id);
@@ -68,6 +86,10 @@ function edited(e) {
   const key = keyOf(current, e.target.id);
   // an emptied field is not a state to carry (view 13 would answer "prompt must not be empty")
   if (!key || e.target.value === state[key] || e.target.value === "") { if (e.type === "change") typing = null; return; }
+  if (atDefault(e.target, key)) {  // the default is the key's absence
+    if (state[key] !== undefined) { delete state[key]; typing = null; write(true); }
+    return;
+  }
   set(key, e.target.value);
   if (e.type === "input" && e.target.tagName === "INPUT") {
     write(typing === null);
@@ -81,17 +103,20 @@ function edited(e) {
 document.addEventListener("input", edited, true);
 document.addEventListener("change", edited, true);
 
-// A view's fields show the state. Before the view's first load nothing is sent (its loader
-// reads the fields, and its run picker takes ?run=); afterwards each changed field gets the
-// event its view listens for, so the view recomputes.
+// A view's fields show the state; after Back / Forward, a key the address lacks shows its
+// default (Back to an entry without a layer shows layer 0, not the newer pick). Before the
+// view's first load nothing is sent (its loader reads the fields, and its run picker takes
+// ?run=); afterwards each changed field gets the event its view listens for, so the view
+// recomputes.
 export function applyState(view, quiet = false) {
   current = view;
   const f = FIELDS[view];
   if (!f) return;
+  const defaults = restored.delete(view);
   applying = true;
   try {
     for (const k of KEYS) {
-      const el = f[k] && $(f[k]), v = state[k];
+      const el = f[k] && $(f[k]), v = el && (state[k] ?? (defaults ? defaultOf(el, k) : undefined));
       if (!el || v === undefined || el.value === v) continue;
       if (el.tagName === "SELECT" && ![...el.options].some((o) => o.value === v)) continue;
       el.value = v;
@@ -128,7 +153,9 @@ export function harvest(view) {
   if (!f) return;
   for (const k of KEYS) {  // in order: a new run or text drops the position, then reads it
     const el = f[k] && $(f[k]);
-    if (el && el.value !== "" && el.value !== state[k]) set(k, el.value);
+    if (!el || el.value === "" || el.value === state[k]) continue;
+    if (atDefault(el, k)) delete state[k];
+    else set(k, el.value);
   }
   write(false);
 }
@@ -138,6 +165,7 @@ export function restoreState() {
   const s = read(location.search);
   for (const k of KEYS) delete state[k];
   Object.assign(state, s);
+  restored = new Set(Object.keys(FIELDS));
 }
 
 // One view opening another with its run and text (gptlab:heads, gptlab:attribute, ...):

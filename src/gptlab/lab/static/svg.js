@@ -108,7 +108,7 @@ function bitmapCells(svg, o, g) {
     }
   }
   ctx.putImageData(img, 0, 0);
-  const image = svgEl("image", {x: g.labelW, y: g.top, width: g.nc * g.cell, height: g.nr * g.cell,
+  const image = svgEl("image", {x: g.labelW, y: g.top, width: g.nc * g.cell, height: g.nr * g.cellH,
     href: canvas.toDataURL("image/png"), preserveAspectRatio: "none", style: "image-rendering: pixelated",
     "data-cells": `${g.nr}x${g.nc}`, "data-testid": `${o.id}-bitmap`});
   const tip = svgEl("title", {}, `${g.nr} × ${g.nc} cells: hover one for its value`);
@@ -127,19 +127,21 @@ function bitmapCells(svg, o, g) {
 // A matrix as an SVG heatmap. values: rows of numbers (null = −∞). Each cell carries a
 // <title> for hover and, when shown, a text node with data-testid `${id}-${i}-${j}`.
 // Labels that would collide are thinned (rows) or turned upright and thinned (columns);
-// cells with onClick are buttons a keyboard can reach (Tab, then Enter or Space).
+// cells with onClick are buttons a keyboard can reach (Tab, then Enter or Space). `cell` is
+// a cell's width; `rowHeight` (default: cell) its height, so a wide matrix of narrow
+// columns can keep rows tall enough for every row's label (a token each).
 export function heatmap(o) {
   const values = o.values, nr = values.length, nc = values[0].length;
-  const cell = o.cell || 40, decimals = o.decimals ?? 2;
-  const showValues = o.showValues ?? (cell >= 30);
+  const cell = o.cell || 40, cellH = o.rowHeight || cell, decimals = o.decimals ?? 2;
+  const showValues = o.showValues ?? (Math.min(cell, cellH) >= 30);
   const scale = o.scale || "div";
   const max = o.max || (scale === "seq" ? Math.max(1e-12, ...values.flat().filter((x) => x !== null)) : absMax(values));
   const rows = o.rows || values.map((_, i) => String(i));
   const cols = o.cols || values[0].map((_, j) => String(j));
   const longest = (xs) => Math.max(1, ...xs.map((s) => s.length));
   // Labels shrink with small cells (down to 8 px) before any is left out.
-  const font = Math.max(8, Math.min(11, cell - 1));
-  const rowStep = every(cell, font + 1), colLong = longest(cols) * font * CHAR_W + 4;
+  const font = Math.max(8, Math.min(11, cell - 1)), rowFont = Math.max(8, Math.min(11, cellH - 1));
+  const rowStep = every(cellH, rowFont + 1), colLong = longest(cols) * font * CHAR_W + 4;
   const upright = colLong > cell;  // column labels turn 90° once they are wider than a cell
   const colStep = upright ? every(cell, font + 1) : 1;
   const labelW = Math.min(90, 10 + 11 * CHAR_W * longest(rows));
@@ -147,7 +149,7 @@ export function heatmap(o) {
   const top = 24 + (showCols ? (upright ? Math.min(90, colLong) : 16) : 0);
   const bar = o.colourBar ?? true;
   const width = Math.ceil(Math.max(labelW + nc * cell + 8 + (bar ? BAR_W : 0), 12 + 7.5 * (o.title || "").length));
-  const height = top + nr * cell + 6 + (bar && nr * cell < 60 ? 60 - nr * cell : 0);
+  const height = top + nr * cellH + 6 + (bar && nr * cellH < 60 ? 60 - nr * cellH : 0);
   const svg = frame(o.id, width, height, o.title, "ui-monospace, Menlo, Consolas, monospace");
   if (o.onClick) svg.setAttribute("role", "group");
   svg.dataset.scale = scale;
@@ -160,7 +162,7 @@ export function heatmap(o) {
       : label({x, y: top - 4, "text-anchor": "middle", "font-size": font, "data-col": j}, c));
   });
   rows.forEach((r, i) => { if (i % rowStep === 0 && r !== "") svg.appendChild(label({
-    x: labelW - 4, y: top + i * cell + cell / 2, dy: "0.35em", "text-anchor": "end", "font-size": font, "data-row": i}, r)); });
+    x: labelW - 4, y: top + i * cellH + cellH / 2, dy: "0.35em", "text-anchor": "end", "font-size": rowFont, "data-row": i}, r)); });
   const describe = (i, j) => `${o.rowName || "row"} ${rows[i] || i}, ${o.colName || "col"} ${cols[j] || j}: ` +
     (values[i][j] === null ? "-inf" : Number(values[i][j]).toPrecision(6));
   const lazy = nr * nc > EAGER_TITLES;
@@ -176,13 +178,13 @@ export function heatmap(o) {
     });
   }
   if (nr * nc > BITMAP_CELLS && !o.onClick && !o.highlight) {
-    bitmapCells(svg, o, {values, nr, nc, scale, max, labelW, top, cell, describe});
+    bitmapCells(svg, o, {values, nr, nc, scale, max, labelW, top, cell, cellH, describe});
   } else for (let i = 0; i < nr; i++) {
     for (let j = 0; j < nc; j++) {
       const v = values[i][j], rgb = rgbOf(v, scale, max);
-      const x = labelW + j * cell, y = top + i * cell;
+      const x = labelW + j * cell, y = top + i * cellH;
       const hl = o.highlight && o.highlight[i][j];
-      const rect = svgEl("rect", {x, y, width: cell, height: cell, fill: css(rgb),
+      const rect = svgEl("rect", {x, y, width: cell, height: cellH, fill: css(rgb),
         stroke: hl ? "#f59f00" : "#ffffff", "stroke-width": hl ? 3 : 1, "data-cell": `${i},${j}`});
       const text = lazy && !o.onClick ? null : describe(i, j);
       if (!lazy) rect.appendChild(svgEl("title", {}, text));
@@ -196,31 +198,36 @@ export function heatmap(o) {
         });
       }
       svg.appendChild(rect);
-      if (v === null && !showValues && o.labelMasked && cell >= 12) {  // −∞ said, not only grey
-        svg.appendChild(svgEl("text", {x: x + cell / 2, y: y + cell / 2, dy: "0.35em", "font-size": Math.min(12, (cell - 2) / 1.3).toFixed(1),
+      if (v === null && !showValues && o.labelMasked && Math.min(cell, cellH) >= 12) {  // −∞ said, not only grey
+        svg.appendChild(svgEl("text", {x: x + cell / 2, y: y + cellH / 2, dy: "0.35em", "font-size": Math.min(12, (Math.min(cell, cellH) - 2) / 1.3).toFixed(1),
           "text-anchor": "middle", "pointer-events": "none", fill: inkOn(rgb), "data-testid": `${o.id}-${i}-${j}`}, fmt(null)));
       }
       if (showValues) {
         const s = fmt(v, decimals);
         // the number fits its cell: a font no wider than the cell allows (4 px of margin)
-        const size = Math.min(12, cell / 3.4, (cell - 5) / (CHAR_W * s.length));
-        svg.appendChild(svgEl("text", {x: x + cell / 2, y: y + cell / 2, dy: "0.35em",
+        const size = Math.min(12, Math.min(cell, cellH) / 3.4, (cell - 5) / (CHAR_W * s.length));
+        svg.appendChild(svgEl("text", {x: x + cell / 2, y: y + cellH / 2, dy: "0.35em",
           "font-size": size.toFixed(1), "text-anchor": "middle", "pointer-events": "none",
           fill: inkOn(rgb), "data-testid": `${o.id}-${i}-${j}`}, s));
       }
     }
   }
   (o.groupCols || []).forEach((j) => svg.appendChild(svgEl("line", {x1: labelW + j * cell,
-    x2: labelW + j * cell, y1: top, y2: top + nr * cell, stroke: "#111", "stroke-width": 2})));
+    x2: labelW + j * cell, y1: top, y2: top + nr * cellH, stroke: "#111", "stroke-width": 2})));
   (o.groupRows || []).forEach((i) => svg.appendChild(svgEl("line", {x1: labelW,
-    x2: labelW + nc * cell, y1: top + i * cell, y2: top + i * cell, stroke: "#111", "stroke-width": 2})));
+    x2: labelW + nc * cell, y1: top + i * cellH, y2: top + i * cellH, stroke: "#111", "stroke-width": 2})));
   if (o.outlineRow !== undefined) {  // one row picked out (a bitmap's too): drawn over the cells
-    svg.appendChild(svgEl("rect", {x: labelW - 1, y: top + o.outlineRow * cell - 1, width: nc * cell + 2, height: cell + 2,
+    svg.appendChild(svgEl("rect", {x: labelW - 1, y: top + o.outlineRow * cellH - 1, width: nc * cell + 2, height: cellH + 2,
       fill: "none", stroke: "#f59f00", "stroke-width": 3, "pointer-events": "none", "data-testid": `${o.id}-outline`, "data-row": o.outlineRow}));
   }
-  if (bar) colourBar(svg, labelW + nc * cell + 12, top, Math.max(60, nr * cell), scale, max, o.marks);
+  if (bar) colourBar(svg, labelW + nc * cell + 12, top, Math.max(60, nr * cellH), scale, max, o.marks);
   return svg;
 }
+
+// Head h's colour, a CSS variable (style.css: --head-0 .. --head-11, light and dark); a
+// model of more heads reuses them.
+export const HEAD_COLOURS = 12;
+export const headColour = (h) => `var(--head-${h % HEAD_COLOURS})`;
 
 // A colour for a fill or stroke: a CSS variable (`var(--head-0)`, which follows the page's
 // theme and is resolved to its light value on export) goes in a style, any other in the
@@ -244,16 +251,41 @@ function thinned(labels, xOf) {
   return labels.map((s, i) => (keep.has(i) ? s : ""));
 }
 
+// Round ticks: a step of 1, 2, 2.5 or 5 times a power of ten, about `count` of them over
+// `span`.
+export function niceStep(span, count = 4) {
+  const raw = span / count, p = 10 ** Math.floor(Math.log10(raw)), m = raw / p;
+  return p * (m <= 1 ? 1 : m <= 2 ? 2 : m <= 2.5 ? 2.5 : m <= 5 ? 5 : 10);
+}
+
+// The y ticks of [ymin, ymax]: every multiple of the round step inside it, written with the
+// step's decimals (0.25 -> "0.25", "0.50"), from 10,000 on as 12.0 k, 3.40 M.
+function yTicks(ymin, ymax, step, yfmt) {
+  let decimals = 0;  // the step's own: 0.25 has 2
+  while (decimals < 12 && Math.abs(step * 10 ** decimals - Math.round(step * 10 ** decimals)) > 1e-6) decimals++;
+  const fmtY = yfmt || ((y) => (Math.abs(y) >= 1e4 ? human(y) : y.toFixed(decimals)));
+  const ticks = [];
+  for (let k = Math.ceil(ymin / step - 1e-9); k * step <= ymax + step * 1e-9; k++) {
+    const y = Number((k * step).toPrecision(12)) || 0;  // 0.1 * 3 is 0.30000000000000004
+    ticks.push([y, fmtY(y)]);
+  }
+  return ticks;
+}
+
 // A simple chart: bars or lines over x, in SVG. series: [{name, values, colour}].
 // The legend sits in its own row under the title; x labels turn 90° when they would touch,
-// or, with xthin, are thinned out until they do not. The y axis runs from ymin (default 0).
+// or, with xthin, are thinned out until they do not. The y axis runs from ymin (default 0)
+// to ymax (default: the largest value, up to the next round tick), with round ticks and,
+// given ytitle, its title.
 export function chart(o) {
-  const W = o.width || 420, yfmt = o.yformat || ((y) => (y >= 1000 ? human(y) : y >= 100 ? y.toFixed(0) : y.toPrecision(2)));
+  const W = o.width || 420;
   const n = o.series[0].values.length;
   const ymin = o.ymin ?? 0;
-  const ymax = Math.max(ymin + 1e-12, o.ymax ?? Math.max(1e-12, ...o.series.flatMap((s) => s.values)));
-  const ticks = [ymin, (ymin + ymax) / 2, ymax].map((y) => [y, yfmt(y)]);
-  const L = 10 + 10 * CHAR_W * Math.max(...ticks.map(([, t]) => t.length));
+  let ymax = Math.max(ymin + 1e-12, o.ymax ?? Math.max(1e-12, ...o.series.flatMap((s) => s.values)));
+  const step = niceStep(ymax - ymin);
+  if (o.ymax === undefined) ymax = Math.ceil(ymax / step - 1e-9) * step;
+  const ticks = yTicks(ymin, ymax, step, o.yformat);
+  const L = 10 + 10 * CHAR_W * Math.max(...ticks.map(([, t]) => t.length)) + (o.ytitle ? 14 : 0);
   let labs = o.xlabels || [];
   const lastW = 10 * CHAR_W * (labs.filter((s) => s !== "").at(-1) || "").length;
   const R = Math.max(12, lastW / 2 + 4);
@@ -273,7 +305,8 @@ export function chart(o) {
   const py = (y) => T + (H - T - B) * (1 - (y - ymin) / (ymax - ymin));
   svg.appendChild(svgEl("line", {x1: L, x2: W - R, y1: H - B, y2: H - B, stroke: "#888"}));
   svg.appendChild(svgEl("line", {x1: L, x2: L, y1: T, y2: H - B, stroke: "#888"}));
-  ticks.forEach(([y, t]) => svg.appendChild(label({x: L - 4, y: py(y) + 4, "font-size": 10, "text-anchor": "end", "data-tick": "y"}, t)));
+  ticks.forEach(([y, t]) => svg.appendChild(label({x: L - 4, y: py(y) + 4, "font-size": 10, "text-anchor": "end", "data-tick": "y",
+    "data-value": String(y)}, t)));
   labs.forEach((lab, i) => {
     if (lab === "") return;
     const x = lx(i), y = H - B + 13;
@@ -282,6 +315,10 @@ export function chart(o) {
       : label({x, y, "font-size": 10, "text-anchor": "middle", "data-tick": "x"}, lab));
   });
   if (o.xtitle) svg.appendChild(label({x: (L + W) / 2, y: H - 3, "text-anchor": "middle"}, o.xtitle));
+  if (o.ytitle) {
+    const y = (T + H - B) / 2;
+    svg.appendChild(label({x: 11, y, "text-anchor": "middle", transform: `rotate(-90 11 ${y})`, "data-testid": "y-title"}, o.ytitle));
+  }
   o.series.forEach((s, k) => {
     if (o.kind === "bar") {
       const bw = band / o.series.length;
