@@ -60,6 +60,9 @@ function write(push) {
 // value, a run picker the run it chose by itself (api.js's data-default), a token position
 // the last token, a layer or head menu its first option (view 8's "all heads").
 function defaultOf(el, key) {
+  // a hidden field (view 12's layer and head) holds a pick or nothing: its defaultValue
+  // follows its value, so it cannot say what the default was
+  if (el.type === "hidden") return el.dataset.default ?? "";
   if (el.tagName !== "SELECT") return el.defaultValue;
   if (el.dataset.default !== undefined) return el.dataset.default;
   const option = key === "pos" ? el.options[el.options.length - 1] : el.options[0];
