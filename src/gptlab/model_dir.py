@@ -8,6 +8,10 @@ A run directory (what `gptlab train` writes) is a model directory with more file
 and the step of its weights in their metadata: gptlab.training.rundir owns that format
 (rundir.weights_metadata, rundir.weights_step). Here the metadata is whatever a caller
 passes, written, never read back.
+
+Importing this module loads no torch (`gptlab params` reads a config.json through it):
+torch, safetensors' torch functions, the model and the tokenizer are imported by the
+functions that need them.
 """
 
 from __future__ import annotations
@@ -15,19 +19,19 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
-
-from gptlab.data.tokenizer import Tokenizer, load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.files.atomic import atomic_path, atomic_write_text, ensure_dir
 from gptlab.files.kinds import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, is_hf_dir
 from gptlab.model.config import GPTConfig
-from gptlab.model.gpt import GPT
-from gptlab.model.inputs import unwrap
 from gptlab.model.presets import PRESETS
+
+if TYPE_CHECKING:
+    import torch
+
+    from gptlab.data.tokenizer import Tokenizer
+    from gptlab.model.gpt import GPT
 
 # A model directory that reads and writes text (what the lab opens as a run).
 MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE)
@@ -35,6 +39,8 @@ MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE)
 
 def weights_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """State dict to save: tied lm_head dropped (it is wte), every tensor contiguous."""
+    from gptlab.model.inputs import unwrap  # start-up time: torch, only where weights are
+
     gpt = unwrap(model)
     state = gpt.state_dict()
     if gpt.config.tie_embeddings:
@@ -46,12 +52,17 @@ def save_weights(model: torch.nn.Module, path: str | Path,
                  metadata: Mapping[str, str] | None = None) -> None:
     """model.safetensors, its header carrying `metadata` beside safetensors' "format" (a
     run's step: gptlab.training.rundir.weights_metadata)."""
+    from safetensors.torch import save_file  # start-up time: torch
+
     with atomic_path(path) as tmp:
         save_file(weights_state(model), str(tmp), metadata={"format": "pt", **(metadata or {})})
 
 
 def load_weights(model: GPT, path: str | Path) -> None:
     """Load model.safetensors into model, checking every name and shape against it."""
+    from safetensors import SafetensorError  # start-up time: torch
+    from safetensors.torch import load_file
+
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"weights file not found: {path}")
@@ -89,6 +100,8 @@ def save_model(model: torch.nn.Module, out_dir: str | Path,
                metadata: Mapping[str, str] | None = None) -> None:
     """Write config.json and model.safetensors into out_dir (weights first, so a config
     never points at weights that are not there yet); metadata: save_weights'."""
+    from gptlab.model.inputs import unwrap  # start-up time: torch
+
     out_dir = ensure_dir(out_dir)
     gpt = unwrap(model)
     save_weights(gpt, out_dir / WEIGHTS_FILE, metadata=metadata)
@@ -126,6 +139,10 @@ def resolve_config(name_or_path: str) -> GPTConfig:
 
 def load_model(model_dir: str | Path, device: str | torch.device = "cpu") -> GPT:
     """The GPT saved in model_dir, in eval mode, on device."""
+    import torch  # start-up time: torch, only where a model is built
+
+    from gptlab.model.gpt import GPT
+
     config = load_config(model_dir)
     with torch.device(device):
         model = GPT(config)
@@ -135,6 +152,8 @@ def load_model(model_dir: str | Path, device: str | torch.device = "cpu") -> GPT
 
 def load_tokenizer_of(model_dir: str | Path) -> Tokenizer:
     """The tokenizer.json saved beside a model."""
+    from gptlab.data.tokenizer import load_tokenizer  # start-up time: tokenizers, numpy
+
     path = Path(model_dir) / TOKENIZER_FILE
     if not path.is_file():
         raise UsageError(f"{model_dir} has no {TOKENIZER_FILE}: cannot turn text into tokens")

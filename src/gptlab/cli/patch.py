@@ -69,15 +69,15 @@ def run(args: argparse.Namespace) -> int:
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
     from gptlab.interp import patching
     from gptlab.interp.residuals import capture_residuals
-    from gptlab.loading import load
+    from gptlab.loading import load, provenance
 
     model, tokenizer = load(args.run_dir)
     config = model.config
     clean = encode_text(tokenizer, args.clean, config.block_size, "--clean")
     corrupt = encode_text(tokenizer, args.corrupt, config.block_size, "--corrupt")
     if clean.shape != corrupt.shape:
-        raise UsageError(f"--clean is {clean.shape[1]} tokens and --corrupt "
-                         f"{corrupt.shape[1]}: they must be the same length so positions "
+        raise UsageError(f"--clean is {clean.shape[1]:,} tokens and --corrupt "
+                         f"{corrupt.shape[1]:,}: they must be the same length so positions "
                          f"line up")
     source = capture_residuals(model, clean)
     corrupted = capture_residuals(model, corrupt)
@@ -105,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
         out = open_out_dir(args.out, "patch")
         patch_grids(grids, columns, title=f"share of {described} restored by patching in "
                                           f"clean").save(out / "patch.png")
-        report = {"clean": clean[0].tolist(), "corrupt": corrupt[0].tolist(),
+        report = {"model": provenance(model, args.run_dir),
+                  "clean": clean[0].tolist(), "corrupt": corrupt[0].tolist(),
                   "metric": described, "clean_value": clean_value,
                   "corrupt_value": corrupt_value,
                   "restored": {kind: grid.tolist() for kind, grid in grids.items()}}

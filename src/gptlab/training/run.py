@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from gptlab import model_dir, stopping
+from gptlab import model_dir, probe, stopping
 from gptlab.data import prepared
 from gptlab.data.batches import BATCH_STREAMS
 from gptlab.data.tokenizer import load_tokenizer
@@ -209,7 +209,8 @@ def _carry_out(plan: TrainPlan, watch: _Watch) -> TrainResult:
     with rundir.locked(plan.run_dir) if plan.is_main else contextlib.nullcontext():
         state = _checkpoint_under_lock(plan)
         with setup(plan.train_config.device) as ctx, _process_group(plan, ctx):
-            plan, reasons = with_precision(plan, ctx)
+            with probe.announced(lambda line: _tell(ctx, line)):  # a probe says it times
+                plan, reasons = with_precision(plan, ctx)
             _tell(ctx, *reasons)
             return _train_on(plan, state, ctx, watch)
 
