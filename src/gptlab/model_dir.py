@@ -7,7 +7,11 @@ unwrapped model's weights; a tied lm_head is stored once, as `wte.weight`), opti
 A run directory (what `gptlab train` writes) is a model directory with more files in it,
 and the step of its weights in their metadata: gptlab.training.rundir owns that format
 (rundir.weights_metadata, rundir.weights_step). Here the metadata is whatever a caller
-passes, written, never read back.
+passes, written, never read back, but for one key of this module's own: CHECKSUM_KEY, the
+sha256 of the tensors the file holds (tensors_sha256), written with every weights file and
+checked by every load of one that has it. safetensors keeps no checksum of its own, so
+without it a flipped bit in the tensor data loads as a model that quietly predicts
+nonsense; a file written before the checksum loads as it is.
 
 Importing this module loads no torch (`gptlab params` reads a config.json through it):
 torch, safetensors' torch functions, the model and the tokenizer are imported by the
@@ -16,6 +20,7 @@ functions that need them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,6 +40,7 @@ if TYPE_CHECKING:
 
 # A model directory that reads and writes text (what the lab opens as a run).
 MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE)
+CHECKSUM_KEY = "tensors_sha256"  # in model.safetensors' metadata: tensors_sha256 of its tensors
 
 
 def weights_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -48,28 +54,55 @@ def weights_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: t.detach().contiguous() for name, t in state.items()}
 
 
+def tensors_sha256(state: Mapping[str, torch.Tensor]) -> str:
+    """The sha256 (hex) of a state dict's tensors, in name order: each one's name, dtype and
+    shape, then its bytes as they lie in memory (little-endian on every machine torch runs
+    on), so the same weights give the same checksum on any device or machine."""
+    import torch  # start-up time: only where weights are
+
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        tensor = state[name].detach()
+        digest.update(f"{name} {str(tensor.dtype)} {list(tensor.shape)}\n".encode())
+        flat = tensor.reshape(-1).contiguous().cpu().view(torch.uint8)
+        digest.update(memoryview(flat.numpy()))
+    return digest.hexdigest()
+
+
 def save_weights(model: torch.nn.Module, path: str | Path,
                  metadata: Mapping[str, str] | None = None) -> None:
-    """model.safetensors, its header carrying `metadata` beside safetensors' "format" (a
-    run's step: gptlab.training.rundir.weights_metadata)."""
+    """model.safetensors, its header carrying `metadata` (a run's step:
+    gptlab.training.rundir.weights_metadata) beside safetensors' "format" and the tensors'
+    checksum (CHECKSUM_KEY), which every load_weights checks."""
     from safetensors.torch import save_file  # start-up time: torch
 
+    state = weights_state(model)
+    header = {"format": "pt", **(metadata or {}), CHECKSUM_KEY: tensors_sha256(state)}
     with atomic_path(path) as tmp:
-        save_file(weights_state(model), str(tmp), metadata={"format": "pt", **(metadata or {})})
+        save_file(state, str(tmp), metadata=header)
 
 
 def load_weights(model: GPT, path: str | Path) -> None:
-    """Load model.safetensors into model, checking every name and shape against it."""
-    from safetensors import SafetensorError  # start-up time: torch
-    from safetensors.torch import load_file
+    """Load model.safetensors into model, checking every name and shape against it, and its
+    tensors against the checksum its header records (a file without one, written before
+    gptlab recorded it, is taken as it is)."""
+    from safetensors import SafetensorError, safe_open  # start-up time: torch
 
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"weights file not found: {path}")
     try:
-        state = load_file(str(path), device=str(model.wte.weight.device))
+        with safe_open(str(path), framework="pt", device="cpu") as f:
+            recorded = (f.metadata() or {}).get(CHECKSUM_KEY)
+            state = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
     except (SafetensorError, OSError, ValueError) as exc:
         raise UsageError(f"{path} is not a readable safetensors file ({exc})") from None
+    if recorded is not None:
+        found = tensors_sha256(state)
+        if found != recorded:
+            raise UsageError(f"{path} is damaged: its tensors' sha256 is {found[:12]}..., "
+                             f"the file records {recorded[:12]}... (changed since gptlab "
+                             f"wrote it); load another copy, a run's best/, or train it again")
     load_state(model, state, str(path))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -237,6 +238,22 @@ def test_bad_model_directories(model_dir, tmp_path, gptlab):
     (m / "tokenizer.json").unlink()
     code, _, err = gptlab("sample", m)
     assert code == 2 and "has no tokenizer.json" in err
+
+
+def test_a_run_with_a_flipped_bit_in_its_weights_is_one_line_naming_the_file(
+        trained_run, tmp_path, gptlab, one_line):
+    """safetensors has no checksum of its own: before the one gptlab records, this sampled
+    garbage with exit 0. Its best/ weights, unchanged, still sample."""
+    run = Path(shutil.copytree(trained_run, tmp_path / "run"))
+    weights = run / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[len(data) - 1000] ^= 0x40  # in the tensor data, past the header
+    weights.write_bytes(bytes(data))
+    err = one_line(gptlab("sample", run, "--max-new-tokens", 5))
+    assert f"{weights} is damaged: its tensors' sha256" in err
+    err = one_line(gptlab("eval", run, "--text", "the king"))
+    assert f"{weights} is damaged" in err
+    assert gptlab("sample", run / "best", "--max-new-tokens", 5)[0] == 0
 
 
 def test_samples_a_trained_run(tmp_path, gptlab):
