@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--target and --versus are the same token; their difference is 0")
     T = idx.shape[1]
     if not -T <= args.position < T:
-        raise UsageError(f"--position {args.position} is out of range for {T} tokens "
+        raise UsageError(f"--position {args.position} is out of range for {T:,} tokens "
                          f"({-T}..{T - 1})")
     result = logit_attribution(model, idx, target, versus, args.position)
     values = [float(v) for v in result.values[:, 0]]

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         probe = induction_probe(model, half, RANDOM_BATCH, generator)
         idx, losses, scores = probe["tokens"], probe["per_token_loss"], probe["scores"]
         described = (f"no --text given: {RANDOM_BATCH} sequences of {half} random tokens, "
-                     f"each repeated once ({2 * half} tokens; seed {args.seed})")
+                     f"each repeated once ({2 * half:,} tokens; seed {args.seed})")
         halves = (f"; first half {probe['loss_first_half']:.4f}, repeated half "
                   f"{probe['loss_second_half']:.4f}")
 
@@ -189,11 +189,11 @@ def _text_tokens(label: str, text: str, tokenizer, block_size: int) -> tuple[lis
         raise UsageError(f"{label} is empty: give some text to analyse")
     ids = tokenizer.encode(text)
     if len(ids) < 2:
-        raise UsageError(f"{label} gives {len(ids)} token(s); the scores need at least 2")
+        raise UsageError(f"{label} gives {len(ids):,} token(s); the scores need at least 2")
     if len(ids) > block_size:
-        raise UsageError(f"{label} is {len(ids)} tokens, longer than the model's context of "
-                         f"{block_size}; shorten it")
-    return ids, f"{label}, {len(ids)} tokens"
+        raise UsageError(f"{label} is {len(ids):,} tokens, longer than the model's context of "
+                         f"{block_size:,}; shorten it")
+    return ids, f"{label}, {len(ids):,} tokens"
 
 
 def _seq_len(requested: int | None, block_size: int) -> int:

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
     shown = (f" (the last {args.last} shown: --last N for more)" if idx.shape[1] > args.last
              else "")
-    print(f"input: {idx.shape[1]} tokens{shown}; each cell: the top next token and its "
+    print(f"input: {idx.shape[1]:,} tokens{shown}; each cell: the top next token and its "
           f"probability")
     print(format_grid(rows, inputs, tops, probs[..., 0], args.last))
     if idx.shape[1] > 1:

@@ -69,6 +69,16 @@ OUT_OF_MEMORY = (getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 CPU_ALLOCATOR = "DefaultCPUAllocator: "
 
 
+class ScoringInterrupted(stopping.Interrupted):
+    """A signal during the whole-val scoring after the last step: the run finished and its
+    last checkpoint is written (run_dir, at `step`); only the score of its whole val split,
+    which metrics.jsonl would have recorded, is missing."""
+
+    def __init__(self, signum: int, run_dir: Path, step: int) -> None:
+        super().__init__(signum)
+        self.run_dir, self.step = run_dir, step
+
+
 @dataclass
 class TrainResult:
     run_dir: Path
@@ -142,7 +152,8 @@ def train(
     SIGINT and SIGTERM, from the moment this is called, end the run with a checkpoint
     (status "interrupted", `signal` the one that came: gptlab.stopping.deferred), an
     evaluation cut short between two batches; one during the final whole-val scoring
-    raises gptlab.stopping.Interrupted, the finished run's checkpoint kept. Everything that
+    raises ScoringInterrupted (a gptlab.stopping.Interrupted), the finished run's checkpoint
+    kept. Everything that
     can be checked is checked before the run directory is touched.
     """
     watch = _Watch(progress, callbacks or Callbacks(), threading.Event(),
@@ -259,7 +270,10 @@ def _train_on(plan: TrainPlan, state: dict[str, Any] | None, ctx: Dist, watch: _
         reporter.whole_val({"kind": "whole_val", "step": met.step, "loss": met.whole,
                             "tokens": len(data.val) - 1, "autocast": met.whole_autocast})
     elif status == "finished" and (cfg.whole_val or cfg.stop_at_val is not None):
-        whole_val = _whole_val(whole, data.val, reporter, trainer.step, ctx)
+        try:
+            whole_val = _whole_val(whole, data.val, reporter, trainer.step, ctx)
+        except stopping.Interrupted as exc:  # the run is whole: say so, and what is missing
+            raise ScoringInterrupted(exc.signum, plan.run_dir, trainer.step) from None
     target_step = met.step if met is not None else None
     if target_step is None and cfg.stop_at_val is not None and whole_val is not None and (
             status == "finished" and whole_val <= cfg.stop_at_val):
