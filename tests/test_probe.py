@@ -218,3 +218,11 @@ def test_the_keys_name_what_makes_a_timing_hold():
     assert probe.config_key(small) == probe.config_key(GPTConfig.from_preset("tiny-gpt2"))
     assert probe.config_key(small) != probe.config_key(GPTConfig.from_preset(
         "tiny-gpt2", vocab_size=98))
+
+
+def test_the_cache_is_shown_from_the_home_folder():
+    from pathlib import Path
+
+    assert probe.shown(Path.home() / ".cache" / "gptlab" / probe.PROBES_FILE) == (
+        "~/.cache/gptlab/probes.json")
+    assert probe.shown(Path("/elsewhere/probes.json")) == "/elsewhere/probes.json"

@@ -171,6 +171,14 @@ def probes_path() -> Path:
     return default_cache_dir() / PROBES_FILE
 
 
+def shown(path: Path) -> str:
+    """path as a line shows it: ~/... under the home folder."""
+    try:
+        return "~/" + path.relative_to(Path.home()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 @dataclass(frozen=True)
 class Measured:
     """When and how a probe's result was measured, and whether it came from the cache."""
@@ -294,7 +302,7 @@ def cached(kind: str, key: str, measure: Callable[[], dict[str, Any]],
                             timed=False)
     say = _listener.get()
     if say is not None:
-        say(f"timing {what} on this machine, once (cached in {probes_path()} when the "
+        say(f"timing {what} on this machine, once (cached in {shown(probes_path())} when the "
             f"timings are steady)")
     spreads = []
     token = _spreads.set(spreads)

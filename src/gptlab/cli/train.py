@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import sys
 import typing
 from collections.abc import Iterator
 from pathlib import Path
@@ -129,9 +130,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def interrupted_note(args: argparse.Namespace, exc: KeyboardInterrupt) -> str | None:
     """What a stop during the whole-val scoring after the last step leaves (the finished
     run) and the command that scores it (gptlab.cli.main.run_command says it)."""
-    from gptlab.training.run import ScoringInterrupted  # loaded already: it raised this
-
-    if not isinstance(exc, ScoringInterrupted):
+    # Not imported here: a stop during the imports would import torch again, and stop again.
+    run = sys.modules.get("gptlab.training.run")
+    if run is None or not isinstance(exc, run.ScoringInterrupted):
         return None
     return (f"the run finished at step {exc.step:,}: its checkpoint and weights are kept in "
             f"{exc.run_dir}/; only its loss over the whole val split was cut short (gptlab "
