@@ -205,10 +205,13 @@ def test_every_import_inside_a_function_says_why():
 
 # The run directory's format has one owner: no other module reads a safetensors header
 # (safe_open, or struct by hand) or takes, tests or names a run's lock (fcntl, flock,
-# LOCK_FILE). files.kinds declares the lock's name, which its folder rule ignores.
+# LOCK_FILE). files.kinds declares the lock's name, which its folder rule ignores; the model
+# directory's owner reads its weights through safe_open, for its own key in their header
+# (the tensors' checksum), never a run's.
 RUN_FORMAT_OWNER = "gptlab.training.rundir"
 RUN_FORMAT = frozenset({"safe_open", "struct", "fcntl", "flock", "LOCK_FILE"})
-RUN_FORMAT_ALLOWED = {RUN_FORMAT_OWNER: RUN_FORMAT, "gptlab.files.kinds": {"LOCK_FILE"}}
+RUN_FORMAT_ALLOWED = {RUN_FORMAT_OWNER: RUN_FORMAT, "gptlab.files.kinds": {"LOCK_FILE"},
+                      "gptlab.model_dir": {"safe_open"}}
 
 
 def run_format_uses(source: str) -> set[str]:

@@ -13,6 +13,10 @@ gptlab model directory: config.json with GPTConfig fields, model.safetensors,
 tokenizer.json, as every run directory is; else a Hugging Face directory, config.json with
 a model_type), else a hub name written owner/name. A near miss of a shipped model or a
 folder ("shakespear") is answered with "did you mean", before any network access.
+
+Importing this module loads no torch: what a name names (resolve) and a model's config
+(config_of) are read from files alone, so `gptlab params RUN` answers without it; torch,
+the model and the converters are imported by the functions that build a model.
 """
 
 from __future__ import annotations
@@ -21,22 +25,21 @@ import sys
 from dataclasses import dataclass
 from difflib import get_close_matches
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from gptlab import model_dir
-from gptlab.convert import hf
 from gptlab.convert.hf_config import config_from_hf
-from gptlab.data.tokenizer import Tokenizer, load_tokenizer
-from gptlab.distributed.process import pick_device
 from gptlab.errors import GptlabError, UsageError
 from gptlab.files import kinds
-from gptlab.inference import quantize
 from gptlab.inference.formats import WEIGHT_CHOICES
 from gptlab.model.config import GPTConfig, with_rope_scaling
-from gptlab.model.gpt import GPT
-from gptlab.pretrained import NAMES, folder, is_shipped, verified
+from gptlab.pretrained import NAMES, folder, is_shipped, sha256_of, verified
+
+if TYPE_CHECKING:
+    import torch
+
+    from gptlab.data.tokenizer import Tokenizer
+    from gptlab.model.gpt import GPT
 
 
 def load(path: str | Path, device: str | torch.device | None = None,
@@ -62,11 +65,16 @@ def load(path: str | Path, device: str | torch.device | None = None,
     "linear:F", "ntk:F", "yarn:F", "dynamic:F" (gptlab.model.config.rope_scaling_from_spec)
     or a rope_scaling dict, applied at inference time, no retraining: the model is built
     from a new config (with_rope_scaling), the saved one unchanged."""
+    # start-up time: torch, the model and the converters load here, not on import
+    from gptlab.convert import hf
+    from gptlab.distributed.process import pick_device
+    from gptlab.inference import quantize
+
     device = pick_device("cpu" if device is None else device)
     if weights is not None and weights not in WEIGHT_CHOICES:
         raise UsageError(f"weights must be one of {', '.join(WEIGHT_CHOICES)}, "
                          f"got {weights!r}")
-    found, is_hf = _locate(path)
+    found, is_hf, kind = _locate(path)
     if is_hf:
         model = hf.from_hf(found).to(device)
     else:
@@ -82,12 +90,15 @@ def load(path: str | Path, device: str | torch.device | None = None,
     model.eval()
     if weights is not None:
         model.decode_choice = quantize.quantize(model, weights)
+    model.source = Source(kind, found)  # what was read: the record a figure keeps (provenance)
     return model, tokenizer
 
 
 def require_finite(model: torch.nn.Module, path: str | Path) -> None:
     """A UsageError naming the tensors unless every weight is a finite number: a model with
     a NaN or an infinity (a run that diverged) answers NaN to everything."""
+    import torch  # start-up time: only where a model is
+
     bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
     if bad:
         more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
@@ -99,6 +110,10 @@ def require_finite(model: torch.nn.Module, path: str | Path) -> None:
 def with_config(model: GPT, config: GPTConfig) -> GPT:
     """A new GPT of `config` (derived from model's, changing no weight's shape: a RoPE
     scaling, say) holding model's weights, on its device; model is left as it is."""
+    import torch  # start-up time: only where a model is
+
+    from gptlab.model.gpt import GPT
+
     with torch.device(model.wte.weight.device):
         rebuilt = GPT(config)
     model_dir.load_state(rebuilt, model_dir.weights_state(model), "the loaded model")
@@ -108,7 +123,7 @@ def with_config(model: GPT, config: GPTConfig) -> GPT:
 def describe(path: str | Path) -> tuple[GPTConfig, Tokenizer]:
     """(config, tokenizer) of the model `load(path)` gives, checked as load checks them,
     without reading its weights (a fine-tune's plan needs only these)."""
-    found, is_hf = _locate(path, weights=False)
+    found, is_hf, _ = _locate(path, weights=False)
     config = _config(found, is_hf)
     return config, _tokenizer(found, is_hf, path, config)
 
@@ -116,11 +131,15 @@ def describe(path: str | Path) -> tuple[GPTConfig, Tokenizer]:
 def config_of(path: str | Path) -> GPTConfig:
     """The config of the model `load(path)` gives, from its config.json alone (for a hub
     model, only that file is fetched)."""
-    return _config(*_locate(path, weights=False))
+    return _config(*_locate(path, weights=False)[:2])
 
 
 def _config(found: Path, is_hf: bool) -> GPTConfig:
-    return config_from_hf(hf.read_hf_config(found))[0] if is_hf else model_dir.load_config(found)
+    if not is_hf:
+        return model_dir.load_config(found)
+    from gptlab.convert import hf  # start-up time: transformers reads it, with torch
+
+    return config_from_hf(hf.read_hf_config(found))[0]
 
 
 # What a model name or path names (resolve): a gptlab model directory (a run, RUN/best, a
@@ -137,11 +156,11 @@ class Source:
     where: Path | str
 
 
-def resolve(path: str | Path) -> Source:
+def resolve(path: str | Path, quiet: bool = False) -> Source:
     """What `path` names, decided here for every command, before any network access:
 
     - a shipped model's name (shakespeare) is that model, even where a folder of that name
-      is here (a line on stderr says so: write ./shakespeare for the folder);
+      is here (a line on stderr says so, unless quiet: write ./shakespeare for the folder);
     - a path that exists is the directory it is (a gptlab one, else a Hugging Face one);
     - a near miss of a shipped model or of a folder beside the path is a UsageError with
       "did you mean" (difflib), never a hub lookup;
@@ -151,7 +170,7 @@ def resolve(path: str | Path) -> Source:
     text = str(path)
     source = Path(path).expanduser()
     if is_shipped(text):  # never written as a path: "./shakespeare" has a slash
-        if source.exists():
+        if source.exists() and not quiet:
             print(f"{text}: the model gptlab ships (a folder {text} is here too: write "
                   f"./{text} to load it)", file=sys.stderr)
         return Source(SHIPPED, folder(text))
@@ -165,6 +184,8 @@ def resolve(path: str | Path) -> Source:
     near = _near_miss(text, source)
     if near:
         raise UsageError(f"{missing}; did you mean {near}?")
+    from gptlab.convert import hf  # start-up time: torch, for a name that is no path here
+
     if "/" in text and hf.is_hub_name(text):
         return Source(HUB, text)
     if hf.is_hub_name(text):  # a bare word: the hub's own names are owner/name
@@ -201,31 +222,54 @@ def gptlab_dir(path: str | Path, found: Source | None = None) -> Path | None:
     return found.where if found.kind == GPTLAB_DIR else None
 
 
-def _locate(path: str | Path, weights: bool = True) -> tuple[Path, bool]:
-    """(the directory to read, whether it is a Hugging Face one), as resolve() says: a
-    shipped model with its checksums verified, a hub model fetched if need be (weights
-    False: without its weights)."""
+def _locate(path: str | Path, weights: bool = True) -> tuple[Path, bool, str]:
+    """(the directory to read, whether it is a Hugging Face one, resolve()'s kind), as
+    resolve() says: a shipped model with its checksums verified, a hub model fetched if need
+    be (weights False: without its weights)."""
     found = resolve(path)
     directory = gptlab_dir(path, found)
     if directory is not None:
-        return directory, False
+        return directory, False, found.kind
+    from gptlab.convert import hf  # start-up time: the hub's client, with torch
+
     try:
-        return hf.resolve_hf_dir(found.where, weights=weights), True
+        return hf.resolve_hf_dir(found.where, weights=weights), True, found.kind
     except GptlabError as exc:  # a mistyped path first, then what the hub said
         message = str(exc).replace("no such local directory:", "no such run or model "
                                    "directory:", 1)
         raise type(exc)(message) from None
 
 
+def provenance(model: torch.nn.Module, given: str | Path) -> dict[str, Any]:
+    """What a figure's record says of the model it describes: the name or path as given,
+    what it named (resolve's kind: "shipped", "gptlab", "hf" or "hub"), the folder read
+    (absolute) and the sha256 of each weights file in it. A model load() did not give
+    (built in memory) is named as given only."""
+    source = getattr(model, "source", None)
+    if not isinstance(source, Source):
+        return {"model": str(given)}
+    folder = Path(source.where)
+    if source.kind in (SHIPPED, GPTLAB_DIR):
+        files = [folder / model_dir.WEIGHTS_FILE]
+    else:
+        from gptlab.convert import hf  # start-up time: a Hugging Face model loaded it already
+
+        files = hf.weight_files(folder)
+    return {"model": str(given), "kind": source.kind, "path": str(folder.resolve()),
+            "sha256": {f.name: sha256_of(f) for f in files}}
+
+
 def _tokenizer(found: Path, is_hf: bool, path: str | Path, config: GPTConfig) -> Tokenizer:
+    from gptlab.data.tokenizer import load_tokenizer  # start-up time: tokenizers, numpy
+
     if not is_hf:
         tokenizer = model_dir.load_tokenizer_of(found)
-    elif not (found / hf.HF_TOKENIZER).is_file():
-        raise UsageError(f"{found} has no {hf.HF_TOKENIZER}: gptlab reads tokenizers in the "
-                         f"`tokenizers` library's format only")
+    elif not (found / kinds.TOKENIZER_FILE).is_file():  # a Hugging Face one's name too
+        raise UsageError(f"{found} has no {kinds.TOKENIZER_FILE}: gptlab reads tokenizers in "
+                         f"the `tokenizers` library's format only")
     else:
-        tokenizer = load_tokenizer(found / hf.HF_TOKENIZER)
+        tokenizer = load_tokenizer(found / kinds.TOKENIZER_FILE)
     if tokenizer.vocab_size > config.vocab_size:
-        raise UsageError(f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model "
+        raise UsageError(f"{path}: the tokenizer has {tokenizer.vocab_size:,} tokens but the model "
                          f"only {config.vocab_size}")
     return tokenizer

@@ -7,34 +7,46 @@ unwrapped model's weights; a tied lm_head is stored once, as `wte.weight`), opti
 A run directory (what `gptlab train` writes) is a model directory with more files in it,
 and the step of its weights in their metadata: gptlab.training.rundir owns that format
 (rundir.weights_metadata, rundir.weights_step). Here the metadata is whatever a caller
-passes, written, never read back.
+passes, written, never read back, but for one key of this module's own: CHECKSUM_KEY, the
+sha256 of the tensors the file holds (tensors_sha256), written with every weights file and
+checked by every load of one that has it. safetensors keeps no checksum of its own, so
+without it a flipped bit in the tensor data loads as a model that quietly predicts
+nonsense; a file written before the checksum loads as it is.
+
+Importing this module loads no torch (`gptlab params` reads a config.json through it):
+torch, safetensors' torch functions, the model and the tokenizer are imported by the
+functions that need them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
-
-from gptlab.data.tokenizer import Tokenizer, load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.files.atomic import atomic_path, atomic_write_text, ensure_dir
 from gptlab.files.kinds import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, is_hf_dir
 from gptlab.model.config import GPTConfig
-from gptlab.model.gpt import GPT
-from gptlab.model.inputs import unwrap
 from gptlab.model.presets import PRESETS
+
+if TYPE_CHECKING:
+    import torch
+
+    from gptlab.data.tokenizer import Tokenizer
+    from gptlab.model.gpt import GPT
 
 # A model directory that reads and writes text (what the lab opens as a run).
 MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE)
+CHECKSUM_KEY = "tensors_sha256"  # in model.safetensors' metadata: tensors_sha256 of its tensors
 
 
 def weights_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """State dict to save: tied lm_head dropped (it is wte), every tensor contiguous."""
+    from gptlab.model.inputs import unwrap  # start-up time: torch, only where weights are
+
     gpt = unwrap(model)
     state = gpt.state_dict()
     if gpt.config.tie_embeddings:
@@ -42,23 +54,55 @@ def weights_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: t.detach().contiguous() for name, t in state.items()}
 
 
+def tensors_sha256(state: Mapping[str, torch.Tensor]) -> str:
+    """The sha256 (hex) of a state dict's tensors, in name order: each one's name, dtype and
+    shape, then its bytes as they lie in memory (little-endian on every machine torch runs
+    on), so the same weights give the same checksum on any device or machine."""
+    import torch  # start-up time: only where weights are
+
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        tensor = state[name].detach()
+        digest.update(f"{name} {str(tensor.dtype)} {list(tensor.shape)}\n".encode())
+        flat = tensor.reshape(-1).contiguous().cpu().view(torch.uint8)
+        digest.update(memoryview(flat.numpy()))
+    return digest.hexdigest()
+
+
 def save_weights(model: torch.nn.Module, path: str | Path,
                  metadata: Mapping[str, str] | None = None) -> None:
-    """model.safetensors, its header carrying `metadata` beside safetensors' "format" (a
-    run's step: gptlab.training.rundir.weights_metadata)."""
+    """model.safetensors, its header carrying `metadata` (a run's step:
+    gptlab.training.rundir.weights_metadata) beside safetensors' "format" and the tensors'
+    checksum (CHECKSUM_KEY), which every load_weights checks."""
+    from safetensors.torch import save_file  # start-up time: torch
+
+    state = weights_state(model)
+    header = {"format": "pt", **(metadata or {}), CHECKSUM_KEY: tensors_sha256(state)}
     with atomic_path(path) as tmp:
-        save_file(weights_state(model), str(tmp), metadata={"format": "pt", **(metadata or {})})
+        save_file(state, str(tmp), metadata=header)
 
 
 def load_weights(model: GPT, path: str | Path) -> None:
-    """Load model.safetensors into model, checking every name and shape against it."""
+    """Load model.safetensors into model, checking every name and shape against it, and its
+    tensors against the checksum its header records (a file without one, written before
+    gptlab recorded it, is taken as it is)."""
+    from safetensors import SafetensorError, safe_open  # start-up time: torch
+
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"weights file not found: {path}")
     try:
-        state = load_file(str(path), device=str(model.wte.weight.device))
+        with safe_open(str(path), framework="pt", device="cpu") as f:
+            recorded = (f.metadata() or {}).get(CHECKSUM_KEY)
+            state = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
     except (SafetensorError, OSError, ValueError) as exc:
         raise UsageError(f"{path} is not a readable safetensors file ({exc})") from None
+    if recorded is not None:
+        found = tensors_sha256(state)
+        if found != recorded:
+            raise UsageError(f"{path} is damaged: its tensors' sha256 is {found[:12]}..., "
+                             f"the file records {recorded[:12]}... (changed since gptlab "
+                             f"wrote it); load another copy, a run's best/, or train it again")
     load_state(model, state, str(path))
 
 
@@ -89,6 +133,8 @@ def save_model(model: torch.nn.Module, out_dir: str | Path,
                metadata: Mapping[str, str] | None = None) -> None:
     """Write config.json and model.safetensors into out_dir (weights first, so a config
     never points at weights that are not there yet); metadata: save_weights'."""
+    from gptlab.model.inputs import unwrap  # start-up time: torch
+
     out_dir = ensure_dir(out_dir)
     gpt = unwrap(model)
     save_weights(gpt, out_dir / WEIGHTS_FILE, metadata=metadata)
@@ -126,6 +172,10 @@ def resolve_config(name_or_path: str) -> GPTConfig:
 
 def load_model(model_dir: str | Path, device: str | torch.device = "cpu") -> GPT:
     """The GPT saved in model_dir, in eval mode, on device."""
+    import torch  # start-up time: torch, only where a model is built
+
+    from gptlab.model.gpt import GPT
+
     config = load_config(model_dir)
     with torch.device(device):
         model = GPT(config)
@@ -135,6 +185,8 @@ def load_model(model_dir: str | Path, device: str | torch.device = "cpu") -> GPT
 
 def load_tokenizer_of(model_dir: str | Path) -> Tokenizer:
     """The tokenizer.json saved beside a model."""
+    from gptlab.data.tokenizer import load_tokenizer  # start-up time: tokenizers, numpy
+
     path = Path(model_dir) / TOKENIZER_FILE
     if not path.is_file():
         raise UsageError(f"{model_dir} has no {TOKENIZER_FILE}: cannot turn text into tokens")

@@ -14,6 +14,13 @@ both are low: the load at most the cores available, the timings' interquartile r
 most MAX_SPREAD of their median. A cached answer is used for MAX_AGE_DAYS and by the
 gptlab version that measured it; then the next run probes again. `gptlab probe` shows the
 cache and `gptlab probe --clear` empties it.
+
+Where nothing usable is cached and the machine is busy (its load average above its cores),
+no probe runs at all: its timings could not be trusted, so every caller would take its
+default anyway, and each call would pay for timing it again (9.9 of a 13.1 s `gptlab
+sample` under load 3-8). The caller gets no timings and a Measured that says why
+(timed False), and takes its default. A probe that does run says so first, in one line, to
+whoever listens (`announced`: the CLI's stderr).
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +56,9 @@ DAY_S = 86_400.0
 # The spreads budgeted_ms measures while cached() runs a probe (None: no probe running).
 _spreads: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar(
     "gptlab_probe_spreads", default=None)
+# Who is told, in one line, that a probe is about to run (None: nobody; see announced).
+_listener: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar(
+    "gptlab_probe_listener", default=None)
 
 
 def cpu_name() -> str:
@@ -92,6 +103,21 @@ def cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
+
+
+def busy(load: float | None, available: int) -> bool:
+    """Whether timings taken at this load average could be trusted: not above the cores."""
+    return load is not None and load > available
+
+
+@contextmanager
+def announced(say: Callable[[str], None]) -> Iterator[None]:
+    """Inside the block, say(line) is called before any probe runs, with what it times."""
+    token = _listener.set(say)
+    try:
+        yield
+    finally:
+        _listener.reset(token)
 
 
 def _timings(fn: Callable[[], Any], reps: int, warmup: int) -> list[float]:
@@ -145,6 +171,14 @@ def probes_path() -> Path:
     return default_cache_dir() / PROBES_FILE
 
 
+def shown(path: Path) -> str:
+    """path as a line shows it: ~/... under the home folder."""
+    try:
+        return "~/" + path.relative_to(Path.home()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 @dataclass(frozen=True)
 class Measured:
     """When and how a probe's result was measured, and whether it came from the cache."""
@@ -155,12 +189,13 @@ class Measured:
     spread: float  # the largest relative interquartile range of its contenders' timings
     gptlab: str  # the version that measured it
     cached: bool = False
+    timed: bool = True  # False: the machine was busy and nothing was timed (no timings)
 
     @property
     def doubts(self) -> list[str]:
         """Why the timings cannot be trusted (none: they can)."""
         out = []
-        if self.load is not None and self.load > self.cores:
+        if busy(self.load, self.cores):
             out.append(f"load average {self.load:.2f} on {self.cores} cores")
         if self.spread > MAX_SPREAD:
             out.append(f"timings spread {self.spread:.0%} (more than {MAX_SPREAD:.0%})")
@@ -175,10 +210,13 @@ class Measured:
         return not 0 <= at - self.at <= MAX_AGE_DAYS * DAY_S or self.gptlab != __version__
 
     def describe(self) -> str:
-        """For a reason line: 'cached probe, 2 days old', 'probed now', or 'probed now under
-        load average 3.10 on 2 cores; not cached'."""
+        """For a reason line: 'cached probe, 2 days old', 'probed now', 'probed now, timings
+        spread 40% (more than 25%): not trusted, not cached', or 'not timed, load average
+        3.10 on 2 cores'."""
         if self.cached:
             return f"cached probe, {_age(now() - self.at)} old"
+        if not self.timed:
+            return f"not timed, {'; '.join(self.doubts)}"
         if self.doubts:
             return f"probed now, {'; '.join(self.doubts)}: not trusted, not cached"
         return "probed now"
@@ -238,30 +276,46 @@ def _still_usable(raw: Any, at: float) -> bool:
     return entry is not None and usable(entry[1], at)
 
 
-def cached(kind: str, key: str, measure: Callable[[], dict[str, Any]]
-           ) -> tuple[dict, Measured]:
+def lookup(kind: str, key: str) -> tuple[dict, Measured] | None:
+    """probes.json's usable result for (kind, key), if it holds one (see usable)."""
+    hit = _entry(read_store().get(kind, {}).get(key))
+    return hit if hit is not None and usable(hit[1], now()) else None
+
+
+def cached(kind: str, key: str, measure: Callable[[], dict[str, Any]],
+           what: str = "its contenders") -> tuple[dict, Measured]:
     """(the probe's result, how it was measured). measure() runs unless probes.json holds a
-    usable result for (kind, key) (see usable); a result measured under load or with
-    spread-out timings is returned but not cached (Measured.trusted says so, and
-    Measured.describe() says why for the caller's reason line). Writing drops every entry
-    that has expired. A cache that cannot be read or written is not an error (the probe
-    then runs each time)."""
+    usable result for (kind, key) (see usable) or the machine is busy (more load than
+    cores: then ({}, a Measured with timed False), and the caller takes its default). Before
+    it runs, the listener of `announced`, if any, is told that `what` is being timed. A
+    result measured under load or with spread-out timings is returned but not cached
+    (Measured.trusted says so, and Measured.describe() says why for the caller's reason
+    line). Writing drops every entry that has expired. A cache that cannot be read or
+    written is not an error (the probe then runs each time)."""
     store, at = read_store(), now()
     hit = _entry(store.get(kind, {}).get(key))
     if hit is not None and usable(hit[1], at):
         return hit
-    load, spreads = machine_load(), []
+    load, available = machine_load(), cores()
+    if busy(load, available):
+        return {}, Measured(at=at, load=load, cores=available, spread=0.0, gptlab=__version__,
+                            timed=False)
+    say = _listener.get()
+    if say is not None:
+        say(f"timing {what} on this machine, once (cached in {shown(probes_path())} when the "
+            f"timings are steady)")
+    spreads = []
     token = _spreads.set(spreads)
     try:
         result = measure()
     finally:
         _spreads.reset(token)
-    measured = Measured(at=at, load=load, cores=cores(), spread=max(spreads, default=0.0),
+    measured = Measured(at=at, load=load, cores=available, spread=max(spreads, default=0.0),
                         gptlab=__version__)
     if measured.trusted:
         store = {k: {name: raw for name, raw in section.items() if _still_usable(raw, at)}
                  for k, section in store.items()}
-        fields = {k: v for k, v in asdict(measured).items() if k != "cached"}
+        fields = {k: v for k, v in asdict(measured).items() if k not in ("cached", "timed")}
         store[kind] = {**store.get(kind, {}), key: {"result": result, **fields}}
         try:
             write_json(probes_path(), {k: v for k, v in store.items() if v})

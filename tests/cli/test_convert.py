@@ -476,6 +476,18 @@ def test_to_gguf_refuses_unsupported_architectures_in_one_line_and_no_file(tmp_p
     assert err.count("\n") == 1 and message in err, err
     assert list(tmp_path.iterdir()) == [source]
 
+def test_to_gguf_of_the_shipped_model_names_the_flag_that_trains_one_it_exports(tmp_path,
+                                                                                 gptlab,
+                                                                                 one_line):
+    """The shipped model and the demo's use the exact GELU, which no architecture of
+    llama.cpp computes: the refusal named no way forward."""
+    err = one_line(gptlab("convert", "--to-gguf", "shakespeare", "--out", tmp_path / "s.gguf"))
+    assert err.endswith("exact erf GELU (mlp='gelu'), which no llama.cpp architecture with "
+                        "LayerNorm computes: train one with mlp='gelu_tanh' to export it "
+                        "(gptlab train ... --mlp gelu_tanh)\n")
+    assert not (tmp_path / "s.gguf").exists()
+
+
 def test_to_gguf_refuses_an_unsupported_tokenizer_in_one_line(tmp_path, capsys):
     from tokenizers import Tokenizer, models, pre_tokenizers
 

@@ -25,10 +25,28 @@ def test_an_experiment_sent_sigterm_while_training_exits_143_within_seconds(tmp_
     code = ("import sys; from gptlab.cli.main import main; "
             f"sys.exit(main(['experiment', 'norm', '--quick', '--out', {str(out)!r}]))")
     exit_code, _, err, seconds = signalled(code, training, signal.SIGTERM)
-    assert (exit_code, err.splitlines()[-1]) == (143, "interrupted (SIGTERM)"), err
+    assert (exit_code, err.splitlines()[-2]) == (143, "interrupted (SIGTERM)"), err
+    assert err.splitlines()[-1].endswith("run the same command again to resume the experiment")
     assert seconds < 15  # a bound for a loaded machine, not a speed claim
     assert "Traceback" not in err
     assert any(out.glob("runs/*/state.pt"))  # the stopped run resumes next time
+
+
+def test_an_interrupted_experiment_says_the_same_command_resumes_it(tmp_path, capsys,
+                                                                    monkeypatch):
+    from gptlab import stopping
+    from gptlab.experiments import norm
+
+    def stopped(*args, **kwargs):
+        raise stopping.Interrupted()
+
+    monkeypatch.setattr(norm, "run", stopped)
+    out = tmp_path / "norm"
+    assert main(["experiment", "norm", "--quick", "--out", str(out)]) == 130
+    assert capsys.readouterr().err.splitlines() == [
+        "interrupted",
+        f"the runs it finished are kept in {out}/runs, an interrupted one at its last "
+        f"checkpoint: run the same command again to resume the experiment"]
 
 
 def test_brackets_refuses_data_it_would_ignore(tmp_path, capsys):

@@ -254,3 +254,78 @@ def test_what_the_rule_lets_through(world, capsys, tmp_path):
     assert main(["heads", str(world.run), "--top", "1", "--seq-len", "4"]) == 0
     assert sorted(p.name for p in heads.iterdir()) == before  # the same figures, again
     assert kinds.kind_of(heads) == kinds.FIGURES and "scores.png" in before
+
+
+# --- a shipped model's name, shadowed by a folder of the user's ----------------------------
+# `gptlab heads shakespeare` with a run of the user's in ./shakespeare loaded the shipped
+# model (its name wins: gptlab.loading.resolve) and wrote that model's figures into
+# ./shakespeare/heads, replacing the run's scores.json and scores.png. Each figure writer
+# is run on the shipped name with such a folder beside it: the folder keeps every byte, and
+# each record names the model it describes.
+SHADOWING = {
+    "heads-default": (["heads", "shakespeare", "--top", "1", "--seq-len", "4"], None),
+    "heads": (["heads", "shakespeare", "--top", "1", "--seq-len", "4", "--out", "figs"],
+              "figs/scores.json"),
+    "lens": (["lens", "shakespeare", "--text", TEXT, "--out", "figs"], "figs/lens.json"),
+    "attribute": (["attribute", "shakespeare", "--text", TEXT, "--target", "e", "--out",
+                   "figs"], "figs/attribution.json"),
+    "patch": (["patch", "shakespeare", "--clean", TEXT, "--corrupt", "First Citizan",
+               "--target", "s", "--versus", "e", "--out", "figs"], "figs/patch.json"),
+    "eval-plot": (["eval", "shakespeare", "--text", TEXT, "--by-position", "--plot",
+                   "by-position.png"], None),
+    # runs names runs, not models: ./shakespeare is the user's run, read and never written
+    "runs-plot": (["runs", ".", "--plot", "shakespeare", "--out", "curves.png"], None),
+}
+
+
+@pytest.fixture
+def shadowing(world, tmp_path, monkeypatch):
+    """A working folder holding ./shakespeare: a copy of the world's run, its heads/
+    figures included."""
+    import shutil
+
+    here = tmp_path / "here"
+    here.mkdir()
+    shutil.copytree(world.run, here / "shakespeare", symlinks=True)
+    assert (here / "shakespeare" / "heads" / "scores.json").is_file()
+    monkeypatch.chdir(here)
+    return here
+
+
+def shipped_record() -> dict:
+    from gptlab import pretrained
+
+    return {"model": "shakespeare", "kind": "shipped",
+            "path": str(pretrained.folder("shakespeare").resolve()),
+            "sha256": {"model.safetensors":
+                       pretrained.manifest("shakespeare")["sha256"]["model.safetensors"]}}
+
+
+@pytest.mark.parametrize("writer", list(SHADOWING))
+def test_a_folder_named_like_the_shipped_model_keeps_every_byte(shadowing, capsys, writer):
+    argv, record = SHADOWING[writer]
+    before = snapshot(shadowing / "shakespeare")
+    capsys.readouterr()
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert snapshot(shadowing / "shakespeare") == before, err
+    if writer == "heads-default":  # no folder of the user's is the shipped model's
+        assert code == 2 and err.count("\n") == 1, err
+        assert err == ("gptlab heads: error: shakespeare is the model gptlab ships, not a "
+                       "folder of yours, so there is no shakespeare/heads to write into: give "
+                       "--out DIR (the folder shakespeare here is another model: write "
+                       "./shakespeare to use it)\n")
+        return
+    assert code == 0, err
+    if record is not None:
+        assert json.loads((shadowing / record).read_text())["model"] == shipped_record()
+
+
+def test_the_users_folder_written_as_a_path_gets_its_own_figures(shadowing, capsys):
+    run = shadowing / "shakespeare"
+    assert main(["heads", "./shakespeare", "--top", "1", "--seq-len", "4"]) == 0
+    record = json.loads((run / "heads" / "scores.json").read_text())["model"]
+    assert record == {"model": "./shakespeare", "kind": "gptlab", "path": str(run.resolve()),
+                      "sha256": {"model.safetensors": hashlib.sha256(
+                          (run / "model.safetensors").read_bytes()).hexdigest()}}
+    assert record["sha256"] != shipped_record()["sha256"]

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from gptlab.cli.harness import gptlab_pretrained, lm_eval_argv
+from gptlab.errors import UsageError
 
 OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
 
@@ -22,6 +23,20 @@ OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
 ])
 def test_lm_evals_arguments_get_gptlabs_defaults_unless_given(args, expected):
     assert lm_eval_argv(args, "TASKS") == ["lm-eval", *expected]
+
+
+def test_a_batch_size_in_model_args_is_the_one_lm_evals_header_shows():
+    """The model takes model_args' batch_size=16, and lm-eval's table header showed its own
+    --batch_size, 1."""
+    args = ["--model_args", "pretrained=shakespeare,batch_size=16", "--tasks", "t"]
+    assert lm_eval_argv(args, "TASKS")[-6:] == ["--batch_size", "16", "--device", "auto",
+                                                "--include_path", "TASKS"]
+    assert "--batch_size" not in lm_eval_argv(["--model", "hf", "--model_args",
+                                               "pretrained=gpt2,batch_size=16"], "TASKS")
+    assert lm_eval_argv([*args, "--batch_size=16"], "TASKS").count("--batch_size=16") == 1
+    with pytest.raises(UsageError, match="--batch_size 8 and --model_args batch_size=16 "
+                                         "disagree: the model runs 16"):
+        lm_eval_argv([*args, "--batch_size", "8"], "TASKS")
 
 
 @pytest.mark.parametrize(("argv", "expected"), [
@@ -65,6 +80,8 @@ def test_the_shipped_model_runs_the_shipped_tasks_from_the_command_line(gptlab_p
                           "--tasks", "gptlab_next_line,gptlab_val_bpb", "--limit", "10",
                           "--output_path", tmp_path, timeout=300, **OFFLINE)
     assert done.returncode == 0, done.stderr
+    assert "batch_size: 16" in done.stdout  # the header: what ran, not lm-eval's default 1
+    assert "is defined, but" not in done.stderr  # no metric without its aggregation
     rows = [line.split("|") for line in done.stdout.splitlines() if line.startswith("|")]
     metrics = {cells[5].strip(): float(cells[7]) for cells in rows[2:]}
     assert 0 <= metrics["acc"] <= 1 and 1 < metrics["bits_per_byte"] < 4

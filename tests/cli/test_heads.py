@@ -130,8 +130,8 @@ def test_an_out_that_cannot_be_created_is_said_before_the_work(run_dir, tmp_path
 def test_missing_run_dir_and_tokenizer(tmp_path, run_dir, capsys):
     assert heads(tmp_path / "nope", "--out", tmp_path / "o") == 2
     assert "no such run or model directory" in capsys.readouterr().err
-    assert heads(tmp_path / "nope") == 2  # no MODEL/heads to default to: said first
-    assert "is not a local directory" in capsys.readouterr().err
+    assert heads(tmp_path / "nope") == 2  # no MODEL/heads to default to: what is not there
+    assert "no such run or model directory" in capsys.readouterr().err
     (run_dir / "tokenizer.json").unlink()
     assert heads(run_dir, "--text", "abc") == 2
     assert "tokenizer.json" in capsys.readouterr().err

@@ -46,10 +46,15 @@ def test_bad_options_are_one_line(tmp_path, capsys, no_server, argv, message):
     assert no_server == []
 
 
-def test_a_missing_runs_folder_is_fine(tmp_path, no_server):
+def test_a_missing_runs_folder_is_fine_and_said(tmp_path, no_server, capsys):
     assert main(["lab", "--runs", str(tmp_path / "none-yet"), "--port", "8123"]) == 0
     assert no_server == [((str(tmp_path / "none-yet"),), {"host": "127.0.0.1", "port": 8123,
                                                            "token": None, "allow_hosts": ()})]
+    assert capsys.readouterr().err == (
+        f"gptlab lab: --runs {tmp_path / 'none-yet'} does not exist yet: the lab creates it "
+        f"when a model is trained from the page (view 9, or an experiment's --quick form)\n")
+    assert main(["lab", "--runs", str(tmp_path), "--port", "8123"]) == 0
+    assert capsys.readouterr().err == ""  # there: nothing to say
 
 
 def test_token_and_names_reach_the_server(tmp_path, no_server):

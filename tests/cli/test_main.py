@@ -193,3 +193,21 @@ def test_outputs_and_arguments_are_checked_before_any_work(tiny_run, tmp_path, a
     one_line((code, out, err))
     assert out == ""
     assert not (tmp_path / "hf").exists()
+
+
+@pytest.mark.parametrize("command, argv", [
+    ("heads", []), ("lens", ["--text", "a"]), ("attribute", ["--text", "a", "--target", "b"]),
+    ("patch", ["--clean", "a", "--corrupt", "b"])])
+def test_force_on_a_figure_command_is_named_with_the_command(command, argv, gptlab, one_line):
+    """argparse said `gptlab: error: unrecognized arguments: --force`, naming no command."""
+    err = one_line(gptlab(command, "runs/demo", *argv, "--force"))
+    assert err == (f"gptlab {command}: error: unrecognized arguments: --force (gptlab "
+                   f"{command} has no --force: it writes a folder of its own figures again "
+                   f"without one)\n")
+
+
+def test_an_unknown_argument_is_named_with_its_command(gptlab, one_line):
+    err = one_line(gptlab("sample", "runs/demo", "--nope", "x"))
+    assert err == "gptlab sample: error: unrecognized arguments: --nope x\n"
+    assert one_line(gptlab("sample", "runs/demo", "--force")).endswith(
+        "--force (gptlab sample has no --force)\n")

@@ -4,6 +4,8 @@ refused in one line before any work, and open_out_dir makes and marks the folder
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gptlab.cli.outdir import check_out_dir, open_out_dir
@@ -54,3 +56,23 @@ def test_right_inside_a_runs_folder_but_no_deeper(tmp_path):
     assert check_out_dir(tmp_path / "run" / "heads") == tmp_path / "run" / "heads"
     with pytest.raises(UsageError):
         check_out_dir(tmp_path / "run" / "heads" / "deeper")
+
+
+def test_a_models_own_figures_go_into_the_folder_it_resolves_to(tmp_path, monkeypatch,
+                                                                 save_char_model):
+    """`gptlab heads shakespeare` with a run of the user's in ./shakespeare wrote the
+    shipped model's figures into ./shakespeare/heads: the default follows the resolver."""
+    from gptlab.cli.outdir import beside_model
+
+    run, *_ = save_char_model(tmp_path / "shakespeare", "abc\n", preset="tiny-gpt2")
+    monkeypatch.chdir(tmp_path)
+    assert beside_model("./shakespeare", "heads") == Path("shakespeare") / "heads"
+    assert beside_model(str(run), "heads") == run / "heads"
+    with pytest.raises(UsageError, match=r"^shakespeare is the model gptlab ships, not a folder "
+                                         r"of yours, .* give --out DIR \(the folder "
+                                         r"shakespeare here is another model"):
+        beside_model("shakespeare", "heads")
+    with pytest.raises(UsageError, match="no such run or model directory: nothere"):
+        beside_model("nothere", "heads")
+    with pytest.raises(UsageError, match="^someone/model is not a local directory"):
+        beside_model("someone/model", "heads")

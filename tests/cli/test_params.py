@@ -142,3 +142,41 @@ def test_a_hugging_face_directory_is_counted_from_its_config(tmp_path, gptlab):
     assert code == 0, err
     two_blocks = accounting(GPTConfig.from_preset("gpt2", n_layer=2)).total
     assert json.loads(out)["total"] == two_blocks == 124_439_808 - 10 * 7_087_872
+
+
+def test_a_preset_a_file_a_run_and_the_shipped_model_are_counted_without_torch(tmp_path):
+    """Counting reads a config: `gptlab params` imported torch for it (1.3 s of its 1.3 s
+    idle, 11-27 s under load) and now does not, but for --check, which builds the model,
+    and a Hugging Face model, whose config transformers reads."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    config = GPTConfig(vocab_size=65, block_size=64, n_layer=2, n_head=4, n_embd=64)
+    (tmp_path / "model.json").write_text(json.dumps(config.to_dict()))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text(json.dumps(config.to_dict()))
+    argvs = [["params", "gpt2"], ["params", str(tmp_path / "model.json")],
+             ["params", str(tmp_path / "run"), "--fsdp", "2"], ["params", "shakespeare"],
+             ["params", "llama2-7b", "--json"]]
+    code = f"""
+import contextlib, io, json, sys
+from gptlab.cli.main import main
+codes = []
+for argv in {argvs!r}:
+    with contextlib.redirect_stdout(io.StringIO()):
+        codes.append(main(argv))
+print(json.dumps({{"codes": codes, "torch": "torch" in sys.modules}}))
+"""
+    src = Path(__file__).resolve().parents[2] / "src"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(src)})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1]) == {"codes": [0] * 5, "torch": False}
+
+
+def test_the_shipped_model_is_counted_by_its_name(gptlab):
+    code, out, err = gptlab("params", "shakespeare")
+    assert code == 0 and err == "" and out.startswith(
+        "shakespeare: 6 layers, d_model 192, 6 heads (6 kv) of 32")

@@ -37,3 +37,37 @@ def test_patch_restores_all_of_the_gap_where_it_should(widened_char_model, tmp_p
 ])
 def test_bad_input_is_one_line(refused_on_widened_model, argv, message):
     refused_on_widened_model(*argv, message=message)
+
+
+def test_the_issues_close_metrics_are_too_close_and_a_wide_gap_is_not():
+    from gptlab.cli.patch import too_close
+
+    warning = too_close(9.4957, 9.6608, "logit-diff")  # its shares ran from -1.5 to +1.8
+    assert warning.startswith("clean and corrupted differ by 0.1651, 1.7% of the metric's "
+                              "size (9.6608): each share restored divides by that difference")
+    assert too_close(3.0, -2.0, "logit-diff") is None
+    assert too_close(0.05, 0.01, "prob").startswith("clean and corrupted differ by 0.0400, "
+                                                    "4.0% of the metric's size (a probability)")
+    assert too_close(0.9, 0.1, "prob") is None
+
+
+def test_patch_warns_on_stderr_where_the_gap_is_too_close(widened_char_model, gptlab,
+                                                          one_thread):
+    """Every target letter on the same texts: the warning comes exactly where too_close
+    says, and the tables still print."""
+    from gptlab.cli.patch import too_close
+
+    directory, *_ = widened_char_model
+    seen = set()
+    for target in "abcdefghijklmnopqrstuvwxyz":
+        code, out, err = gptlab("patch", directory, "--clean", "the cat", "--corrupt",
+                                "the car", "--metric", "logit", "--target", target,
+                                "--sweep", "resid")
+        if code != 0:
+            continue  # the same metric clean and corrupted: refused, tested above
+        clean, corrupt = (float(v) for v in out.splitlines()[1].replace(",", "").split()[1::2])
+        warned = err.startswith("gptlab patch: warning: clean and corrupted differ by ")
+        assert warned == (too_close(clean, corrupt, "logit") is not None), (target, err)
+        assert "share of the gap restored" in out
+        seen.add(warned)
+    assert seen == {True, False}

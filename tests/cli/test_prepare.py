@@ -44,6 +44,19 @@ def test_prepare_bpe_then_reuse_its_tokenizer(tmp_path, gptlab, tiny_shakespeare
     assert tok.decode(load_data(tmp_path / "b").val.tolist()) == text[int(len(text) * 0.8):]
 
 
+def test_bpe_that_learns_fewer_tokens_than_asked_says_so(tmp_path, gptlab, tiny_shakespeare):
+    """On 3 KB, --vocab-size 100000 gave 540 tokens, said only as `vocab 540`."""
+    (tmp_path / "in.txt").write_text(tiny_shakespeare.read_text(encoding="utf-8")[:3000],
+                                     encoding="utf-8")
+    code, out, err = gptlab("prepare", "--input", tmp_path / "in.txt", "--tokenizer", "bpe",
+                            "--vocab-size", "100000", "--out", tmp_path / "a")
+    vocab = json.loads((tmp_path / "a/meta.json").read_text())["vocab_size"]
+    assert code == 0 and vocab < 1000 and f"vocab {vocab:,}," in out
+    assert err == (f"gptlab prepare: note: BPE learned a vocabulary of {vocab:,} tokens, not "
+                   f"the 100,000 --vocab-size asked for: merges stop where no pair of tokens "
+                   f"appears twice in the text (more text gives more)\n")
+
+
 def test_prepare_embedded_shakespeare(tmp_path, gptlab):
     code, out, err = gptlab("prepare", "shakespeare", "--out", str(tmp_path / "d"))
     assert code == 0, err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from gptlab import probe
 from gptlab.cli.main import main
 from gptlab.cli.sample import SEPARATOR
 from gptlab.data.tokenizer import CharTokenizer
@@ -238,6 +240,22 @@ def test_bad_model_directories(model_dir, tmp_path, gptlab):
     assert code == 2 and "has no tokenizer.json" in err
 
 
+def test_a_run_with_a_flipped_bit_in_its_weights_is_one_line_naming_the_file(
+        trained_run, tmp_path, gptlab, one_line):
+    """safetensors has no checksum of its own: before the one gptlab records, this sampled
+    garbage with exit 0. Its best/ weights, unchanged, still sample."""
+    run = Path(shutil.copytree(trained_run, tmp_path / "run"))
+    weights = run / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[len(data) - 1000] ^= 0x40  # in the tensor data, past the header
+    weights.write_bytes(bytes(data))
+    err = one_line(gptlab("sample", run, "--max-new-tokens", 5))
+    assert f"{weights} is damaged: its tensors' sha256" in err
+    err = one_line(gptlab("eval", run, "--text", "the king"))
+    assert f"{weights} is damaged" in err
+    assert gptlab("sample", run / "best", "--max-new-tokens", 5)[0] == 0
+
+
 def test_samples_a_trained_run(tmp_path, gptlab):
     """A run directory from `gptlab train` samples, and so does its best/."""
     from gptlab.data.prepared import prepare
@@ -258,15 +276,28 @@ def test_samples_a_trained_run(tmp_path, gptlab):
         assert code == 0 and out.startswith("to be or not to be")
 
 
-def test_sample_cli_weights(tiny_run, capsys):
-    code = main(["sample", str(tiny_run), "--weights", "int8", "--greedy", "--prompt", "the ",
-                 "--max-new-tokens", "20"])
+def test_sample_cli_weights(tiny_run, capsys, monkeypatch, tmp_path):
+    """On a quiet machine a probe says it runs, once; on a busy one none runs (each call
+    spent most of its time on one, for nothing) and the default, fp32, says nothing."""
+    monkeypatch.setenv("GPTLAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(probe, "machine_load", lambda: 0.0)
+    sample = ["sample", str(tiny_run), "--greedy", "--prompt", "the ", "--max-new-tokens", "20"]
+    timing = ("gptlab sample: timing {} decoding kernels ({}) on this machine, once (cached in "
+              f"{tmp_path / probe.PROBES_FILE} when the timings are steady)")
+    code = main([*sample, "--weights", "int8"])
     out, err = capsys.readouterr()
+    announced, reason = err.splitlines()
     assert code == 0 and out.startswith("the ") and len(out) > 10
-    assert err.startswith("gptlab sample: weights int8/") and "x the fastest fp32" in err
-    code = main(["sample", str(tiny_run), "--greedy", "--prompt", "the ", "--max-new-tokens",
-                 "20"])
-    assert code == 0 and capsys.readouterr().err == ""  # fp32, the default, says nothing
+    assert announced == timing.format(3, "int8/bf16_input, int8/fp32_input, int8/dynamic")
+    assert reason.startswith("gptlab sample: weights int8/") and "ms per token" in reason
+    assert main(sample) == 0
+    assert capsys.readouterr().err == timing.format(2, "fp32/linear, fp32/matmul_t") + "\n"
+    monkeypatch.setenv("GPTLAB_CACHE", str(tmp_path / "empty"))
+    monkeypatch.setattr(probe, "machine_load", lambda: 9.0)
+    assert main(sample) == 0 and capsys.readouterr().err == ""
+    assert main([*sample, "--weights", "int8"]) == 0
+    assert capsys.readouterr().err.startswith("gptlab sample: weights int8/bf16_input (not "
+                                              "timed, load average 9.00 on ")
     assert main(["sample", str(tiny_run), "--weights", "int4"]) == 2
     assert "invalid choice: 'int4'" in capsys.readouterr().err
 

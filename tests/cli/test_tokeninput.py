@@ -87,3 +87,30 @@ def test_a_text_naming_a_file_is_read_as_one_only_where_it_once_was(tmp_path, ca
         f"gptlab eval: warning: {LEGACY_TEXT_FILE.format(path=path)}\n")
     legacy_notice(parse("--text", "hello"), "gptlab eval")
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("command", [["lens"], ["heads", "--out", "{tmp}/h"],
+                                     ["attribute", "--target", "e"]])
+def test_a_token_count_is_written_with_thousands_separators(command, tmp_path, gptlab,
+                                                            one_line):
+    """Counts of tokens read as the rest of gptlab's numbers: 1,500, not 1500."""
+    text = tmp_path / "long.txt"
+    text.write_text("a" * 1500)
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in command]
+    err = one_line(gptlab(argv[0], "shakespeare", "--text-file", text, *argv[1:]))
+    assert "is 1,500 tokens, longer than the model's context of 128" in err
+
+
+def test_counts_in_the_librarys_messages_have_separators():
+    import numpy as np
+    import torch
+
+    from gptlab.data.batches import get_batch
+    from gptlab.errors import UsageError
+    from gptlab.model.config import GPTConfig
+    from gptlab.model.params import accounting
+
+    with pytest.raises(UsageError, match="^1,500 tokens are too few for one block of 2,048$"):
+        get_batch(np.zeros(1500, dtype=np.uint16), 1, 2048, torch.Generator())
+    note = accounting(GPTConfig.from_preset("llama2-7b")).to_dict()["memory"]["kv_cache_note"]
+    assert note.endswith("full context = 4,096 tokens")

@@ -198,10 +198,54 @@ def test_a_ctrl_c_in_the_final_whole_val_scoring_stops_it_within_seconds(
                           "--out", run, "--max-iters", "2", "--eval-iters", "1",
                           "--batch-size", "2", "--whole-val", "--no-progress")
     exit_code, out, err, seconds = signalled(code, mark.exists, signal.SIGINT)
-    assert (exit_code, err.splitlines()[-1]) == (130, "interrupted"), err
+    assert (exit_code, err.splitlines()[-3]) == (130, "interrupted"), err
+    assert err.splitlines()[-1] == f"  gptlab eval {run} --data {data_dir}"
     assert seconds < 15  # a bound for a loaded machine: the scoring had 30 s or more to go
     assert "done:" not in out and "Traceback" not in err
     assert rundir.load_checkpoint(run)["step"] == 2
+
+
+def test_a_stop_in_the_final_whole_val_scoring_says_what_is_kept_and_how_to_score_it(
+        data_dir, tmp_path, monkeypatch, gptlab):
+    """It said only "interrupted", and `gptlab runs` showed the finished run with a whole
+    val of "-": now what was kept, and the command that finishes the score."""
+    from gptlab import stopping
+    from gptlab.training import run as training_run
+    from gptlab.training import rundir
+
+    def stopped(*args, **kwargs):
+        raise stopping.Interrupted()  # what a Ctrl-C between two scoring windows raises
+
+    run = tmp_path / "run"
+    with monkeypatch.context() as patched:
+        patched.setattr(training_run, "score_ids", stopped)
+        code, out, err = gptlab("train", "--preset", "tiny-gpt2", "--data", data_dir, "--out",
+                                run, "--max-iters", "2", "--eval-iters", "1", "--batch-size",
+                                "2", "--whole-val", "--no-progress")
+    assert code == 130 and "done:" not in out and "Traceback" not in err
+    assert err.splitlines()[-3:] == [
+        "interrupted",
+        f"the run finished at step 2: its checkpoint and weights are kept in {run}/; only its "
+        f"loss over the whole val split was cut short (gptlab runs shows it as -). Score it "
+        f"with:",
+        f"  gptlab eval {run} --data {data_dir}"]
+    assert rundir.load_checkpoint(run)["step"] == 2
+    code, out, _ = gptlab(*err.splitlines()[-1].split()[1:])  # the line, as given
+    assert code == 0 and "loss " in out
+
+
+def test_mlp_is_a_model_flag(data_dir, tmp_path, gptlab, one_line):
+    """--to-gguf names `--mlp gelu_tanh` for a model with the exact GELU: train has it."""
+    code, _, err = gptlab("train", "--preset", "tiny-gpt2", "--data", data_dir, "--out",
+                          tmp_path / "run", "--mlp", "swiglu", "--max-iters", "1",
+                          "--eval-iters", "1", "--batch-size", "2", "--no-whole-val",
+                          "--no-progress")
+    assert code == 0, err
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["mlp"] == "swiglu"
+    err = one_line(gptlab("train", "--preset", "tiny-gpt2", "--data", data_dir, "--out",
+                          tmp_path / "other", "--mlp", "gelu_erf"))
+    assert "--mlp: invalid choice: 'gelu_erf'" in err
 
 
 def test_resume_help_lists_what_may_change_from_the_constants(gptlab):

@@ -285,3 +285,27 @@ def test_cli_writes_a_gpt2_style_char_run_and_reports_it(tmp_path, capsys, tiny_
     ids = tokenizer.encode(TEXT[:20])
     diff = np.abs(our_logits(model, ids) - their_logits(llama_cpp(out, n_ctx=32), ids)).max()
     assert diff < LOGIT_TOLERANCE
+
+
+def test_the_demos_model_trained_with_mlp_gelu_tanh_runs_in_llama_cpp(tmp_path, capsys,
+                                                                     char_tokenizer, text):
+    """The demo's preset (exact GELU) is refused by --to-gguf, which names the flag that
+    trains one llama.cpp computes; with it, llama.cpp's logits are gptlab's. (llama.cpp's
+    graphs take ggml_gelu, tanh's table, in every architecture llama-cpp-python 0.3.36
+    builds: libllama imports no ggml_gelu_erf.)"""
+    prepare(text[:20_000], tmp_path / "data", char_tokenizer, source="tiny shakespeare")
+    common = ["train", "--preset", "shakespeare-char-cpu-speedrun", "--data",
+              str(tmp_path / "data"), "--n-layer", "1", "--max-iters", "3", "--eval-iters",
+              "1", "--batch-size", "2", "--no-whole-val", "--no-progress"]
+    assert main([*common, "--out", str(tmp_path / "exact")]) == 0
+    assert main(["convert", "--to-gguf", str(tmp_path / "exact"), "--out",
+                 str(tmp_path / "exact.gguf")]) == 2
+    assert "(gptlab train ... --mlp gelu_tanh)" in capsys.readouterr().err
+    assert main([*common, "--mlp", "gelu_tanh", "--out", str(tmp_path / "tanh")]) == 0
+    out = tmp_path / "tanh.gguf"
+    assert main(["convert", "--to-gguf", str(tmp_path / "tanh"), "--out", str(out)]) == 0
+    model, tokenizer = gptlab.load(tmp_path / "tanh")
+    assert model.config.mlp == "gelu_tanh"
+    ids = tokenizer.encode(PROMPT)
+    llm = llama_cpp(out, n_ctx=64)
+    assert np.abs(our_logits(model, ids) - their_logits(llm, ids)).max() < LOGIT_TOLERANCE

@@ -157,13 +157,13 @@ def test_another_configurations_results_are_replaced_only_with_force(tmp_path, t
         experiment_folder(folder, "test", {**quick, "quick": False, "seed": 7})
     message = str(refused.value)
     assert "\n" not in message and message == (
-        f"{folder} holds experiment test's results for --quick, --seed 1337, not no --quick, "
-        f"--seed 7: --force trains it again with this one there, replacing them, or give "
-        f"another --out")
+        f"{folder} holds experiment test's results made with --quick and --seed 1337, not "
+        f"with --seed 7 and without --quick: --force trains it again with this one there, "
+        f"replacing them, or give another --out")
     assert tree(folder) == before
     experiment_folder(folder, "test", {**quick, "steps": 5}, force=True)
     assert json.loads((folder / "experiment.json").read_text())["configuration"]["steps"] == 5
-    with pytest.raises(UsageError, match="for --steps 5, not no --steps"):
+    with pytest.raises(UsageError, match="made with --steps 5, not without --steps:"):
         experiment_folder(folder, "test", quick)
 
 

@@ -201,3 +201,27 @@ def test_bad_model_args_are_one_line_usage_errors(args, message):
 def test_a_misspelt_model_arg_is_named_not_ignored():
     with pytest.raises(UsageError, match="gptlab takes no strid= .it takes pretrained, device"):
         GptlabLM.create_from_arg_string("pretrained=shakespeare,strid=8", {"batch_size": 2})
+
+
+@pytest.mark.slow
+def test_plain_lm_eval_does_not_know_the_model_as_docs_harness_says(tmp_path):
+    """docs/harness.md says that `lm-eval run --model gptlab` without `gptlab harness` or the
+    import does not know the model, quoting lm-eval's last line: both hold."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    docs = " ".join((Path(__file__).parents[2] / "docs" / "harness.md").read_text().split())
+    argv = [sys.executable, "-c", "from lm_eval.__main__ import cli_evaluate; cli_evaluate()",
+            "run", "--model", "gptlab", "--model_args", "pretrained=shakespeare", "--tasks",
+            "gptlab_next_line", "--device", "cpu"]
+    for extra, last in (([], "Tasks not found: gptlab_next_line"),
+                        (["--include_path", str(TASKS_DIR)],
+                         "ValueError: Attempted to load model 'gptlab', but no model for this "
+                         "name found!")):
+        done = subprocess.run([*argv, *extra], capture_output=True, text=True, timeout=300,
+                              cwd=tmp_path, env={**os.environ, **OFFLINE})
+        assert done.returncode != 0 and last in done.stderr.splitlines()[-1], done.stderr
+        assert last.replace("ValueError: ", "") in docs
+    assert "lm-eval 0.4.13 registers only the models of its own package" in docs

@@ -53,3 +53,20 @@ def test_lm_eval_finds_the_shipped_tasks_by_name(tmp_path):
     assert set(NAMES) <= set(manager.all_tasks)
     assert {p.name for p in TASKS_DIR.iterdir()} == {
         f"{n}.yaml" for n in NAMES} | {NEXT_LINE_FILE, VAL_DOCS_FILE}
+
+
+def test_the_shipped_tasks_say_how_their_metrics_aggregate(tmp_path, caplog, monkeypatch):
+    """lm-eval warned six times that gptlab_val_bpb's metrics had no aggregation and no
+    direction; each now says the ones it defaulted to."""
+    import logging
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with caplog.at_level(logging.WARNING, logger="lm_eval"):
+        loaded = tasks(tmp_path).load(list(NAMES))["tasks"]
+    said = [r.getMessage() for r in caplog.records]
+    assert not [m for m in said if "is defined, but" in m], said
+    bpb = loaded["gptlab_val_bpb"]
+    assert {k: f.__name__ for k, f in bpb.aggregation().items()} == {
+        "word_perplexity": "weighted_perplexity", "byte_perplexity": "weighted_perplexity",
+        "bits_per_byte": "bits_per_byte"}
+    assert set(bpb.higher_is_better().values()) == {False}

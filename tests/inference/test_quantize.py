@@ -67,14 +67,14 @@ def test_fp32_linear_kernel_is_exactly_nn_linear():
 
 def fixed_timings(monkeypatch, timings, cache_dir):
     """The probe's timings fixed, its cache fresh, the machine quiet (load average 0);
-    returns the list of probed models."""
+    returns the list of the kernels each probe timed."""
     monkeypatch.setenv("GPTLAB_CACHE", str(cache_dir))
     monkeypatch.setattr(probe, "machine_load", lambda: 0.0)
     calls = []
 
-    def fake(model, budget_s=0.3):
-        calls.append(model)
-        return dict(timings)
+    def fake(model, budget_s=0.3, kernels=ALL_KERNELS):
+        calls.append(kernels)
+        return {k: timings[k] for k in kernels}
 
     monkeypatch.setattr(quantize, "probe_kernels", fake)
     return calls
@@ -97,8 +97,29 @@ def test_choice_is_the_fastest_kernel_of_the_format(monkeypatch, tmp_path, weigh
     assert len(layers) == 4 * model.config.n_layer + 1  # qkv, proj, fc, proj; lm_head
     assert {m.kernel for m in layers} == {kernel}
     assert not any(type(m) is nn.Linear for m in model.modules())
+    fastest_fp32 = 8.0 if weights in ("auto", "fp32") else TIMINGS[kernel]  # only its own
     assert choice.reason.startswith(f"weights {kernel}: {TIMINGS[kernel]:.2f} ms per token, "
-                                    f"{8.0 / TIMINGS[kernel]:.2f}x the fastest fp32")
+                                    f"{fastest_fp32 / TIMINGS[kernel]:.2f}x the fastest fp32"
+                                    if weights in ("auto", "fp32") else
+                                    f"weights {kernel}: {TIMINGS[kernel]:.2f} ms per token")
+
+
+def test_a_format_by_name_times_only_its_own_kernels(monkeypatch, tmp_path):
+    """`gptlab sample` decodes in fp32 by default: it timed all nine kernels, seven of them
+    for formats it never uses. Every kernel's timings, once cached, answer any format."""
+    calls = fixed_timings(monkeypatch, TIMINGS, tmp_path)
+    heard = []
+    with probe.announced(heard.append):
+        choice = quantize.quantize(GPT(GPTConfig.from_preset("tiny-gpt2")), "fp32")
+        assert quantize.quantize(GPT(GPTConfig.from_preset("tiny-gpt2")), "fp32").cached
+    assert calls == [KERNELS["fp32"]] and choice.kernel == "fp32/matmul_t"
+    assert heard == [f"timing 2 decoding kernels (fp32/linear, fp32/matmul_t) on this "
+                     f"machine, once (cached in {tmp_path / probe.PROBES_FILE} when the "
+                     f"timings are steady)"]
+    quantize.quantize(GPT(GPTConfig.from_preset("tiny-gpt2")), "auto")  # all nine
+    assert calls[1] == ALL_KERNELS
+    assert quantize.quantize(GPT(GPTConfig.from_preset("tiny-gpt2")), "int8").cached
+    assert len(calls) == 2
 
 
 def test_probe_runs_once_per_machine_and_shape(monkeypatch, tmp_path):
@@ -116,18 +137,49 @@ def test_probe_runs_once_per_machine_and_shape(monkeypatch, tmp_path):
     assert len(calls) == 3 and len(json.loads((tmp_path / probe.PROBES_FILE).read_text())) == 1
 
 
-def test_auto_on_timings_that_cannot_be_trusted_keeps_fp32(monkeypatch, tmp_path):
-    """Measured under load, int8 looked fastest: auto keeps the fastest fp32 kernel and
-    says why; a format asked for by name still gets its fastest kernel."""
+def test_a_busy_machine_times_nothing_and_takes_each_formats_first_kernel(monkeypatch,
+                                                                          tmp_path):
+    """Under load (4.0 on 2 cores) nothing is cached, so every call timed all kernels again
+    and then kept fp32 whatever they said: now none is timed, auto keeps fp32 in torch's
+    own layout (exactly nn.Linear), and a format by name takes its first kernel that runs
+    here, each saying why."""
     calls = fixed_timings(monkeypatch, TIMINGS, tmp_path)
     monkeypatch.setattr(probe, "cores", lambda: 2)
     monkeypatch.setattr(probe, "machine_load", lambda: 4.0)
+    heard = []
+    with probe.announced(heard.append):
+        auto = quantize.quantize(GPT(GPTConfig.from_preset("tiny-gpt2")), "auto")
+        int8 = quantize.quantize(GPT(GPTConfig.from_preset("tiny-gpt2")), "int8")
+    assert (auto.kernel, int8.kernel) == ("fp32/linear", "int8/bf16_input")
+    assert auto.reason == ("weights fp32/linear (not timed, load average 4.00 on 2 cores: the "
+                           "first fp32 kernel that runs here)")
+    assert calls == [] and heard == [] and not (tmp_path / probe.PROBES_FILE).exists()
+
+
+def test_auto_on_timings_that_cannot_be_trusted_keeps_fp32(monkeypatch, tmp_path):
+    """Timed on a quiet machine but with scattered timings, int8 looked fastest: auto keeps
+    the fastest fp32 kernel and says why; a format asked for by name still gets its
+    fastest kernel."""
+    calls = fixed_timings(monkeypatch, TIMINGS, tmp_path)
+    monkeypatch.setattr(probe, "MAX_SPREAD", -1.0)  # every spread too wide
     choice = quantize.quantize(GPT(GPTConfig.from_preset("tiny-gpt2")), "auto")
     assert choice.kernel == "fp32/matmul_t" and not choice.cached
-    assert "load average 4.00 on 2 cores: not trusted, not cached" in choice.reason
+    assert "not trusted, not cached" in choice.reason
     assert quantize.quantize(GPT(GPTConfig.from_preset("tiny-gpt2")), "int8").kernel == (
         "int8/bf16_input")
     assert len(calls) == 2 and not (tmp_path / probe.PROBES_FILE).exists()
+
+
+def test_first_that_runs_skips_a_kernel_this_torch_lacks(monkeypatch):
+    model = GPT(GPTConfig.from_preset("tiny-gpt2"))
+
+    def missing(*args):
+        raise RuntimeError("no such kernel here")
+
+    monkeypatch.setattr(torch, "_weight_int8pack_mm", missing)
+    assert quantize.first_that_runs(model, list(KERNELS["int8"])) == "int8/dynamic"
+    assert quantize.first_that_runs(model, ["int8/bf16_input"]) is None
+    assert not any(isinstance(m, DecodeLinear) for m in model.modules())
 
 
 def test_unavailable_format_and_bad_input(monkeypatch, tmp_path):

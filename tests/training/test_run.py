@@ -285,7 +285,7 @@ def test_cli_trains_from_preset_with_overrides(data_dir, tmp_path, capsys):
     (["--resume"], "nothing to resume: run directory"),
     (["--resume", "--preset", "tiny-gpt2"], "--resume reads the model and training settings"),
     (["--data", "{data}"], "give --preset NAME, --config JSON or --init-from MODEL"),
-    (["--preset", "tiny-gpt2", "--block-size", "5000"], "too few for one block of 5000"),
+    (["--preset", "tiny-gpt2", "--block-size", "5000"], "too few for one block of 5,000"),
 ])
 def test_cli_bad_input(data_dir, tmp_path, capsys, argv, message):
     argv = [a.format(tmp=tmp_path, data=data_dir) for a in argv]

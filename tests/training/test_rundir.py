@@ -468,6 +468,33 @@ def test_the_checkpoint_is_whole_whatever_the_weights_file_holds(tmp_path, tiny_
     assert torch.equal(state["model"]["wte.weight"], model.wte.weight)
 
 
+def test_a_flipped_bit_in_the_checkpoints_weights_is_refused(tmp_path, tiny_model):
+    """torch.load checks no checksum (a zip's CRCs go unread): state.pt records its weights'
+    own, which every load but a look at its step (mmap) checks."""
+    torch.manual_seed(0)
+    model = GPT(tiny_model())
+    rundir.save_checkpoint(tmp_path, model, {"step": 3})
+    path = tmp_path / "state.pt"
+    data = bytearray(path.read_bytes())
+    at = data.find(model.wte.weight.detach().numpy().tobytes())  # stored as it lies in memory
+    assert at > 0
+    data[at + 5] ^= 0x10
+    path.write_bytes(bytes(data))
+    with pytest.raises(UsageError, match=f"{path} is damaged: its weights' sha256"):
+        rundir.load_checkpoint(tmp_path)
+    assert rundir.load_checkpoint(tmp_path, mmap=True)["step"] == 3  # a look: not checked
+
+
+def test_a_checkpoint_from_before_the_checksum_loads(tmp_path, tiny_model):
+    model = GPT(tiny_model())
+    rundir.save_checkpoint(tmp_path, model, {"step": 3})
+    state = torch.load(tmp_path / "state.pt", weights_only=True)
+    del state[rundir.STATE_CHECKSUM]
+    torch.save(state, tmp_path / "state.pt")
+    loaded = rundir.load_checkpoint(tmp_path)
+    assert loaded["step"] == 3 and rundir.STATE_CHECKSUM not in loaded
+
+
 def test_pickled_objects_are_not_loaded(tmp_path, tiny_model):
     class Evil:
         def __reduce__(self):

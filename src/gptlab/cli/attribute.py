@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         check_out_dir(args.out)
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
     from gptlab.interp.attribution import logit_attribution
-    from gptlab.loading import load
+    from gptlab.loading import load, provenance
 
     (label, text), = input_texts(args)
     flag = "--text" if args.text is not None else f"--text-file {label}"
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--target and --versus are the same token; their difference is 0")
     T = idx.shape[1]
     if not -T <= args.position < T:
-        raise UsageError(f"--position {args.position} is out of range for {T} tokens "
+        raise UsageError(f"--position {args.position} is out of range for {T:,} tokens "
                          f"({-T}..{T - 1})")
     result = logit_attribution(model, idx, target, versus, args.position)
     values = [float(v) for v in result.values[:, 0]]
@@ -89,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
         out = open_out_dir(args.out, "attribute")
         attribution_bars(result.labels, values, title=f"direct logit attribution: {what}"
                          ).save(out / "attribution.png")
-        report = {"tokens": idx[0].tolist(), "position": result.position, "target": target,
+        report = {"model": provenance(model, args.run_dir),
+                  "tokens": idx[0].tolist(), "position": result.position, "target": target,
                   "versus": versus, "total": float(result.total[0]),
                   "parts": dict(zip(result.labels, values, strict=True))}
         atomic_write_text(out / "attribution.json", json.dumps(report, indent=1) + "\n")

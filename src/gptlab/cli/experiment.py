@@ -89,7 +89,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true",
                    help="train again in an --out that holds this experiment's results for "
                         "other flags (--quick, --steps, --seed, --data), replacing them")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, on_interrupt=interrupted_note)
+
+
+def interrupted_note(args: argparse.Namespace, exc: KeyboardInterrupt) -> str | None:
+    """What an interrupted experiment keeps, and how it goes on (gptlab.cli.main.run_command
+    says it after "interrupted"); nothing where it stopped before its folder was made."""
+    from gptlab.files import kinds  # start-up time: torch-free, as here
+
+    out = args.out or f"runs/{args.name}"
+    if kinds.kind_of(out) != kinds.EXPERIMENT:
+        return None
+    return (f"the runs it finished are kept in {out}/runs, an interrupted one at its last "
+            f"checkpoint: run the same command again to resume the experiment")
 
 
 def run(args: argparse.Namespace) -> int:

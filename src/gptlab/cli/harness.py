@@ -56,11 +56,20 @@ class PassThrough(Parser):
 def lm_eval_argv(args: list[str], tasks_dir: str) -> list[str]:
     """lm-eval's argv for `gptlab harness ARGS`: `run` unless another lm-eval command is
     named, with --model gptlab, --device auto and --include_path tasks_dir unless ARGS give
-    their own."""
+    their own; a gptlab model's batch_size= in --model_args (which the model takes) given
+    as --batch_size too, which lm-eval's table header shows (it showed 1 where 16 ran)."""
     command, rest = (args[0], args[1:]) if args and args[0] in LM_EVAL_COMMANDS else ("run", args)
     given = {a.split("=", 1)[0] for a in rest if a.startswith("--")}
     if command == "run" and "--model" not in given:
         rest = ["--model", "gptlab", *rest]
+    batch = _flag_value(rest, "--batch_size")
+    in_model_args = gptlab_model_arg(rest, "batch_size")
+    if command == "run" and in_model_args is not None:
+        if batch is None:
+            rest = [*rest, "--batch_size", in_model_args]
+        elif batch != in_model_args:
+            raise UsageError(f"--batch_size {batch} and --model_args batch_size={in_model_args} "
+                             f"disagree: the model runs {in_model_args}; give one of them")
     if command == "run" and "--device" not in given:  # lm-eval's default is cuda:0
         rest = [*rest, "--device", "auto"]
     if "--include_path" not in given:
@@ -86,16 +95,22 @@ def run(args: argparse.Namespace) -> int:
 def gptlab_pretrained(argv: list[str]) -> str | None:
     """The pretrained= of `--model gptlab --model_args ...,pretrained=X,...` in lm-eval's
     argv, or None (another model, or model_args not written key=value)."""
-    def value(flag: str) -> str | None:
-        for i, arg in enumerate(argv):
-            if arg == flag and i + 1 < len(argv):
-                return argv[i + 1]
-            if arg.startswith(flag + "="):
-                return arg.split("=", 1)[1]
-        return None
+    return gptlab_model_arg(argv, "pretrained")
 
-    if value("--model") != "gptlab":
+
+def gptlab_model_arg(argv: list[str], key: str) -> str | None:
+    """The value of key= in `--model gptlab --model_args ...,key=X,...` in lm-eval's argv,
+    or None (another model, or model_args not written key=value)."""
+    if _flag_value(argv, "--model") != "gptlab":
         return None
-    pairs = [part.split("=", 1) for part in (value("--model_args") or "").split(",")]
-    return next((v.strip() for k, *rest in pairs for v in rest if k.strip() == "pretrained"),
-                None)
+    pairs = [part.split("=", 1) for part in (_flag_value(argv, "--model_args") or "").split(",")]
+    return next((v.strip() for k, *rest in pairs for v in rest if k.strip() == key), None)
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None

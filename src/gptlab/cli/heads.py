@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gptlab.cli import argtypes
-from gptlab.cli.outdir import check_out_dir, open_out_dir
+from gptlab.cli.outdir import beside_model, check_out_dir, open_out_dir
 from gptlab.cli.tokeninput import add_text_options, input_texts, legacy_notice, token_labels
 from gptlab.errors import UsageError
 from gptlab.files.atomic import atomic_write_text
@@ -47,7 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     text = p.add_mutually_exclusive_group()
     add_text_options(text, what="text to analyse (at most the model's context in tokens)")
     p.add_argument("--out", metavar="DIR", help="where to write the PNGs and scores.json "
-                   "(default: MODEL/heads when MODEL is a local directory)")
+                   "(default: MODEL/heads when MODEL is a local directory; the shipped "
+                   "model and hub names need --out)")
     p.add_argument("--top", type=argtypes.int_in(0), default=3, metavar="N",
                    help="draw the N strongest heads' patterns (default 3; 0 for none)")
     p.add_argument("--ablate", choices=ABLATION_MODES, default="zero",
@@ -62,11 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    run_dir = Path(args.run_dir)
-    if args.out is None and not run_dir.is_dir():
-        raise UsageError(f"{args.run_dir} is not a local directory, so there is no "
-                         f"{args.run_dir}/heads to write into: give --out DIR")
-    out = Path(args.out) if args.out is not None else run_dir / "heads"
+    # the folder of the model loaded (a run's, not one named like a shipped model)
+    out = Path(args.out) if args.out is not None else beside_model(args.run_dir, "heads")
     check_out_dir(out)  # before the scoring and ablations, not after
     inputs = input_texts(args, legacy_files=True)
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
@@ -80,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         per_token_loss,
     )
     from gptlab.interp.hooks import capture_attention
-    from gptlab.loading import load
+    from gptlab.loading import load, provenance
 
     # random tokens need no tokenizer (heatmap labels fall back to ids); a text does
     model, tokenizer = load(args.run_dir, require_tokenizer=bool(inputs))
@@ -99,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         probe = induction_probe(model, half, RANDOM_BATCH, generator)
         idx, losses, scores = probe["tokens"], probe["per_token_loss"], probe["scores"]
         described = (f"no --text given: {RANDOM_BATCH} sequences of {half} random tokens, "
-                     f"each repeated once ({2 * half} tokens; seed {args.seed})")
+                     f"each repeated once ({2 * half:,} tokens; seed {args.seed})")
         halves = (f"; first half {probe['loss_first_half']:.4f}, repeated half "
                   f"{probe['loss_second_half']:.4f}")
 
@@ -117,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     patterns = capture_attention(model, idx[:1])[:, 0] if strongest else None  # (L, nh, T, T)
     open_out_dir(out, "heads")
     written = _write_outputs(out, patterns, idx, tokenizer, scores, chance, deltas, strongest,
-                             described, args.ablate)
+                             described, args.ablate, provenance(model, args.run_dir))
     print()
     for (layer, head, name, ratio) in strongest:
         print(f"strongest: layer {layer} head {head}: {SHORT[name]} "
@@ -159,7 +157,7 @@ def rank_heads(
 
 
 def _write_outputs(out, patterns, idx, tokenizer, scores, chance, deltas, strongest, described,
-                   mode) -> list[str]:
+                   mode, model: dict) -> list[str]:
     written = []
     if strongest:
         labels = token_labels(tokenizer, idx[0].tolist())
@@ -172,6 +170,7 @@ def _write_outputs(out, patterns, idx, tokenizer, scores, chance, deltas, strong
     plots.head_scores(scores, title=described).save(out / "scores.png")
     written.append("scores.png")
     report = {
+        "model": model,  # which model these are of (gptlab.loading.provenance)
         "input": described,
         "tokens": idx.tolist(),
         "chance": chance,
@@ -190,11 +189,11 @@ def _text_tokens(label: str, text: str, tokenizer, block_size: int) -> tuple[lis
         raise UsageError(f"{label} is empty: give some text to analyse")
     ids = tokenizer.encode(text)
     if len(ids) < 2:
-        raise UsageError(f"{label} gives {len(ids)} token(s); the scores need at least 2")
+        raise UsageError(f"{label} gives {len(ids):,} token(s); the scores need at least 2")
     if len(ids) > block_size:
-        raise UsageError(f"{label} is {len(ids)} tokens, longer than the model's context of "
-                         f"{block_size}; shorten it")
-    return ids, f"{label}, {len(ids)} tokens"
+        raise UsageError(f"{label} is {len(ids):,} tokens, longer than the model's context of "
+                         f"{block_size:,}; shorten it")
+    return ids, f"{label}, {len(ids):,} tokens"
 
 
 def _seq_len(requested: int | None, block_size: int) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from gptlab.cli import argtypes
@@ -62,8 +63,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     runs = Path(args.runs)
-    if runs.exists() and not runs.is_dir():  # a missing folder is fine: no runs yet
+    if runs.exists() and not runs.is_dir():
         raise UsageError(f"--runs {runs} is not a folder")
+    if not runs.exists():  # fine, but said: a mistyped name would otherwise look empty
+        print(f"gptlab lab: --runs {runs} does not exist yet: the lab creates it when a model "
+              f"is trained from the page (view 9, or an experiment's --quick form)",
+              file=sys.stderr)
     try:  # the 'lab' extra (fastapi), and torch: loaded only when the lab starts
         from gptlab.lab.server import serve
     except ImportError as exc:

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     flag = "--text" if args.text is not None else f"--text-file {label}"
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
     from gptlab.interp import lens
-    from gptlab.loading import load
+    from gptlab.loading import load, provenance
 
     model, tokenizer = load(args.run_dir)
     idx = encode_text(tokenizer, text, model.config.block_size, flag)
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
     shown = (f" (the last {args.last} shown: --last N for more)" if idx.shape[1] > args.last
              else "")
-    print(f"input: {idx.shape[1]} tokens{shown}; each cell: the top next token and its "
+    print(f"input: {idx.shape[1]:,} tokens{shown}; each cell: the top next token and its "
           f"probability")
     print(format_grid(rows, inputs, tops, probs[..., 0], args.last))
     if idx.shape[1] > 1:
@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         out = open_out_dir(args.out, "lens")
         lens_grid(probs[..., 0], tops, rows, inputs,
                   title="logit lens: top next token by depth").save(out / "lens.png")
-        report = {"tokens": idx[0].tolist(), "rows": rows,
+        report = {"model": provenance(model, args.run_dir),
+                  "tokens": idx[0].tolist(), "rows": rows,
                   "top_ids": ids.tolist(), "top_probs": probs.tolist(),
                   "next_token_probs": following.tolist()}
         atomic_write_text(out / "lens.json", json.dumps(report) + "\n")

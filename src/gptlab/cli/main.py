@@ -34,6 +34,9 @@ from gptlab.version import __version__
 COMMANDS = ["demo", "params", "prepare", "train", "eval", "sample", "convert", "heads", "lens",
             "attribute", "patch", "experiment", "runs", "lab", "probe", "harness"]
 INTERRUPTED = stopping.exit_code(None)  # 128 + SIGINT, as a shell reports a Ctrl-C
+# The commands that write a folder of figures (gptlab.files.kinds.FIGURES): rewritten by any
+# of them without --force, which they do not take.
+FIGURE_COMMANDS = ("heads", "lens", "patch", "attribute")
 
 
 class AsWritten(UsageError):
@@ -57,6 +60,22 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # one line, exit 2, as for every other bad input
         self.exit(2, f"{self.prog}: error: {_one_line(message)}\n")
+
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, but arguments no parser took are named with the command they were
+        given to (argparse says `gptlab: error:`, whichever command it was)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, "command", None)
+            prog = f"{self.prog} {command}" if command else self.prog
+            note = ""
+            if "--force" in extras:
+                note = f" ({prog} has no --force" + (
+                    ": it writes a folder of its own figures again without one)"
+                    if command in FIGURE_COMMANDS else ")")
+            self.exit(2, f"{prog}: error: unrecognized arguments: "
+                         f"{_one_line(' '.join(extras))}{note}\n")
+        return parsed
 
     def _get_values(self, action: argparse.Action, arg_strings: list[str]):
         # `--prompt=--`: Python before 3.12 drops the "--" and hands the flag an empty list
@@ -109,14 +128,23 @@ def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse
     """func(args)'s exit code, with every failure it may raise, the Ctrl-C during its own
     imports included, turned into one line on stderr (prog: error: ...) and its exit code.
     The library names its parameters (learning_rate); `flags` maps those the command has
-    flags for to the flags (--learning-rate), which the message then says instead."""
+    flags for to the flags (--learning-rate), which the message then says instead.
+
+    A command whose stop leaves something to say (what it kept, how to go on) sets
+    `on_interrupt` among its parser's defaults: on_interrupt(args, exc) -> the lines said
+    after "interrupted" (None: nothing)."""
     try:
         return int(func(args) or 0)
     except GptlabError as exc:
         _error(prog, str(exc) if isinstance(exc, AsWritten) else as_flags(str(exc), flags or {}))
         return exc.exit_code
     except KeyboardInterrupt as exc:
-        return _interrupted(exc)
+        code = _interrupted(exc)
+        after = getattr(args, "on_interrupt", None)
+        lines = after(args, exc) if after is not None else None
+        if lines:
+            print(lines, file=sys.stderr)
+        return code
     except BrokenPipeError:
         return 0
     except OSError as exc:  # one no command foresaw: a path it could not use, a full disk

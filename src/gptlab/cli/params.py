@@ -93,14 +93,17 @@ def run(args: argparse.Namespace) -> int:
 def model_config(name: str) -> GPTConfig:
     """The config MODEL names: a preset or a config JSON file, else the model gptlab.load
     would load there (its config.json only; a hub model's is fetched without weights). A
-    bare word that is no preset stays a preset error, listing the presets."""
-    # start-up time: torch loads here, so that `--help` and usage errors never wait for it
+    bare word that is no preset and no shipped model stays a preset error, listing the
+    presets. No torch is loaded but for a Hugging Face model (transformers reads its
+    config)."""
+    # start-up time: read where MODEL is a name or a path, not for --help (torch-free)
     from gptlab.model_dir import resolve_config
+    from gptlab.pretrained import is_shipped
 
     path = Path(name)
     if not name.strip() or name in PRESETS or name.endswith(".json") or path.is_file() or (
-            "/" not in name and not path.is_dir()):
+            "/" not in name and not path.is_dir() and not is_shipped(name)):
         return resolve_config(name)
-    from gptlab.loading import config_of  # start-up time: torch, as above
+    from gptlab.loading import config_of  # start-up time: as above
 
     return config_of(name)

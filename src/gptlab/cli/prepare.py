@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -88,6 +89,9 @@ def run(args: argparse.Namespace) -> int:
 
     text, source = load_source(args.name, args.input, args.url)
     tokenizer = make_tokenizer(args.tokenizer, args.vocab_size, text)
+    short = bpe_shortfall(args.tokenizer, args.vocab_size, tokenizer.vocab_size)
+    if short:
+        print(f"gptlab prepare: note: {short}", file=sys.stderr)
     text, dropped = known_characters(text, source, tokenizer, args.drop_unknown)
     if not args.force:
         try:
@@ -145,6 +149,19 @@ def make_tokenizer(spec: str, vocab_size: int | None, text: str) -> Tokenizer:
     return load_tokenizer(spec)
 
 
+def bpe_shortfall(spec: str, asked: int | None, learned: int) -> str | None:
+    """What to say where BPE learned fewer tokens than --vocab-size asked (None: it did
+    not): on little text no pair repeats long before the vocabulary fills."""
+    if spec != "bpe":
+        return None
+    asked = DEFAULT_BPE_VOCAB if asked is None else asked
+    if learned >= asked:
+        return None
+    return (f"BPE learned a vocabulary of {learned:,} tokens, not the {asked:,} --vocab-size "
+            f"asked for: merges stop where no pair of tokens appears twice in the text (more "
+            f"text gives more)")
+
+
 def known_characters(text: str, source: str, tokenizer: Tokenizer, drop: bool
                      ) -> tuple[str, str]:
     """(text, what was left out of it: '' for nothing). A character tokenizer has no
@@ -160,7 +177,7 @@ def known_characters(text: str, source: str, tokenizer: Tokenizer, drop: bool
     if not drop:
         raise UsageError(
             f"{source} has {len(unknown)} character(s) the char tokenizer "
-            f"({tokenizer.vocab_size} symbols) has no token for: {listed}{more}; it has no "
+            f"({tokenizer.vocab_size:,} symbols) has no token for: {listed}{more}; it has no "
             f"unknown token and a model cannot learn a new symbol: replace them in the text, "
             f"or pass --drop-unknown to leave out these {total:,} characters")
     return (text.translate(dict.fromkeys(map(ord, unknown))),

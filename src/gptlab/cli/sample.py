@@ -62,8 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the matrices' format for decoding: fp32 (default, as trained), fp16, "
                         "bf16, int8 (per-channel) or auto (the fastest of them on this "
                         "machine). A short probe, cached per machine, picks each format's "
-                        "fastest kernel; for a format other than fp32, stderr says what it "
-                        "chose and why")
+                        "fastest kernel (a line on stderr says when it runs; on a busy "
+                        "machine none runs and the format's first kernel is used); for a "
+                        "format other than fp32, stderr says what it chose and why")
     p.add_argument("--context", type=argtypes.int_in(1), metavar="N",
                    help="tokens the model sees at once (default its block_size; longer runs "
                         "it at positions it never saw, with a warning; learned positions "
@@ -82,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
     # start-up time: torch loads here, so that `--help` and usage errors never wait for it
     import torch
 
+    from gptlab import probe
     from gptlab.distributed.process import pick_device
+    from gptlab.inference.quantize import quantize
     from gptlab.inference.sampling import default_prompt, generate_text
     from gptlab.loading import load
     from gptlab.model.decoding import SamplingSettings
@@ -91,10 +94,12 @@ def run(args: argparse.Namespace) -> int:
     settings = SamplingSettings(temperature, args.top_k, args.top_p)
     device = pick_device(args.device)
     with warned("gptlab sample"):
-        model, tokenizer = load(args.run_dir, device=device, weights=args.weights,
-                                context=args.context, rope_scaling=args.rope_scaling)
+        model, tokenizer = load(args.run_dir, device=device, context=args.context,
+                                rope_scaling=args.rope_scaling)
+    with probe.announced(lambda line: print(f"gptlab sample: {line}", file=sys.stderr)):
+        choice = quantize(model, args.weights)  # what gptlab.load(weights=) does, said
     if args.weights != "fp32":
-        print(f"gptlab sample: {model.decode_choice.reason}", file=sys.stderr)
+        print(f"gptlab sample: {choice.reason}", file=sys.stderr)
     prompt = args.prompt
     if prompt is None:
         prompt = default_prompt(tokenizer.encode, tokenizer.decode)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import sys
 import typing
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,7 @@ from gptlab.cli import argtypes
 from gptlab.cli.main import AsWritten
 from gptlab.errors import GptlabError, UsageError
 from gptlab.files.atomic import read_json_object
-from gptlab.model.config import GPTConfig
+from gptlab.model.config import MLPS, GPTConfig
 from gptlab.model.params import counted
 from gptlab.model.presets import PRESETS
 from gptlab.training.config import AFTER_DIVERGENCE, RESUME_OVERRIDES, TrainConfig, with_settings
@@ -110,6 +111,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                            metavar=METAVARS.get(name, "N"))
     model.add_argument("--bias", action=argparse.BooleanOptionalAction, dest="model_bias",
                        help="biases in linear layers and norms")
+    model.add_argument("--mlp", choices=MLPS, dest="model_mlp",
+                       help="the feed-forward network: gelu (exact, erf), gelu_tanh (GPT-2's "
+                            "approximation: what llama.cpp's gpt2 computes, so --to-gguf "
+                            "exports it), swiglu, relu2, or none (attention only)")
     settings = p.add_argument_group(f"training settings (see {TRAIN_CONFIG_FILE})")
     for name, kind, help in _train_fields():
         if kind is bool:
@@ -119,7 +124,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             settings.add_argument(_flag(name), type=_argtype(kind), dest=f"train_{name}",
                                   metavar=METAVARS.get(name, name.split("_")[-1].upper()),
                                   help=help)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, on_interrupt=interrupted_note)
+
+
+def interrupted_note(args: argparse.Namespace, exc: KeyboardInterrupt) -> str | None:
+    """What a stop during the whole-val scoring after the last step leaves (the finished
+    run) and the command that scores it (gptlab.cli.main.run_command says it)."""
+    # Not imported here: a stop during the imports would import torch again, and stop again.
+    run = sys.modules.get("gptlab.training.run")
+    if run is None or not isinstance(exc, run.ScoringInterrupted):
+        return None
+    return (f"the run finished at step {exc.step:,}: its checkpoint and weights are kept in "
+            f"{exc.run_dir}/; only its loss over the whole val split was cut short (gptlab "
+            f"runs shows it as -). Score it with:\n  gptlab eval {exc.run_dir} --data "
+            f"{args.data}")
 
 
 def run(args: argparse.Namespace) -> int:

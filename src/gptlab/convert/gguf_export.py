@@ -91,7 +91,8 @@ def gguf_architecture(config: GPTConfig) -> str:
     if config.norm == "layernorm" and config.mlp == "gelu":
         raise UsageError("llama.cpp's GPT-2 computes the tanh approximation of GELU "
                          "(mlp='gelu_tanh'); this model uses the exact erf GELU (mlp='gelu'), "
-                         "which no llama.cpp architecture with LayerNorm computes")
+                         "which no llama.cpp architecture with LayerNorm computes: train one "
+                         "with mlp='gelu_tanh' to export it (gptlab train ... --mlp gelu_tanh)")
     raise UsageError(f"no llama.cpp architecture for norm={config.norm!r}, mlp={config.mlp!r}, "
                      f"pos_encoding={config.pos_encoding!r}: llama is rmsnorm + swiglu + rope, "
                      "gpt2 is layernorm + gelu_tanh with learned, sinusoidal or no positions")

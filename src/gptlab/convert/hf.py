@@ -248,7 +248,7 @@ def resolve_hf_dir(name_or_dir: str | os.PathLike[str], cache_dir: str | Path | 
             except Exception as exc:  # the hub client's errors share no useful base class
                 last_error = exc
                 continue
-            if (snapshot / HF_CONFIG).is_file() and (not weights or _weight_files(snapshot)):
+            if (snapshot / HF_CONFIG).is_file() and (not weights or weight_files(snapshot)):
                 return snapshot
     from huggingface_hub.errors import (  # the 'hf' extra, as transformers
         HFValidationError,
@@ -268,7 +268,7 @@ def resolve_hf_dir(name_or_dir: str | os.PathLike[str], cache_dir: str | Path | 
                       f"Hugging Face cache and could not be fetched ({why})")
 
 
-def _weight_files(hf_dir: Path) -> list[Path]:
+def weight_files(hf_dir: Path) -> list[Path]:
     """The files holding the weights, in the order transformers prefers them."""
     for single, index in ((SAFETENSORS, SAFETENSORS_INDEX), (PYTORCH_BIN, PYTORCH_BIN_INDEX)):
         if (hf_dir / single).is_file():
@@ -313,7 +313,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def read_hf_weights(hf_dir: Path) -> dict[str, Tensor]:
-    files = _weight_files(hf_dir)
+    files = weight_files(hf_dir)
     if not files:
         raise UsageError(f"{hf_dir} has no weights ({SAFETENSORS}, {SAFETENSORS_INDEX}, "
                          f"{PYTORCH_BIN} or {PYTORCH_BIN_INDEX})")

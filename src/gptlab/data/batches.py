@@ -22,7 +22,7 @@ def get_batch(
     """Random contiguous windows on the CPU: x (B, T) int64 and y, the same windows
     shifted by one."""
     if len(tokens) <= block_size:
-        raise UsageError(f"{len(tokens)} tokens are too few for one block of {block_size}")
+        raise UsageError(f"{len(tokens):,} tokens are too few for one block of {block_size:,}")
     offsets = torch.randint(len(tokens) - block_size, (batch_size,), generator=generator)
     # One fancy-indexing gather reads all windows from the memmap: (B, T + 1).
     index = offsets.numpy()[:, None] + np.arange(block_size + 1)

@@ -70,7 +70,7 @@ def prepare(
             raise UsageError(f"the {name} split encodes to no tokens")
         if ids.min() < 0 or ids.max() >= tokenizer.vocab_size:
             raise UsageError(
-                f"the tokenizer produced ids outside its vocabulary of {tokenizer.vocab_size}"
+                f"the tokenizer produced ids outside its vocabulary of {tokenizer.vocab_size:,}"
             )
     out_dir = Path(out_dir)
     found = kinds.claim(out_dir, kinds.DATA, force=True)  # never another kind of folder
@@ -197,8 +197,8 @@ def load_data(data_dir: str | Path) -> TokenData:
         expected = meta[f"{name}_tokens"] * dtype.itemsize
         if path.stat().st_size != expected:
             raise UsageError(
-                f"{path} has {path.stat().st_size} bytes but meta.json says "
-                f"{meta[f'{name}_tokens']} {dtype.name} tokens ({expected} bytes)"
+                f"{path} has {path.stat().st_size:,} bytes but meta.json says "
+                f"{meta[f'{name}_tokens']:,} {dtype.name} tokens ({expected:,} bytes)"
             )
         arrays[name] = np.memmap(path, dtype=dtype, mode="r")
     data = TokenData(arrays["train"], arrays["val"], meta, meta["vocab_size"], data_dir)
@@ -218,11 +218,11 @@ def _check_vocabulary(data_dir: Path, meta: dict, arrays: dict[str, np.ndarray],
         top = int(ids.max())
         if top >= vocab:
             raise UsageError(f"{data_dir / (name + '.bin')} holds token id {top}, but meta.json "
-                             f"says the vocabulary has {vocab} ids: rerun `gptlab prepare`")
+                             f"says the vocabulary has {vocab:,} ids: rerun `gptlab prepare`")
     tokenizer_vocab = load_tokenizer(tokenizer_path).vocab_size
     if tokenizer_vocab != vocab:
-        raise UsageError(f"{tokenizer_path} has {tokenizer_vocab} tokens but meta.json says "
-                         f"{vocab}: rerun `gptlab prepare`")
+        raise UsageError(f"{tokenizer_path} has {tokenizer_vocab:,} tokens but meta.json says "
+                         f"{vocab:,}: rerun `gptlab prepare`")
 
 
 def _read_meta(path: Path) -> dict:
@@ -252,8 +252,8 @@ def check_enough_tokens(data: TokenData, block_size: int) -> None:
         n = len(data.split(name))
         if n <= block_size:
             raise UsageError(
-                f"the {name} split has {n} tokens, too few for one block of {block_size} "
-                f"(needs at least {block_size + 1}): use more text, a different "
+                f"the {name} split has {n:,} tokens, too few for one block of {block_size:,} "
+                f"(needs at least {block_size + 1:,}): use more text, a different "
                 f"--val-fraction or a smaller block_size"
             )
 

@@ -134,11 +134,11 @@ class HFTokenizer:
         """Byte-level BPE as GPT-2's: any text encodes (no unknown token) and decodes back."""
         if vocab_size < MIN_BPE_VOCAB:
             raise UsageError(
-                f"vocab_size {vocab_size} is too small for byte-level BPE: it needs at least "
+                f"vocab_size {vocab_size:,} is too small for byte-level BPE: it needs at least "
                 f"{MIN_BPE_VOCAB} (the 256 bytes plus one merge)"
             )
         if vocab_size > MAX_BPE_VOCAB:
-            raise UsageError(f"vocab_size {vocab_size} is too large for byte-level BPE: at most "
+            raise UsageError(f"vocab_size {vocab_size:,} is too large for byte-level BPE: at most "
                              f"{MAX_BPE_VOCAB:,}")
         if not text.strip():
             raise UsageError("cannot train BPE on empty text")
@@ -191,10 +191,10 @@ def encode_checked(tokenizer: Tokenizer, text: str, what: str, max_tokens: int,
         raise UsageError(f"{what} is empty: give at least one token")
     ids = tokenizer.encode(text)
     if len(ids) < min_tokens:
-        raise UsageError(f"{what} gives {len(ids)} token(s); this needs at least {min_tokens}")
+        raise UsageError(f"{what} gives {len(ids):,} token(s); this needs at least {min_tokens:,}")
     if len(ids) > max_tokens:
-        raise UsageError(f"{what} is {len(ids)} tokens, longer than {limit} of {max_tokens}; "
-                         f"shorten it")
+        raise UsageError(f"{what} is {len(ids):,} tokens, longer than {limit} of "
+                         f"{max_tokens:,}; shorten it")
     return ids
 
 

@@ -85,25 +85,24 @@ def _check_same_configuration(path: Path, name: str, recorded: dict[str, Any] | 
                                   if configuration.get(k) != v})
     now = describe_configuration({k: v for k, v in configuration.items()
                                   if recorded.get(k) != v})
-    raise UsageError(f"{path} holds experiment {name}'s results for {was}, not {now}: "
+    raise UsageError(f"{path} holds experiment {name}'s results made {was}, not {now}: "
                      f"--force trains it again with this one there, replacing them, or give "
                      f"another --out")
 
 
 def describe_configuration(configuration: dict[str, Any]) -> str:
-    """{"quick": True, "seed": 1} -> "--quick, --seed 1" (as the command's flags)."""
-    parts = []
+    """{"quick": True, "seed": 1, "steps": None} -> "with --quick and --seed 1 and without
+    --steps" (as the command's flags: a flag left out, or off, is "without" it)."""
+    given, left_out = [], []
     for key, value in configuration.items():
         flag = "--" + key.replace("_", "-")
-        if value is True:
-            parts.append(flag)
-        elif value is False:
-            parts.append(f"no {flag}")
-        elif value is None:
-            parts.append(f"no {flag}")
+        if value is None or value is False:
+            left_out.append(flag)
         else:
-            parts.append(f"{flag} {value}")
-    return ", ".join(parts) or "the same flags"
+            given.append(flag if value is True else f"{flag} {value}")
+    parts = ([f"with {' and '.join(given)}"] if given else []) + (
+        [f"without {' or '.join(left_out)}"] if left_out else [])
+    return " and ".join(parts) or "with the same flags"
 
 
 def _experiment_record(path: Path) -> dict[str, Any]:

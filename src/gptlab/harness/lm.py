@@ -103,8 +103,8 @@ class GptlabLM(TemplateLM):
         if self._max_length > model_context:
             raise UsageError(f"max_length {self._max_length} exceeds the model's context "
                              f"({model_context}); give context= to run it longer")
-        self._batch_size = AUTO_BATCH if str(batch_size).startswith("auto") else \
-            _int("batch_size", batch_size)
+        self._auto_batch = str(batch_size).startswith("auto")
+        self._batch_size = AUTO_BATCH if self._auto_batch else _int("batch_size", batch_size)
         if self._batch_size < 1:
             raise UsageError(f"batch_size must be at least 1 or auto, got {batch_size!r}")
         self._eot = _end_of_text(tokenizer)
@@ -154,6 +154,12 @@ class GptlabLM(TemplateLM):
         return self._batch_size
 
     @property
+    def batch_sizes(self) -> dict[str, int]:
+        """What lm-eval's table header shows after batch_size: auto, in parentheses: the
+        size auto ran (none where a number was given: the header shows it)."""
+        return {"auto": self._batch_size} if self._auto_batch else {}
+
+    @property
     def device(self) -> torch.device:
         return self._device
 
@@ -182,8 +188,8 @@ class GptlabLM(TemplateLM):
                          group_fn=lambda req: req[-2] + req[-1][:-1])
         longest = max((len(cont) for _, _, cont in requests), default=0)
         if longest > self.max_length:  # the hf backend asserts it: the context would be lost
-            raise UsageError(f"a continuation of {longest} tokens is longer than max_length "
-                             f"({self.max_length}): nothing would predict its first token")
+            raise UsageError(f"a continuation of {longest:,} tokens is longer than max_length "
+                             f"({self.max_length:,}): nothing would predict its first token")
         for chunk in order.get_batched(n=self.batch_size):
             inputs = [torch.tensor((ctx + cont)[-(self.max_length + 1):][:-1], dtype=torch.long,
                                    device=self.device) for _, ctx, cont in chunk]

@@ -6,7 +6,10 @@ second, provided the machine has a matmul that streams them at speed. Which one 
 differs from CPU to CPU (torch's [out, in] layout read at 14 GB/s on one VM where a
 contiguous [in, out] copy read at 26 GB/s; int8 was the fastest format on one machine and
 the slowest on another), so `quantize(model, "auto")` times every kernel on the model
-itself and keeps the fastest (gptlab.probe caches the timings per machine and shape).
+itself and keeps the fastest (gptlab.probe caches the timings per machine and shape); a
+format asked for by name times only its own kernels (fp32, the default of `gptlab sample`:
+its two layouts), and a busy machine, whose timings would decide nothing, times none: the
+format's first kernel that runs there is used (fp32: torch's own layout, as trained).
 
 Formats (only the matrices change: embeddings, norms, biases, the residual stream, softmax
 and the KV cache stay fp32, and every matmul returns fp32):
@@ -141,7 +144,8 @@ def int8_per_channel(w: Tensor, scale_dtype: torch.dtype = torch.float32) -> tup
 @dataclass(frozen=True)
 class Choice:
     """What quantize picked: the kernel, the probe's ms per token for each kernel (None:
-    not available here), and how the timings were measured (cached, or just now)."""
+    not available here, or not timed), and how the timings were measured (cached, just now,
+    or not at all: measured.timed False)."""
 
     kernel: str
     ms_per_token: dict[str, float | None]
@@ -154,12 +158,15 @@ class Choice:
     @property
     def reason(self) -> str:
         """One line: the choice and the timings that made it."""
+        where = self.measured.describe()
+        if not self.measured.timed:
+            fmt = self.kernel.split("/")[0]
+            return f"weights {self.kernel} ({where}: the first {fmt} kernel that runs here)"
         times = {k: v for k, v in self.ms_per_token.items() if v is not None}
         fp32 = min((times[k] for k in KERNELS["fp32"] if k in times), default=math.nan)
         ours = times[self.kernel]
         others = ", ".join(f"{k} {v:.2f}" for k, v in sorted(times.items(), key=lambda kv: kv[1])
-                           if k != self.kernel)
-        where = self.measured.describe()
+                           if k != self.kernel) or "none timed"
         return (f"weights {self.kernel}: {ours:.2f} ms per token, {fp32 / ours:.2f}x the "
                 f"fastest fp32 ({where}, batch 1; the others in ms: {others})")
 
@@ -167,22 +174,36 @@ class Choice:
 def quantize(model: nn.Module, weights: str = "auto") -> Choice:
     """Swap model's linear layers for DecodeLinear in `weights` (one of WEIGHT_CHOICES), in
     place, with the kernel the probe finds fastest on this machine ("auto": of every
-    format). The model is for inference afterwards; returns the Choice."""
+    format; a format by name: of its own kernels, the only ones timed unless every kernel's
+    timings are cached). On a busy machine with nothing cached nothing is timed (see
+    gptlab.probe): auto keeps fp32, and the format's first kernel that runs is used. A
+    probe that runs is announced (gptlab.probe.announced). The model is for inference
+    afterwards; returns the Choice."""
     if weights not in WEIGHT_CHOICES:
         raise UsageError(f"weights must be one of {', '.join(WEIGHT_CHOICES)}, got {weights!r}")
     if any(isinstance(m, DecodeLinear) for m in model.modules()):
         raise UsageError("this model's weights are quantized already; load it again to "
                          "choose other weights")
-    timings, measured = probe.cached("decode", _probe_key(model),
-                                     lambda: probe_kernels(_probe_model(model)))
+    key = _probe_key(model)
+    found = probe.lookup("decode", key)  # every kernel's timings answer any format
+    if found is None:
+        kernels = ALL_KERNELS if weights == "auto" else KERNELS[weights]
+        found = probe.cached(
+            "decode", key if weights == "auto" else f"{key}; {weights} kernels only",
+            lambda: probe_kernels(_probe_model(model), kernels=kernels),
+            what=f"{len(kernels)} decoding kernels ({', '.join(kernels)})")
+    timings, measured = found
     # auto trades precision for speed only on timings that can be trusted; else fp32
     formats = (FORMATS if measured.trusted else ("fp32",)) if weights == "auto" else (weights,)
     allowed = [k for f in formats for k in KERNELS[f]]
-    usable = {k: timings[k] for k in allowed if timings.get(k) is not None}
-    if not usable:
+    if measured.timed:
+        usable = {k: timings[k] for k in allowed if timings.get(k) is not None}
+        kernel = min(usable, key=usable.get) if usable else None
+    else:
+        kernel = first_that_runs(_probe_model(model), allowed)
+    if kernel is None:
         raise UsageError(f"{weights} weights are not available with this torch on "
                          f"{_device_of(model)}")
-    kernel = min(usable, key=usable.get)
     _swap(model, kernel)
     return Choice(kernel, {k: timings.get(k) for k in ALL_KERNELS}, measured)
 
@@ -208,10 +229,28 @@ def _restore(replaced: list[tuple[nn.Module, str, nn.Module]]) -> None:
 
 
 @torch.inference_mode()
-def probe_kernels(model: nn.Module, budget_s: float = 0.3) -> dict[str, float | None]:
-    """ms per batch-1 decoding step (one token after a 16-token cached prefix) for every
-    kernel, the model's own weights swapped in one kernel at a time and put back. A kernel
-    this torch or device lacks gets None."""
+def probe_kernels(model: nn.Module, budget_s: float = 0.3,
+                  kernels: tuple[str, ...] = ALL_KERNELS) -> dict[str, float | None]:
+    """ms per batch-1 decoding step (one token after a 16-token cached prefix) for each of
+    `kernels`, the model's own weights swapped in one kernel at a time and put back. A
+    kernel this torch or device lacks gets None."""
+    return _each_kernel(model, kernels,
+                        lambda step: probe.budgeted_ms(step, budget_s, max_reps=30))
+
+
+@torch.inference_mode()
+def first_that_runs(model: nn.Module, kernels: list[str]) -> str | None:
+    """The first of `kernels` that decodes one step of model here (None: none does); the
+    model is put back as it was."""
+    ran = _each_kernel(model, kernels, lambda step: step() or 0.0, first=True)
+    return next((k for k in kernels if ran.get(k) is not None), None)
+
+
+def _each_kernel(model: nn.Module, kernels, run, first: bool = False
+                 ) -> dict[str, float | None]:
+    """{kernel: run(step)} with `step` one decoding step of model in that kernel, or None
+    where the kernel fails here (not in this torch, not for this device); first: stop at
+    the first that runs."""
     was_training = model.training
     model.eval()
     device = _device_of(model)
@@ -228,15 +267,17 @@ def probe_kernels(model: nn.Module, budget_s: float = 0.3) -> dict[str, float | 
 
     out: dict[str, float | None] = {}
     try:
-        for kernel in ALL_KERNELS:
+        for kernel in kernels:
             replaced = []
             try:
                 replaced = _swap(model, kernel)
-                out[kernel] = probe.budgeted_ms(step, budget_s, max_reps=30)
+                out[kernel] = run(step)
             except (RuntimeError, NotImplementedError, AttributeError):
                 out[kernel] = None  # not in this torch, or not for this device
             finally:
                 _restore(replaced)
+            if first and out[kernel] is not None:
+                break
     finally:
         model.train(was_training)
     return out

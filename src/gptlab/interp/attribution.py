@@ -101,7 +101,7 @@ def logit_attribution(
     parts = capture_residuals(model, idx)
     B, T = parts.tokens.shape
     if isinstance(position, bool) or not isinstance(position, int) or not -T <= position < T:
-        raise UsageError(f"position {position!r} is out of range for {T} tokens")
+        raise UsageError(f"position {position!r} is out of range for {T:,} tokens")
     for ids, what in ((targets, "target"), (others, "versus")):
         if ids is not None and len(ids) not in (1, B):
             raise UsageError(f"{len(ids)} {what} tokens for {B} sequences")

@@ -86,7 +86,7 @@ def scores_from_patterns(
     if patterns.dim() < 2 or patterns.shape[-2] != T:
         raise UsageError(f"attention patterns must be (..., T, T), got {tuple(patterns.shape)}")
     if tokens.shape[-1] != T:
-        raise UsageError(f"{tokens.shape[-1]} tokens for attention patterns over {T} positions")
+        raise UsageError(f"{tokens.shape[-1]:,} tokens for attention patterns over {T:,} positions")
     A = patterns.clone()
     if exclude_bos:
         A[..., :, 0] = 0

@@ -42,10 +42,10 @@ def check_tokens(model: nn.Module, idx: Tensor, min_len: int = 1) -> Tensor:
     if B == 0 or T == 0:
         raise UsageError("the input is empty: give at least one token")
     if T < min_len:
-        raise UsageError(f"the input has {T} token(s); this needs at least {min_len}")
+        raise UsageError(f"the input has {T:,} token(s); this needs at least {min_len:,}")
     if T > context:
         raise UsageError(
-            f"the input has {T} tokens, longer than the model's context of {context}"
+            f"the input has {T:,} tokens, longer than the model's context of {context:,}"
             + (" (block_size)" if context == config.block_size else "")
         )
     low, high = int(idx.min()), int(idx.max())

@@ -52,7 +52,7 @@ def check_site(gpt: GPT, site: Site, T: int) -> Site:
         raise UsageError(f"head {site.head} is out of range: each layer has heads "
                          f"0..{config.n_head - 1}")
     if site.position is not None and not 0 <= site.position < T:
-        raise UsageError(f"position {site.position} is out of range for {T} tokens")
+        raise UsageError(f"position {site.position} is out of range for {T:,} tokens")
     if site.kind == "mlp" and not config.has_mlp:
         raise UsageError("this model is attention only (mlp none): it has no MLP to patch")
     return site

@@ -130,7 +130,7 @@ def generate_tokens(
             warnings.warn(warning, ContextWarning, stacklevel=2)
     if idx.shape[1] > context:
         warnings.warn(
-            f"prompt of {idx.shape[1]} tokens cropped to the last {context} "
+            f"prompt of {idx.shape[1]:,} tokens cropped to the last {context:,} "
             f"(the model's context)", stacklevel=2)
         idx = idx[:, -context:]
     was_training = model.training

@@ -122,7 +122,7 @@ class Accounting:
                 "kv_cache_per_token_bf16": kv_per_token * BYTES_BF16,
                 "kv_cache_full_context_fp32": kv_per_token * self.seq_len * BYTES_FP32,
                 "kv_cache_full_context_bf16": kv_per_token * self.seq_len * BYTES_BF16,
-                "kv_cache_note": KV_CACHE_NOTE + f", full context = {self.seq_len} tokens",
+                "kv_cache_note": KV_CACHE_NOTE + f", full context = {self.seq_len:,} tokens",
             },
         }
 

@@ -71,7 +71,8 @@ def resolve_muon(config: GPTConfig, device: torch.device) -> tuple[str, str]:
     shapes = hidden_shapes(config)
     key = (f"{probe.machine_key(device)}; Newton-Schulz stacked by shape on "
            f"{probe.config_key(config)}")
-    ms, measured = probe.cached("muon_dtype", key, lambda: measure_muon(shapes, device))
+    ms, measured = probe.cached("muon_dtype", key, lambda: measure_muon(shapes, device),
+                                what="Muon's Newton-Schulz in float32 and bfloat16")
     return _pick("muon_dtype auto", "bfloat16", ms, measured,
                  f"Newton-Schulz for {len(shapes)} matrices")
 
@@ -106,6 +107,8 @@ def resolve_attention(config: GPTConfig, batch_size: int, device: torch.device,
     if _forced():
         return "float32", f"attention_dtype auto: float32 ({OVERRIDE} is set)"
     ms, measured = _probe_training(config, batch_size, device)
+    if not measured.timed:
+        return "float32", f"attention_dtype auto: float32 ({measured.describe()})"
     bf16, fp32 = ms.get("bfloat16"), ms.get(FLOAT32_ATTENTION)
     if bf16 is None or fp32 is None:
         return "float32", "attention_dtype auto: float32 (not timed under autocast here)"
@@ -124,7 +127,8 @@ def _probe_training(config: GPTConfig, batch_size: int, device: torch.device
     B = max(1, min(batch_size, PROBE_TOKENS // T))
     key = (f"{probe.machine_key(device)}; {probe.config_key(config)}; B={B} T={T}; "
            f"attention in bf16 or float32")
-    return probe.cached("train_dtype", key, lambda: measure(config, B, T, device))
+    return probe.cached("train_dtype", key, lambda: measure(config, B, T, device),
+                        what="a forward + backward in float32 and under bfloat16 autocast")
 
 
 def _forced() -> str | None:
@@ -137,8 +141,11 @@ def _forced() -> str | None:
 def _pick(what: str, bf16_name: str, ms: dict, measured: probe.Measured, work: str
           ) -> tuple[str, str]:
     """bfloat16 where the probe's ms say it is clearly faster, else float32; and why. A
-    probe taken under load or with scattered timings decides nothing: float32 stays."""
+    probe taken under load or with scattered timings decides nothing: float32 stays (and
+    on a busy machine none is taken: gptlab.probe)."""
     where = measured.describe()
+    if not measured.timed:
+        return "float32", f"{what}: float32 ({where})"
     fp32, bf16 = ms["float32"], ms.get("bfloat16")
     ratio = "not available" if bf16 is None else f"{fp32 / bf16:.2f}x"
     if bf16 is not None and bf16 < MARGIN * fp32 and measured.trusted:

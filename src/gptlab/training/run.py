@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from gptlab import model_dir, stopping
+from gptlab import model_dir, probe, stopping
 from gptlab.data import prepared
 from gptlab.data.batches import BATCH_STREAMS
 from gptlab.data.tokenizer import load_tokenizer
@@ -67,6 +67,16 @@ OUT_OF_MEMORY = (getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 # torch's CPU allocator has no type of its own for a failed allocation (a plain RuntimeError,
 # as of torch 2.13): it is known by the allocator's name in it, not by any mention of memory.
 CPU_ALLOCATOR = "DefaultCPUAllocator: "
+
+
+class ScoringInterrupted(stopping.Interrupted):
+    """A signal during the whole-val scoring after the last step: the run finished and its
+    last checkpoint is written (run_dir, at `step`); only the score of its whole val split,
+    which metrics.jsonl would have recorded, is missing."""
+
+    def __init__(self, signum: int, run_dir: Path, step: int) -> None:
+        super().__init__(signum)
+        self.run_dir, self.step = run_dir, step
 
 
 @dataclass
@@ -142,7 +152,8 @@ def train(
     SIGINT and SIGTERM, from the moment this is called, end the run with a checkpoint
     (status "interrupted", `signal` the one that came: gptlab.stopping.deferred), an
     evaluation cut short between two batches; one during the final whole-val scoring
-    raises gptlab.stopping.Interrupted, the finished run's checkpoint kept. Everything that
+    raises ScoringInterrupted (a gptlab.stopping.Interrupted), the finished run's checkpoint
+    kept. Everything that
     can be checked is checked before the run directory is touched.
     """
     watch = _Watch(progress, callbacks or Callbacks(), threading.Event(),
@@ -209,7 +220,8 @@ def _carry_out(plan: TrainPlan, watch: _Watch) -> TrainResult:
     with rundir.locked(plan.run_dir) if plan.is_main else contextlib.nullcontext():
         state = _checkpoint_under_lock(plan)
         with setup(plan.train_config.device) as ctx, _process_group(plan, ctx):
-            plan, reasons = with_precision(plan, ctx)
+            with probe.announced(lambda line: _tell(ctx, line)):  # a probe says it times
+                plan, reasons = with_precision(plan, ctx)
             _tell(ctx, *reasons)
             return _train_on(plan, state, ctx, watch)
 
@@ -258,7 +270,10 @@ def _train_on(plan: TrainPlan, state: dict[str, Any] | None, ctx: Dist, watch: _
         reporter.whole_val({"kind": "whole_val", "step": met.step, "loss": met.whole,
                             "tokens": len(data.val) - 1, "autocast": met.whole_autocast})
     elif status == "finished" and (cfg.whole_val or cfg.stop_at_val is not None):
-        whole_val = _whole_val(whole, data.val, reporter, trainer.step, ctx)
+        try:
+            whole_val = _whole_val(whole, data.val, reporter, trainer.step, ctx)
+        except stopping.Interrupted as exc:  # the run is whole: say so, and what is missing
+            raise ScoringInterrupted(exc.signum, plan.run_dir, trainer.step) from None
     target_step = met.step if met is not None else None
     if target_step is None and cfg.stop_at_val is not None and whole_val is not None and (
             status == "finished" and whole_val <= cfg.stop_at_val):

@@ -6,10 +6,13 @@ weights' header or touches its lock (tests/test_package.py checks).
 
 A run directory is a model directory (gptlab.model_dir) holding the latest weights, plus:
   train.json     the TrainConfig (gptlab.training.run)
-  state.pt       the training checkpoint: step, weights, optimizer, RNG states, best val
-                 loss; plain tensors and numbers, loaded with torch.load(weights_only=True)
+  state.pt       the training checkpoint: step, weights and their checksum
+                 (STATE_CHECKSUM, gptlab.model_dir.tensors_sha256: torch.load checks none
+                 of its own), optimizer, RNG states, best val loss; plain tensors and
+                 numbers, loaded with torch.load(weights_only=True)
   model.safetensors  the weights of the last checkpoint, their step in its metadata
-                 (weights_metadata), readable without torch (weights_step)
+                 (weights_metadata), readable without torch (weights_step), and their
+                 checksum (gptlab.model_dir, which checks it on every load)
   metrics.jsonl  one JSON object per logged step; loss.png, the curve drawn from it
   best/          a model directory with the weights of the best validation loss so far
   tb/            with `log tensorboard`: TensorBoard's event files (scalars, samples, configs)
@@ -92,6 +95,7 @@ TB_DIR = "tb"  # with `log tensorboard` (gptlab.training.reporting.TensorBoardRe
 RUN_FILES = (CONFIG_FILE, TRAIN_CONFIG_FILE, WEIGHTS_FILE, STATE_FILE, TOKENIZER_FILE,
              METRICS_FILE, PLOT_FILE, DATA_RECORD_FILE)
 STEP_KEY = "step"  # in model.safetensors' metadata: the step its weights were saved at
+STATE_CHECKSUM = "model_sha256"  # in state.pt: gptlab.model_dir.tensors_sha256 of its "model"
 _LOCK_HELD = (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK)  # flock's "someone has it"
 
 
@@ -357,7 +361,8 @@ def save_checkpoint(run_dir: Path, model: nn.Module, state: dict[str, Any]) -> N
     from gptlab import model_dir
 
     if "sharded" not in state:
-        state = {**state, "model": model_dir.weights_state(model)}
+        weights = model_dir.weights_state(model)
+        state = {**state, "model": weights, STATE_CHECKSUM: model_dir.tensors_sha256(weights)}
     with atomic_path(run_dir / STATE_FILE) as tmp:
         torch.save(state, tmp)
     remove_stale_shards(run_dir, keep=state.get("sharded"))
@@ -376,8 +381,10 @@ def remove_stale_shards(run_dir: Path, keep: str | None) -> None:
 
 
 def load_checkpoint(run_dir: Path, mmap: bool = False) -> dict[str, Any]:
-    """state.pt of a run: its "model" entry holds the weights of its step. mmap: its tensors
-    are read only when touched (a look at its step and kind costs no more than that)."""
+    """state.pt of a run: its "model" entry holds the weights of its step, checked against
+    the checksum it records (one from before the checksum has none to check). mmap: its
+    tensors are read only when touched, and not checked (a look at its step and kind costs
+    no more than that)."""
     path = run_dir / STATE_FILE
     if not path.is_file():
         raise UsageError(f"nothing to resume: {path} does not exist")
@@ -391,6 +398,15 @@ def load_checkpoint(run_dir: Path, mmap: bool = False) -> dict[str, Any]:
     if (not isinstance(state, dict) or not isinstance(state.get("step"), int)
             or not isinstance(state.get("model", state.get("sharded")), (dict, str))):
         raise UsageError(f"{path} is not a gptlab training state")
+    recorded = state.pop(STATE_CHECKSUM, None)
+    if recorded is not None and not mmap and isinstance(state.get("model"), dict):
+        from gptlab import model_dir  # start-up time: as torch above
+
+        found = model_dir.tensors_sha256(state["model"])
+        if found != recorded:
+            raise UsageError(f"{path} is damaged: its weights' sha256 is {found[:12]}..., "
+                             f"the checkpoint records {str(recorded)[:12]}... (changed since "
+                             f"gptlab wrote it); the run cannot resume from it")
     return state
 
 
