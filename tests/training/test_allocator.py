@@ -52,9 +52,11 @@ def test_retained_memory_is_not_faulted_in_again():
     took, retained = _faults("retain")
     _, system = _faults("system")
     assert took == "True"
-    # glibc's defaults fault tens of thousands of pages in over the 20 steps (45-56k on the
-    # development VM, quiet or not); retained, the first steps' pages serve them (200-600)
-    assert retained < system / 10
+    # glibc's defaults fault thousands of pages in over the 20 steps (45-56k on an Intel VM,
+    # 4k-13k on an AMD one under load: its adaptive thresholds move with what the steps
+    # freed first); retained, the first steps' pages serve them (200-900 on both)
+    assert retained < 2_000
+    assert retained < system / 4
 
 
 def test_the_setting_is_checked_and_nanogpts_recipe_keeps_the_systems():
