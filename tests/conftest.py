@@ -25,8 +25,11 @@ import pytest
 import torch
 
 # No test may depend on a timing probe (gptlab.probe) or write into the user's cache: what
-# `--dtype auto` means is fixed, and probes.json and downloads go to a fresh directory.
+# `--dtype auto` means is fixed, no probe runs (a quiet machine would time and announce
+# one, a busy one not: output would follow the load) unless a test of probing asks for it
+# (the `probing` fixture), and probes.json and downloads go to a fresh directory.
 os.environ["GPTLAB_AUTO_DTYPE"] = "float32"
+os.environ["GPTLAB_PROBE"] = "off"
 os.environ["GPTLAB_CACHE"] = tempfile.mkdtemp(prefix="gptlab-test-cache-")
 atexit.register(shutil.rmtree, os.environ["GPTLAB_CACHE"], ignore_errors=True)
 
@@ -539,3 +542,9 @@ def lock_held():
             proc.wait()
 
     return held
+
+
+@pytest.fixture
+def probing(monkeypatch):
+    """Probes run again (the suite switches them off), for the tests of probing itself."""
+    monkeypatch.delenv("GPTLAB_PROBE")

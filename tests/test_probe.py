@@ -16,6 +16,8 @@ import torch
 import gptlab
 from gptlab import GPTConfig, probe
 
+pytestmark = pytest.mark.usefixtures("probing")  # see conftest.py
+
 
 @pytest.fixture
 def cache(monkeypatch, tmp_path):
@@ -118,6 +120,18 @@ def test_a_busy_machine_times_nothing_caches_nothing_and_says_why(cache, machine
     machine.load = 7.0  # busy again: what was kept answers
     result, how = probe.cached("muon_dtype", "k", lambda: {})
     assert result == {"float32": 5.4, "bfloat16": 10.0} and how.cached
+
+
+def test_probe_off_times_nothing_on_a_quiet_machine_and_says_why(cache, machine,
+                                                                  monkeypatch):
+    """GPTLAB_PROBE=off: a script's (or this suite's) output must not follow the machine's
+    load, which decides whether a probe runs and is announced."""
+    monkeypatch.setenv("GPTLAB_PROBE", "off")
+    heard, calls = [], []
+    with probe.announced(heard.append):
+        result, how = probe.cached("decode", "k", lambda: calls.append(1) or {"ms": 1.0})
+    assert result == {} and calls == [] and heard == [] and not how.timed
+    assert how.describe() == "not timed, GPTLAB_PROBE=off" and not cache.exists()
 
 
 def test_a_probe_that_runs_is_announced_once_and_a_cached_or_skipped_one_is_not(cache,

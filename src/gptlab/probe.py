@@ -21,6 +21,9 @@ default anyway, and each call would pay for timing it again (9.9 of a 13.1 s `gp
 sample` under load 3-8). The caller gets no timings and a Measured that says why
 (timed False), and takes its default. A probe that does run says so first, in one line, to
 whoever listens (`announced`: the CLI's stderr).
+
+`GPTLAB_PROBE=off` in the environment times nothing, as on a busy machine, for scripts and
+test suites whose output must not depend on the machine's speed or load.
 """
 
 from __future__ import annotations
@@ -103,6 +106,11 @@ def cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
+
+
+def switched_off() -> bool:
+    """Whether the environment asks for no probe at all (GPTLAB_PROBE=off)."""
+    return os.environ.get("GPTLAB_PROBE", "").strip().lower() == "off"
 
 
 def busy(load: float | None, available: int) -> bool:
@@ -216,7 +224,7 @@ class Measured:
         if self.cached:
             return f"cached probe, {_age(now() - self.at)} old"
         if not self.timed:
-            return f"not timed, {'; '.join(self.doubts)}"
+            return f"not timed, {'; '.join(self.doubts) or 'GPTLAB_PROBE=off'}"
         if self.doubts:
             return f"probed now, {'; '.join(self.doubts)}: not trusted, not cached"
         return "probed now"
@@ -285,9 +293,9 @@ def lookup(kind: str, key: str) -> tuple[dict, Measured] | None:
 def cached(kind: str, key: str, measure: Callable[[], dict[str, Any]],
            what: str = "its contenders") -> tuple[dict, Measured]:
     """(the probe's result, how it was measured). measure() runs unless probes.json holds a
-    usable result for (kind, key) (see usable) or the machine is busy (more load than
-    cores: then ({}, a Measured with timed False), and the caller takes its default). Before
-    it runs, the listener of `announced`, if any, is told that `what` is being timed. A
+    usable result for (kind, key) (see usable), the machine is busy (more load than
+    cores) or GPTLAB_PROBE=off: then ({}, a Measured with timed False), and the caller
+    takes its default. Before it runs, the listener of `announced`, if any, is told that `what` is being timed. A
     result measured under load or with spread-out timings is returned but not cached
     (Measured.trusted says so, and Measured.describe() says why for the caller's reason
     line). Writing drops every entry that has expired. A cache that cannot be read or
@@ -297,7 +305,7 @@ def cached(kind: str, key: str, measure: Callable[[], dict[str, Any]],
     if hit is not None and usable(hit[1], at):
         return hit
     load, available = machine_load(), cores()
-    if busy(load, available):
+    if busy(load, available) or switched_off():
         return {}, Measured(at=at, load=load, cores=available, spread=0.0, gptlab=__version__,
                             timed=False)
     say = _listener.get()

@@ -10,6 +10,8 @@ import pytest
 
 from gptlab import probe
 
+pytestmark = pytest.mark.usefixtures("probing")  # see conftest.py
+
 
 @pytest.fixture
 def cache(monkeypatch, tmp_path):

@@ -276,7 +276,7 @@ def test_samples_a_trained_run(tmp_path, gptlab):
         assert code == 0 and out.startswith("to be or not to be")
 
 
-def test_sample_cli_weights(tiny_run, capsys, monkeypatch, tmp_path):
+def test_sample_cli_weights(tiny_run, capsys, monkeypatch, tmp_path, probing):
     """On a quiet machine a probe says it runs, once; on a busy one none runs (each call
     spent most of its time on one, for nothing) and the default, fp32, says nothing."""
     monkeypatch.setenv("GPTLAB_CACHE", str(tmp_path))

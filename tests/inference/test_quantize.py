@@ -19,7 +19,7 @@ from gptlab.inference.evaluate import score_ids
 from gptlab.inference.quantize import KERNELS, DecodeLinear, int8_per_channel
 from gptlab.loading import load
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
+pytestmark = pytest.mark.usefixtures("one_thread", "probing")  # see conftest.py
 ALL_KERNELS = quantize.ALL_KERNELS
 # Largest |y - F.linear| / max|F.linear| allowed per format, on N(0, 1) inputs.
 TOLERANCE = {"fp32": 1e-6, "fp16": 2e-3, "bf16": 1.6e-2, "int8": 2e-2}

@@ -16,7 +16,7 @@ from gptlab.model.config import GPTConfig
 from gptlab.training import precision
 from gptlab.training.callbacks import StopAfter
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
+pytestmark = pytest.mark.usefixtures("one_thread", "probing")  # see conftest.py
 CPU = torch.device("cpu")
 CONFIG = GPTConfig.from_preset("tiny-gpt2")
 
