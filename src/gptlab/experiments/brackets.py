@@ -28,7 +28,7 @@ import torch
 from gptlab.data.dyck import MAX_DEPTH, dyck_rows, ensure_dyck
 from gptlab.errors import UsageError
 from gptlab.experiments import report
-from gptlab.experiments.claims import Claim, Measured
+from gptlab.experiments.claims import Claim, Measured, Precondition
 from gptlab.experiments.grid import Grid, RunRecord, RunSpec, choose_size, experiment_folder
 from gptlab.interp.brackets import COUNTING_UNIFORMITY, MATCH_MARGIN, bracket_heads
 from gptlab.interp.heads import chance_scores, head_scores, repeated_random_tokens
@@ -193,6 +193,15 @@ def _per_seed(value: Callable[[dict[str, Any]], float], shown: str) -> Callable[
 # a uniformity of at least COUNTING_UNIFORMITY.
 SOLVED = 0.95
 HURTS = 0.05
+# The heads are read only in models that learned the task: every seed's model names the
+# right kind of closing bracket at least three times in four, halfway from a coin (0.5: a
+# model that knows only that a closing bracket comes) to certain. Below it the heads have
+# nothing to match or count yet (a --quick model of 10 steps scores about 0.5).
+LEARNED = 0.75
+LEARNED_DYCK = Precondition(
+    "every seed's model learned Dyck-2", "lowest closing accuracy",
+    lambda r: min(run["closing_accuracy"] for run in r["runs"].values()),
+    lambda r: LEARNED, why="halfway from a coin (0.5) to certain")
 CLAIMS = (
     Claim("solves_dyck",
           "the small model solves Dyck-2 (names the right closing bracket)",
@@ -206,21 +215,21 @@ CLAIMS = (
           "the best head's attention on the match minus the best no-stack rule's score "
           f"(counts from {MATCH_MARGIN:g})",
           _per_seed(_best_match_over_rules, "best match - best rule: {}"),
-          direction=1, smallest=MATCH_MARGIN),
+          direction=1, smallest=MATCH_MARGIN, precondition=LEARNED_DYCK),
     Claim("matching_head_needed",
           "ablating the best-matching head hurts closing brackets",
           "what a matching mechanism predicts",
           f"loss on closing brackets with that head zeroed minus clean, nats (from {HURTS:g})",
           _per_seed(lambda r: r["best"]["ablated_loss"] - r["closing_loss"],
                     "ablated - clean: {}"),
-          direction=1, smallest=HURTS),
+          direction=1, smallest=HURTS, precondition=LEARNED_DYCK),
     Claim("counts",
           "a head attends uniformly (counting)",
           "ARENA's bracket classifier balances by counting with a uniform head",
           f"the most uniform head's uniformity minus {COUNTING_UNIFORMITY:g}",
           _per_seed(lambda r: r["most_uniform"]["uniformity"] - COUNTING_UNIFORMITY,
                     f"uniformity - {COUNTING_UNIFORMITY:g}: {{}}"),
-          direction=1, smallest=0.0),
+          direction=1, smallest=0.0, precondition=LEARNED_DYCK),
     Claim("counting_head_needed",
           "ablating the most uniform head hurts closing brackets more than the best-matching",
           "Wen et al. 2023: patterns can mislead; ablation decides",
@@ -228,7 +237,7 @@ CLAIMS = (
           f"nats (from {HURTS:g})",
           _per_seed(lambda r: r["most_uniform"]["ablated_loss"] - r["best"]["ablated_loss"],
                     "uniform ablated - matching ablated: {}"),
-          direction=1, smallest=HURTS),
+          direction=1, smallest=HURTS, precondition=LEARNED_DYCK),
     Claim("needed_head_counts",
           "the head the model needs most attends uniformly (it counts, not matches)",
           "ARENA: counting; Wen et al. 2023: read the mechanism off ablations",
@@ -236,7 +245,7 @@ CLAIMS = (
           f"minus {COUNTING_UNIFORMITY:g}",
           _per_seed(lambda r: r["most_needed"]["uniformity"] - COUNTING_UNIFORMITY,
                     f"most needed head's uniformity - {COUNTING_UNIFORMITY:g}: {{}}"),
-          direction=1, smallest=0.0),
+          direction=1, smallest=0.0, precondition=LEARNED_DYCK),
 )
 
 
