@@ -97,27 +97,28 @@ class Precondition:
     `threshold(results)` the bar from the experiment's own baseline, `below`: met when the
     value is under the threshold (a loss), else at or over it (an accuracy). `text` says
     what holds when it is met, `quantity` what the value is, `why` where the threshold
-    comes from."""
+    comes from (words, or why(results) -> words with the baseline's number)."""
 
     text: str
     quantity: str
     value: Callable[[dict[str, Any]], float | None]
     threshold: Callable[[dict[str, Any]], float]
     below: bool = False
-    why: str = ""
+    why: str | Callable[[dict[str, Any]], str] = ""
 
     def check(self, results: dict[str, Any]) -> dict[str, Any]:
         """{"text", "value", "threshold", "met"} on an experiment's results; the text
         gives the numbers. A value that cannot be read (a diverged run, a NaN) is unmet."""
         try:
             value, threshold = self.value(results), float(self.threshold(results))
+            why = self.why(results) if callable(self.why) else self.why
         except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as exc:
             return {"text": f"{self.text} (not measurable: {type(exc).__name__} {exc})",
                     "value": None, "threshold": None, "met": False}
         finite = _finite(value)
         met = finite and (value < threshold if self.below else value >= threshold)
         shown = _number(value) if finite else "none"
-        why = f": {self.why}" if self.why else ""
+        why = f": {why}" if why else ""
         return {"text": f"{self.text} ({self.quantity} {shown}, needs "
                         f"{'<' if self.below else '≥'} {_number(threshold)}{why})",
                 "value": float(value) if finite else None, "threshold": threshold,
@@ -298,12 +299,15 @@ def table(judged: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]
 
 def text(judged: Sequence[dict[str, Any]], width: int = 100) -> str:
     """The claims for a terminal, within `width` columns: each claim's sentence, then its
-    paper, this run, precondition and verdict on lines of their own, wrapped."""
+    paper, this run, precondition (where met: an unmet one is the verdict line's) and
+    verdict on lines of their own, wrapped."""
     header, rows = table(judged)
     lines = []
-    for row in rows:
+    for c, row in zip(judged, rows, strict=True):
         lines += textwrap.wrap(f"- {row[0]}", width, subsequent_indent="  ")
         for label, cell in zip(header[1:], row[1:], strict=True):
+            if label == "precondition" and not (c.get("precondition") or {}).get("met", True):
+                continue  # the verdict line says it, numbers and all
             lines += textwrap.wrap(f"{label}: {cell}", width, initial_indent="    ",
                                    subsequent_indent="      ")
     return "\n".join(lines)
