@@ -114,7 +114,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--mlp", choices=MLPS, dest="model_mlp",
                        help="the feed-forward network: gelu (exact, erf), gelu_tanh (GPT-2's "
                             "approximation: what llama.cpp's gpt2 computes, so --to-gguf "
-                            "exports it), swiglu, relu2, or none (attention only)")
+                            "exports it), swiglu, or none (attention only)")
     settings = p.add_argument_group(f"training settings (see {TRAIN_CONFIG_FILE})")
     for name, kind, help in _train_fields():
         if kind is bool:

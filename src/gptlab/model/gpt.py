@@ -22,7 +22,7 @@ from gptlab.model.config import GPTConfig
 from gptlab.model.decoding import SamplingSettings, generate_tokens
 from gptlab.model.inputs import attention_mask_for, bias_with_mask, check_token_ids
 from gptlab.model.kv_cache import KVCache
-from gptlab.model.layers import build_norm, soft_cap
+from gptlab.model.layers import build_norm
 from gptlab.model.positional import (
     AlibiBias,
     ContextWarning,
@@ -67,9 +67,6 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(
             BLOCKS[config.norm_position](config, layer) for layer in range(config.n_layer)
         )
-        # unet_skips: one learned weight per pair (block i's output, input of block L-1-i)
-        self.skip_weights = (nn.Parameter(torch.ones(config.n_layer // 2))
-                             if config.unet_skips else None)
         # A post-norm block already ends in a norm; pre-norm leaves the stream raw.
         self.ln_f = build_norm(config) if config.norm_position == "pre" else None
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
@@ -139,12 +136,13 @@ class GPT(nn.Module):
             allowed, is_causal = None, False
         first_values = {} if self.config.value_residual else None
         inputs = AttentionInputs(rope, allowed, is_causal, cache, bias, first_values)
-        x = self._blocks(x, inputs)
+        for block in self.blocks:
+            x = block(x, inputs)
         if cache is not None:
             cache.advance(T)
         if self.ln_f is not None:
             x = self.ln_f(x)
-        logits = soft_cap(self.lm_head(x), self.config.logit_softcap)  # (B, T, vocab_size)
+        logits = self.lm_head(x)  # (B, T, vocab_size)
         if targets is None:
             return logits, None
         # In float32 at least (half-precision logits upcast; a float64 model keeps float64).
@@ -153,22 +151,6 @@ class GPT(nn.Module):
             wide.reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1
         )
         return logits, loss
-
-    def _blocks(self, x: Tensor, inputs: AttentionInputs) -> Tensor:
-        """The stack of blocks; with U-net skips, the stream after block i of the first
-        half is added (times its weight) to the input of block L-1-i."""
-        if self.skip_weights is None:
-            for block in self.blocks:
-                x = block(x, inputs)
-            return x
-        n, half, saved = len(self.blocks), len(self.blocks) // 2, []
-        for i, block in enumerate(self.blocks):
-            if i >= n - half:
-                x = x + self.skip_weights[n - 1 - i] * saved[n - 1 - i]
-            x = block(x, inputs)
-            if i < half:
-                saved.append(x)
-        return x
 
     @torch.no_grad()
     def generate(

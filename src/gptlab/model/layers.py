@@ -64,21 +64,15 @@ def build_norm(config: GPTConfig) -> nn.Module:
     return nn.LayerNorm(config.n_embd, eps=config.norm_eps, bias=config.bias)
 
 
-def relu_squared(x: Tensor) -> Tensor:
-    """max(x, 0)^2 (So et al. 2021, "Primer")."""
-    return F.relu(x).square()
-
-
 ACTIVATIONS = {
     "gelu": lambda x: F.gelu(x),  # the exact erf form
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2's approximation
-    "relu2": relu_squared,
 }
 
 
 class MLP(nn.Module):
     """Linear -> activation -> Linear, width ffn_hidden (4d by default): GELU (exact or
-    GPT-2's tanh approximation) or ReLU squared, as config.mlp says."""
+    GPT-2's tanh approximation), as config.mlp says."""
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
@@ -107,11 +101,5 @@ class SwiGLU(nn.Module):
 
 def build_mlp(config: GPTConfig) -> nn.Module:
     return SwiGLU(config) if config.mlp == "swiglu" else MLP(config)
-
-
-def soft_cap(logits: Tensor, cap: float | None) -> Tensor:
-    """cap * tanh(logits / cap): every logit within (-cap, cap), nearly unchanged well
-    inside it (Gemma 2's final-logit soft-capping); None leaves them as they are."""
-    return logits if cap is None else cap * torch.tanh(logits / cap)
 
 

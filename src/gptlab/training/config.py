@@ -11,7 +11,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gptlab.errors import UsageError
-from gptlab.fields import Check, at_least, from_dict, is_int, is_number, one_of, require, within
+from gptlab.fields import (
+    Check,
+    at_least,
+    from_dict,
+    is_int,
+    is_number,
+    one_of,
+    require,
+    within,
+    without_retired,
+)
 from gptlab.training.allocator import ALLOCATORS
 from gptlab.training.recipes import RECIPES
 
@@ -23,9 +33,11 @@ PARALLEL_MODES = ("ddp", "fsdp", "tp", "fsdp+tp")  # gptlab.distributed.parallel
 OPTIMIZERS = ("adamw", "muon")
 LR_SCHEDULES = ("cosine", "wsd")
 MUON_DTYPES = ("auto", "float32", "bfloat16")
-# What grows over a ramp's first steps (gptlab.training.schedule.ramped): the batch's rows or
-# its windows' length.
-RAMPS = ("none", "batch", "sequence")
+# Settings the speedrun tried and did not adopt (BENCHMARKS.md: ramps, fewer Newton-Schulz
+# steps, plain momentum, NorMuon), each with the value that left it off: a train.json saved
+# with them off still loads.
+RETIRED_SETTINGS = {"ramp": "none", "ramp_iters": 0, "ramp_start": 0.25,
+                    "muon_nesterov": True, "muon_ns_steps": 5, "muon_normuon_beta2": 0.0}
 # Where a run's progress goes besides metrics.jsonl (gptlab.training.reporting).
 LOGGERS = ("none", "tensorboard")
 # What a resume may change: what cannot change what is trained. Where and how it runs
@@ -107,32 +119,11 @@ class TrainConfig:
                                       "on CUDA; on a CPU bf16 only where a one-time probe "
                                       "finds it faster), float32, bfloat16",
                               one_of(MUON_DTYPES))
-    # True and 5: Keller Jordan's Muon and torch.optim.Muon's defaults.
-    muon_nesterov: bool = setting(True, "Muon's momentum: Nesterov (true) or plain (false)",
-                                  BOOLEAN)
-    muon_ns_steps: int = setting(5, "Newton-Schulz iterations per Muon step (fewer: cheaper, "
-                                    "less orthogonal)",
-                               Check(lambda v: is_int(v) and 1 <= v < 100,
-                                     "an integer in [1, 100)"))
     # False: torch.optim.Muon's (a matrix is a parameter). True: modded-nanogpt's, whose
     # q, k and v are matrices of their own.
     muon_split_qkv: bool = setting(False, "Muon orthogonalises attention's fused q/k/v "
                                           "projection as its three matrices (true) or as "
                                           "one (false)", BOOLEAN)
-    # 0: Muon. NorMuon's paper and code use 0.95.
-    muon_normuon_beta2: float = setting(0.0, "NorMuon: beta2 of the running mean square that "
-                                             "divides each row of Muon's orthogonalised "
-                                             "update (0: off, plain Muon)",
-                                        within(0, 1, high_open=True))
-    # A ramp (as modded-nanogpt's sequence-length warm-up): early steps, whose gradients
-    # point roughly the same way at any batch, cost less. Each step still draws its full
-    # batch and keeps the first rows or positions, so the batches after the ramp, and a
-    # resume, are the same as without it.
-    ramp: str = setting("none", "grow the batch over the first ramp_iters steps: none, batch "
-                                "(rows) or sequence (window length)", one_of(RAMPS))
-    ramp_iters: int = setting(0, "steps of the ramp", at_least(0))
-    ramp_start: float = setting(0.25, "the ramp's first step keeps this share of the rows or "
-                                      "positions", within(0, 1, low_open=True))
     grad_clip: float = setting(1.0, "clip the gradient norm to this (0: off)", within(0, None))
     eval_interval: int = setting(250, "evaluate (and checkpoint) every N steps", POSITIVE)
     eval_iters: int = setting(20, "batches per split per evaluation", POSITIVE)
@@ -219,8 +210,6 @@ class TrainConfig:
             )
         if self.lr_decay_iters is None:
             self.lr_decay_iters = self.max_iters
-        require("ramp_iters", self.ramp == "none" or self.ramp_iters >= 1,
-                f"must be at least 1 with ramp {self.ramp!r}")
         require("lr_decay_iters",
                 is_int(self.lr_decay_iters) and self.lr_decay_iters >= self.warmup_iters,
                 f"must be an integer >= warmup_iters ({self.warmup_iters})")
@@ -233,7 +222,8 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
-        return from_dict(cls, d, "training settings", "training setting")
+        return from_dict(cls, without_retired(d, RETIRED_SETTINGS, "run's training settings"),
+                         "training settings", "training setting")
 
 
 def recipe(name: str, **overrides: Any) -> TrainConfig:
