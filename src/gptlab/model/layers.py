@@ -1,4 +1,4 @@
-"""Norms and feed-forward networks (the block that wraps them is gptlab.model.block)."""
+"""Norms and feed-forward networks (the block that wraps them is in gptlab.model.gpt)."""
 
 from __future__ import annotations
 
