@@ -27,7 +27,7 @@ from gptlab.model.attention import set_float32_attention
 from gptlab.training.config import TrainConfig
 from gptlab.training.optim import make_optimizer
 from gptlab.training.precision import autocast_dtype
-from gptlab.training.reporting import NullReporter
+from gptlab.training.reporting import Reporter
 from gptlab.training.schedule import lr_at
 from gptlab.training.val_target import Look, ValTarget
 
@@ -124,7 +124,7 @@ class Trainer:
     """
 
     def __init__(self, model: nn.Module, batches: Any, cfg: TrainConfig, ctx: Dist,
-                 checkpoints: Checkpointer, reporter: NullReporter | None = None,
+                 checkpoints: Checkpointer, reporter: Reporter | None = None,
                  stop: threading.Event | None = None, sharding: Any = None,
                  target: ValTarget | None = None) -> None:
         # target: looks at the whole val split, for stop_at_val (a whole model only).
@@ -134,7 +134,7 @@ class Trainer:
         self.cfg, self.ctx, self.batches, self.sharding = cfg, ctx, batches, sharding
         self.checkpoints, self.target = checkpoints, target
         self.target_met: Look | None = None  # the look that met stop_at_val, if one did
-        self.reporter = reporter or NullReporter()
+        self.reporter = reporter or Reporter()
         self.raw_model = model
         self.optimizer = make_optimizer(model, cfg, ctx.device)
         self.amp_dtype = autocast_dtype(cfg.dtype, ctx.device)
