@@ -34,7 +34,7 @@ class _UnitRMS(torch.autograd.Function):
     """y = x / sqrt(mean(x^2) + eps) over the last dimension, in float32 at least, with its
     gradient written out: dx = (dy - y * mean(dy * y)) / sqrt(mean(x^2) + eps). torch's
     rms_norm differentiates each of its ops instead; on a CPU that backward cost the
-    speedrun's QK-norm about 0.8 ms more per layer (BENCHMARKS.md, lap 2, third pass)."""
+    speedrun's QK-norm about 0.8 ms more per layer."""
 
     @staticmethod
     def forward(ctx, x: Tensor) -> Tensor:

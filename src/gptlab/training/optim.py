@@ -25,7 +25,7 @@ ADAMW_IMPLEMENTATIONS = {"fused": {"fused": True}, "foreach": {"foreach": True},
 # either way (quiet rounds; the first step itself 4-8 ms). So fused on a CPU, for both
 # sizes; on CUDA fused too (torch's fastest there; not measured here). nanoGPT's recipe
 # reproduces to 4 decimals with it (tests/test_recipe.py). Beside Muon, AdamW is
-# gptlab.training.plain_optim's since issue 41: torch's fused step without that import.
+# gptlab.training.plain_optim's: torch's fused step without torch.optim's start-up.
 ADAMW_FOR_DEVICE = {"cuda": "fused", "cpu": "fused"}
 
 
