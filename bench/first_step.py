@@ -70,7 +70,7 @@ def time_to_first_step(preset: str, data_dir: Path, out_dir: Path, cache: Path |
     if record is None:
         raise RuntimeError(f"gptlab train logged no step 1 (exit {proc.returncode}): "
                            f"{err.strip()[-500:]}")
-    # step 1 trains the recipe's whole batch (no speedrun recipe has a --ramp)
+    # step 1 trains the recipe's whole batch
     step1_s = _tokens_per_step(preset) / record["tokens_per_s"]
     return {"startup_s": record["time"] - launched - step1_s, "step1_s": step1_s}
 

@@ -220,18 +220,6 @@ def record_header(rungs: tuple[float, ...]) -> str:
     return "| " + " | ".join(cols) + " |\n|" + " --- |" * len(cols)
 
 
-RESULT_NAME = "speedrun_whole"  # what run() writes (bench.run names it in its log)
-
-
-def run(size: Size, out_dir: Path, log: Callable[[str], None] = print,
-        text_path: str | Path | None = None, seeds: int | None = None) -> dict[str, Any]:
-    """`python -m bench --only speedrun`: since issue 41 the whole commands, launch to exit
-    (bench.speedrun_whole); run_rungs is the rung record of laps 1 and 2."""
-    from bench import speedrun_whole
-
-    return speedrun_whole.run(size, out_dir, log, text_path, seeds)
-
-
 def run_rungs(size: Size, out_dir: Path, log: Callable[[str], None] = print,
               text_path: str | Path | None = None, seeds: int | None = None,
               candidates: tuple[str, ...] = CANDIDATES) -> dict[str, Any]:

@@ -43,12 +43,7 @@ def _lap1(settings: dict[str, Any], shape: dict[str, Any]) -> tuple[dict, dict]:
     return {**PROVISIONAL[0], **settings}, {**PROVISIONAL[1], **shape}
 
 
-# The model options that reached 1.88 sooner alone in lap 2 (sweep 3)
-_COMBO = {"logit_softcap": 30.0, "zero_init_proj": True, "value_residual": True}
-
-_LAP2 = {"warmup_iters": 20, "muon_lr": 0.04, "max_iters": 500, "lr_decay_iters": 500}
-_LAP2_MODEL = {**_COMBO, "qk_norm": True}
-_LEAN = {**_LAP2, "max_iters": 450, "lr_decay_iters": 450}
+_LEAN = {"warmup_iters": 20, "muon_lr": 0.04, "max_iters": 450, "lr_decay_iters": 450}
 _ADOPTED = {"qk_norm": True, "zero_init_proj": True, "value_residual": True}
 
 
@@ -72,46 +67,23 @@ def _lap2_now(settings: dict[str, Any], shape: dict[str, Any] | None = None
 _APART = {"muon_split_qkv": True}  # Muon orthogonalises q, k and v apart (modded-nanogpt)
 
 
-# name: (training settings, model shape changes) on top of BASE's recipe and preset
+# name: (training settings, model shape changes) on top of BASE's recipe and preset. The
+# levers that were not adopted and are no longer options (ReLU², soft-capping, U-net skips,
+# ramps, fewer Newton-Schulz steps, plain momentum, NorMuon) and the sweeps that combined
+# them are recorded in BENCHMARKS.md and bench/results/speedrun_levers_sweep*.json.
 LEVERS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "base": ({}, {}),
     # Lap 2 (issue 28): modded-nanogpt's levers after Muon, each alone on the adopted recipe
     "QK-norm": ({}, {"qk_norm": True}),
-    "ReLU^2": ({}, {"mlp": "relu2"}),
-    "softcap=30": ({}, {"logit_softcap": 30.0}),
-    "softcap=15": ({}, {"logit_softcap": 15.0}),
     "zero-init proj": ({}, {"zero_init_proj": True}),
     "value residual": ({}, {"value_residual": True}),
-    "U-net skips": ({}, {"unet_skips": True}),
     "iters=400": ({"max_iters": 400, "lr_decay_iters": 400}, {}),
     "iters=500": ({"max_iters": 500, "lr_decay_iters": 500}, {}),
     "warmup=20": ({"warmup_iters": 20}, {}),
     "muon_lr=0.04": ({"muon_lr": 0.04}, {}),
     "adam_lr=6e-3": ({"learning_rate": 6e-3, "min_lr": 6e-4}, {}),
     "QK-norm + muon_lr=0.04": ({"muon_lr": 0.04}, {"qk_norm": True}),
-    "Muon 3 NS steps": ({"muon_ns_steps": 3}, {}),
-    "Muon without Nesterov": ({"muon_nesterov": False}, {}),
-    "batch ramp 150": ({"ramp": "batch", "ramp_iters": 150, "ramp_start": 0.25}, {}),
-    "sequence ramp 150": ({"ramp": "sequence", "ramp_iters": 150, "ramp_start": 0.25}, {}),
     "min_lr=0": ({"min_lr": 0.0}, {}),
-    # together: the levers that gained alone (steps to 1.88; none moved 1.70)
-    "combo": ({"warmup_iters": 20}, _COMBO),
-    "combo + iters=450": ({"warmup_iters": 20, "max_iters": 450, "lr_decay_iters": 450},
-                          _COMBO),
-    "combo + iters=500": ({"warmup_iters": 20, "max_iters": 500, "lr_decay_iters": 500},
-                          _COMBO),
-    "combo + iters=450 + min_lr=0": ({"warmup_iters": 20, "max_iters": 450,
-                                      "lr_decay_iters": 450, "min_lr": 0.0}, _COMBO),
-    "combo + QK-norm + muon_lr=0.04 + iters=500": (
-        {"warmup_iters": 20, "muon_lr": 0.04, "max_iters": 500, "lr_decay_iters": 500},
-        {**_COMBO, "qk_norm": True}),
-    # around the best of those (sweep 6, at the speedrun's own cadence)
-    "lap2": (_LAP2, _LAP2_MODEL),
-    "lap2 + muon_lr=0.06": ({**_LAP2, "muon_lr": 0.06}, _LAP2_MODEL),
-    "lap2 + adam_lr=4e-3": ({**_LAP2, "learning_rate": 4e-3, "min_lr": 4e-4}, _LAP2_MODEL),
-    "lap2 + iters=450": ({**_LAP2, "max_iters": 450, "lr_decay_iters": 450}, _LAP2_MODEL),
-    "lap2 without value residual": (_LAP2, {**_LAP2_MODEL, "value_residual": False}),
-    "lap2 without softcap": (_LAP2, {**_LAP2_MODEL, "logit_softcap": None}),
     # what is left of it once the levers within a seed's spread are dropped (sweep 7)
     "QK-norm + zero-init, 450": (_LEAN, {"qk_norm": True, "zero_init_proj": True}),
     "QK-norm + zero-init + value residual, 450": (
@@ -141,21 +113,16 @@ LEVERS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "1.88 track: 1 layer, B=32, 450 steps": _track(1),
     # around lap 2 as its third pass left it (RoPE, B=24, 450 steps): the fourth pass
     "lap2 third pass": _lap2_now({}),
-    "lap2 third pass, Muon 4 NS steps": _lap2_now({"muon_ns_steps": 4}),
     "lap2 third pass, Muon weight decay 0.1": _lap2_now({"muon_weight_decay": 0.1}),
     "lap2 third pass, no warm-up": _lap2_now({"warmup_iters": 0}),
     "lap2 third pass, T=128, B=12": _lap2_now({"batch_size": 12}, {"block_size": 128}),
     "lap2 third pass, T=128, B=16": _lap2_now({"batch_size": 16}, {"block_size": 128}),
     "lap2 third pass, T=96, B=16": _lap2_now({"batch_size": 16}, {"block_size": 96}),
     "lap2 third pass, 8 heads of 16": _lap2_now({}, {"n_head": 8}),
-    "lap2 third pass, NorMuon": _lap2_now({"muon_normuon_beta2": 0.95}),
     "lap2 + q/k/v apart": _lap2_now(_APART),
     "lap2 + q/k/v apart, Muon 0.03": _lap2_now({**_APART, "muon_lr": 0.03}),
     "lap2 + q/k/v apart, Muon 0.05": _lap2_now({**_APART, "muon_lr": 0.05}),
-    "lap2 + q/k/v apart, NorMuon": _lap2_now({**_APART, "muon_normuon_beta2": 0.95}),
     "lap2 + q/k/v apart, 420 steps": _lap2_now({**_APART, **_steps(420)}),
-    "lap2 + q/k/v apart, NorMuon, 420 steps": _lap2_now(
-        {**_APART, **_steps(420), "muon_normuon_beta2": 0.95}),
     "lap2 + q/k/v apart, 400 steps": _lap2_now({**_APART, **_steps(400)}),
     "lap2 + q/k/v apart, 380 steps": _lap2_now({**_APART, **_steps(380)}),
     "lap2 + q/k/v apart, 360 steps (adopted)": _lap2_now({**_APART, **_steps(360)}),

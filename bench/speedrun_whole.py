@@ -36,6 +36,7 @@ from typing import Any
 
 from bench.common import Size, table, write_result
 from bench.first_step import child_env, prepare_data
+from bench.speedrun import DEFAULT_TEXT, FIRST_SEED, REFERENCE, decide_precision, model_for
 from bench.time_to_quality import encode, tiny_shakespeare
 from gptlab.files.atomic import atomic_write_text
 from gptlab.training.config import recipe
@@ -140,8 +141,6 @@ def record_rows(data: dict[str, Any]) -> str:
 def run(size: Size, out_dir: Path, log: Callable[[str], None] = print,
         text_path: str | Path | None = None, seeds: int | None = None,
         candidates: tuple[str, ...] = CANDIDATES) -> dict[str, Any]:
-    # The rungs' machinery lives in bench.speedrun, which delegates its run() here.
-    from bench.speedrun import DEFAULT_TEXT, FIRST_SEED, REFERENCE, decide_precision, model_for
 
     smoke = size.smoke
     if smoke:

@@ -252,3 +252,43 @@ def test_every_module_has_a_test_file_at_its_mirrored_path():
                      if p.name not in ("__init__.py", "__main__.py")
                      and not mirrored_test(p).is_file())
     assert not missing, f"{len(missing)} module(s) without their test file: {', '.join(missing)}"
+
+
+LAYOUT = Path(__file__).parents[1] / "docs" / "layout.md"
+
+
+def layout_sections() -> dict[str, str]:
+    """docs/layout.md's tree, as {entry at the top of src/gptlab/: its text}."""
+    tree = LAYOUT.read_text().split("```\n", 2)[1]
+    sections: dict[str, str] = {}
+    entry = None
+    for line in tree.splitlines():
+        named = re.match(r"^  (\w+)/?(?:\s|$)", line)
+        if named:
+            entry = named.group(1)
+        elif not line.startswith("   "):
+            entry = None  # tests/, bench/ and the rest: not the package
+        if entry is not None:
+            sections[entry] = sections.get(entry, "") + " " + line
+    return sections
+
+
+def test_the_layout_page_names_every_module():
+    """docs/layout.md names each module of the package, in its subpackage's entry (a
+    top-level module has its own), so a reader can find any file from it."""
+    sections = layout_sections()
+    assert "model" in sections and "attention" in sections["model"]
+    missing = []
+    for path in MODULES.values():
+        relative = path.relative_to(SRC)
+        if path.name in ("__init__.py", "__main__.py"):
+            continue
+        if len(relative.parts) == 1:
+            named = relative.stem in sections
+        else:
+            text = sections.get(relative.parts[0], "")
+            named = re.search(rf"\b{re.escape(relative.stem)}\b", text) is not None
+        if not named:
+            missing.append(relative.as_posix())
+    assert not missing, f"docs/layout.md does not name: {', '.join(missing)}"
+

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import urllib.parse
 from pathlib import Path
 
 from gptlab.errors import GptlabError, UsageError
@@ -35,13 +36,21 @@ VIEWS = [
     ("10-logit-lens", "lens", "lens-dla", []),
     ("11-longer-than-trained", "context", "fig-ctx-experiment", []),
     ("12-whole-model", "model", "fig-whole-model", []),
-    ("12-attention-steps", "model", "fig-whole-model", []),  # block 0 still open
+    ("12-attention-steps", "model", "fig-whole-model", []),
     ("13-every-head", "allheads", "fig-all-heads", []),
     ("13-head-view", "allheads", "hv-lines", []),
     ("4-learned-positions", "positions", "fig-learned-sim", []),
     ("14-experiments", "experiments", "exp-claims", []),
 ]
 LIVE_VIEW = "9-watch-it-learn"  # a training from the page: only with live_steps (minutes)
+STEPS_POSITION = 8  # view 12's stages follow this token: a few later ones are masked
+
+
+def with_query(url: str, **params: object) -> str:
+    """url with params added to its query string (a ?run= already there kept)."""
+    parts = urllib.parse.urlsplit(url)
+    query = urllib.parse.urlencode([*urllib.parse.parse_qsl(parts.query), *params.items()])
+    return urllib.parse.urlunsplit(parts._replace(query=query, fragment=""))
 
 
 def capture(url: str, out_dir: Path, chromium: str = CHROMIUM,
@@ -92,7 +101,11 @@ def capture_views(page, url: str, out_dir: Path, live_steps: int | None = None,
             page.click("[data-testid=wm-stage-block-0]")
             page.click("[data-testid=wm-stage-ffn-0]")
             page.wait_for_selector("[data-testid=wm-ffn-fired]")
-        if name == "12-attention-steps":  # the same block's attention, opened into its stages
+        if name == "12-attention-steps":  # block 0's attention at a token with later ones,
+            # so that the mask stage masks something (the last token, the default, has none)
+            page.goto(with_query(url, pos=STEPS_POSITION) + "#model")
+            page.wait_for_selector(f"[data-testid={ready}]")
+            page.click("[data-testid=wm-stage-block-0]")
             page.click("[data-testid=wm-stage-attn-0]")
             page.wait_for_selector("[data-testid=wm-steps-figures]")
         if name == "12-attention-steps":  # block 0's attention, walked to its softmax row

@@ -72,6 +72,22 @@ def one_of(choices: tuple[str, ...]) -> Check:
     return Check(lambda v: v in choices, f"one of {', '.join(choices)}")
 
 
+def without_retired(d: Any, retired: dict[str, Any], what: str,
+                    error: type[Exception] = UsageError) -> Any:
+    """d without the retired settings that hold the value that made them do nothing, so a
+    file saved before they were removed still loads and means what it meant; one that
+    used a retired setting is refused, naming it (the run's results stand, but this
+    gptlab no longer computes what it asked for)."""
+    if not isinstance(d, dict):
+        return d
+    used = sorted(k for k, off in retired.items() if k in d and d[k] != off)
+    if used:
+        settings = ", ".join(f"{k}={d[k]!r}" for k in used)
+        raise error(f"this {what} uses {settings}: a speedrun option gptlab no longer "
+                         f"has (BENCHMARKS.md records why it was not adopted)")
+    return {k: v for k, v in d.items() if k not in retired}
+
+
 def from_dict(cls: type[T], d: Any, what: str, entry: str,
               error: type[Exception] = UsageError) -> T:
     """cls(**d) for a dataclass, refusing anything but a dict of its init fields; `what`

@@ -292,14 +292,14 @@ def lookup(kind: str, key: str) -> tuple[dict, Measured] | None:
 
 def cached(kind: str, key: str, measure: Callable[[], dict[str, Any]],
            what: str = "its contenders") -> tuple[dict, Measured]:
-    """(the probe's result, how it was measured). measure() runs unless probes.json holds a
-    usable result for (kind, key) (see usable), the machine is busy (more load than
-    cores) or GPTLAB_PROBE=off: then ({}, a Measured with timed False), and the caller
-    takes its default. Before it runs, the listener of `announced`, if any, is told that `what` is being timed. A
+    """(the probe's result, how it was measured). measure() runs unless probes.json holds a usable
+    result for (kind, key) (see usable), the machine is busy (more load than cores) or
+    GPTLAB_PROBE=off: then ({}, a Measured with timed False), and the caller takes its default.
+    Before it runs, the listener of `announced`, if any, is told that `what` is being timed. A
     result measured under load or with spread-out timings is returned but not cached
-    (Measured.trusted says so, and Measured.describe() says why for the caller's reason
-    line). Writing drops every entry that has expired. A cache that cannot be read or
-    written is not an error (the probe then runs each time)."""
+    (Measured.trusted says so, and Measured.describe() says why for the caller's reason line).
+    Writing drops every entry that has expired. A cache that cannot be read or written is not an
+    error (the probe then runs each time)."""
     store, at = read_store(), now()
     hit = _entry(store.get(kind, {}).get(key))
     if hit is not None and usable(hit[1], at):

@@ -1,8 +1,8 @@
 """Attention under tensor parallel, in one process: a rank's attention holds the rows of q,
 k and v for its share of the heads (a kv head with its group of query heads) and the
-matching columns of the output projection, and finds how many heads it has from those
-shapes; no module's n_head changes (gptlab.distributed.parallelize). The ranks' partial
-outputs add up to the whole layer's, as the all-reduce after it adds them."""
+matching columns of the output projection, and is told how many heads it computes
+(local_heads, set by gptlab.distributed.parallelize); no module's n_head changes. The
+ranks' partial outputs add up to the whole layer's, as the all-reduce after it adds them."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ def rank_share(attn: CausalSelfAttention, rank: int, tp: int) -> CausalSelfAtten
     with torch.no_grad():
         share.qkv.weight.copy_(torch.cat(mine))
         share.proj.weight.copy_(attn.proj.weight.chunk(tp, dim=1)[rank])
+    share.local_heads = (nh // tp, nkv // tp)
     return share
 
 

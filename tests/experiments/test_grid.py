@@ -14,7 +14,7 @@ from gptlab.errors import UsageError
 from gptlab.experiments.grid import GRID_FILE, Grid, RunSpec, experiment_folder, experiment_of
 from gptlab.files import kinds
 from gptlab.model_dir import load_config
-from gptlab.training.reporting import NullReporter
+from gptlab.training.reporting import Reporter
 from gptlab.training.trainer import TrainingDiverged
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -110,7 +110,7 @@ def test_a_watcher_sees_every_evaluation_and_is_not_part_of_the_run(tmp_path, da
                                                                      tiny_model, tiny_train):
     seen = []
 
-    class Watcher(NullReporter):
+    class Watcher(Reporter):
         def evaluation(self, record, model, improved):
             seen.append((record["step"], model.training))
 

@@ -16,8 +16,6 @@ from gptlab.errors import UsageError
 from gptlab.interp.lens import logit_lens
 from gptlab.interp.residuals import capture_residuals
 from gptlab.interp.walk import walk_token
-from gptlab.model.config import GPTConfig
-from gptlab.model.gpt import GPT
 
 
 @torch.no_grad()
@@ -194,8 +192,3 @@ def test_bad_positions_and_batches_are_one_line_errors(preset_model):
         walk_token(model, torch.tensor([[1, 2], [3, 4]]))
 
 
-@pytest.mark.parametrize("option", [{"unet_skips": True}, {"logit_softcap": 15.0}])
-def test_options_it_does_not_draw_are_refused_by_name(option):
-    config = GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=8, **option)
-    with pytest.raises(UsageError, match=f"this one has {next(iter(option))}"):
-        walk_token(GPT(config), torch.tensor([1, 2, 3]))

@@ -13,7 +13,7 @@ from gptlab.model.positional import RotaryEmbedding, apply_rope
 ARCHITECTURES = list(itertools.product(
     ["learned", "sinusoidal", "rope", "alibi", "none"],
     ["layernorm", "rmsnorm"],
-    ["gelu", "gelu_tanh", "swiglu", "relu2"],
+    ["gelu", "gelu_tanh", "swiglu"],
     ["pre", "post"],
 ))
 

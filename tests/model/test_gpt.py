@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from gptlab import GPT, GPTConfig
 from gptlab.errors import UsageError
+from gptlab.model.gpt import PostNormBlock, PreNormBlock
 
 
 def test_future_tokens_never_change_past_logits(architecture, small_config, seeded_model):
@@ -142,3 +143,13 @@ def test_a_config_changed_into_a_valid_one_derives_head_dim_again(small_config):
     model = GPT(config)
     assert config.head_dim == 8 and model(torch.zeros(1, 2, dtype=torch.long))[0].shape == (
         1, 2, 23)
+
+
+def test_pre_and_post_norm_blocks_wire_residuals_as_their_papers_say(layer_config, randomize):
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    pre = randomize(PreNormBlock(layer_config(), layer=0))
+    h = x + pre.attn(pre.norm_1(x))
+    torch.testing.assert_close(pre(x), h + pre.mlp(pre.norm_2(h)))
+    post = randomize(PostNormBlock(layer_config(), layer=0))
+    h = post.norm_1(x + post.attn(x))
+    torch.testing.assert_close(post(x), post.norm_2(h + post.mlp(h)))

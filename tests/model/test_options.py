@@ -1,7 +1,8 @@
-"""The model options of later work (gptlab.model.config: attn_scale, qk_norm, relu2,
-logit_softcap, zero_init_proj, value_residual, unet_skips): each computes what its paper
-says, keeps the model causal and its cached decoding exact, reduces to the plain model
-where it should, and is refused by name where a format or a tool cannot follow it."""
+"""The model options of later work (gptlab.model.config: attn_scale, qk_norm,
+zero_init_proj, value_residual): each computes what its paper says, keeps the model causal
+and its cached decoding exact, reduces to the plain model where it should, and is refused by
+name where a format or a tool cannot follow it. The speedrun's options that were not
+adopted are gone: a config that used one is refused by name, one saved with it off loads."""
 
 from __future__ import annotations
 
@@ -11,13 +12,12 @@ import torch
 from gptlab import GPT
 from gptlab.convert.gguf_export import gguf_architecture
 from gptlab.convert.hf_config import keymap_for
-from gptlab.errors import UsageError
-from gptlab.interp.attribution import logit_attribution
-from gptlab.interp.lens import logit_lens
+from gptlab.errors import ConfigError, UsageError
 from gptlab.interp.patching import Site, check_site
 from gptlab.interp.residuals import capture_residuals
 from gptlab.interp.walk import walk_token
 from gptlab.model.attention import attention_weights
+from gptlab.model.config import GPTConfig
 from gptlab.model.kv_cache import new_kv_cache
 from gptlab.training.config import TrainConfig
 from gptlab.training.plan import check_settings
@@ -25,13 +25,9 @@ from gptlab.training.plan import check_settings
 OPTIONS = {
     "no sqrt(d_k)": dict(attn_scale=False),
     "qk_norm": dict(qk_norm=True),
-    "relu2": dict(mlp="relu2"),
-    "softcap": dict(logit_softcap=3.0),
     "value residual": dict(value_residual=True),
-    "U-net": dict(unet_skips=True, n_layer=4),
     "attention only": dict(mlp="none"),
-    "all": dict(attn_scale=False, qk_norm=True, mlp="relu2", logit_softcap=3.0,
-                value_residual=True, unet_skips=True, n_layer=3),
+    "all": dict(attn_scale=False, qk_norm=True, value_residual=True, n_layer=3),
 }
 
 
@@ -92,11 +88,15 @@ def test_qk_norm_makes_attention_blind_to_the_size_of_q_and_k(small_config, seed
         torch.testing.assert_close(model(idx)[0], before, rtol=1e-5, atol=1e-5)
 
 
-def test_soft_capped_logits_stay_inside_the_cap(small_config, seeded_model):
-    model = seeded_model(small_config(logit_softcap=0.5))
-    with torch.no_grad():
-        logits = model(torch.randint(0, 23, (2, 16)))[0]
-    assert logits.abs().max() < 0.5
+def test_a_retired_option_loads_when_off_and_is_refused_by_name_when_used(small_config):
+    plain = small_config().to_dict()
+    assert GPTConfig.from_dict({**plain, "logit_softcap": None, "unet_skips": False}) == \
+        GPTConfig.from_dict(plain)
+    for used in ({"logit_softcap": 15.0}, {"unet_skips": True}):
+        with pytest.raises(ConfigError, match=f"uses {next(iter(used))}=.*not adopted"):
+            GPTConfig.from_dict({**plain, **used})
+    with pytest.raises(ConfigError, match="unknown mlp .relu2.; expected one of"):
+        GPTConfig.from_dict({**plain, "mlp": "relu2"})
 
 
 def test_zero_initialised_projections_start_every_block_as_the_identity(small_config):
@@ -132,26 +132,7 @@ def test_value_residual_mixes_each_layers_values_with_the_first_layers(
     assert [b.attn.value_mix is None for b in mixed.blocks] == [True, False, False]
 
 
-def test_unet_skips_add_the_mirror_blocks_stream_and_vanish_at_weight_0(small_config,
-                                                                        seeded_model):
-    skipping = seeded_model(small_config(unet_skips=True, n_layer=4))
-    plain = GPT(small_config(n_layer=4)).eval()
-    plain.load_state_dict({k: v for k, v in skipping.state_dict().items() if "skip" not in k})
-    idx = torch.randint(0, 23, (2, 10))
-    with torch.no_grad():
-        skipping.skip_weights.fill_(0.0)
-        torch.testing.assert_close(skipping(idx)[0], plain(idx)[0])
-        skipping.skip_weights.copy_(torch.tensor([0.5, 2.0]))
-        x = skipping.drop(skipping.wte(idx) + skipping.wpe(torch.arange(10)))
-        out0 = skipping.blocks[0](x)
-        out1 = skipping.blocks[1](out0)
-        out2 = skipping.blocks[2](out1 + 2.0 * out1)
-        out3 = skipping.blocks[3](out2 + 0.5 * out0)
-        expected = skipping.lm_head(skipping.ln_f(out3))
-        torch.testing.assert_close(skipping(idx)[0], expected)
-
-
-@pytest.mark.parametrize("name", [n for n in OPTIONS if n not in ("relu2", "attention only")])
+@pytest.mark.parametrize("name", [n for n in OPTIONS if n != "attention only"])
 def test_export_refuses_each_option_by_name(name, small_config):
     llama = dict(pos_encoding="rope", norm="rmsnorm", bias=False, tie_embeddings=False)
     config = small_config(**{**llama, **OPTIONS[name], "mlp": "swiglu"})
@@ -161,9 +142,7 @@ def test_export_refuses_each_option_by_name(name, small_config):
         assert all(option.split("=")[0] in str(info.value) for option in config.later_options())
 
 
-def test_relu2_has_no_export_and_zero_init_needs_none(small_config):
-    with pytest.raises(UsageError, match="mlp='relu2'"):
-        keymap_for(small_config(mlp="relu2"))
+def test_zero_init_needs_no_export_option(small_config):
     config = small_config(zero_init_proj=True, norm="rmsnorm", mlp="swiglu",
                           pos_encoding="rope", bias=False, n_kv_head=4)
     assert config.later_options() == [] and keymap_for(config).architecture
@@ -200,19 +179,6 @@ def test_an_attention_only_model_is_its_attention_and_is_refused_by_name(small_c
         check_site(model, Site("mlp", 0), 10)
 
 
-def test_the_interpretability_tools_refuse_what_they_cannot_decompose(small_config,
-                                                                       seeded_model):
-    idx = torch.randint(0, 23, (1, 8))
-    with pytest.raises(UsageError, match="unet_skips"):
-        capture_residuals(seeded_model(small_config(unet_skips=True, n_layer=2)), idx)
-    capped = seeded_model(small_config(logit_softcap=3.0))
-    with pytest.raises(UsageError, match="logit_softcap"):
-        logit_attribution(capped, idx, target=1)
-    with torch.no_grad():  # the lens applies the cap: its last row is the model's logits
-        torch.testing.assert_close(logit_lens(capped, idx)[-1], capped(idx)[0])
-
-
 def test_tensor_parallel_refuses_the_learned_scalars_by_name(small_config):
-    for option in ("value_residual", "unet_skips"):
-        with pytest.raises(UsageError, match="value_residual and unet_skips"):
-            check_settings(TrainConfig(parallel="tp", tp=2), small_config(**{option: True}), 2)
+    with pytest.raises(UsageError, match="learned scalars of value_residual"):
+        check_settings(TrainConfig(parallel="tp", tp=2), small_config(value_residual=True), 2)

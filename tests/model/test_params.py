@@ -61,8 +61,7 @@ def random_config(rng: random.Random, pos_encoding: str, norm: str, mlp: str,
 # combination of them, and of multi-head against grouped-query attention.
 # The later options (attn_scale off, qk_norm, ...) are drawn at random in each cell.
 OPTIONS = {"attn_scale": (True, False), "qk_norm": (True, False),
-           "zero_init_proj": (True, False), "value_residual": (True, False),
-           "unet_skips": (True, False)}
+           "zero_init_proj": (True, False), "value_residual": (True, False)}
 SWITCHES = {"pos_encoding": POS_ENCODINGS, "norm": NORMS, "mlp": MLPS,
             "norm_position": NORM_POSITIONS, "bias": (True, False),
             "tie_embeddings": (True, False), **OPTIONS}
@@ -89,7 +88,7 @@ def test_analytic_count_equals_meta_model_over_a_grid(pos_encoding, norm, mlp, n
     for bias, tie, grouped in itertools.product([True, False], repeat=3):
         options = {name: rng.choice(values) for name, values in OPTIONS.items()}
         config = random_config(rng, pos_encoding, norm, mlp, norm_position, bias, tie, grouped,
-                               logit_softcap=rng.choice([None, 15.0]), **options)
+                               **options)
         model = meta_model(config)
         acc = accounting(config)
         assert acc.total == model.num_parameters() == count_parameters(config), config

@@ -11,7 +11,7 @@ from gptlab import model_dir
 from gptlab.files import kinds
 from gptlab.training import rundir
 from gptlab.training.callbacks import Callbacks, StopAfter
-from gptlab.training.reporting import NullReporter
+from gptlab.training.reporting import Reporter
 from gptlab.training.run import train
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see tests/conftest.py
@@ -27,7 +27,7 @@ class Recording(Callbacks):
         self.calls: list[tuple] = []
         self.files_at_start: set[str] = set()
 
-    def make_reporter(self, files: rundir.RunFiles, progress: bool) -> NullReporter:
+    def make_reporter(self, files: rundir.RunFiles, progress: bool) -> Reporter:
         self.calls.append(("make_reporter", files.run_dir, progress))
         self.files_at_start = {p.name for p in files.run_dir.iterdir()}
         return super().make_reporter(files, progress)

@@ -14,7 +14,7 @@ from gptlab.model.config import GPTConfig
 from gptlab.training import rundir
 from gptlab.training.callbacks import Callbacks
 from gptlab.training.config import TrainConfig
-from gptlab.training.reporting import NullReporter
+from gptlab.training.reporting import Reporter
 from gptlab.training.run import train
 from gptlab.training.trainer import Trainer
 
@@ -38,8 +38,8 @@ class Silent(Callbacks):
     def __init__(self, steps: int | None = None) -> None:
         self.steps = steps
 
-    def make_reporter(self, files: rundir.RunFiles, progress: bool) -> NullReporter:
-        return NullReporter()
+    def make_reporter(self, files: rundir.RunFiles, progress: bool) -> Reporter:
+        return Reporter()
 
     def should_stop(self, step: int) -> bool:
         return self.steps is not None and step >= self.steps

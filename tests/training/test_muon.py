@@ -131,20 +131,20 @@ def test_a_step_over_same_shaped_matrices_equals_one_matrix_at_a_time():
 
 
 def _stacking_step(groups_of: list[list[torch.nn.Parameter]], lrs: list[float],
-                   per_parameter: bool, grads: list[list[torch.Tensor]], beta2: float):
+                   per_parameter: bool, grads: list[list[torch.Tensor]]):
     """Muon steps on parameters in groups (one group per list, with its lr, the first
     group's with q/k/v-like row_blocks), as one optimizer or one per parameter."""
     def group(params, lr, first):
         return {"params": params, "lr": lr, **({"row_blocks": (16, 16, 16)} if first else {})}
 
     if per_parameter:
-        opts = [Muon([group([p], lr, i == 0)], weight_decay=0.1, normuon_beta2=beta2)
+        opts = [Muon([group([p], lr, i == 0)], weight_decay=0.1)
                 for i, (params, lr) in enumerate(zip(groups_of, lrs, strict=True))
                 for p in params]
     else:
         opts = [Muon([group(params, lr, i == 0)
                       for i, (params, lr) in enumerate(zip(groups_of, lrs, strict=True))],
-                     weight_decay=0.1, normuon_beta2=beta2)]
+                     weight_decay=0.1)]
     flat = [p for params in groups_of for p in params]
     for step_grads in grads:
         for p, g in zip(flat, step_grads, strict=True):
@@ -153,9 +153,8 @@ def _stacking_step(groups_of: list[list[torch.nn.Parameter]], lrs: list[float],
             opt.step()
 
 
-@pytest.mark.parametrize("beta2", [0.0, 0.95])  # Muon, NorMuon
 @pytest.mark.parametrize("lrs", [(0.05, 0.05), (0.05, 0.02)])  # stacked across, or not
-def test_groups_with_equal_settings_stack_and_step_as_each_matrix_alone(lrs, beta2):
+def test_groups_with_equal_settings_stack_and_step_as_each_matrix_alone(lrs):
     """A fused q/k/v cut into 16 x 16 blocks (one group) and 16 x 16 output projections
     (another): with equal settings their blocks go through Newton-Schulz in one stack,
     and every matrix steps as it would alone; with another lr, each group keeps its own."""
@@ -166,8 +165,8 @@ def test_groups_with_equal_settings_stack_and_step_as_each_matrix_alone(lrs, bet
              for _ in range(3)]
     stacked = [[torch.nn.Parameter(w.clone()) for w in group] for group in weights]
     alone = [[torch.nn.Parameter(w.clone()) for w in group] for group in weights]
-    _stacking_step(stacked, list(lrs), False, grads, beta2)
-    _stacking_step(alone, list(lrs), True, grads, beta2)
+    _stacking_step(stacked, list(lrs), False, grads)
+    _stacking_step(alone, list(lrs), True, grads)
     for p, q, w in zip(sum(stacked, []), sum(alone, []), sum(weights, []), strict=True):
         torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-6)
         assert not torch.allclose(p.detach(), w, atol=1e-4)  # it moved
@@ -184,19 +183,16 @@ def test_the_split_qkv_model_stacks_its_blocks_with_the_projections():
             {tuple(opt.param_groups[0].get(k) for k in STACKED_BY)})
 
 
-@pytest.mark.parametrize("beta2", [0.0, 0.95])  # Muon, NorMuon
-def test_row_blocks_step_each_block_as_a_matrix_of_its_own(beta2):
+def test_row_blocks_step_each_block_as_a_matrix_of_its_own():
     """A fused (q; k; v) weight with row_blocks steps as the three matrices would, each
-    with its own shape's learning rate (and the same weight decay; NorMuon's row moments
-    kept per row either way)."""
+    with its own shape's learning rate (and the same weight decay)."""
     gen = torch.Generator().manual_seed(2)
     rows = (32, 16, 16)  # a GQA-like cut: q wider than k and v
     weight = torch.randn(sum(rows), 16, generator=gen)
     fused = torch.nn.Parameter(weight.clone())
     parts = [torch.nn.Parameter(w.clone()) for w in weight.split(rows)]
-    opt_fused = Muon([{"params": [fused], "row_blocks": rows}], lr=0.05, weight_decay=0.1,
-                     normuon_beta2=beta2)
-    opt_parts = Muon(parts, lr=0.05, weight_decay=0.1, normuon_beta2=beta2)
+    opt_fused = Muon([{"params": [fused], "row_blocks": rows}], lr=0.05, weight_decay=0.1)
+    opt_parts = Muon(parts, lr=0.05, weight_decay=0.1)
     for _ in range(3):
         grad = torch.randn(weight.shape, generator=gen)
         fused.grad = grad.clone()
@@ -215,54 +211,13 @@ def test_row_blocks_step_each_block_as_a_matrix_of_its_own(beta2):
     assert not torch.allclose(fused - before, whole - weight, atol=1e-4)
 
 
-def normuon_reference(w: torch.Tensor, grads: list[torch.Tensor], lr: float, beta2: float
-                      ) -> torch.Tensor:
-    """NorMuon on one matrix, written from the paper's algorithm in float64 (the
-    orthogonalisation is Muon's own, tested above): Nesterov momentum 0.95, then each row
-    of the orthogonalised update over the root of its running mean square, rescaled to the
-    update's Frobenius norm, times Muon's shape factor."""
-    w, buf, v = w.double(), torch.zeros_like(w, dtype=torch.float64), None
-    for g in grads:
-        buf = 0.95 * buf + 0.05 * g.double()
-        o = orthogonalize((0.05 * g.double() + 0.95 * buf).float()).double()
-        square = (o**2).mean(dim=1, keepdim=True)
-        v = (1 - beta2) * square if v is None else beta2 * v + (1 - beta2) * square
-        n = o / (v.sqrt() + 1e-10)
-        n = n * torch.linalg.norm(o) / (torch.linalg.norm(n) + 1e-10)
-        w = w - lr * max(1.0, w.shape[0] / w.shape[1]) ** 0.5 * n
-    return w
-
-
-@pytest.mark.parametrize("shape", [(48, 16), (16, 40)])
-def test_normuon_step_follows_the_papers_algorithm(shape):
-    gen = torch.Generator().manual_seed(4)
-    w = torch.randn(shape, generator=gen)
-    grads = [torch.randn(shape, generator=gen) * (1 + torch.arange(shape[0])[:, None])
-             for _ in range(3)]  # rows of very different scale: the normalisation matters
-    p = torch.nn.Parameter(w.clone())
-    opt = Muon([p], lr=0.03, normuon_beta2=0.9)
-    for g in grads:
-        p.grad = g.clone()
-        opt.step()
-    torch.testing.assert_close(p.detach().double(), normuon_reference(w, grads, 0.03, 0.9),
-                               rtol=1e-4, atol=1e-5)
-    plain = torch.nn.Parameter(w.clone())  # and it is not Muon's step
-    opt = Muon([plain], lr=0.03)
-    for g in grads:
-        plain.grad = g.clone()
-        opt.step()
-    assert not torch.allclose(plain, p, atol=1e-3)
-    assert opt.state[plain].keys() == {"momentum_buffer"}
-
-
-def test_the_split_and_normuon_settings_resume_exactly(data_dir, tmp_path, tiny_model,
-                                                     losses, muon_train):
-    cfg = muon_train(muon_split_qkv=True, muon_normuon_beta2=0.95)
+def test_the_split_setting_resumes_exactly(data_dir, tmp_path, tiny_model, losses,
+                                           muon_train):
+    cfg = muon_train(muon_split_qkv=True)
     whole = train(tiny_model(), cfg, data_dir, tmp_path / "whole", progress=False)
     train(tiny_model(), cfg, data_dir, tmp_path / "part", progress=False, callbacks=StopAfter(5))
     state = torch.load(tmp_path / "part/state.pt", weights_only=True)["optimizer"]["muon"]
     assert [g["row_blocks"] for g in state["param_groups"]] == [None, (32, 32, 32)]
-    assert all("row_moments" in s for s in state["state"].values())
     resumed = train(None, None, data_dir, tmp_path / "part", resume=True, progress=False)
     assert resumed.step == whole.step
     assert losses(tmp_path / "part") == losses(tmp_path / "whole")
@@ -353,7 +308,6 @@ def test_muon_state_is_not_loaded_into_adamw(data_dir, tmp_path, tiny_model, tin
     (dict(ns_steps=0), "ns_steps must be an integer in [1, 100)"),
     (dict(ns_dtype="float16"), "ns_dtype must be one of float32, bfloat16"),
     (dict(adjust_lr="none"), "adjust_lr must be one of original, match_rms_adamw"),
-    (dict(normuon_beta2=1.0), "normuon_beta2 must be in [0, 1)"),
 ])
 def test_invalid_muon_arguments(kw, message):
     with pytest.raises(UsageError) as err:

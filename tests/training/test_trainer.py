@@ -22,7 +22,7 @@ from gptlab.model.gpt import GPT
 from gptlab.training import rundir
 from gptlab.training.callbacks import StopAfter
 from gptlab.training.config import TrainConfig
-from gptlab.training.reporting import NullReporter
+from gptlab.training.reporting import Reporter
 from gptlab.training.run import train
 from gptlab.training.trainer import CHECK_EVERY, NoCheckpoints, Trainer
 
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 READS = ("item", "tolist", "__bool__", "__float__", "__int__")
 
 
-class SyncCounter(NullReporter):
+class SyncCounter(Reporter):
     """Counts the trainer's reads of a tensor's value and its all-reduces, and keeps the
     count at each step the trainer reports: syncs[step] is what that step cost."""
 

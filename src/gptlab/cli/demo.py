@@ -17,14 +17,14 @@ from gptlab.model.config import GPTConfig
 from gptlab.training.callbacks import Callbacks
 from gptlab.training.config import recipe
 
-# The CPU speedrun's first lap (Muon + AdamW, cosine, untied head; BENCHMARKS.md), its
-# 600 steps stretched to 1000: the embedded corpus is 4x tiny Shakespeare, so the extra
-# steps still find new text. About 90 s on 2 CPU cores in fp32, where the earlier demo
-# (nanoGPT's shape, AdamW at twice nanoGPT's rate, 3000 steps of 12 rows) took as long to
-# reach a whole-val loss of 1.693 against this one's 1.565 (issue 28; where --dtype auto
-# picks bf16 with float32 attention, 1.5x faster for about +0.01). The second lap's preset
-# reached 1.585 at 1000 steps, and its options cannot be exported to Hugging Face or GGUF,
-# which the README's tour does with this run.
+# The CPU speedrun's plain recipe (Muon + AdamW, cosine, untied head), its 600 steps
+# stretched to 1000: the embedded corpus is 4x tiny Shakespeare, so the extra steps still
+# find new text. About 90 s on 2 CPU cores in fp32, where nanoGPT's shape with AdamW at
+# twice nanoGPT's rate takes as long (3000 steps of 12 rows) to reach a whole-val loss of
+# 1.693 against this one's 1.565 (where --dtype auto picks bf16 with float32 attention,
+# 1.5x faster for about +0.01). The 1.70 speedrun's preset reaches 1.585 at 1000 steps, and
+# its options cannot be exported to Hugging Face or GGUF, which the README's tour does with
+# this run.
 PRESET = RECIPE = "shakespeare-char-cpu-speedrun"
 DEMO_ITERS = 1000
 EVAL_INTERVAL = 200

@@ -17,7 +17,14 @@ from gptlab.files.atomic import read_json_object
 from gptlab.model.config import MLPS, GPTConfig
 from gptlab.model.params import counted
 from gptlab.model.presets import PRESETS
-from gptlab.training.config import AFTER_DIVERGENCE, RESUME_OVERRIDES, TrainConfig, with_settings
+from gptlab.training.config import (
+    AFTER_DIVERGENCE,
+    RESUME_OVERRIDES,
+    SCALE_OUT,
+    SPEED_LEVERS,
+    TrainConfig,
+    with_settings,
+)
 from gptlab.training.recipes import RECIPES
 from gptlab.training.rundir import (
     BEST_DIR,
@@ -114,16 +121,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--mlp", choices=MLPS, dest="model_mlp",
                        help="the feed-forward network: gelu (exact, erf), gelu_tanh (GPT-2's "
                             "approximation: what llama.cpp's gpt2 computes, so --to-gguf "
-                            "exports it), swiglu, relu2, or none (attention only)")
-    settings = p.add_argument_group(f"training settings (see {TRAIN_CONFIG_FILE})")
+                            "exports it), swiglu, or none (attention only)")
+    # The chapter's training loop first; what scales it out and what speeds it up apart.
+    groups = {
+        None: p.add_argument_group(f"training settings (see {TRAIN_CONFIG_FILE})"),
+        SCALE_OUT: p.add_argument_group("scaling out (under torchrun)"),
+        SPEED_LEVERS: p.add_argument_group(
+            "speed levers (the speedrun's recipes set them; BENCHMARKS.md measures each)"),
+    }
     for name, kind, help in _train_fields():
+        group = groups[next((g for g in (SCALE_OUT, SPEED_LEVERS) if name in g), None)]
         if kind is bool:
-            settings.add_argument(_flag(name), action=argparse.BooleanOptionalAction,
-                                  dest=f"train_{name}", help=help)
+            group.add_argument(_flag(name), action=argparse.BooleanOptionalAction,
+                               dest=f"train_{name}", help=help)
         else:
-            settings.add_argument(_flag(name), type=_argtype(kind), dest=f"train_{name}",
-                                  metavar=METAVARS.get(name, name.split("_")[-1].upper()),
-                                  help=help)
+            group.add_argument(_flag(name), type=_argtype(kind), dest=f"train_{name}",
+                               metavar=METAVARS.get(name, name.split("_")[-1].upper()),
+                               help=help)
     p.set_defaults(func=run, on_interrupt=interrupted_note)
 
 

@@ -140,10 +140,13 @@ def parallelize(model: nn.Module, layout: Layout, mesh, *, reshard_after_forward
 
 
 def _tensor_parallel(model: nn.Module, tp_mesh: DeviceMesh) -> None:
-    """Only the weights are cut: attention finds the heads a rank holds from the width of
-    its q, k and v (gptlab.model.attention), so no module's n_head changes and the model
-    still agrees with model.config."""
+    """The weights are cut by heads (a kv head with its group of query heads), and each
+    attention layer is told the heads its rank computes (local_heads); the model still
+    agrees with model.config."""
+    ranks = tp_mesh.size()
     for block in model.blocks:
+        attn = block.attn
+        attn.local_heads = (attn.n_head // ranks, attn.n_kv_head // ranks)
         plan = {"attn.qkv.q": ColwiseParallel(), "attn.qkv.k": ColwiseParallel(),
                 "attn.qkv.v": ColwiseParallel(), "attn.proj": RowwiseParallel(),
                 "mlp.proj": RowwiseParallel(), "norm_1": Replicated(), "norm_2": Replicated()}

@@ -36,7 +36,7 @@ from gptlab.stopping import Interrupted
 from gptlab.training import rundir
 from gptlab.training.callbacks import Callbacks
 from gptlab.training.config import TrainConfig
-from gptlab.training.reporting import NullReporter, Reporters
+from gptlab.training.reporting import Reporter, ReporterGroup
 from gptlab.training.run import train
 from gptlab.training.trainer import TrainingDiverged
 from gptlab.version import __version__
@@ -162,7 +162,7 @@ class RunSpec:
     start: str | None = None
     # What else watches the training (an experiment's measurements at each evaluation):
     # watcher(run_dir) -> a reporter, beside the run's own. Not part of what the run is.
-    watcher: Callable[[Path], NullReporter] | None = field(default=None, compare=False)
+    watcher: Callable[[Path], Reporter] | None = field(default=None, compare=False)
 
     def key(self) -> dict[str, Any]:
         """What the run was asked to be; a finished run is reused while this is unchanged.
@@ -294,12 +294,12 @@ class Watched(Callbacks):
     """`callbacks` with a RunSpec's watcher (watcher(run_dir) -> a reporter) beside the
     reporter they make."""
 
-    def __init__(self, callbacks: Callbacks, watcher: Callable[[Path], NullReporter]) -> None:
+    def __init__(self, callbacks: Callbacks, watcher: Callable[[Path], Reporter]) -> None:
         self.callbacks, self.watcher = callbacks, watcher
         self.owner = callbacks.owner
 
-    def make_reporter(self, files: rundir.RunFiles, progress: bool) -> NullReporter:
-        return Reporters(self.callbacks.make_reporter(files, progress),
+    def make_reporter(self, files: rundir.RunFiles, progress: bool) -> Reporter:
+        return ReporterGroup(self.callbacks.make_reporter(files, progress),
                          self.watcher(files.run_dir))
 
     def should_stop(self, step: int) -> bool:

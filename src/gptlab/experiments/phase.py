@@ -44,7 +44,7 @@ from gptlab.model.config import GPTConfig
 from gptlab.model_dir import load_config
 from gptlab.plots.heads import phase_curves
 from gptlab.training.config import recipe
-from gptlab.training.reporting import NullReporter
+from gptlab.training.reporting import Reporter
 from gptlab.training.rundir import read_metrics
 
 NAME = "phase"
@@ -193,7 +193,7 @@ class Probe:
                 "icl": float(losses[late - 1] - losses[early - 1])}
 
 
-class PhaseWatcher(NullReporter):
+class PhaseWatcher(Reporter):
     """At each evaluation, the probe's measurements of the model, a line of `path`. A
     fresh run starts the file afresh; a resumed one keeps the lines up to where it
     resumes."""

@@ -35,7 +35,7 @@ from gptlab.experiments.grid import Grid, RunRecord, RunSpec, open_experiment
 from gptlab.model.config import GPTConfig
 from gptlab.training.callbacks import Callbacks
 from gptlab.training.config import TrainConfig, recipe
-from gptlab.training.reporting import Reporter
+from gptlab.training.reporting import RunReporter
 from gptlab.training.rundir import RunFiles
 
 RECIPE = "shakespeare-char-cpu-fast"  # AdamW, cosine decay to min_lr, clipping at 1.0
@@ -133,7 +133,7 @@ def attention_stats(model: nn.Module, x: Tensor) -> dict[str, list[list[float]]]
     return {"entropy": entropy, "saturated": saturated}
 
 
-class ProbeReporter(Reporter):
+class ProbeReporter(RunReporter):
     """The run's ordinary reporter (metrics.jsonl, loss.png, drawn once at the end), and at
     every evaluation `probe(model)`'s record, with the step, appended to PROBES_FILE."""
 

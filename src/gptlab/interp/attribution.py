@@ -93,9 +93,6 @@ def logit_attribution(
     at `position` of idx (T,) or (B, T). target and versus: one token id, or one per
     sequence (B,)."""
     gpt = check_pre_norm(model)
-    if gpt.config.logit_softcap is not None:
-        raise UsageError("direct logit attribution splits a logit linearly into its parts; "
-                         "this model soft-caps its logits (logit_softcap), which is not linear")
     targets = check_target_ids(model, target)
     others = None if versus is None else check_target_ids(model, versus, "versus")
     parts = capture_residuals(model, idx)

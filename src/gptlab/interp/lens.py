@@ -14,7 +14,6 @@ import torch
 from torch import Tensor, nn
 
 from gptlab.interp.residuals import capture_residuals, check_pre_norm
-from gptlab.model.layers import soft_cap
 
 
 def stream_by_depth(model: nn.Module, idx: Tensor) -> tuple[Tensor, Tensor]:
@@ -28,7 +27,7 @@ def stream_by_depth(model: nn.Module, idx: Tensor) -> tuple[Tensor, Tensor]:
 def unembed(model: nn.Module, stream: Tensor) -> Tensor:
     """(..., C) residual stream -> (..., vocab) logits: final norm, then W_U."""
     gpt = check_pre_norm(model)
-    return soft_cap(gpt.lm_head(gpt.ln_f(stream)), gpt.config.logit_softcap)
+    return gpt.lm_head(gpt.ln_f(stream))
 
 
 def logit_lens(model: nn.Module, idx: Tensor) -> Tensor:

@@ -54,9 +54,6 @@ def check_pre_norm(model: nn.Module) -> GPT:
     if gpt.config.norm_position != "pre":
         raise UsageError("the residual stream decomposes only in a pre-norm model; this one "
                          "is post-norm (each block normalizes the stream in place)")
-    if gpt.config.unet_skips:
-        raise UsageError("the residual stream decomposes into its writers only without U-net "
-                         "skips; this model adds earlier streams back (unet_skips=True)")
     if not gpt.config.has_mlp:
         raise UsageError("the residual stream's decomposition reads each block's MLP; this "
                          "model is attention only (mlp none)")

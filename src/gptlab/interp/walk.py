@@ -136,12 +136,6 @@ def walk_token(model: nn.Module, idx: Tensor, position: int = -1, top: int = 5) 
     """Walk token `position` of idx (T,) or (1, T) through the model (see the module
     docstring); each reading lists the `top` likeliest tokens of its logit lens."""
     gpt: GPT = unwrap(model)
-    # The walk's stages are the chapter's: a block's input is the stream the last one left,
-    # and the logits are lm_head's. U-net skips and a soft cap break both.
-    for option in ("unet_skips", "logit_softcap"):
-        if getattr(gpt.config, option):
-            raise UsageError(f"the whole-model walk draws the chapter's model; this one has "
-                             f"{option}, which it does not draw")
     if not gpt.config.has_mlp:
         raise UsageError("the whole-model walk draws the chapter's model; this one is "
                          "attention only (mlp none), which it does not draw")

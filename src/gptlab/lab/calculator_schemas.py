@@ -158,10 +158,8 @@ class ConfigFields(Closed):
     # The options of later work (gptlab.model.config): the parameters they add are counted.
     attn_scale: bool = None
     qk_norm: bool = None
-    logit_softcap: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] | None = None
     zero_init_proj: bool = None
     value_residual: bool = None
-    unet_skips: bool = None
 
 
 class ParamsRequest(Body):
@@ -308,10 +306,8 @@ class ConfigOut(BaseModel):
     dropout: float
     attn_scale: bool
     qk_norm: bool
-    logit_softcap: float | None
     zero_init_proj: bool
     value_residual: bool
-    unet_skips: bool
 
 
 class PresetsResponse(BaseModel):

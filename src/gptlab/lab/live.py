@@ -36,7 +36,7 @@ from gptlab.interp.heads import chance_scores, induction_probe, repeated_random_
 from gptlab.lab import live_tasks
 from gptlab.model.decoding import SamplingSettings
 from gptlab.training.callbacks import Callbacks
-from gptlab.training.reporting import Reporter
+from gptlab.training.reporting import RunReporter
 from gptlab.training.run import train
 
 OWNER = "lab"  # in the marks of the folders it writes (gptlab.files.kinds)
@@ -58,8 +58,8 @@ class TooManyFollowers(GptlabError):
     """MAX_FOLLOWERS event streams are open already (the server answers 429)."""
 
 
-class LiveReporter(Reporter):
-    """The CLI's Reporter (metrics.jsonl, loss.png), plus an event per
+class LiveReporter(RunReporter):
+    """The CLI's RunReporter (metrics.jsonl, loss.png), plus an event per
     logged step and per evaluation, handed to `emit`."""
 
     def __init__(self, files, emit, prompt: str, tokenizer) -> None:

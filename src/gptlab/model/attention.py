@@ -101,7 +101,10 @@ class CausalSelfAttention(nn.Module):
     """Multi-head attention with n_kv_head key/value heads shared by groups of query heads.
 
     One fused projection makes q, k and v (its rows in that order: n_head*hs, then
-    n_kv_head*hs twice), which maps onto GPT-2's c_attn and Llama's q/k/v_proj.
+    n_kv_head*hs twice), which maps onto GPT-2's c_attn and Llama's q/k/v_proj. The
+    options are pieces chosen once, here: `position_qk` (RoPE and/or QK-norm on q and k,
+    or nothing), `value_mix` (value residual), and what `_attend` adds to the scores
+    (ALiBi's bias comes in with the inputs).
     """
 
     def __init__(self, config: GPTConfig, layer: int = 0) -> None:
@@ -109,6 +112,9 @@ class CausalSelfAttention(nn.Module):
         self.layer = layer  # this module's slot in a KV cache
         self.n_head, self.n_kv_head = config.n_head, config.n_kv_head
         self.head_dim = config.head_dim
+        # The heads this module computes: all of them, or under tensor parallel the share
+        # of one rank (gptlab.distributed.parallelize sets it as it cuts the weights).
+        self.local_heads = (config.n_head, config.n_kv_head)
         q_dim = config.n_head * config.head_dim
         self.qkv = nn.Linear(config.n_embd, q_dim + 2 * config.kv_dim, bias=config.bias)
         self.proj = nn.Linear(q_dim, config.n_embd, bias=config.bias)
@@ -116,7 +122,7 @@ class CausalSelfAttention(nn.Module):
         # 1/sqrt(d_k) keeps q.k's variance at 1 for unit-variance q and k (the paper's
         # argument); attn_scale False leaves the scores unscaled.
         self.scale = 1 / math.sqrt(config.head_dim) if config.attn_scale else 1.0
-        self.qk_norm = config.qk_norm
+        self.position_qk = POSITION_QK[(config.pos_encoding == "rope", config.qk_norm)]
         # lambda of v = lambda * v + (1 - lambda) * v_first, in every layer but the first
         self.value_mix = (nn.Parameter(torch.full((1,), 0.5))
                           if config.value_residual and layer > 0 else None)
@@ -136,50 +142,37 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: Tensor, inputs: AttentionInputs = CAUSAL) -> Tensor:
         """x (B, T, C) -> (B, T, C); inputs: see AttentionInputs."""
-        rope, allowed, cache = inputs.rope, inputs.allowed, inputs.cache
         B, T, _ = x.shape
-        qkv = self.qkv(x)  # (B, T, (nh + 2 nkv) hs)
-        # The heads in qkv: all of them, or under tensor parallel the share this rank holds
-        # (gptlab.distributed.parallelize cuts the weights by heads, a kv head with its group).
-        group = self.n_head // self.n_kv_head  # query heads per kv head
-        nkv = qkv.shape[-1] // ((group + 2) * self.head_dim)
-        nh = nkv * group
-        qk, v = qkv.split([(nh + nkv) * self.head_dim, nkv * self.head_dim], dim=-1)
-        qk = qk.view(B, T, nh + nkv, self.head_dim)
-        # attention in float32 under autocast: the setting, where autocast is on
+        (nh, nkv), hs = self.local_heads, self.head_dim
         float32 = self.float32_attention and torch.is_autocast_enabled(x.device.type)
-        # QK-norm: per head, no gain, q and k on the sphere of radius sqrt(hs). q and k in
-        # one call (on a CPU each small op has its cost), the rope tables (T, hs) as
-        # (T, 1, hs); in float32 where attention is (it would cast them anyway).
-        dtype = torch.float32 if float32 else qk.dtype
-        if self.qk_norm and rope is not None:
-            qk = normed_rope(qk, rope[0][:, None], rope[1][:, None], dtype)
-        elif self.qk_norm:
-            qk = unit_rms(qk.to(dtype))
-        elif rope is not None:
-            qk = apply_rope(qk, rope[0][:, None], rope[1][:, None])
+        qk, v = self.qkv(x).split([(nh + nkv) * hs, nkv * hs], dim=-1)  # project
+        # positions (and QK-norm) on q and k together: on a CPU each small op has its cost
+        qk = self.position_qk(qk.view(B, T, nh + nkv, hs), inputs.rope, float32)
         q, k = qk.transpose(1, 2).split([nh, nkv], dim=1)  # (B, nh, T, hs), (B, nkv, T, hs)
-        v = v.view(B, T, nkv, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
+        v = v.view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
         if inputs.first_values is not None:
             v = self._mix_values(v, inputs.first_values)
-        if cache is not None:
-            k, v = cache.update(self.layer, k, v)  # (B, nkv, T_keys, hs)
-        if group > 1:
-            k = k.repeat_interleave(group, dim=1)  # (B, nh, T_keys, hs)
-            v = v.repeat_interleave(group, dim=1)
-        mask, is_causal = allowed, allowed is None and inputs.is_causal
+        if inputs.cache is not None:
+            k, v = inputs.cache.update(self.layer, k, v)  # (B, nkv, T_keys, hs)
+        if nh > nkv:  # grouped-query: each kv head serves nh / nkv query heads
+            k, v = k.repeat_interleave(nh // nkv, dim=1), v.repeat_interleave(nh // nkv, dim=1)
+        y = self.heads(self._attend(q, k, v, inputs, float32))  # (B, nh, T, hs)
+        y = y.transpose(1, 2).reshape(B, T, nh * hs)  # concatenate the heads
+        return self.resid_dropout(self.proj(y))  # W_O
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, inputs: AttentionInputs,
+                float32: bool) -> Tensor:
+        """softmax(q k^T * scale + mask) v, (B, nh, T, hs): the fused kernel, or with
+        record_weights the explicit softmax, whose weights it keeps."""
+        mask, is_causal = inputs.allowed, inputs.allowed is None and inputs.is_causal
         if inputs.bias is not None:
             mask, is_causal = inputs.bias.to(q.dtype), False
-        if self.record_weights:
-            if mask is None and is_causal:
-                mask = causal_mask(T, k.shape[2], x.device)
-            self.weights = attention_weights(q, k, mask, self.scale)
-            y = self.weights @ v
-        else:
-            y = self._fused(q, k, v, mask, is_causal, float32)  # (B, nh, T, hs)
-        y = self.heads(y)
-        y = y.transpose(1, 2).reshape(B, T, nh * self.head_dim)  # concatenate heads
-        return self.resid_dropout(self.proj(y))
+        if not self.record_weights:
+            return self._fused(q, k, v, mask, is_causal, float32)
+        if mask is None and is_causal:
+            mask = causal_mask(q.shape[2], k.shape[2], q.device)
+        self.weights = attention_weights(q, k, mask, self.scale)
+        return self.weights @ v
 
     def _fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
                is_causal: bool, float32: bool) -> Tensor:
@@ -202,6 +195,30 @@ class CausalSelfAttention(nn.Module):
             first["v"] = v
             return v
         return self.value_mix * v + (1 - self.value_mix) * first["v"]
+
+
+# What happens to q and k (B, T, heads, hs) before the scores, by (RoPE?, QK-norm?). QK-norm
+# is per head with no gain (q and k on the sphere of radius sqrt(hs)), in float32 where
+# attention is (it would cast them anyway); the rope tables (T, hs) act as (T, 1, hs).
+def _as_they_are(qk: Tensor, rope: tuple[Tensor, Tensor] | None, float32: bool) -> Tensor:
+    return qk
+
+
+def _rotated(qk: Tensor, rope: tuple[Tensor, Tensor], float32: bool) -> Tensor:
+    return apply_rope(qk, rope[0][:, None], rope[1][:, None])
+
+
+def _normed(qk: Tensor, rope: tuple[Tensor, Tensor] | None, float32: bool) -> Tensor:
+    return unit_rms(qk.to(torch.float32 if float32 else qk.dtype))
+
+
+def _normed_rotated(qk: Tensor, rope: tuple[Tensor, Tensor], float32: bool) -> Tensor:
+    dtype = torch.float32 if float32 else qk.dtype
+    return normed_rope(qk, rope[0][:, None], rope[1][:, None], dtype)
+
+
+POSITION_QK = {(False, False): _as_they_are, (True, False): _rotated,
+               (False, True): _normed, (True, True): _normed_rotated}
 
 
 def set_float32_attention(model: nn.Module, on: bool) -> None:

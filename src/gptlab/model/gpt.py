@@ -1,5 +1,10 @@
 """GPT: token embeddings -> positions -> blocks -> final norm -> lm_head.
 
+A block is attention and a feed-forward network, each wrapped in a residual, with the norm
+before each (pre-norm, GPT-2 onward) or after each add (post-norm, the 2017 paper's);
+`BLOCKS` picks the class by `config.norm_position`. With gptlab.model.attention and
+gptlab.model.layers (norms, the feed-forward networks), this is one forward pass whole.
+
 `GPT.forward` works out once what attention needs for this chunk (rope tables, ALiBi's bias,
 the mask, the cache) as an `AttentionInputs` and hands the same object to every block. What
 only decoding and padded batches need (the KV cache, the masks, checks on token ids) lives
@@ -16,13 +21,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gptlab.errors import UsageError
-from gptlab.model.attention import AttentionInputs
-from gptlab.model.block import BLOCKS
+from gptlab.model.attention import CAUSAL, AttentionInputs, CausalSelfAttention
 from gptlab.model.config import GPTConfig
 from gptlab.model.decoding import SamplingSettings, generate_tokens
 from gptlab.model.inputs import attention_mask_for, bias_with_mask, check_token_ids
 from gptlab.model.kv_cache import KVCache
-from gptlab.model.layers import build_norm, soft_cap
+from gptlab.model.layers import build_mlp, build_norm
 from gptlab.model.positional import (
     AlibiBias,
     ContextWarning,
@@ -30,6 +34,38 @@ from gptlab.model.positional import (
     build_absolute_positions,
     check_context,
 )
+
+
+class Block(nn.Module):
+    """Attention and feed-forward, each wrapped in a residual connection and a norm.
+    Subclasses decide where the norm sits; `inputs` goes to attention untouched."""
+
+    def __init__(self, config: GPTConfig, layer: int) -> None:
+        super().__init__()
+        self.norm_1 = build_norm(config)
+        self.attn = CausalSelfAttention(config, layer)
+        # attention only (mlp "none"): no feed-forward network and no norm of its own
+        self.norm_2 = build_norm(config) if config.has_mlp else None
+        self.mlp = build_mlp(config) if config.has_mlp else None
+
+
+class PreNormBlock(Block):
+    """x + f(norm(x)): GPT-2, Llama. The residual stream is never normalized in place."""
+
+    def forward(self, x: Tensor, inputs: AttentionInputs = CAUSAL) -> Tensor:
+        x = x + self.attn(self.norm_1(x), inputs)
+        return x if self.mlp is None else x + self.mlp(self.norm_2(x))
+
+
+class PostNormBlock(Block):
+    """norm(x + f(x)): the 2017 paper's arrangement."""
+
+    def forward(self, x: Tensor, inputs: AttentionInputs = CAUSAL) -> Tensor:
+        x = self.norm_1(x + self.attn(x, inputs))
+        return x if self.mlp is None else self.norm_2(x + self.mlp(x))
+
+
+BLOCKS: dict[str, type[Block]] = {"pre": PreNormBlock, "post": PostNormBlock}
 
 
 class GPT(nn.Module):
@@ -67,9 +103,6 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(
             BLOCKS[config.norm_position](config, layer) for layer in range(config.n_layer)
         )
-        # unet_skips: one learned weight per pair (block i's output, input of block L-1-i)
-        self.skip_weights = (nn.Parameter(torch.ones(config.n_layer // 2))
-                             if config.unet_skips else None)
         # A post-norm block already ends in a norm; pre-norm leaves the stream raw.
         self.ln_f = build_norm(config) if config.norm_position == "pre" else None
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
@@ -139,12 +172,13 @@ class GPT(nn.Module):
             allowed, is_causal = None, False
         first_values = {} if self.config.value_residual else None
         inputs = AttentionInputs(rope, allowed, is_causal, cache, bias, first_values)
-        x = self._blocks(x, inputs)
+        for block in self.blocks:
+            x = block(x, inputs)
         if cache is not None:
             cache.advance(T)
         if self.ln_f is not None:
             x = self.ln_f(x)
-        logits = soft_cap(self.lm_head(x), self.config.logit_softcap)  # (B, T, vocab_size)
+        logits = self.lm_head(x)  # (B, T, vocab_size)
         if targets is None:
             return logits, None
         # In float32 at least (half-precision logits upcast; a float64 model keeps float64).
@@ -153,22 +187,6 @@ class GPT(nn.Module):
             wide.reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1
         )
         return logits, loss
-
-    def _blocks(self, x: Tensor, inputs: AttentionInputs) -> Tensor:
-        """The stack of blocks; with U-net skips, the stream after block i of the first
-        half is added (times its weight) to the input of block L-1-i."""
-        if self.skip_weights is None:
-            for block in self.blocks:
-                x = block(x, inputs)
-            return x
-        n, half, saved = len(self.blocks), len(self.blocks) // 2, []
-        for i, block in enumerate(self.blocks):
-            if i >= n - half:
-                x = x + self.skip_weights[n - 1 - i] * saved[n - 1 - i]
-            x = block(x, inputs)
-            if i < half:
-                saved.append(x)
-        return x
 
     @torch.no_grad()
     def generate(

@@ -1,4 +1,4 @@
-"""Norms and feed-forward networks (the block that wraps them is gptlab.model.block)."""
+"""Norms and feed-forward networks (the block that wraps them is in gptlab.model.gpt)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ class _UnitRMS(torch.autograd.Function):
     """y = x / sqrt(mean(x^2) + eps) over the last dimension, in float32 at least, with its
     gradient written out: dx = (dy - y * mean(dy * y)) / sqrt(mean(x^2) + eps). torch's
     rms_norm differentiates each of its ops instead; on a CPU that backward cost the
-    speedrun's QK-norm about 0.8 ms more per layer (BENCHMARKS.md, lap 2, third pass)."""
+    speedrun's QK-norm about 0.8 ms more per layer."""
 
     @staticmethod
     def forward(ctx, x: Tensor) -> Tensor:
@@ -64,21 +64,15 @@ def build_norm(config: GPTConfig) -> nn.Module:
     return nn.LayerNorm(config.n_embd, eps=config.norm_eps, bias=config.bias)
 
 
-def relu_squared(x: Tensor) -> Tensor:
-    """max(x, 0)^2 (So et al. 2021, "Primer")."""
-    return F.relu(x).square()
-
-
 ACTIVATIONS = {
     "gelu": lambda x: F.gelu(x),  # the exact erf form
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2's approximation
-    "relu2": relu_squared,
 }
 
 
 class MLP(nn.Module):
     """Linear -> activation -> Linear, width ffn_hidden (4d by default): GELU (exact or
-    GPT-2's tanh approximation) or ReLU squared, as config.mlp says."""
+    GPT-2's tanh approximation), as config.mlp says."""
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
@@ -107,11 +101,5 @@ class SwiGLU(nn.Module):
 
 def build_mlp(config: GPTConfig) -> nn.Module:
     return SwiGLU(config) if config.mlp == "swiglu" else MLP(config)
-
-
-def soft_cap(logits: Tensor, cap: float | None) -> Tensor:
-    """cap * tanh(logits / cap): every logit within (-cap, cap), nearly unchanged well
-    inside it (Gemma 2's final-logit soft-capping); None leaves them as they are."""
-    return logits if cap is None else cap * torch.tanh(logits / cap)
 
 

@@ -203,8 +203,6 @@ def parameter_shapes(config: GPTConfig, tp: int = 1) -> list[tuple[int, ...]]:
         shapes.append((c.vocab_size, d))
     if c.value_residual:
         shapes += [(1,)] * (c.n_layer - 1)
-    if c.unet_skips:
-        shapes.append((c.n_layer // 2,))
     return shapes
 
 
@@ -273,8 +271,6 @@ def _option_rows(c: GPTConfig) -> list[Row]:
     if c.value_residual:
         rows.append(Row("value residual mix", c.n_layer - 1,
                         "one lambda per block after the first"))
-    if c.unet_skips:
-        rows.append(Row("U-net skip weights", c.n_layer // 2, "one weight per skip"))
     return rows
 
 

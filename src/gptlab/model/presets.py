@@ -48,25 +48,22 @@ PRESETS: dict[str, dict[str, Any]] = {
         _SHAKESPEARE_CHAR, block_size=64, n_layer=4, n_head=4, n_embd=128, bias=False,
         dropout=0.0, tie_embeddings=False,
     ),
-    # The CPU speedrun's second lap (issue 28; BENCHMARKS.md, lap 2): the same shape with
-    # QK-norm, zero-initialised output projections, a value residual and (since the lap's
-    # third pass) rotary positions instead of learned ones. Seed 1337 with its recipe,
-    # steps to whole-val 1.88 / 1.70: 200 / 370, against 210 / 415 without the value
-    # residual and 230 / 410 with QK-norm alone; RoPE then took 1.70 from 390 to 320 steps
-    # at B=32 and from 460 to 385 at B=24 (at 15% and 6% more per step). Not exportable to
-    # Hugging Face or GGUF (those formats have no QK-norm or value residual for this shape).
+    # The CPU speedrun's model at whole-val 1.70 (BENCHMARKS.md, speedrun): the same shape
+    # with QK-norm, zero-initialised output projections, a value residual and rotary
+    # positions. Seed 1337, steps to 1.88 / 1.70: 200 / 370, against 210 / 415 without the
+    # value residual and 230 / 410 with QK-norm alone; RoPE took 1.70 from 390 to 320 steps
+    # at B=32 (at 15% more per step). Not exportable to Hugging Face or GGUF (those formats
+    # have no QK-norm or value residual for this shape).
     "shakespeare-char-cpu-speedrun-2": dict(
         _SHAKESPEARE_CHAR, block_size=64, n_layer=4, n_head=4, n_embd=128, bias=False,
         dropout=0.0, tie_embeddings=False, qk_norm=True, zero_init_proj=True,
         value_residual=True, pos_encoding="rope",
     ),
-    # The speedrun's 1.88 track (issue 28): one block of the second lap's model as it was
-    # before the lap's third pass (learned positions, no value residual: one block has no
-    # later layer to mix values into), which has the capacity for 1.88 and not for 1.70.
-    # Its recipe is the second lap's as the lap's second pass left it (B=32, 450 steps).
-    # Seed 1337,
-    # steps (seconds of training) to whole-val 1.88 with that recipe: 1 block 320 (6.6 s),
-    # 3 blocks 245 (14.6 s), 4 blocks 200 (16.3 s); 2 blocks over 350 steps 225 (9.5 s).
+    # The CPU speedrun's model at whole-val 1.88: one block of the 1.70 model with learned
+    # positions and no value residual (one block has no later layer to mix values into),
+    # which has the capacity for 1.88 and not for 1.70 and steps fastest to it. Seed 1337,
+    # steps (seconds of training) to 1.88: 1 block 320 (6.6 s), 3 blocks 245 (14.6 s), 4
+    # blocks 200 (16.3 s); 2 blocks over 350 steps 225 (9.5 s).
     "shakespeare-char-cpu-speedrun-188": dict(
         _SHAKESPEARE_CHAR, block_size=64, n_layer=1, n_head=4, n_embd=128, bias=False,
         dropout=0.0, tie_embeddings=False, qk_norm=True, zero_init_proj=True,

@@ -5,12 +5,11 @@ Why one function: on a CPU the two steps are memory-bound passes over q and k, a
 autograd runs each op of each step forward and back (about 19 passes per layer, casts and
 the gradient's concatenation included). Written as one, forward is a norm, a scale and
 the rotation (5 passes), backward the transposed rotation and the norm's gradient (6): the
-speedrun's lap 2 steps 54-56 -> 51.5 ms under bf16 autocast (BENCHMARKS.md, lap 2, fourth
-pass). Since the third lap (issue 41) q and k are first copied once into a contiguous
-float32 tensor and rotated half by half, without roll's copy: forward + backward of one
-layer 1.32-1.44 -> 1.17-1.27 ms (lap 2's B=24, bf16 autocast, 2 threads). The numbers
-equal the two steps' to float32 rounding (tests/model/test_qk_norm.py, with gradcheck in
-float64).
+1.70 speedrun's step 54-56 -> 51.5 ms under bf16 autocast. q and k are first copied once
+into a contiguous float32 tensor and rotated half by half, without roll's copy: forward +
+backward of one layer 1.32-1.44 -> 1.17-1.27 ms (B=24, bf16 autocast, 2 threads). The
+numbers equal the two steps' to float32 rounding (tests/model/test_qk_norm.py, with
+gradcheck in float64).
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def rope_scores(head_dim: int = 16, base: float = 10000.0, positions: int = 32,
     return Figure(fig)
 
 
-# ----------------------------------------------- past the training length (issue 24)
+# ----------------------------------------------- past the training length
 
 
 def loss_by_position(series: dict[str, dict], trained: int, title: str = "") -> Figure:

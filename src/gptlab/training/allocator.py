@@ -5,10 +5,10 @@ Why: under glibc's defaults a block over the mmap threshold (128 KiB, raised as 
 are freed) comes from mmap and goes back at free, and the heap's top goes back to the
 system once more than the trim threshold is free there; either way the next step's
 activations are new pages, each one a page fault on first touch (costly on a VM). On the
-speedrun's lap-2 model (B=24, T=64, width 128, bf16 autocast) a process that takes 60
+speedrun's 1.70 model (B=24, T=64, width 128, bf16 autocast) a process that takes 60
 steps makes about 400k page faults with the defaults and a step costs 42.7 ms; with blocks
 of up to 32 MiB kept on the heap and up to 1 GiB of free heap kept, 85k faults and 35.0 ms
-(0.82x; BENCHMARKS.md, speedrun, lap 3). PyTorch's CPU tuning guide gets the same from
+(0.82x). PyTorch's CPU tuning guide gets the same from
 tcmalloc or jemalloc, which must be preloaded before the interpreter starts; mallopt(3)
 reaches glibc's own allocator from inside a running `gptlab train`.
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # torch-free at import: a command defines its callbacks before torch loads
-    from gptlab.training.reporting import NullReporter
+    from gptlab.training.reporting import Reporter
     from gptlab.training.rundir import RunFiles
 
 
@@ -41,13 +41,13 @@ class Callbacks:
 
     owner: str = "train"  # the command that writes the run, in its mark
 
-    def make_reporter(self, files: RunFiles, progress: bool) -> NullReporter:
+    def make_reporter(self, files: RunFiles, progress: bool) -> Reporter:
         """The reporter of the run's steps and evaluations (rank 0 only): by default
         metrics.jsonl, loss.png and, if `progress`, a progress bar on stderr."""
         # start-up time: reporting loads torch, which a command's callbacks must not wait for
-        from gptlab.training.reporting import Reporter
+        from gptlab.training.reporting import RunReporter
 
-        return Reporter(files, progress=progress)
+        return RunReporter(files, progress=progress)
 
     def should_stop(self, step: int) -> bool:
         """Whether to end the run before its next step, with `step` steps done."""

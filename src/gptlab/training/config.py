@@ -11,7 +11,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gptlab.errors import UsageError
-from gptlab.fields import Check, at_least, from_dict, is_int, is_number, one_of, require, within
+from gptlab.fields import (
+    Check,
+    at_least,
+    from_dict,
+    is_int,
+    is_number,
+    one_of,
+    require,
+    within,
+    without_retired,
+)
 from gptlab.training.allocator import ALLOCATORS
 from gptlab.training.recipes import RECIPES
 
@@ -23,9 +33,17 @@ PARALLEL_MODES = ("ddp", "fsdp", "tp", "fsdp+tp")  # gptlab.distributed.parallel
 OPTIMIZERS = ("adamw", "muon")
 LR_SCHEDULES = ("cosine", "wsd")
 MUON_DTYPES = ("auto", "float32", "bfloat16")
-# What grows over a ramp's first steps (gptlab.training.schedule.ramped): the batch's rows or
-# its windows' length.
-RAMPS = ("none", "batch", "sequence")
+# Settings the speedrun tried and did not adopt (BENCHMARKS.md: ramps, fewer Newton-Schulz
+# steps, plain momentum, NorMuon), each with the value that left it off: a train.json saved
+# with them off still loads.
+RETIRED_SETTINGS = {"ramp": "none", "ramp_iters": 0, "ramp_start": 0.25,
+                    "muon_nesterov": True, "muon_ns_steps": 5, "muon_normuon_beta2": 0.0}
+# The settings that are not the chapter's training loop, as `gptlab train --help` groups
+# them: the speedrun's levers, and scaling out.
+SPEED_LEVERS = ("optimizer", "muon_lr", "muon_momentum", "muon_weight_decay", "muon_dtype",
+                "muon_split_qkv", "embedding_lr", "eval_at_start", "stop_at_val",
+                "stop_at_val_every", "attention_dtype", "allocator")
+SCALE_OUT = ("parallel", "tp", "reshard_after_forward")
 # Where a run's progress goes besides metrics.jsonl (gptlab.training.reporting).
 LOGGERS = ("none", "tensorboard")
 # What a resume may change: what cannot change what is trained. Where and how it runs
@@ -77,19 +95,65 @@ class TrainConfig:
     lr_decay_iters: int | None = setting(
         None, "step where the decay (cosine or wsd) reaches min_lr (default max_iters; kept on "
               "resume)")
-    # modded-nanogpt steps its embedding with Adam at many times the rest's rate: a row
-    # of a token's embedding is updated only where the token occurs.
-    embedding_lr: float | None = setting(
-        None, "AdamW's peak learning rate for the embeddings (tokens, learned positions; a "
-              "head tied to the tokens' too), on the same schedule (default learning_rate)",
-        Check(lambda v: v is None or (is_number(v) and 0 < v < float("inf")),
-              "a positive number"))
     # 0.1 on 2-D weights only: norms and biases stay undecayed.
     weight_decay: float = setting(0.1, "AdamW weight decay, on 2-D weights only",
                                   within(0, None))
     beta1: float = setting(0.9, "AdamW beta1", within(0, 1, high_open=True))
     # 0.99 rather than 0.999: small batches, few tokens per step.
     beta2: float = setting(0.99, "AdamW beta2", within(0, 1, high_open=True))
+    grad_clip: float = setting(1.0, "clip the gradient norm to this (0: off)", within(0, None))
+    eval_interval: int = setting(250, "evaluate (and checkpoint) every N steps", POSITIVE)
+    eval_iters: int = setting(20, "batches per split per evaluation", POSITIVE)
+    log_interval: int = setting(10, "log the training loss every N steps", POSITIVE)
+    checkpoint_interval: int | None = setting(
+        None, "save state for --resume every N steps (default eval_interval)")
+    # torch.manual_seed takes 64 bits; ranks add their index to the seed.
+    seed: int = setting(1337, "seed of the weights, batches and dropout",
+                        Check(lambda v: is_int(v) and 0 <= v < 2**63, "an integer in [0, 2**63)"))
+    # "separate": batches from their own generator, seeded apart from the weights, and a
+    # fixed evaluation set. "nanogpt": torch's global generator, continuing the stream that
+    # initialised the weights, in nanoGPT's order, so a nanoGPT recipe with the same seed
+    # retraces nanoGPT's run number for number (gptlab.data.batches.NanoGPTBatches).
+    batch_rng: str = setting("separate", "where batches are drawn from: separate or nanogpt",
+                             one_of(BATCH_RNGS))
+    dtype: str = setting("auto", "auto (bf16 on CUDA that has it, else fp16 on CUDA; on "
+                                 "a CPU bf16 only where a one-time probe finds it faster), "
+                                 "float32, bfloat16 (autocast), float16 (CUDA)",
+                         one_of(DTYPES))
+    compile: bool = setting(False, "torch.compile the model", BOOLEAN)
+    device: str = setting("auto", "auto, cpu, cuda (under torchrun: one GPU per process)",
+                          Check(lambda v: isinstance(v, str), "a string"))
+    # A fine-tune: the weights, architecture and tokenizer of another model; the optimizer
+    # and the schedule start fresh.
+    init_from: str | None = setting(
+        None, "start from the weights of this model (a run, RUN/best, a model or Hugging Face "
+              "directory, or a hub name), keeping its architecture and tokenizer; the "
+              "optimizer and schedule start fresh",
+        Check(lambda v: v is None or (isinstance(v, str) and v != ""), "a path or name"))
+    # Reporting only: what is trained is the same either way.
+    log: str = setting("none", "also log to: none, or tensorboard (scalars, samples and these "
+                               "settings in RUN_DIR/tb/; needs gptlab[tensorboard])",
+                       one_of(LOGGERS))
+    whole_val: bool = setting(
+        True, "score the whole val split at the end (and a fine-tune's start), beside the "
+              "eval_iters-batch estimates", BOOLEAN)
+
+    # Scaling out, under torchrun (gptlab.distributed).
+    # Under torchrun; a sharded mode also runs in one process (say, to resume a sharded run).
+    parallel: str = setting(
+        "ddp", "under torchrun: ddp (a whole copy per process), fsdp (FSDP2: weights, grads "
+               "and AdamW state sharded), tp (tensor parallel over --tp ranks) or fsdp+tp "
+               "(a 2-D mesh: tp within rows, fsdp across)", one_of(PARALLEL_MODES))
+    tp: int | None = setting(
+        None, "tensor-parallel width for tp (default: all ranks) and fsdp+tp (default 1)",
+        Check(lambda v: v is None or (is_int(v) and v >= 1), "a positive integer"))
+    reshard_after_forward: bool = setting(
+        True, "fsdp: free gathered weights after each block's forward and gather again for "
+              "backward (ZeRO-3; false keeps them, ZeRO-2-like: more memory, less traffic)",
+        BOOLEAN)
+
+    # The speed levers: what the speedrun's recipes change beyond the chapter's training
+    # loop (BENCHMARKS.md measures each). Off, or at the chapter's choice, by default.
     # Muon (gptlab.training.muon) for the hidden weight matrices; embeddings, the head, norms and
     # biases stay on AdamW. Its learning rate follows the same schedule, scaled by
     # muon_lr / learning_rate.
@@ -107,35 +171,18 @@ class TrainConfig:
                                       "on CUDA; on a CPU bf16 only where a one-time probe "
                                       "finds it faster), float32, bfloat16",
                               one_of(MUON_DTYPES))
-    # True and 5: Keller Jordan's Muon and torch.optim.Muon's defaults.
-    muon_nesterov: bool = setting(True, "Muon's momentum: Nesterov (true) or plain (false)",
-                                  BOOLEAN)
-    muon_ns_steps: int = setting(5, "Newton-Schulz iterations per Muon step (fewer: cheaper, "
-                                    "less orthogonal)",
-                               Check(lambda v: is_int(v) and 1 <= v < 100,
-                                     "an integer in [1, 100)"))
     # False: torch.optim.Muon's (a matrix is a parameter). True: modded-nanogpt's, whose
     # q, k and v are matrices of their own.
     muon_split_qkv: bool = setting(False, "Muon orthogonalises attention's fused q/k/v "
                                           "projection as its three matrices (true) or as "
                                           "one (false)", BOOLEAN)
-    # 0: Muon. NorMuon's paper and code use 0.95.
-    muon_normuon_beta2: float = setting(0.0, "NorMuon: beta2 of the running mean square that "
-                                             "divides each row of Muon's orthogonalised "
-                                             "update (0: off, plain Muon)",
-                                        within(0, 1, high_open=True))
-    # A ramp (as modded-nanogpt's sequence-length warm-up): early steps, whose gradients
-    # point roughly the same way at any batch, cost less. Each step still draws its full
-    # batch and keeps the first rows or positions, so the batches after the ramp, and a
-    # resume, are the same as without it.
-    ramp: str = setting("none", "grow the batch over the first ramp_iters steps: none, batch "
-                                "(rows) or sequence (window length)", one_of(RAMPS))
-    ramp_iters: int = setting(0, "steps of the ramp", at_least(0))
-    ramp_start: float = setting(0.25, "the ramp's first step keeps this share of the rows or "
-                                      "positions", within(0, 1, low_open=True))
-    grad_clip: float = setting(1.0, "clip the gradient norm to this (0: off)", within(0, None))
-    eval_interval: int = setting(250, "evaluate (and checkpoint) every N steps", POSITIVE)
-    eval_iters: int = setting(20, "batches per split per evaluation", POSITIVE)
+    # modded-nanogpt steps its embedding with Adam at many times the rest's rate: a row
+    # of a token's embedding is updated only where the token occurs.
+    embedding_lr: float | None = setting(
+        None, "AdamW's peak learning rate for the embeddings (tokens, learned positions; a "
+              "head tied to the tokens' too), on the same schedule (default learning_rate)",
+        Check(lambda v: v is None or (is_number(v) and 0 < v < float("inf")),
+              "a positive number"))
     # nanoGPT evaluates at iter 0 too; a speedrun, which looks for the step a loss is
     # reached, has no use for the loss at initialisation and waits for it at start-up.
     eval_at_start: bool = setting(True, "evaluate before the first step (the loss at "
@@ -150,62 +197,17 @@ class TrainConfig:
               "a positive number"))
     stop_at_val_every: int = setting(10, "with stop_at_val: the fewest steps between two "
                                          "looks at the val loss", POSITIVE)
-    log_interval: int = setting(10, "log the training loss every N steps", POSITIVE)
-    checkpoint_interval: int | None = setting(
-        None, "save state for --resume every N steps (default eval_interval)")
-    # torch.manual_seed takes 64 bits; ranks add their index to the seed.
-    seed: int = setting(1337, "seed of the weights, batches and dropout",
-                        Check(lambda v: is_int(v) and 0 <= v < 2**63, "an integer in [0, 2**63)"))
-    # "separate": batches from their own generator, seeded apart from the weights, and a
-    # fixed evaluation set. "nanogpt": torch's global generator, continuing the stream that
-    # initialised the weights, in nanoGPT's order, so a nanoGPT recipe with the same seed
-    # retraces nanoGPT's run number for number (gptlab.data.batches.NanoGPTBatches).
-    batch_rng: str = setting("separate", "where batches are drawn from: separate or nanogpt",
-                             one_of(BATCH_RNGS))
-    dtype: str = setting("auto", "auto (bf16 on CUDA that has it, else fp16 on CUDA; on "
-                                 "a CPU bf16 only where a one-time probe finds it faster), "
-                                 "float32, bfloat16 (autocast), float16 (CUDA)",
-                         one_of(DTYPES))
     # Unresolved (a Trainer given "auto" directly) it means "autocast".
     attention_dtype: str = setting(
         "auto", "what attention's softmax(QK^T)V computes in under autocast: auto (on a CPU "
                 "the --dtype probe times both; float32 unless autocast's is clearly faster; "
                 "elsewhere autocast), float32, autocast (autocast's dtype)",
         one_of(ATTENTION_DTYPES))
-    compile: bool = setting(False, "torch.compile the model", BOOLEAN)
     # gptlab.training.allocator: a setting of the process, not of what is trained.
     allocator: str = setting(
         "retain", "on a CPU under glibc: retain (freed memory stays in the process for the "
                   "next step's tensors, no page faults to fetch it again) or system (glibc's "
                   "defaults)", one_of(ALLOCATORS))
-    device: str = setting("auto", "auto, cpu, cuda (under torchrun: one GPU per process)",
-                          Check(lambda v: isinstance(v, str), "a string"))
-    # A fine-tune: the weights, architecture and tokenizer of another model; the optimizer
-    # and the schedule start fresh.
-    init_from: str | None = setting(
-        None, "start from the weights of this model (a run, RUN/best, a model or Hugging Face "
-              "directory, or a hub name), keeping its architecture and tokenizer; the "
-              "optimizer and schedule start fresh",
-        Check(lambda v: v is None or (isinstance(v, str) and v != ""), "a path or name"))
-    # Under torchrun; a sharded mode also runs in one process (say, to resume a sharded run).
-    parallel: str = setting(
-        "ddp", "under torchrun: ddp (a whole copy per process), fsdp (FSDP2: weights, grads "
-               "and AdamW state sharded), tp (tensor parallel over --tp ranks) or fsdp+tp "
-               "(a 2-D mesh: tp within rows, fsdp across)", one_of(PARALLEL_MODES))
-    tp: int | None = setting(
-        None, "tensor-parallel width for tp (default: all ranks) and fsdp+tp (default 1)",
-        Check(lambda v: v is None or (is_int(v) and v >= 1), "a positive integer"))
-    reshard_after_forward: bool = setting(
-        True, "fsdp: free gathered weights after each block's forward and gather again for "
-              "backward (ZeRO-3; false keeps them, ZeRO-2-like: more memory, less traffic)",
-        BOOLEAN)
-    # Reporting only: what is trained is the same either way.
-    log: str = setting("none", "also log to: none, or tensorboard (scalars, samples and these "
-                               "settings in RUN_DIR/tb/; needs gptlab[tensorboard])",
-                       one_of(LOGGERS))
-    whole_val: bool = setting(
-        True, "score the whole val split at the end (and a fine-tune's start), beside the "
-              "eval_iters-batch estimates", BOOLEAN)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -219,8 +221,6 @@ class TrainConfig:
             )
         if self.lr_decay_iters is None:
             self.lr_decay_iters = self.max_iters
-        require("ramp_iters", self.ramp == "none" or self.ramp_iters >= 1,
-                f"must be at least 1 with ramp {self.ramp!r}")
         require("lr_decay_iters",
                 is_int(self.lr_decay_iters) and self.lr_decay_iters >= self.warmup_iters,
                 f"must be an integer >= warmup_iters ({self.warmup_iters})")
@@ -233,7 +233,8 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
-        return from_dict(cls, d, "training settings", "training setting")
+        return from_dict(cls, without_retired(d, RETIRED_SETTINGS, "run's training settings"),
+                         "training settings", "training setting")
 
 
 def recipe(name: str, **overrides: Any) -> TrainConfig:

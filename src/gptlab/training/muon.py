@@ -31,12 +31,11 @@ from gptlab.training.plain_optim import PlainOptimizer
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)  # torch.optim.Muon's (Keller Jordan's) quintic
 NS_STEPS = 5
 EPS = 1e-7  # floor of the Frobenius norm G is divided by
-NORMUON_EPS = 1e-10  # NorMuon's, added to a row's root mean square and to a norm
 ADJUST_LR = ("original", "match_rms_adamw")
 NS_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 # The settings that shape a matrix's update after its momentum: groups equal in all of
 # them have their same-shaped matrices orthogonalised in one stack.
-STACKED_BY = ("lr", "weight_decay", "ns_steps", "ns_dtype", "adjust_lr", "normuon_beta2")
+STACKED_BY = ("lr", "weight_decay", "ns_steps", "ns_dtype", "adjust_lr")
 
 
 def orthogonalize(g: Tensor, dtype: torch.dtype = torch.float32, steps: int = NS_STEPS,
@@ -89,21 +88,14 @@ class Muon(PlainOptimizer):
     A param group may set "row_blocks", row counts summing to each of its matrices' rows:
     each block is then orthogonalised as a matrix of its own, with its own shape's learning
     rate. That is how a fused projection is treated as the matrices it stacks (attention's
-    q, k and v: modded-nanogpt orthogonalises them apart).
-
-    normuon_beta2 > 0 makes it NorMuon (Li et al. 2025, arXiv 2510.05491): each row of an
-    orthogonalised update (an output neuron's) is divided by the root of an exponential
-    average, with that beta2, of the row's mean square, and the update is then scaled back
-    to the Frobenius norm it had. 0 (the default) is Muon."""
+    q, k and v: modded-nanogpt orthogonalises them apart)."""
 
     def __init__(self, params: Iterable, lr: float = 0.02, momentum: float = 0.95,
                  nesterov: bool = True, weight_decay: float = 0.0, ns_steps: int = NS_STEPS,
-                 ns_dtype: str | None = None, adjust_lr: str = "original",
-                 normuon_beta2: float = 0.0) -> None:
+                 ns_dtype: str | None = None, adjust_lr: str = "original") -> None:
         _check("lr", lr, lr >= 0, ">= 0")
         _check("momentum", momentum, 0 <= momentum < 1, "in [0, 1)")
         _check("weight_decay", weight_decay, weight_decay >= 0, ">= 0")
-        _check("normuon_beta2", normuon_beta2, 0 <= normuon_beta2 < 1, "in [0, 1)")
         if not (isinstance(ns_steps, int) and 1 <= ns_steps < 100):
             raise UsageError(f"ns_steps must be an integer in [1, 100), got {ns_steps!r}")
         if ns_dtype is not None and ns_dtype not in NS_DTYPES:
@@ -114,7 +106,7 @@ class Muon(PlainOptimizer):
                              f"got {adjust_lr!r}")
         defaults = dict(lr=lr, momentum=momentum, nesterov=bool(nesterov),
                         weight_decay=weight_decay, ns_steps=ns_steps, ns_dtype=ns_dtype,
-                        adjust_lr=adjust_lr, row_blocks=None, normuon_beta2=normuon_beta2)
+                        adjust_lr=adjust_lr, row_blocks=None)
         super().__init__(params, defaults)
         for group in self.param_groups:
             blocks = group["row_blocks"]
@@ -142,24 +134,19 @@ class Muon(PlainOptimizer):
             buffers = [self._momentum_buffer(p) for p in params]
             torch._foreach_lerp_(buffers, grads, 1 - mu)  # mu buf + (1 - mu) g
             updates = torch._foreach_lerp(grads, buffers, mu) if group["nesterov"] else buffers
-            beta2 = group.get("normuon_beta2", 0.0)
             same_update = tuple(group.get(k) for k in STACKED_BY)
             for p, update in zip(params, updates, strict=True):
-                moments = self._row_moments(p) if beta2 else None
-                for unit in _units(p, update, moments, group.get("row_blocks")):
+                for unit in _units(p, update, group.get("row_blocks")):
                     key = (tuple(unit[0].shape), p.device, p.dtype, same_update)
                     stacks.setdefault(key, (group, []))[1].append(unit)
         for (shape, device, param_dtype, _), (group, units) in stacks.items():
             lr, wd = group["lr"], group["weight_decay"]
-            beta2 = group.get("normuon_beta2", 0.0)
-            same = [p for p, _, _ in units]
+            same = [p for p, _ in units]
             dtype = (NS_DTYPES[group["ns_dtype"]] if group["ns_dtype"]
                      else default_ns_dtype(device))
             stacked = (units[0][1] if len(units) == 1
-                       else torch.stack([u for _, u, _ in units]))
+                       else torch.stack([u for _, u in units]))
             ortho = orthogonalize(stacked, dtype, group["ns_steps"]).to(param_dtype)
-            if beta2:
-                ortho = normalize_rows(ortho, [m for _, _, m in units], beta2)
             steps = [ortho] if len(units) == 1 else list(ortho.unbind(0))
             if wd:  # decoupled weight decay, unscaled lr as torch's (a no-op at 0)
                 torch._foreach_mul_(same, 1 - lr * wd)
@@ -172,42 +159,16 @@ class Muon(PlainOptimizer):
             state["momentum_buffer"] = torch.zeros_like(p.grad)
         return state["momentum_buffer"]
 
-    def _row_moments(self, p: Tensor) -> Tensor:
-        """NorMuon's running mean square of each row of p's updates, (rows, 1), in float32
-        at least."""
-        state = self.state[p]
-        if "row_moments" not in state:
-            state["row_moments"] = torch.zeros(
-                p.shape[0], 1, device=p.device, dtype=torch.promote_types(p.dtype, torch.float32))
-        return state["row_moments"]
 
 
-def _units(p: Tensor, update: Tensor, moments: Tensor | None, blocks: Iterable[int] | None
-           ) -> list[tuple[Tensor, Tensor, Tensor | None]]:
-    """(matrix, its update, its rows' moments or None) as the units Muon orthogonalises:
-    whole, or cut into blocks of rows (views: a step on a block is a step on the matrix)."""
+def _units(p: Tensor, update: Tensor, blocks: Iterable[int] | None
+           ) -> list[tuple[Tensor, Tensor]]:
+    """(matrix, its update) as the units Muon orthogonalises: whole, or cut into blocks of
+    rows (views: a step on a block is a step on the matrix)."""
     if blocks is None:
-        return [(p, update, moments)]
+        return [(p, update)]
     sizes = list(blocks)
-    parts = moments.split(sizes) if moments is not None else [None] * len(sizes)
-    return list(zip(p.split(sizes), update.split(sizes), parts, strict=True))
-
-
-def normalize_rows(ortho: Tensor, moments: list[Tensor], beta2: float) -> Tensor:
-    """NorMuon's step on orthogonalised updates `ortho`, (n, rows, cols) or (rows, cols):
-    each row divided by the root of its mean square's running average (`moments`, one
-    (rows, 1) tensor per matrix, updated in place), then each matrix scaled back to the
-    Frobenius norm it had. Computed in the moments' dtype, returned in ortho's."""
-    work = ortho.to(moments[0].dtype)
-    squares = work.square().mean(-1, keepdim=True)
-    running = moments[0] if len(moments) == 1 else torch.stack(moments)
-    running.lerp_(squares, 1 - beta2)
-    if len(moments) > 1:
-        torch._foreach_copy_(moments, list(running.unbind(0)))
-    norm = torch.linalg.matrix_norm(work, keepdim=True)
-    normed = work / running.sqrt().add_(NORMUON_EPS)
-    normed.mul_(norm / torch.linalg.matrix_norm(normed, keepdim=True).add_(NORMUON_EPS))
-    return normed.to(ortho.dtype)
+    return list(zip(p.split(sizes), update.split(sizes), strict=True))
 
 
 def _check(name: str, value: float, ok: bool, what: str) -> None:

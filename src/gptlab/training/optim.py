@@ -25,7 +25,7 @@ ADAMW_IMPLEMENTATIONS = {"fused": {"fused": True}, "foreach": {"foreach": True},
 # either way (quiet rounds; the first step itself 4-8 ms). So fused on a CPU, for both
 # sizes; on CUDA fused too (torch's fastest there; not measured here). nanoGPT's recipe
 # reproduces to 4 decimals with it (tests/test_recipe.py). Beside Muon, AdamW is
-# gptlab.training.plain_optim's since issue 41: torch's fused step without that import.
+# gptlab.training.plain_optim's: torch's fused step without torch.optim's start-up.
 ADAMW_FOR_DEVICE = {"cuda": "fused", "cpu": "fused"}
 
 
@@ -52,9 +52,8 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device,
         muon = Muon([{"params": [named[n] for n in names], "row_blocks": rows,
                       "lr_scale": cfg.muon_lr / cfg.learning_rate}
                      for names, rows in zip(groups, blocks, strict=True) if names],
-                    lr=cfg.muon_lr, momentum=cfg.muon_momentum, nesterov=cfg.muon_nesterov,
-                    ns_steps=cfg.muon_ns_steps,
-                    weight_decay=cfg.muon_weight_decay, normuon_beta2=cfg.muon_normuon_beta2,
+                    lr=cfg.muon_lr, momentum=cfg.muon_momentum,
+                    weight_decay=cfg.muon_weight_decay,
                     ns_dtype=None if cfg.muon_dtype == "auto" else cfg.muon_dtype)
         # gptlab's AdamW (torch's step, not torch.optim's start-up) beside Muon
         return MuonWithAdamW(muon, _adamw([named[n] for n in rest], cfg, implementation,

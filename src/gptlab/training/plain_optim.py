@@ -5,7 +5,7 @@ checkpoint saved by either loads into the other, without torch.optim.Optimizer's
 Why: torch.optim.Optimizer's constructor (add_param_group), zero_grad, state_dict and
 load_state_dict are @torch._disable_dynamo, whose first call imports torch._dynamo, and
 with it sympy and torch.fx: 0.4-0.9 s of a fresh process on a 2-core VM, where the CPU
-speedrun's whole command takes 7-16 s (BENCHMARKS.md, speedrun, lap 3). The update
+speedrun's whole command takes 7-16 s. The update
 itself stays torch's: `AdamW` calls torch.optim.adamw.adamw, the functional form
 torch.optim.AdamW steps with (fused, foreach or a loop), so its numbers are torch's to the
 bit (tests/training/test_plain_optim.py).

@@ -71,10 +71,9 @@ def check_settings(cfg: TrainConfig, config: GPTConfig, world_size: int) -> Layo
     if layout.tp > 1 and not config.has_mlp:
         raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} has no plan for an "
                          f"attention-only model (mlp none) yet; use --parallel ddp or fsdp")
-    if layout.tp > 1 and (config.value_residual or config.unet_skips):
+    if layout.tp > 1 and config.value_residual:
         raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} has no plan for the "
-                         f"learned scalars of value_residual and unet_skips yet; use "
-                         f"--parallel ddp or fsdp")
+                         f"learned scalars of value_residual yet; use --parallel ddp or fsdp")
     if layout.tp > 1 and config.dropout:
         raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} needs dropout 0: the "
                          f"ranks of a tensor-parallel group would drop different units of "

@@ -1,13 +1,14 @@
 """Where a run's progress goes: the one object the trainer reports to.
 
-Rank 0 keeps the run's record (metrics.jsonl and the loss curve) and shows a progress bar and
-one line per evaluation on stderr; every other rank gets a NullReporter, so the trainer never
-asks which rank it is on. Where stderr is not a terminal (a CI log, `| tee`, a notebook's
-captured output) a bar's carriage-return frames would pile up, one per redraw: there the
-progress is a plain line at most every PLAIN_LINE_S seconds instead. With `log
-tensorboard`, rank 0 also writes a TensorBoard log (TensorBoardReporter), beside the record
-through Reporters. A reporter only reports: checkpoints and best/ are the run directory's
-(gptlab.training.rundir.Checkpoints), kept whatever reporter a run has.
+Rank 0 keeps the run's record (metrics.jsonl and the loss curve: RunReporter) and shows a
+progress bar and one line per evaluation on stderr; every other rank gets the base Reporter,
+which reports nothing, so the trainer never asks which rank it is on. Where stderr is not a
+terminal (a CI log, `| tee`, a notebook's captured output) a bar's carriage-return frames
+would pile up, one per redraw: there the progress is a plain line at most every PLAIN_LINE_S
+seconds instead. With `log tensorboard`, rank 0 also writes a TensorBoard log
+(TensorBoardReporter), beside the record through a ReporterGroup. A reporter only reports:
+checkpoints and best/ are the run directory's (gptlab.training.rundir.Checkpoints), kept
+whatever reporter a run has.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from gptlab.model.decoding import SamplingSettings
 from gptlab.training.rundir import RunFiles
 
 
-class NullReporter:
-    """Reports nothing (torchrun ranks > 0, benchmarks)."""
+class Reporter:
+    """What the trainer reports to, every method a no-op: as it is, it reports nothing
+    (torchrun ranks > 0, benchmarks); the reporters below override what they record."""
 
     def open(self, total: int, initial: int) -> None: ...
 
@@ -61,7 +63,7 @@ def is_terminal(stream: Any) -> bool:
         return False
 
 
-class Reporter(NullReporter):
+class RunReporter(Reporter):
     """metrics.jsonl and loss.png through `files`; a tqdm progress bar (if `progress`) and
     evaluation lines on stderr."""
 
@@ -167,10 +169,10 @@ def _duration(seconds: float) -> str:
     return f"{hours} h {minutes} min"
 
 
-class Reporters(NullReporter):
+class ReporterGroup(Reporter):
     """Several reporters as one: each call goes to each, in the order given."""
 
-    def __init__(self, *reporters: NullReporter) -> None:
+    def __init__(self, *reporters: Reporter) -> None:
         self.reporters = reporters
 
     def open(self, total: int, initial: int) -> None:
@@ -252,7 +254,7 @@ def sort_after_existing_files(log_dir: Path) -> None:
         time.sleep(wait)
 
 
-class TensorBoardReporter(NullReporter):
+class TensorBoardReporter(Reporter):
     """Scalars (SCALAR_TAGS), a short seeded sample at each evaluation (text) and the run's
     configs (hyper-parameters), in a TensorBoard log directory (a run's tb/), through
     torch.utils.tensorboard.SummaryWriter.

@@ -53,8 +53,8 @@ from gptlab.training.plan import (
 )
 from gptlab.training.precision import autocast_dtype
 from gptlab.training.reporting import (
-    NullReporter,
-    Reporters,
+    Reporter,
+    ReporterGroup,
     TensorBoardReporter,
     hparams,
     require_logger,
@@ -255,7 +255,7 @@ def _train_on(plan: TrainPlan, state: dict[str, Any] | None, ctx: Dist, watch: _
     model, sharding, data_ctx = _model(plan, state, ctx)
     batches = BATCH_STREAMS[cfg.batch_rng](data.train, data.val, cfg.batch_size,
                                            plan.model_config.block_size, cfg.seed, data_ctx)
-    reporter = _open_run_dir(plan, state, watch) if ctx.is_main else NullReporter()
+    reporter = _open_run_dir(plan, state, watch) if ctx.is_main else Reporter()
     checkpoints = rundir.Checkpoints(plan.run_dir, writer=ctx.is_main, sharding=sharding)
     trainer = Trainer(model, batches, cfg, ctx, checkpoints, reporter, stop=watch.stop,
                       sharding=sharding, target=_val_target(plan, watch))
@@ -363,7 +363,7 @@ class ShardedGPT:
 
 
 def _open_run_dir(plan: TrainPlan, state: dict[str, Any] | None, watch: _Watch
-                  ) -> NullReporter:
+                  ) -> Reporter:
     """Rank 0: a fresh run's first files, or a resumed run's settings; its reporter (and a
     TensorBoard log beside it, if the settings ask for one)."""
     run_dir, cfg = plan.run_dir, plan.train_config
@@ -387,7 +387,7 @@ def _open_run_dir(plan: TrainPlan, state: dict[str, Any] | None, watch: _Watch
                                 hparams(plan.model_config.to_dict(), cfg.to_dict()),
                                 load_tokenizer(run_dir / rundir.TOKENIZER_FILE),
                                 resumed_at=state["step"] if state else None)
-    return Reporters(reporter, board)
+    return ReporterGroup(reporter, board)
 
 
 def _announce(plan: TrainPlan, trainer: Trainer, ctx: Dist) -> None:
@@ -419,7 +419,7 @@ def _tell(ctx: Dist, *lines: str) -> None:
 
 
 def _fit(plan: TrainPlan, trainer: Trainer, ctx: Dist, callbacks: Callbacks,
-         whole: Callable[[], nn.Module | None], reporter: NullReporter) -> str:
+         whole: Callable[[], nn.Module | None], reporter: Reporter) -> str:
     try:
         if plan.mode == FINE_TUNE and plan.train_config.whole_val:
             _whole_val(whole, plan.data.val, reporter, 0, ctx)  # where the starting model stands
@@ -434,7 +434,7 @@ def _fit(plan: TrainPlan, trainer: Trainer, ctx: Dist, callbacks: Callbacks,
 
 
 def _whole_val(whole: Callable[[], nn.Module | None], val: np.ndarray,
-               reporter: NullReporter, step: int, ctx: Dist) -> float | None:
+               reporter: Reporter, step: int, ctx: Dist) -> float | None:
     """Mean loss over the whole val split (gptlab.inference.evaluate's sliding windows),
     logged as a "whole_val" record: the figure to quote, where eval_iters batches are an
     estimate. Every rank calls it (every rank helps gather a sharded model); rank 0 scores."""

@@ -1,5 +1,5 @@
 """The learning-rate schedule: linear warm-up, then cosine decay to a floor, or
-warm-up-stable-decay (WSD); and the batch's ramp (`ramped`).
+warm-up-stable-decay (WSD).
 
 Cosine is nanoGPT's `get_lr`, so its recipes reproduce step for step:
 warm-up lr * (step + 1) / (warmup + 1); then min_lr + (lr - min_lr) * (1 + cos(pi * r)) / 2
@@ -32,12 +32,3 @@ def lr_at(step: int, lr: float, min_lr: float, warmup_iters: int, decay_iters: i
     ratio = (step - warmup_iters) / (decay_iters - warmup_iters)
     coeff = 0.5 * (1.0 + math.cos(math.pi * ratio))  # 1 -> 0
     return min_lr + coeff * (lr - min_lr)
-
-
-def ramped(full: int, step: int, start: float, iters: int) -> int:
-    """A ramp's size at optimizer step `step` (0-based): ceil(start * full) at step 0,
-    growing linearly to `full` at step `iters`, and `full` from then on."""
-    if step >= iters:
-        return full
-    share = start + (1.0 - start) * step / iters
-    return max(1, min(full, math.ceil(share * full)))

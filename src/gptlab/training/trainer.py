@@ -27,8 +27,8 @@ from gptlab.model.attention import set_float32_attention
 from gptlab.training.config import TrainConfig
 from gptlab.training.optim import make_optimizer
 from gptlab.training.precision import autocast_dtype
-from gptlab.training.reporting import NullReporter
-from gptlab.training.schedule import lr_at, ramped
+from gptlab.training.reporting import Reporter
+from gptlab.training.schedule import lr_at
 from gptlab.training.val_target import Look, ValTarget
 
 # Under torchrun, every rank must stop at the same step, so a stop request is agreed on by an
@@ -124,7 +124,7 @@ class Trainer:
     """
 
     def __init__(self, model: nn.Module, batches: Any, cfg: TrainConfig, ctx: Dist,
-                 checkpoints: Checkpointer, reporter: NullReporter | None = None,
+                 checkpoints: Checkpointer, reporter: Reporter | None = None,
                  stop: threading.Event | None = None, sharding: Any = None,
                  target: ValTarget | None = None) -> None:
         # target: looks at the whole val split, for stop_at_val (a whole model only).
@@ -134,7 +134,7 @@ class Trainer:
         self.cfg, self.ctx, self.batches, self.sharding = cfg, ctx, batches, sharding
         self.checkpoints, self.target = checkpoints, target
         self.target_met: Look | None = None  # the look that met stop_at_val, if one did
-        self.reporter = reporter or NullReporter()
+        self.reporter = reporter or Reporter()
         self.raw_model = model
         self.optimizer = make_optimizer(model, cfg, ctx.device)
         self.amp_dtype = autocast_dtype(cfg.dtype, ctx.device)
@@ -270,7 +270,7 @@ class Trainer:
         accum = cfg.gradient_accumulation_steps
         loss_sum = torch.zeros(1, device=self.ctx.device, dtype=torch.float64)
         for micro in range(accum):
-            x, y = self._ramped(*self.batches.train_batch())
+            x, y = self.batches.train_batch()
             self.tokens += x.numel() * self.data_ranks
             # DDP all-reduces gradients on every backward; only the last micro-step needs it.
             last = micro == accum - 1
@@ -319,15 +319,6 @@ class Trainer:
             value = self._bad_loss.item() if self._first_bad.item() == step else math.nan
             raise self._diverged(f"the loss became {value}", step)
         return total.item() / (self.cfg.gradient_accumulation_steps * self.ctx.world_size)
-
-    def _ramped(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The batch's first rows or positions while the ramp (cfg.ramp) lasts."""
-        cfg = self.cfg
-        if cfg.ramp == "none" or self.step >= cfg.ramp_iters:
-            return x, y
-        dim = 0 if cfg.ramp == "batch" else 1
-        keep = ramped(x.size(dim), self.step, cfg.ramp_start, cfg.ramp_iters)
-        return x.narrow(dim, 0, keep), y.narrow(dim, 0, keep)
 
     def _diverged(self, happened: str, step: int) -> TrainingDiverged:
         return TrainingDiverged(happened, step, self.saved_step, self.checkpoints.where,

@@ -57,9 +57,10 @@ from gptlab.inference.evaluate import DEFAULT_EVAL_TOKENS, window_nlls, windows
 STRIDES = (32, 16, 8, 4, 2)
 MIN_WINDOWS = 64  # a sample of fewer windows than this is not scored
 # A look ends once its estimate is this many standard errors above the target. Before the
-# first whole score a sample's bias is unknown, and of the order of its se: at 1.0, a lap-2
-# look at 270 (1/16 of the windows: 1.7276, se 0.0225) ended there and the run stopped at
-# 290; at 1.5 that look went on to the whole split, 1.6990, and stopped the run at 270.
+# first whole score a sample's bias is unknown, and of the order of its se: at 1.0, a look
+# of the 1.70 speedrun at 270 (1/16 of the windows: 1.7276, se 0.0225) ended there and the
+# run stopped at 290; at 1.5 that look went on to the whole split, 1.6990, and stopped the
+# run at 270.
 ABOVE_SE = 1.5
 FIRST_LOOK = 0.5  # the first look, as a share of the planned steps
 # The slope that places the next look is taken since a look at least this many steps back:
@@ -67,14 +68,14 @@ FIRST_LOOK = 0.5  # the first look, as a share of the planned steps
 SLOPE_BASE = 30
 # A line's crossing at most this share of the steps left ahead: as the learning rate
 # decays the loss falls faster than the line through two earlier looks, whose crossing
-# comes late (lap 2, seed 1339, embedding_lr 0.04: capped at half the 60 steps left, the
+# comes late (the 1.70 speedrun, seed 1339: capped at half the 60 steps left, the
 # look after 270 came at 300, whose whole was 1.6729, far under; at a quarter it comes at
 # 290, 1.6810). Far from the target a look costs its first sample only, so looking often
 # there is cheap.
 MAX_AHEAD = 0.25
 # An autocast whole split this close below the target is scored again in float32, which
 # decides (the module's docstring). The speedrun's bf16 wholes differed from float32's by
-# 1.2e-4 at most (six lap-2 models; BENCHMARKS.md, speedrun, lap 3): 4x that.
+# 1.2e-4 at most (six of its models): 4x that.
 CONFIRM_MARGIN = 0.0005
 
 

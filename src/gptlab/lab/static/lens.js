@@ -56,7 +56,7 @@ function drawGrid(d) {
     });
   });
   // Why the first row so often "predicts" the token it sits on.
-  // (outside the scroller: issue 39, defect 5, it sat in a blank band on a phone)
+  // (outside the scroller: inside, it sat in a blank band on a phone)
   $("lens-embed-note").textContent = d.tie_embeddings
     ? "The embed row reads the stream before any block: the token and position embeddings, through the final norm and the unembedding. " +
       "This run ties the two (its unembedding is the token-embedding matrix), so a token's embedding scores highest against its own column: " +

@@ -29,7 +29,7 @@ const quizNew = guarded(async () => {
 });
 
 // A new check drops the last verdict first: an error (no answer, a bad number) is never
-// shown beside the previous question's "Correct." (issue 39, defect 7).
+// shown beside the previous question's "Correct.".
 const quizCheck = guarded(async () => {
   const q = quiz.q;
   if (!q) return;

@@ -323,7 +323,7 @@ export async function showMemories(box, d, text, l) {
     table.appendChild(tr);
   });
   box.appendChild(table);
-  const act = f.kind === "swiglu" ? "silu (the gate)" : f.kind === "gelu_tanh" ? "GELU (tanh)" : f.kind === "relu2" ? "ReLU²" : "GELU";
+  const act = f.kind === "swiglu" ? "silu (the gate)" : f.kind === "gelu_tanh" ? "GELU (tanh)" : "GELU";
   const svg = chart({id: "wm-ffn-curve", kind: "line", title: `${act}, this token's ${f.units} pre-activations marked`, width: 340, height: 180,
     ymin: Math.min(...f.curve.y), ymax: Math.max(...f.curve.y), series: [{name: act, values: f.curve.y, colour: "#0072b2"}],
     xlabels: f.curve.x.map((x, i) => (i % 20 === 0 ? x.toFixed(1) : "")), xthin: true, xtitle: "pre-activation"});
