@@ -113,7 +113,7 @@ def test_heads_of_a_model_that_did_not_learn_are_not_read(experiment, results):
         assert c["verdict"] == "undecided", c
         assert c["precondition"] == {
             "text": f"every seed's model learned Dyck-2 (lowest closing accuracy "
-                    f"{lowest:.3g}, needs ≥ {(table + 1) / 2:.3g}: halfway from a bigram "
+                    f"{lowest:.4g}, needs ≥ {(table + 1) / 2:.4g}: halfway from a bigram "
                     f"table's {table:.3f} to certain)",
             "value": lowest, "threshold": (table + 1) / 2, "met": False}
         assert c["verdict_line"] == f"undecided: precondition not met: {c['precondition']['text']}"

@@ -134,7 +134,7 @@ def test_a_model_that_did_not_learn_decides_no_claim(experiment, results):
         assert by_key[key]["verdict"] == "undecided"
         assert by_key[key]["precondition"] == {
             "text": f"the 2-layer models learned to copy the repeated segments (highest final "
-                    f"training loss {worst:.3g}, needs < {phase.COPIES * segments:.3g}: three "
+                    f"training loss {worst:.4g}, needs < {phase.COPIES * segments:.4g}: three "
                     f"quarters of a bigram table's loss)",
             "value": worst, "threshold": pytest.approx(phase.COPIES * segments), "met": False}
     text = by_key["natural_text"]["precondition"]

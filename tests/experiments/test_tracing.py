@@ -99,7 +99,7 @@ def test_tracing_waits_for_models_that_recall(results):
     for key in ("tracing_total", "tracing_mlp_over_attention", "tracing_last_subject_token"):
         assert judged[key]["precondition"] == {
             "text": f"every seed's model recalls the facts (lowest recall (trained phrasing) "
-                    f"{lowest:.3g}, needs ≥ 0.9: the facts memorised)",
+                    f"{lowest:.4g}, needs ≥ 0.9: the facts memorised)",
             "value": lowest, "threshold": 0.9, "met": lowest >= 0.9}
     if lowest < 0.9:
         assert all(judged[k]["verdict"] == "undecided" for k in

@@ -117,10 +117,11 @@ class Precondition:
                     "value": None, "threshold": None, "met": False}
         finite = _finite(value)
         met = finite and (value < threshold if self.below else value >= threshold)
-        shown = _number(value) if finite else "none"
+        # four digits: a loss of 2.0016 against a bar of 2.473 reads "2.002", not "2"
+        shown = f"{value:.4g}" if finite else "none"
         why = f": {why}" if why else ""
         return {"text": f"{self.text} ({self.quantity} {shown}, needs "
-                        f"{'<' if self.below else '≥'} {_number(threshold)}{why})",
+                        f"{'<' if self.below else '≥'} {threshold:.4g}{why})",
                 "value": float(value) if finite else None, "threshold": threshold,
                 "met": bool(met)}
 
