@@ -20,8 +20,8 @@ predicts, and the smallest effect that counts as one. `judge` applies the rule:
 
 A claim that reads a trained model's mechanism (its heads, its memories, how it uses
 positions) states a `Precondition`: the model learned its task, by a number and a
-threshold from the experiment's own baseline (a coin, the loss of a bigram table of the
-same text, ...). A model that did not learn has no mechanism to read, so where the
+threshold from the experiment's own baseline (the loss, or the accuracy, of a bigram table
+of the same data: gptlab.experiments.baselines). A model that did not learn has no mechanism to read, so where the
 precondition is unmet the claim is undecided, whatever its effect, and says why.
 
 The units a claim's effect runs over are seeds in most experiments; where they are slices
@@ -35,7 +35,7 @@ One seed has no spread: it is taken as unbounded, so a single seed's verdict is 
 "held weakly" and never "contradicted" (the `rule` field says "one seed: no spread").
 
 Every judged claim carries a verdict line, the verdict in words with every term of the
-rule ("not seen: +0.032 (needs > 0.029, twice the spread over seeds, and >= 0.04)"), and
+rule ("not seen: +0.032 (needs > 0.03, twice the spread over seeds, and ≥ 0.04)"), and
 a run none of whose claims can be decided says so in one line (`undecided_line`).
 """
 

@@ -132,13 +132,9 @@ def claims_section(results: dict[str, Any]) -> tuple[str, str]:
     the rule."""
     line = results.get("undecided_line")
     above = f"**{line[:1].upper()}{line[1:]}.**\n\n" if line else ""
-    return ("The claims, judged", above + markdown_table(
-        *claims_module.table(results["claims"]), "l" * (4 + _gated(results)))
-            + "\n\n" + RULE_NOTE)
-
-
-def _gated(results: dict[str, Any]) -> int:
-    return int(any("precondition" in c for c in results["claims"]))
+    header, rows = claims_module.table(results["claims"])
+    return ("The claims, judged",
+            above + markdown_table(header, rows, "l" * len(header)) + "\n\n" + RULE_NOTE)
 
 
 RULE_NOTE = ("Verdicts are computed (gptlab.experiments.claims): the effect is measured per "
