@@ -21,8 +21,9 @@ predicts, and the smallest effect that counts as one. `judge` applies the rule:
 A claim that reads a trained model's mechanism (its heads, its memories, how it uses
 positions) states a `Precondition`: the model learned its task, by a number and a
 threshold from the experiment's own baseline (the loss, or the accuracy, of a bigram table
-of the same data: gptlab.experiments.baselines). A model that did not learn has no mechanism to read, so where the
-precondition is unmet the claim is undecided, whatever its effect, and says why.
+of the same data: gptlab.experiments.baselines). A model that did not learn has no
+mechanism to read, so where the precondition is unmet the claim is undecided, whatever its
+effect, and says why.
 
 The units a claim's effect runs over are seeds in most experiments; where they are slices
 of text, lengths or timing repeats (`Measured.unit`), the verdict and the tables say so.
