@@ -1,10 +1,9 @@
-"""What every request body of the lab shares (gptlab.lab.schemas): strict scalars (4.0 is an
+"""What every request body of the lab shares (gptlab.lab.fields): strict scalars (4.0 is an
 integer, "4", 4.5 and true are not), ranges naming both ends, cells within +-1e6, unknown
 fields refused in a body and in a closed object, and pydantic's errors as one line
-naming the field. The areas' own bodies: tests/lab/test_<area>_schemas.py."""
+naming the field. The areas' own bodies: tests/lab/<area>/test_schemas.py."""
 
-from gptlab.lab import schemas
-from gptlab.lab.schemas import Body, Cell, Closed, Seed, _int, fmt_num, one_line
+from gptlab.lab.fields import MAX_SEED, Body, Cell, Closed, Seed, _int, fmt_num, one_line
 
 
 class Sample(Body):
@@ -29,7 +28,7 @@ def test_strict_scalars_and_ranges(invalid):
     assert invalid(Sample, {"n": 4.5}) == "n must be an integer, got 4.5"
     assert invalid(Sample, {"n": 9}) == "n must be between 1 and 8, got 9"
     assert invalid(Sample, {"even": 3}) == "even must be even (RoPE rotates pairs), got 3"
-    assert invalid(Sample, {"seed": -1}) == f"seed must be between 0 and {schemas.MAX_SEED}, got -1"
+    assert invalid(Sample, {"seed": -1}) == f"seed must be between 0 and {MAX_SEED}, got -1"
     assert invalid(Sample, {"cells": [1, 2e6]}) == "cells[1] = 2e+06 is beyond +-1e+06"
 
 

@@ -1,8 +1,7 @@
 """What every request body of the lab shares: its field types and limits, and the one line
 a failed check becomes. Each area's own bodies and answers are in its schemas module
-(gptlab.lab.calculator_schemas, model_schemas, play_schemas, live_schemas; contextview and
-experimentsview hold theirs), built from these types; the answers' shared parts are
-gptlab.lab.responses.
+(gptlab.lab.calculator.schemas, gptlab.lab.model.schemas, and so on), built from these
+types; the answers' shared parts are gptlab.lab.responses.
 
 FastAPI checks every request body against its model before a view runs, so bad input
 never reaches torch, and the same models are the requests' half of the OpenAPI schema
@@ -118,6 +117,8 @@ Ids = Annotated[list[TokenId], Field(min_length=1, max_length=MAX_TOKENS,
                                      description="token ids, e.g. a probe sent back")]
 RunName = _text(MAX_RUN_CHARS, "a run's path inside the runs folder, e.g. 'tiny'", min_length=1)
 Prompt = _text(MAX_PROMPT_CHARS, "text the run's tokenizer encodes")
+SHIPPED = Field(False, description="experiment names an experiment (context, norm, ...) "
+                                   "whose shipped results are read, not a folder")
 
 
 class Body(BaseModel):

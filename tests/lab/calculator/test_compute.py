@@ -1,7 +1,7 @@
-"""The lab's arithmetic (gptlab.lab.compute): seeded inputs a learner can redo by hand (two
-decimals, a token's row its own), attention against softmax(QK^T / sqrt(d)) V written out,
-the softmax statistics and histograms at their extremes, and the sqrt(d_k) numbers: raw
-scores spread like sqrt(d_k), scaled ones like 1."""
+"""The calculator's arithmetic (gptlab.lab.calculator.compute): seeded inputs a learner can
+redo by hand (two decimals, a token's row its own), attention against
+softmax(QK^T / sqrt(d)) V written out, the softmax statistics and histograms at their
+extremes, and the sqrt(d_k) numbers: raw scores spread like sqrt(d_k), scaled ones like 1."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from gptlab.lab import compute
+from gptlab.lab.calculator import compute
 from gptlab.model.positional import sinusoidal_similarity
 
 

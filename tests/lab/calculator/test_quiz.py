@@ -1,5 +1,6 @@
-"""The lab's quiz (gptlab.lab.quiz): questions from (kind, seed) whose answers, computed here
-independently, are accepted; wrong ones are not; answers shown as a reader writes them."""
+"""The lab's quiz (gptlab.lab.calculator.quiz): questions from (kind, seed) whose answers,
+computed here independently, are accepted; wrong ones are not; answers shown as a reader
+writes them."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from gptlab import GPT, GPTConfig
-from gptlab.lab.quiz import ROW0_CHOICES
+from gptlab.lab.calculator.quiz import ROW0_CHOICES
 
 
 def _answer(q: dict) -> str:

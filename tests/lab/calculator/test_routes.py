@@ -1,7 +1,7 @@
-"""The routes of the views that need no run (gptlab.lab.calculator_routes): the paths the
+"""The routes of the views that need no run (gptlab.lab.calculator.routes): the paths the
 app serves for them, each checking its body; presets and a quiz round trip answered."""
 
-from gptlab.lab.calculator_routes import router
+from gptlab.lab.calculator.routes import router
 
 VIEWS = ("attention", "scaling", "sinusoidal", "rope", "params", "quiz", "quiz/check")
 

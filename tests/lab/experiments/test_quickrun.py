@@ -1,8 +1,8 @@
-"""Running an experiment's --quick form from the page (gptlab.lab.quickrun): a name not an
-experiment's is refused, and so is a folder the rule (gptlab.files.kinds) refuses, before
-anything is written; a run writes only in RUNS/NAME-quick, streams its log lines between a
-start and an end event, takes one slot, and its results are then listed beside the shipped
-ones in views 11 and 14, marked quick."""
+"""Running an experiment's --quick form from the page (gptlab.lab.experiments.quickrun): a
+name not an experiment's is refused, and so is a folder the rule (gptlab.files.kinds)
+refuses, before anything is written; a run writes only in RUNS/NAME-quick, streams its log
+lines between a start and an end event, takes one slot, and its results are then listed
+beside the shipped ones in views 11 and 14, marked quick."""
 
 from __future__ import annotations
 
@@ -14,14 +14,8 @@ from fastapi.testclient import TestClient
 
 from gptlab.experiments import report
 from gptlab.experiments.grid import experiment_of
-from gptlab.lab import quickrun
+from gptlab.lab.experiments import quickrun
 from gptlab.lab.server import create_app
-
-
-def test_the_router_holds_the_quick_run_paths(client, served):
-    assert served(quickrun.router, client) == {
-        ("/api/experiments/quick", "post"), ("/api/experiments/quick/status", "get"),
-        ("/api/experiments/quick/events", "get")}
 
 
 @pytest.mark.parametrize("body, fragment", [
@@ -42,14 +36,6 @@ def test_a_folder_the_rule_refuses_is_refused_before_a_file_is_written(tmp_path,
     bad(TestClient(create_app(tmp_path)), "/api/experiments/quick", {"experiment": "norm"},
         "holds files gptlab did not write")
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
-
-
-def test_with_no_run_there_is_nothing_to_follow(tmp_path):
-    client = TestClient(create_app(tmp_path))
-    assert client.get("/api/experiments/quick/status").json() == {
-        "running": False, "experiment": None, "folder": None}
-    events = client.get("/api/experiments/quick/events")
-    assert events.status_code == 404 and "\n" not in events.json()["error"]
 
 
 class FakeExperiment:

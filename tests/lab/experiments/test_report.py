@@ -1,4 +1,4 @@
-"""The experiments view's API (gptlab.lab.experimentsview) over a runs folder holding a
+"""The experiments view's API (gptlab.lab.experiments.report) over a runs folder holding a
 quick norm experiment ('norm'), a quick context experiment ('ctx'), the tiny run and a
 folder of something else: every experiment is listed by kind, a --quick run marked quick
 beside the shipped results it does not replace; its report is the tables `gptlab
@@ -106,7 +106,7 @@ def test_no_path_where_the_results_were_built(tmp_path, post):
 
 
 def test_folder_name_cuts_absolute_paths_only():
-    from gptlab.lab.experimentsview import folder_name
+    from gptlab.lab.experiments.report import folder_name
 
     assert folder_name("segments (/tmp/quiet/phase/segments-data); ICL") == \
         "segments (segments-data); ICL"

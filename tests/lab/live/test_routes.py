@@ -1,16 +1,13 @@
-"""The routes of the watch-it-learn view (gptlab.lab.live_routes): the paths the app serves
-for it, each checking its body; with no training yet the status is idle, stop is a 409 and
-the event stream a 404, each one line; a stream gives its follower slot back however it
-ends."""
+"""The routes of the watch-it-learn view (gptlab.lab.live.routes): the paths the app serves
+for it, each checking its body; the one training slot create_app made, reached through
+LiveDep; with no training yet the status is idle, stop is a 409 and the event stream a 404,
+each one line. (A stream giving its follower slot back: tests/lab/test_responses.py.)"""
 
-import asyncio
-from concurrent.futures import ThreadPoolExecutor
-
-import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from starlette.requests import ClientDisconnect
 
-from gptlab.lab.live_routes import Followed, router
+from gptlab.lab.live.routes import LiveDep, router
+from gptlab.lab.live.training import LiveTrainer
 from gptlab.lab.server import create_app
 
 
@@ -30,28 +27,21 @@ def test_with_no_training_there_is_nothing_to_stop_or_follow(tmp_path):
     assert events.json() == {"error": "no training has started yet: POST /api/live/start"}
 
 
-def run_alone(coroutine):
-    """asyncio.run in a thread of its own: the session's Chromium (Playwright's sync API)
-    keeps an event loop marked running in the main thread once a browser test has run."""
-    with ThreadPoolExecutor(1) as thread:
-        return thread.submit(asyncio.run, coroutine).result()
+def test_create_app_keeps_one_training_slot(tmp_path):
+    app = create_app(tmp_path)
+    assert isinstance(app.state.live, LiveTrainer) and app.state.live.root == tmp_path.resolve()
 
 
-def test_a_stream_gives_its_slot_back_when_it_ends_or_fails():
-    released = []
+def test_a_route_gets_the_apps_training_slot_through_live_dep():
+    app = FastAPI()
+    app.state.live = object()
+    seen = []
 
-    async def send(message):
-        if message["type"] == "http.response.body" and message.get("body"):
-            raise ConnectionError("the client went away")
+    @app.get("/probe")
+    def probe(live: LiveDep) -> dict:
+        seen.append(live)
+        return {}
 
-    async def receive():
-        await asyncio.sleep(3600)  # never a disconnect: the send fails first
-
-    stream = Followed(iter(["data: 1\n\n"]), lambda: released.append(1))
-    scope = {"type": "http", "asgi": {"spec_version": "2.4"}}
-    with pytest.raises(ClientDisconnect):
-        run_alone(stream(scope, receive, send))
-    assert released == [1]
-    run_alone(Followed(iter([]), lambda: released.append(2))(scope, receive,
-                                                             lambda m: asyncio.sleep(0)))
-    assert released == [1, 2]
+    client = TestClient(app)
+    assert client.get("/probe").status_code == 200 and client.get("/probe").status_code == 200
+    assert seen == [app.state.live] * 2

@@ -1,12 +1,12 @@
-"""The live training's tasks (gptlab.lab.live_tasks): induction rows repeat a segment of
+"""The live training's tasks (gptlab.lab.live.tasks): induction rows repeat a segment of
 distinct symbols at varying periods, and the prompt repeats."""
 
-from gptlab.lab import live_tasks
+from gptlab.lab.live import tasks
 
 
 def test_induction_rows_repeat_a_segment_of_distinct_symbols():
-    text = live_tasks.induction_text(seed=3, rows=50)
-    assert len(text) == 50 * 64 and set(text) <= set(live_tasks.INDUCTION_ALPHABET)
+    text = tasks.induction_text(seed=3, rows=50)
+    assert len(text) == 50 * 64 and set(text) <= set(tasks.INDUCTION_ALPHABET)
     periods = set()
     for r in range(50):
         row = text[64 * r: 64 * (r + 1)]
@@ -15,5 +15,5 @@ def test_induction_rows_repeat_a_segment_of_distinct_symbols():
         assert len(set(row[-p:])) == p  # distinct symbols: only content says what follows
         periods.add(p)
     assert len(periods) > 8
-    prompt = live_tasks.induction_prompt()
+    prompt = tasks.induction_prompt()
     assert prompt[:12] == prompt[12:24] and prompt[24:] == prompt[:3]

@@ -1,4 +1,4 @@
-"""The watch-it-learn view's API (gptlab.lab.live): a live training that streams, stops on
+"""The watch-it-learn view's API (gptlab.lab.live.training): a live training that streams, stops on
 request, refuses a second one and leaves a resumable run; a late subscriber gets every
 event; a start the schema refuses starts nothing."""
 
@@ -15,7 +15,7 @@ from schemathesis.checks import negative_data_rejection, not_a_server_error
 from schemathesis.generation import GenerationMode
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from gptlab.lab.live import Session, sse
+from gptlab.lab.live.training import Session, sse
 from gptlab.lab.server import create_app
 from gptlab.training.run import train
 

@@ -1,4 +1,4 @@
-"""The all-heads view's API (gptlab.lab.allheads, POST /api/all_heads): every layer's and
+"""The all-heads view's API (gptlab.lab.model.allheads, POST /api/all_heads): every layer's and
 head's pattern equals gptlab.interp.hooks.capture_attention's and view 3's (/api/heads) for
 the same prompt; bad input as one-line 400s."""
 

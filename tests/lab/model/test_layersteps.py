@@ -1,4 +1,4 @@
-"""The whole-model view's block step by step (gptlab.lab.layersteps, POST /api/walk/layer):
+"""The whole-model view's block step by step (gptlab.lab.model.layersteps, POST /api/walk/layer):
 every attention stage against a float64 recomputation from the run's weights and against
 the library's own capture (the recorded softmax weights, the per-head outputs at
 attn.heads, attention's output), the mask switch's other side, W_O's block norms; the FFN's

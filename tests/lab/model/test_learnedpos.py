@@ -1,4 +1,4 @@
-"""The learned-positions part of the Positions view (gptlab.lab.learnedpos, POST
+"""The learned-positions part of the Positions view (gptlab.lab.model.learnedpos, POST
 /api/learned_positions): the table is the run's own wpe weights, PE . PE^T and the cosines
 are their products (float64), each position's neighbours are the nearest others by cosine;
 a run without learned positions is a one-line 400."""

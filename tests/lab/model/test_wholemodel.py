@@ -1,4 +1,4 @@
-"""The whole-model view's API (gptlab.lab.wholemodel, POST /api/walk) against the library:
+"""The whole-model view's API (gptlab.lab.model.wholemodel, POST /api/walk) against the library:
 the final stage's probabilities equal softmax(model(idx)) within 1e-6, the stream after the
 last add equals gptlab.interp.residuals's capture, the embeddings are W_E's and W_P's rows,
 every norm rebuilds its output, the logit lens after each block is the lens's row; the

@@ -1,4 +1,4 @@
-"""The logit-lens view's API (gptlab.lab.lensview, POST /api/lens): its grid against the
+"""The logit-lens view's API (gptlab.lab.prediction.lens, POST /api/lens): its grid against the
 model's own forward pass and a float64 recomputation of the embeddings' row, its
 attribution against the model's logit (the parts must sum to it) and
 gptlab.interp.attribution, on a GPT-2-style and a Llama-style run; and bad input (a token

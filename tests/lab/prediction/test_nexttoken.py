@@ -1,5 +1,5 @@
-"""The next-token view's API (gptlab.lab.nexttoken): the bars against gptlab's sampling and a
-float64 recomputation of top-k / top-p, "append" against `gptlab sample`, the newest
+"""The next-token view's API (gptlab.lab.prediction.nexttoken): the bars against gptlab's
+sampling and a float64 recomputation of top-k / top-p, "append" against `gptlab sample`, the newest
 token's attention against gptlab.interp.hooks, and bad input as one-line 400s."""
 
 from __future__ import annotations
@@ -158,13 +158,11 @@ def test_temperature_0_cuts_by_greedy_not_top_k(client, tiny, post):
 def test_the_page_names_the_filter_the_view_calls():
     """Issue 39, defect 11: view 8 named gptlab.inference.sampling, the docs
     gptlab.model.decoding.filter_logits; the page names the function this module calls."""
-    from pathlib import Path
+    from gptlab.lab.prediction import nexttoken
+    from gptlab.lab.server import STATIC
 
-    from gptlab.lab import nexttoken
-
-    static = Path(nexttoken.__file__).parent / "static"
     name = f"{nexttoken.filter_logits.__module__}.{nexttoken.filter_logits.__name__}"
     assert name == "gptlab.model.decoding.filter_logits"
     for page in ("index.html", "nexttoken.js"):
-        text = (static / page).read_text(encoding="utf-8")
+        text = (STATIC / page).read_text(encoding="utf-8")
         assert name in text and "gptlab.inference.sampling" not in text, page

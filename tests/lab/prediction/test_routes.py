@@ -1,10 +1,10 @@
-"""The routes of the next-token and logit-lens views (gptlab.lab.play_routes): the paths the
+"""The routes of the next-token and logit-lens views (gptlab.lab.prediction.routes): the paths the
 app serves for them, each checking its body, and a greedy next token answered."""
 
-from gptlab.lab.play_routes import router
+from gptlab.lab.prediction.routes import router
 
 
-def test_the_router_holds_the_play_views_paths(client, served):
+def test_the_router_holds_the_prediction_views_paths(client, served):
     assert served(router, client) == {("/api/next_token", "post"),
                                       ("/api/next_token/append", "post"), ("/api/lens", "post")}
 

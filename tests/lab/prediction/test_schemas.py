@@ -1,31 +1,33 @@
-"""The bodies of the next-token and logit-lens views (gptlab.lab.play_schemas): a good body
+"""The bodies of the next-token and logit-lens views (gptlab.lab.prediction.schemas): a good body
 is taken with its defaults, a bad one refused in one line naming the field, by the model
 and by the server (400)."""
 
 import pytest
 
-from gptlab.lab import play_schemas as mp
+from gptlab.lab.prediction import schemas
 
 
 def test_good_bodies_are_taken_with_their_defaults():
-    body = mp.NextTokenRequest.model_validate({"run": "r", "text": "ab", "temperature": 0})
+    body = schemas.NextTokenRequest.model_validate({"run": "r", "text": "ab", "temperature": 0})
     assert (body.temperature, body.top_k, body.top_p, body.show) == (0.0, None, None, 20)
-    append = mp.AppendRequest.model_validate({"run": "r", "text": "a", "mode": "sample"})
+    append = schemas.AppendRequest.model_validate({"run": "r", "text": "a", "mode": "sample"})
     assert (append.mode, append.seed) == ("sample", 0)
-    lens = mp.LensRequest.model_validate({"run": "r", "text": "a", "target": 3})
+    lens = schemas.LensRequest.model_validate({"run": "r", "text": "a", "target": 3})
     assert (lens.top, lens.target) == (5, 3)
 
 
 @pytest.mark.parametrize("model, body, message", [
-    (mp.NextTokenRequest, {"run": "r", "text": ""}, "text must not be empty"),
-    (mp.NextTokenRequest, {"run": "r", "text": "a", "temperature": 11},
+    (schemas.NextTokenRequest, {"run": "r", "text": ""}, "text must not be empty"),
+    (schemas.NextTokenRequest, {"run": "r", "text": "a", "temperature": 11},
      "temperature must be between 0 and 10, got 11"),
-    (mp.NextTokenRequest, {"run": "r", "text": "a", "top_p": 0}, "top_p must be greater than 0"),
-    (mp.NextTokenRequest, {"run": "r", "text": "a", "top_k": 0}, "top_k must be between 1"),
-    (mp.NextTokenRequest, {"run": "r", "text": "a", "show": 101}, "show must be between 1 and 100"),
-    (mp.AppendRequest, {"run": "r", "text": "a", "mode": "beam"}, "unknown mode 'beam'"),
-    (mp.LensRequest, {"run": "r", "text": "a", "top": 21}, "top must be between 1 and 20"),
-    (mp.LensRequest, {"run": "r", "text": "a", "target": -1}, "target must be between 0"),
+    (schemas.NextTokenRequest, {"run": "r", "text": "a", "top_p": 0},
+     "top_p must be greater than 0"),
+    (schemas.NextTokenRequest, {"run": "r", "text": "a", "top_k": 0}, "top_k must be between 1"),
+    (schemas.NextTokenRequest, {"run": "r", "text": "a", "show": 101},
+     "show must be between 1 and 100"),
+    (schemas.AppendRequest, {"run": "r", "text": "a", "mode": "beam"}, "unknown mode 'beam'"),
+    (schemas.LensRequest, {"run": "r", "text": "a", "top": 21}, "top must be between 1 and 20"),
+    (schemas.LensRequest, {"run": "r", "text": "a", "target": -1}, "target must be between 0"),
 ])
 def test_bad_bodies_are_refused_in_one_line_naming_the_field(model, body, message, invalid):
     assert message in invalid(model, body)

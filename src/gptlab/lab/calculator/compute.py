@@ -1,9 +1,11 @@
-"""The lab's arithmetic: pure functions of plain numbers, shared by the views and the quiz.
+"""The calculator's arithmetic: pure functions of plain numbers, shared by its views and
+the quiz.
 
-Nothing here knows of requests, JSON or runs. gptlab.lab.api unpacks a request into these
-arguments and turns the results into an answer; gptlab.lab.quiz makes its questions from
-the same functions, so a quiz's answer is what the matching view shows. Each function
-calls gptlab's own code (gptlab.model.attention, gptlab.model.positional) for the step it teaches.
+Nothing here knows of requests, JSON or runs. The views (gptlab.lab.calculator.attention,
+scaling, positions) unpack a request into these arguments and turn the results into an
+answer; gptlab.lab.calculator.quiz makes its questions from the same functions, so a quiz's
+answer is what the matching view shows. Each function calls gptlab's own code
+(gptlab.model.attention, gptlab.model.positional) for the step it teaches.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The chapter quiz: questions made from the library, answers it computes and checks.
 
-The numbers come from gptlab.lab.compute, the arithmetic the views show, and from
+The numbers come from gptlab.lab.calculator.compute, the arithmetic the views show, and from
 gptlab.model.params, so a question about a stage has the answer its view would give.
 
 A question is fully determined by (kind, seed), so the server keeps no state: the page
@@ -14,9 +14,7 @@ import random
 from typing import Any
 
 from gptlab.errors import UsageError
-from gptlab.lab import compute
-from gptlab.lab.calculator_schemas import QUIZ_KINDS as KINDS
-from gptlab.lab.calculator_schemas import QuizCheckRequest, QuizRequest
+from gptlab.lab.calculator import compute, schemas
 from gptlab.model.config import GPTConfig
 from gptlab.model.params import accounting
 
@@ -123,14 +121,16 @@ def make(kind: str, seed: int) -> dict[str, Any]:
                   f"{stats['scaled']['entropy']:.2f} of at most {stats['max_entropy']:.2f}).")
         return {"question": question, "format": "number", "answer": math.sqrt(d_k),
                 "tolerance": 0.02 * math.sqrt(d_k), "worked": worked}
-    raise UsageError(f"unknown quiz kind {kind!r}; expected one of: {', '.join(KINDS)}")
+    raise UsageError(f"unknown quiz kind {kind!r}; expected one of: "
+                     f"{', '.join(schemas.QUIZ_KINDS)}")
 
 
-def _kind_and_seed(body: QuizRequest) -> tuple[str, int]:
-    return body.kind or KINDS[body.seed % len(KINDS)], body.seed
+def _kind_and_seed(body: schemas.QuizRequest) -> tuple[str, int]:
+    kinds = schemas.QUIZ_KINDS
+    return body.kind or kinds[body.seed % len(kinds)], body.seed
 
 
-def question_view(body: QuizRequest) -> dict[str, Any]:
+def question_view(body: schemas.QuizRequest) -> dict[str, Any]:
     kind, seed = _kind_and_seed(body)
     q = make(kind, seed)
     return {"kind": kind, "seed": seed, "question": q["question"], "format": q["format"],
@@ -158,7 +158,7 @@ def _parse(answer: str | float, fmt: str) -> Any:
     return value
 
 
-def check_view(body: QuizCheckRequest) -> dict[str, Any]:
+def check_view(body: schemas.QuizCheckRequest) -> dict[str, Any]:
     kind, seed = _kind_and_seed(body)
     q = make(kind, seed)
     given = _parse(body.answer, q["format"])

@@ -1,8 +1,8 @@
-"""Request and answer models of the views that need no run (gptlab.lab.calculator_routes):
+"""Request and answer models of the views that need no run (gptlab.lab.calculator.routes):
 the attention calculator, scaling, positions, parameters, presets and the quiz. Same
-conventions as gptlab.lab.schemas (strict scalars, one-line errors, every limit in the
-schema); the views (gptlab.lab.api, gptlab.lab.quiz) build the answers as plain dicts and
-these models document them (response_model), as tests/lab/test_fuzz.py checks.
+conventions as gptlab.lab.fields (strict scalars, one-line errors, every limit in the
+schema); the views (the other modules of gptlab.lab.calculator) build the answers as plain
+dicts and these models document them (response_model), as tests/lab/test_fuzz.py checks.
 """
 
 from typing import Annotated, Any, Literal
@@ -10,8 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from gptlab.fields import is_number
-from gptlab.lab.responses import Choice, MaskedMatrix, Matrix
-from gptlab.lab.schemas import (
+from gptlab.lab.fields import (
     MAX_ANSWER_CHARS,
     MAX_CONFIG_INT,
     MAX_DIM,
@@ -27,6 +26,7 @@ from gptlab.lab.schemas import (
     _unicode,
     fmt_num,
 )
+from gptlab.lab.responses import Choice, MaskedMatrix, Matrix
 from gptlab.model import presets
 from gptlab.model.config import MLPS, NORM_POSITIONS, NORMS, POS_ENCODINGS, ROPE_SCALINGS
 

@@ -6,12 +6,13 @@ An experiment the runs folder holds no full-size results of is listed with the r
 gptlab ships (gptlab.experiments.shipped_results: its default size, run once, labelled with
 the machine and the date), so a fresh install shows real numbers; the user's own results of
 that experiment at its default size (`gptlab experiment NAME`) replace them. A `--quick` run
-(from the page: gptlab.lab.quickrun) is one small seed, too small to decide a claim: it is
-listed beside the shipped results, marked quick, and replaces nothing.
+(from the page: gptlab.lab.experiments.quickrun) is one small seed, too small to decide a
+claim: it is listed beside the shipped results, marked quick, and replaces nothing.
 
-Its schemas, routes and computations live here, in one module: `router` holds the routes,
-which server.create_app includes. The tables are the experiment module's own (gptlab.experiments.
-catalog.summary), the same `gptlab experiment` prints.
+The folders found here (experiment_folders, experiment_folder) are the longer-than-trained
+view's too (gptlab.lab.context). The tables are the experiment module's own
+(gptlab.experiments.catalog.summary), the same `gptlab experiment` prints; the routes are
+gptlab.lab.experiments.routes, the bodies and answers gptlab.lab.experiments.schemas.
 """
 
 from __future__ import annotations
@@ -21,132 +22,13 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
-
 from gptlab.errors import UsageError
 from gptlab.experiments import catalog, shipped_results
 from gptlab.experiments.grid import RUNS_DIR, experiment_of
 from gptlab.experiments.report import RESULTS_FILE
 from gptlab.files.atomic import read_json_object
-from gptlab.lab.body import area_router
-from gptlab.lab.responses import BAD_INPUT
 from gptlab.lab.runs import MAX_DEPTH, Runs, is_run
-from gptlab.lab.schemas import Body, _text
-from gptlab.lab.state import RunsDep
 from gptlab.training.runs import find_folders
-
-# ----------------------------------------------------------------------------- schemas
-
-
-SHIPPED = Field(False, description="experiment names an experiment (context, norm, ...) "
-                                   "whose shipped results are read, not a folder")
-QUICK = Field(False, description="a --quick run's results (one small seed): listed beside "
-                                 "the shipped results, not instead of them")
-
-
-class ReportRequest(Body):
-    experiment: _text(500, "an experiment's folder inside the runs folder", min_length=1)
-    shipped: bool = SHIPPED
-
-
-class ExperimentEntry(BaseModel):
-    name: str = Field(description="its folder, relative to the runs folder; for shipped "
-                                  "results, the experiment's name")
-    experiment: str = Field(description="which experiment (context, norm, scale, ...)")
-    shipped: str | None = Field(None, description="shipped results: what they are and where "
-                                                  "and when they were measured; null: the "
-                                                  "runs folder's")
-    quick: bool = QUICK
-
-
-class ExperimentList(BaseModel):
-    experiments: list[ExperimentEntry]
-
-
-class Table(BaseModel):
-    title: str
-    header: list[str]
-    rows: list[list[str]]
-
-
-class Precondition(BaseModel):
-    """What must hold before a claim can be judged at all (a model that learned its task):
-    unmet, the claim is undecided."""
-
-    text: str
-    value: float | None
-    threshold: float
-    met: bool
-
-
-class ClaimVerdict(BaseModel):
-    """One claim judged (gptlab.experiments.claims.evaluate), as results.json holds it; the
-    last three fields are absent from results written before they were."""
-
-    key: str
-    sentence: str = Field(description="the chapter's claim")
-    paper: str = Field(description="the paper's figure beside it")
-    quantity: str = Field(description="what was measured")
-    this_run: str = Field(description="what this run shows")
-    verdict: str = Field(description="held, held weakly, not seen, contradicted or undecided")
-    rule: str
-    seeds: list[int]
-    effects: list[float | None] = Field(description="the effect, per seed")
-    mean: float | None
-    spread: float | None = Field(description="max - min of the effects; None for one seed")
-    precondition: Precondition | None = None
-    units: str | None = Field(None, description="what the effects run over: 'seeds "
-                                                "1337/1338/1339', 'slices 0/1/2'")
-    verdict_line: str | None = Field(None, description="the whole verdict in words, with its "
-                                                       "numbers and why")
-
-
-class Figure(BaseModel):
-    file: str
-    png: str = Field(description="the figure as a data: URL (image/png, base64)")
-
-
-class ReportResponse(BaseModel):
-    name: str
-    experiment: str
-    title: str
-    tables: list[Table]
-    claims: list[ClaimVerdict] = Field(description="its claims, judged on its numbers")
-    figures: list[Figure]
-    timing: str
-    runs: list[str] = Field(description="its runs, as the lab names them")
-    shipped: str | None = Field(None, description="shipped results: their label; null: the "
-                                                  "runs folder's")
-    quick: bool = QUICK
-    undecided_line: str | None = Field(None, description="a run too small to decide anything "
-                                                         "says so here")
-    threads: int | None = Field(None, description="the torch threads its models trained at, "
-                                                  "where results.json records them")
-
-
-# ----------------------------------------------------------------------------- routes
-
-
-router = area_router()
-
-
-@router.get("/api/experiments", response_model=ExperimentList)
-def experiments(runs: RunsDep) -> JSONResponse:
-    """Every experiment in the runs folder that has written its results, then the shipped
-    results of every experiment the runs folder has none of."""
-    return JSONResponse({"experiments": list_experiments(runs)})
-
-
-@router.post("/api/experiments/report", response_model=ReportResponse, responses=BAD_INPUT)
-def report(body: ReportRequest, runs: RunsDep) -> JSONResponse:
-    """One experiment's tables and figures, from its results.json (experiments view)."""
-    if body.shipped:
-        return JSONResponse(shipped_report(body.experiment))
-    return JSONResponse(report_view(runs, body.experiment))
-
-
-# ----------------------------------------------------------------------------- views
 
 
 def list_experiments(runs: Runs) -> list[dict[str, Any]]:

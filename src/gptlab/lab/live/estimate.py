@@ -34,12 +34,12 @@ import torch
 
 from gptlab import probe
 from gptlab.data.tokenizer import load_tokenizer
-from gptlab.lab import live_tasks
-from gptlab.lab.live import LiveCallbacks, LiveReporter
+from gptlab.lab.live import tasks
+from gptlab.lab.live.training import LiveCallbacks, LiveReporter
 from gptlab.training.run import train
 
 PROBE_STEPS, PROBE_EVERY = 30, 10  # evaluations at steps 0, 10, 20 and 30
-LOG = live_tasks.COMMON["log_interval"]  # steps between two logged steps
+LOG = tasks.COMMON["log_interval"]  # steps between two logged steps
 PROBE_TTL_S = 60.0  # a probe older than this is taken again: the machine's load has moved
 
 
@@ -85,12 +85,12 @@ def _data_dir(task: str) -> Path:
     if task not in _data:
         root = Path(tempfile.mkdtemp(prefix="gptlab-lab-probe-"))
         atexit.register(shutil.rmtree, root, ignore_errors=True)
-        _data[task] = live_tasks.ensure_data(root, task)
+        _data[task] = tasks.ensure_data(root, task)
     return _data[task]
 
 
 def _measure(task_name: str) -> Probe:
-    task = live_tasks.TASKS[task_name]
+    task = tasks.TASKS[task_name]
     data_dir = _data_dir(task_name)
     tokenizer = load_tokenizer(data_dir / "tokenizer.json")
     # the work of the training's thread; where torch computes in threads of its own (the

@@ -1,5 +1,5 @@
 """Request and answer models of the watch-it-learn view (gptlab.lab.live), whose routes are
-gptlab.lab.live_routes. Same conventions as gptlab.lab.schemas (strict scalars, one-line
+gptlab.lab.live.routes. Same conventions as gptlab.lab.fields (strict scalars, one-line
 errors, every limit in the schema)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from gptlab.lab.schemas import Body, Seed, _int
+from gptlab.lab.fields import Body, Seed, _int
 
 LIVE_TASKS = ("induction", "shakespeare")
 MAX_LIVE_STEPS = 5000

@@ -33,7 +33,7 @@ from gptlab.errors import GptlabError
 from gptlab.files import kinds
 from gptlab.inference.sampling import generate_text
 from gptlab.interp.heads import chance_scores, induction_probe, repeated_random_tokens
-from gptlab.lab import live_tasks
+from gptlab.lab.live import tasks
 from gptlab.model.decoding import SamplingSettings
 from gptlab.training.callbacks import Callbacks
 from gptlab.training.reporting import RunReporter
@@ -192,10 +192,10 @@ class LiveTrainer:
                 "steps": s.steps}
 
     def _train(self, s: Session, seed: int) -> None:
-        task = live_tasks.TASKS[s.task]
+        task = tasks.TASKS[s.task]
         end: dict[str, Any] = {"kind": "end", "run": s.run}
         try:
-            data_dir = live_tasks.ensure_data(self.root, s.task)
+            data_dir = tasks.ensure_data(self.root, s.task)
             tokenizer = load_tokenizer(data_dir / "tokenizer.json")
             s.emit({"kind": "start", "run": s.run, "task": s.task, "steps": s.steps,
                     "every": s.every, "n_layer": task.model.n_layer,

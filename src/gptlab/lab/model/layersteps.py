@@ -31,8 +31,8 @@ from torch import Tensor
 from gptlab.errors import UsageError
 from gptlab.interp.hooks import check_tokens, eval_mode, forward_hooks
 from gptlab.interp.memory import value_logits
-from gptlab.lab import model_schemas as ms
-from gptlab.lab.api import as_list, encode_at
+from gptlab.lab.model import schemas
+from gptlab.lab.model.tokens import as_list, encode_at
 from gptlab.lab.runs import Runs
 from gptlab.model.inputs import unwrap
 from gptlab.model.positional import apply_rope
@@ -180,9 +180,9 @@ def ffn_units(model, layer: int, seen: dict[str, Tensor], t: int, units: int,
     }
 
 
-def layer_steps_view(runs: Runs, body: ms.LayerStepsRequest) -> dict[str, Any]:
+def layer_steps_view(runs: Runs, body: schemas.LayerStepsRequest) -> dict[str, Any]:
     run = runs.load(body.run)
-    idx, position = encode_at(run, body.text, body.position, ms.MAX_WALK_TOKENS)
+    idx, position = encode_at(run, body.text, body.position, schemas.MAX_WALK_TOKENS)
     with runs.model_lock:
         d = layer_steps(run.model, idx, position, body.layer, body.head, body.units, body.top)
     decode = run.tokenizer.decode

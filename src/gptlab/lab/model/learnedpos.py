@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from gptlab.errors import UsageError
-from gptlab.lab import model_schemas as ms
+from gptlab.lab.model import schemas
 from gptlab.lab.runs import Runs
 
 
@@ -31,14 +31,14 @@ def mean_at_distance(cosine: torch.Tensor, lo: int, hi: int | None = None) -> fl
     return float(cosine[pick].mean()) if pick.any() else None
 
 
-def learned_positions_view(runs: Runs, body: ms.LearnedPositionsRequest) -> dict[str, Any]:
+def learned_positions_view(runs: Runs, body: schemas.LearnedPositionsRequest) -> dict[str, Any]:
     run = runs.load(body.run)
     cfg = run.model.config
     if cfg.pos_encoding != "learned":
         raise UsageError(f"run {body.run!r} has {cfg.pos_encoding} positions, not a learned "
                          "table: this needs a run trained with pos_encoding 'learned' (the "
                          "shipped model is one); sinusoidal and RoPE positions are drawn above")
-    P = min(cfg.block_size, body.positions or ms.MAX_POSITIONS)
+    P = min(cfg.block_size, body.positions or schemas.MAX_POSITIONS)
     table = run.model.wpe.weight.detach()[:P].double()  # (P, C)
     similarity = table @ table.T
     unit = table / table.norm(dim=1, keepdim=True).clamp_min(1e-12)

@@ -1,8 +1,9 @@
-"""Request and answer models of the views that look into a run (gptlab.lab.model_routes):
-its attention patterns and heads, head scores and ablation (gptlab.lab.api), the whole
-model for one token (gptlab.lab.wholemodel), every head at a glance (gptlab.lab.allheads),
-a run's learned positions (gptlab.lab.learnedpos) and the runs to pick from. Same
-conventions as gptlab.lab.schemas (strict scalars, one-line errors, every limit in the
+"""Request and answer models of the views that look into a run (gptlab.lab.model.routes):
+its attention patterns and heads (gptlab.lab.model.heads), head scores and ablation
+(gptlab.lab.model.scores), the whole model for one token (gptlab.lab.model.wholemodel,
+layersteps), every head at a glance (gptlab.lab.model.allheads), a run's learned positions
+(gptlab.lab.model.learnedpos) and the runs to pick from (gptlab.lab.model.picker). Same
+conventions as gptlab.lab.fields (strict scalars, one-line errors, every limit in the
 schema); the answers' shared start is gptlab.lab.responses.ModelOnTokens."""
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from gptlab.lab.responses import Matrix, ModelOnTokens
-from gptlab.lab.schemas import (
+from gptlab.lab.fields import (
     MAX_PROMPT_CHARS,
     Body,
     Ids,
@@ -23,6 +23,7 @@ from gptlab.lab.schemas import (
     _int,
     _text,
 )
+from gptlab.lab.responses import Matrix, ModelOnTokens
 
 MAX_WALK_TOKENS = 64  # tokens of text the whole-model view takes
 MAX_WALK_TOP = 20

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from gptlab.interp.walk import FFNStep, NormStep, Reading, walk_token
-from gptlab.lab import model_schemas as ms
-from gptlab.lab.api import as_list, encode_at, model_on_tokens
+from gptlab.lab.model import schemas
+from gptlab.lab.model.tokens import as_list, encode_at, model_on_tokens
 from gptlab.lab.runs import Runs
 from gptlab.model.params import accounting
 
@@ -44,9 +44,9 @@ def param_share(config) -> dict[str, Any]:
     }
 
 
-def walk_view(runs: Runs, body: ms.WalkRequest) -> dict[str, Any]:
+def walk_view(runs: Runs, body: schemas.WalkRequest) -> dict[str, Any]:
     run = runs.load(body.run)
-    idx, position = encode_at(run, body.text, body.position, ms.MAX_WALK_TOKENS)
+    idx, position = encode_at(run, body.text, body.position, schemas.MAX_WALK_TOKENS)
     with runs.model_lock:
         w = walk_token(run.model, idx, position, top=body.top)
     decode = run.tokenizer.decode
@@ -59,7 +59,7 @@ def walk_view(runs: Runs, body: ms.WalkRequest) -> dict[str, Any]:
     top_p, top_ids = w.probs.topk(body.top)
     cfg = run.model.config
     return {
-        **model_on_tokens(run, idx), "limit": min(cfg.block_size, ms.MAX_WALK_TOKENS),
+        **model_on_tokens(run, idx), "limit": min(cfg.block_size, schemas.MAX_WALK_TOKENS),
         "position": w.position, "token": decode([w.tokens[w.position]]),
         "n_embd": cfg.n_embd, "ffn_hidden": cfg.ffn_hidden, "vocab_size": cfg.vocab_size,
         "mlp": cfg.mlp, "norm": cfg.norm, "norm_position": cfg.norm_position,

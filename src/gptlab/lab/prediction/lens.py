@@ -16,14 +16,14 @@ from gptlab.interp import lens
 from gptlab.interp.attribution import logit_attribution
 from gptlab.interp.hooks import eval_mode
 from gptlab.interp.residuals import check_pre_norm
-from gptlab.lab import play_schemas as mp
-from gptlab.lab.nexttoken import encode_text
+from gptlab.lab.prediction import schemas
+from gptlab.lab.prediction.nexttoken import encode_text
 from gptlab.lab.runs import Runs
 
 CHOICES = 20  # the model's likeliest next tokens offered as the attribution's target
 
 
-def lens_view(runs: Runs, body: mp.LensRequest) -> dict[str, Any]:
+def lens_view(runs: Runs, body: schemas.LensRequest) -> dict[str, Any]:
     run = runs.load(body.run)
     check_pre_norm(run.model)  # a post-norm model's stream does not decompose: one line
     idx = encode_text(run, body.text)
@@ -40,7 +40,7 @@ def lens_view(runs: Runs, body: mp.LensRequest) -> dict[str, Any]:
     return {
         "run": run.name, "tokens": [decode([i]) for i in idx[0].tolist()],
         "ids": idx[0].tolist(), "n_layer": cfg.n_layer, "n_head": cfg.n_head,
-        "limit": min(cfg.block_size, mp.MAX_NEXT_TOKENS), "vocab_size": cfg.vocab_size,
+        "limit": min(cfg.block_size, schemas.MAX_NEXT_TOKENS), "vocab_size": cfg.vocab_size,
         "tie_embeddings": cfg.tie_embeddings,
         "rows": lens.depth_names(cfg.n_layer),
         "top_ids": ids.tolist(), "top_probs": probs.double().tolist(),

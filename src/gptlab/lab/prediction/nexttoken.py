@@ -15,19 +15,19 @@ import torch
 
 from gptlab.errors import UsageError
 from gptlab.interp.hooks import capture_attention, eval_mode
-from gptlab.lab import play_schemas as mp
-from gptlab.lab.api import encode_prompt
+from gptlab.lab.model.tokens import encode_prompt
+from gptlab.lab.prediction import schemas
 from gptlab.lab.runs import Runs
 from gptlab.model.decoding import SamplingSettings, filter_logits, generate_tokens
 
 
-def settings_of(body: mp.NextTokenRequest) -> SamplingSettings:
+def settings_of(body: schemas.NextTokenRequest) -> SamplingSettings:
     return SamplingSettings(body.temperature, body.top_k, body.top_p)
 
 
 def encode_text(run, text: str) -> torch.Tensor:
     """(1, T) ids of text, T within the model's context and the views' limit."""
-    return encode_prompt(run, text, mp.MAX_NEXT_TOKENS, what="text")
+    return encode_prompt(run, text, schemas.MAX_NEXT_TOKENS, what="text")
 
 
 def distribution(logits: torch.Tensor, settings: SamplingSettings, show: int) -> dict[str, Any]:
@@ -64,7 +64,7 @@ def distribution(logits: torch.Tensor, settings: SamplingSettings, show: int) ->
     }
 
 
-def next_token_view(runs: Runs, body: mp.NextTokenRequest) -> dict[str, Any]:
+def next_token_view(runs: Runs, body: schemas.NextTokenRequest) -> dict[str, Any]:
     run = runs.load(body.run)
     settings = settings_of(body)
     idx = encode_text(run, body.text)
@@ -78,7 +78,7 @@ def next_token_view(runs: Runs, body: mp.NextTokenRequest) -> dict[str, Any]:
     return {
         "run": run.name, "tokens": [run.tokenizer.decode([i]) for i in idx[0].tolist()],
         "ids": idx[0].tolist(), "n_layer": cfg.n_layer, "n_head": cfg.n_head,
-        "limit": min(cfg.block_size, mp.MAX_NEXT_TOKENS),
+        "limit": min(cfg.block_size, schemas.MAX_NEXT_TOKENS),
         "settings": {"temperature": settings.temperature, "top_k": settings.top_k,
                      "top_p": settings.top_p, "greedy": settings.greedy},
         **dist,
@@ -87,14 +87,14 @@ def next_token_view(runs: Runs, body: mp.NextTokenRequest) -> dict[str, Any]:
     }
 
 
-def append_view(runs: Runs, body: mp.AppendRequest) -> dict[str, Any]:
+def append_view(runs: Runs, body: schemas.AppendRequest) -> dict[str, Any]:
     """One more token, chosen as `gptlab sample` chooses it: greedy (temperature 0) or
     drawn with the settings from a generator seeded with body.seed."""
     run = runs.load(body.run)
     greedy = body.mode == "greedy"
     settings = SamplingSettings(0.0) if greedy else settings_of(body)
     idx = encode_text(run, body.text)
-    limit = min(run.model.config.block_size, mp.MAX_NEXT_TOKENS)
+    limit = min(run.model.config.block_size, schemas.MAX_NEXT_TOKENS)
     if idx.shape[1] >= limit:  # one more would not fit the view (nor, here, the context)
         raise UsageError(f"the text is at this view's limit of {limit} tokens: undo or "
                          f"shorten it to append")

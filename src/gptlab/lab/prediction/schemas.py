@@ -1,7 +1,7 @@
-"""Request and answer models of the next-token and logit-lens views (gptlab.lab.nexttoken,
-gptlab.lab.lensview), whose routes are gptlab.lab.play_routes. Same conventions as
-gptlab.lab.schemas (strict scalars, one-line errors, every limit in the schema) and
-gptlab.lab.responses."""
+"""Request and answer models of the next-token and logit-lens views
+(gptlab.lab.prediction.nexttoken, gptlab.lab.prediction.lens), whose routes are
+gptlab.lab.prediction.routes. Same conventions as gptlab.lab.fields (strict scalars,
+one-line errors, every limit in the schema) and gptlab.lab.responses."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from gptlab.lab.responses import ModelOnTokens
-from gptlab.lab.schemas import (
+from gptlab.lab.fields import (
     MAX_PROMPT_CHARS,
     Body,
     RunName,
@@ -19,6 +18,7 @@ from gptlab.lab.schemas import (
     _int,
     _text,
 )
+from gptlab.lab.responses import ModelOnTokens
 
 MAX_NEXT_TOKENS = 256  # tokens of text the next-token view takes (and the model's context)
 MAX_SHOW = 100  # bars
