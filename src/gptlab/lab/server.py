@@ -6,9 +6,8 @@ each with its request and answer models (pydantic) in the schemas module beside 
 /openapi.json describes every field, limit and answer. Here live what every route shares:
 the error handlers, the runs folder and the two slots on app.state (the routes reach the
 runs folder through gptlab.lab.state, a slot through its area's dependency), the guard, the
-page and /static. Bad input is a 400 with
-{"error": one line}; nothing a client can send becomes a 500 (tests/lab/test_fuzz.py fuzzes
-the API from its own schema).
+page and /static. Bad input is a 400 with {"error": one line}; nothing a client can send
+becomes a 500 (tests/lab/test_fuzz.py fuzzes the API from its own schema).
 """
 
 from __future__ import annotations
