@@ -165,7 +165,7 @@ async def measure(base: str, pid: int, seconds: float, clients: int) -> dict[str
     import httpx
 
     from gptlab.lab.body import BODY_TIMEOUT_S, MAX_BODY_BYTES
-    from gptlab.lab.live import MAX_FOLLOWERS
+    from gptlab.lab.live.training import MAX_FOLLOWERS
 
     rss = {"started": rss_mib(pid)}
     async with httpx.AsyncClient(base_url=base, timeout=REQUEST_TIMEOUT_S) as c:

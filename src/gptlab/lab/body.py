@@ -1,8 +1,8 @@
 """The route class every lab router uses: a request body is small, on time and JSON.
 
-`area_router()` is the APIRouter each area of the lab (gptlab.lab.calculator_routes,
-model_routes, play_routes, live_routes, contextview, experimentsview) builds its routes on,
-so create_app's include_router keeps the check on every route.
+`area_router()` is the APIRouter each area of the lab builds its routes on (the `router` of
+gptlab.lab.calculator.routes, gptlab.lab.model.routes, and so on), so create_app's
+include_router keeps the check on every route.
 """
 
 from __future__ import annotations
