@@ -1,14 +1,17 @@
 """`gptlab experiment` stopped by a signal: exit 130 / 143 within seconds, never 2 ("bad
 input"); its runs keep their checkpoints; a flag an experiment cannot use refused in one line
-before anything is written. (The experiments themselves: tests/experiments.)"""
+before anything is written; the models train at one torch thread whatever the load, or at
+--threads, recorded. (The experiments themselves: tests/experiments.)"""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 
 import pytest
+import torch
 
-from gptlab.cli.experiment import threads_for
 from gptlab.cli.main import main
 from gptlab.errors import UsageError
 from gptlab.experiments.brackets import run_brackets
@@ -71,6 +74,59 @@ def test_memory_reads_data_so_does_not_refuse_it(tmp_path, capsys):
     assert code == 2 and "--data is not for" not in err and "absent" in err, err
 
 
-def test_an_experiment_trains_at_one_thread_where_anything_else_runs():
-    assert threads_for(0.3, 2) == 2 and threads_for(0.99, 16) == 16
-    assert threads_for(1.0, 2) == 1 and threads_for(9.5, 2) == 1 and threads_for(2.0, 1) == 1
+@pytest.fixture
+def trained_at(monkeypatch):
+    """The torch threads `gptlab experiment brackets` ran its experiment at: its run() is
+    replaced by one that notes the count and stops (a usage error, exit 2)."""
+    from gptlab.experiments import brackets
+
+    seen = []
+
+    def noted(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        raise UsageError("stopped here")
+
+    monkeypatch.setattr(brackets, "run", noted)
+    return seen
+
+
+def test_an_experiment_trains_at_one_thread_even_on_an_idle_machine(tmp_path, monkeypatch,
+                                                                    trained_at, capsys):
+    # regression: an idle machine (load under 1) gave it every thread, a busy one one thread,
+    # and the same seed's brackets verdicts moved between them ("held" against "held
+    # weakly", docs/experiments.md)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert main(["experiment", "brackets", "--quick", "--out", str(tmp_path / "b")]) == 2
+        assert torch.get_num_threads() == 2  # the process gets its count back
+    finally:
+        torch.set_num_threads(threads)
+    assert trained_at == [1]
+    assert "stopped here" in capsys.readouterr().err
+
+
+def test_threads_are_chosen_recorded_and_part_of_what_a_folder_holds(tmp_path, trained_at,
+                                                                     capsys):
+    out = str(tmp_path / "b")
+    assert main(["experiment", "brackets", "--quick", "--out", out, "--threads", "2"]) == 2
+    assert trained_at == [2]
+    recorded = json.loads((tmp_path / "b" / "experiment.json").read_text())["configuration"]
+    assert recorded["threads"] == 2
+    capsys.readouterr()
+    # the default count over a folder trained at another: refused before anything runs
+    assert main(["experiment", "brackets", "--quick", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert "made with --threads 2, not with --threads 1" in err and trained_at == [2]
+    assert main(["experiment", "brackets", "--threads", "0", "--out", out]) == 2
+    assert "--threads" in capsys.readouterr().err
+
+
+def test_the_help_says_what_a_quick_run_trains_and_what_threads_do(capsys):
+    assert main(["experiment", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--quick trains tiny models a few steps, seed S alone for context, norm and " \
+           "scale, S and S+1 for the others: too few steps to learn" in text
+    assert "slices of text" in text and "not seeds" in text
+    assert "--threads N torch threads the models train and are measured at (default 1" in text

@@ -96,6 +96,56 @@ def test_the_claims_are_judged_from_the_numbers_written(experiment, results):
     assert [c["verdict"] for c in shown["claims"]] == [c["verdict"] for c in judged]
 
 
+def test_heads_of_a_model_that_did_not_learn_are_not_read(experiment, results):
+    # regression: the quick run printed "solves Dyck-2: contradicted" beside "the head the
+    # model needs most attends uniformly: held"; its models name the closing bracket no
+    # better than a bigram table of the training text, so no claim on their heads is judged
+    table = brackets.bigram_closing_accuracy(experiment / "dyck-data",
+                                             dyck_rows(QUICK.rows, QUICK.model["block_size"],
+                                                       seed=brackets.PROBE_SEED))
+    assert results["baselines"]["bigram_closing_accuracy"] == table
+    lowest = min(r["closing_accuracy"] for r in results["runs"].values())
+    assert lowest < (table + 1) / 2
+    for c in results["claims"]:
+        if c["key"] == "solves_dyck":  # what the precondition reads: judged, and no gate
+            assert "precondition" not in c and c["verdict"] != "undecided"
+            continue
+        assert c["verdict"] == "undecided", c
+        assert c["precondition"] == {
+            "text": f"every seed's model learned Dyck-2 (lowest closing accuracy "
+                    f"{lowest:.4g}, needs ≥ {(table + 1) / 2:.4g}: halfway from a bigram "
+                    f"table's {table:.3f} to certain)",
+            "value": lowest, "threshold": (table + 1) / 2, "met": False}
+        assert c["verdict_line"] == f"undecided: precondition not met: {c['precondition']['text']}"
+        assert c["units"] == "seeds 1337/1338"
+
+
+def test_the_bigram_tables_accuracy_is_what_counting_pairs_gives(experiment):
+    # a reference written out by hand: the training text's character pairs counted, and at
+    # each closing bracket of the rows the table right when the symbol before it was
+    # followed by that closing bracket more often than by the other
+    from collections import Counter
+
+    from gptlab.data.dyck import CLOSING, NONE, matching_openings
+    from gptlab.data.prepared import load_data
+    from gptlab.data.tokenizer import load_tokenizer
+
+    data = load_data(experiment / "dyck-data")
+    text = load_tokenizer(data.tokenizer_path).decode(data.train.tolist())
+    pairs = Counter(zip(text, text[1:], strict=False))
+    rows = dyck_rows(16, 24, seed=3)
+    right = total = 0
+    for row in rows:
+        for c, match in enumerate(matching_openings(row)):
+            if match != NONE and c > 0:
+                other = CLOSING[1 - CLOSING.index(row[c])]
+                right += pairs[(row[c - 1], row[c])] > pairs[(row[c - 1], other)]
+                total += 1
+    assert total > 20
+    assert brackets.bigram_closing_accuracy(experiment / "dyck-data", rows) == \
+        pytest.approx(right / total)
+
+
 def test_a_second_run_reuses_every_run(experiment, rerun):
     again = rerun(experiment, "brackets")
     assert again.code == 0

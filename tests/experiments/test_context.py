@@ -114,8 +114,10 @@ def test_a_second_run_reuses_every_finished_run(context_experiment, rerun):
     torch.set_num_threads(2)  # the one_thread fixture restores its own count after
     again = rerun(context_experiment, "context")
     assert again.code == 0
-    # the command chose its threads (threads_for), and gives the process its count back
-    assert again.results["machine"]["torch_threads"] in (1, 2) and torch.get_num_threads() == 2
+    # the command trains at one thread (--threads), records it, and gives the process its
+    # count back
+    assert again.results["threads"] == again.results["machine"]["torch_threads"] == 1
+    assert torch.get_num_threads() == 2
     assert again.out.count("reusing the finished run") == 8
     assert "loss (nats/token), non-overlapping windows" in again.out and "refused" in again.out
     assert again.grid_after == again.grid_before
@@ -142,18 +144,48 @@ def test_the_claims_on_hand_made_results():
     rows += [{"method": m, "cells": [cell(v) for v in values]}
              for m, values in losses.items()]
     results = {"trained_length": 64, "lengths": [64, 128, 256, 512], "rows": rows,
-               "runs": {"rope": {"seed": 1337}}}
+               "runs": {"rope": {"seed": 1337}}, "baselines": {"bigram": 3.0}}
     judged = {c["key"]: c for c in evaluate(context.CLAIMS, results)}
     assert {k: c["verdict"] for k, c in judged.items()} == {
         "learned_dies": "held weakly", "sinusoidal": "held weakly",
         "rope_gentle": "held weakly", "alibi_flat": "held weakly",
         "pi_without_finetune": "held weakly", "pi_finetune": "held weakly",
         "ntk_beats_pi": "held weakly"}
+    # every claim but the refusal reads how a model uses positions: each names the models
+    # it reads, their loss at 1x against the bigram table's
+    assert "precondition" not in judged["learned_dies"]
+    assert judged["rope_gentle"]["precondition"] == {
+        "text": "every seed's sinusoidal and RoPE models read their context (highest loss "
+                "at 1x 2.6, needs < 3: a bigram table's loss)",
+        "value": 2.6, "threshold": 3.0, "met": True}
+    assert judged["alibi_flat"]["precondition"]["value"] == 1.95
     assert all(c["seeds"] == [1337] and c["spread"] is None for c in judged.values())
     assert judged["sinusoidal"]["mean"] == pytest.approx(math.exp(0.8) - 1)
     assert judged["pi_finetune"]["mean"] == pytest.approx(2.58 - 1.90)
     rows[5]["cells"][1] = cell(2.6)  # NTK worse than PI at 2x: one seed never contradicts
     assert evaluate(context.CLAIMS, results)[-1]["verdict"] == "not seen"
+
+
+def test_positions_are_not_read_off_a_model_that_did_not_learn_its_text():
+    # a sinusoidal model worse at its trained length than a bigram table: how it
+    # extrapolates says nothing about sinusoidal positions; the others are judged
+    def cell(loss):
+        return None if loss is None else {"non-overlapping": {"loss": loss}}
+    losses = {"sinusoidal": [2.8, 3.4, 4.1, 4.5], "rope": [1.87, 1.92, 2.08, 2.26],
+              "alibi": [1.95, 1.94, 1.94, 1.93], "linear": [1.87, 2.58, 3.07, 3.22],
+              "ntk": [1.87, 1.90, 2.01, 2.26], "pi-ft": [None, 1.90, 2.08, 2.23]}
+    rows = [{"method": "learned", "cells": [cell(2.0)] + [{"refused": "no"}] * 3}]
+    rows += [{"method": m, "cells": [cell(v) for v in values]} for m, values in losses.items()]
+    results = {"trained_length": 64, "lengths": [64, 128, 256, 512], "rows": rows,
+               "runs": {"rope": {"seed": 1337}}, "baselines": {"bigram": 2.47}}
+    judged = {c["key"]: c for c in evaluate(context.CLAIMS, results)}
+    assert judged["sinusoidal"]["verdict"] == judged["rope_gentle"]["verdict"] == "undecided"
+    assert judged["sinusoidal"]["verdict_line"] == (
+        "undecided: precondition not met: every seed's sinusoidal model reads its context "
+        "(highest loss at 1x 2.8, needs < 2.47: a bigram table's loss)")
+    assert all(judged[k]["verdict"] == "held weakly" for k in
+               ("learned_dies", "alibi_flat", "pi_without_finetune", "pi_finetune",
+                "ntk_beats_pi"))
 
 
 def test_every_seed_has_its_own_runs_the_first_named_plainly():
@@ -187,7 +219,8 @@ def test_the_claims_are_judged_seed_by_seed():
                                  for v in vs]} for m, vs in values.items()]
     by_seed = {"1337": rows(0.0), "1338": rows(0.1), "1339": rows(0.2)}
     results = {"trained_length": 64, "lengths": [64, 128, 256, 512], "rows": by_seed["1337"],
-               "rows_by_seed": by_seed, "runs": {"rope": {"seed": 1337}}}
+               "rows_by_seed": by_seed, "runs": {"rope": {"seed": 1337}},
+               "baselines": {"bigram": 3.0}}
     judged = {c["key"]: c for c in evaluate(context.CLAIMS, results)}
     assert all(c["seeds"] == [1337, 1338, 1339] for c in judged.values())
     assert judged["sinusoidal"]["spread"] == pytest.approx(0, abs=1e-12)
@@ -195,6 +228,7 @@ def test_the_claims_are_judged_seed_by_seed():
     assert judged["pi_finetune"]["effects"] == pytest.approx([0.68, 0.66, 0.64])
     assert judged["pi_finetune"]["spread"] == pytest.approx(0.04)
     assert judged["pi_finetune"]["verdict"] == "held"  # 0.66 > 2 x 0.04
-    assert "(seeds 1337 / 1338 / 1339)" in judged["pi_finetune"]["this_run"]
+    assert judged["pi_finetune"]["units"] == "seeds 1337/1338/1339"
+    assert "seeds" not in judged["pi_finetune"]["this_run"]  # the units say it, once
     header, table = context.table(results, "non-overlapping")
     assert table[1][1] == "2.700 ± 0.100"  # sinusoidal at 1x: 2.6 + 0, 0.1, 0.2

@@ -69,6 +69,25 @@ def test_a_run_is_reused_until_its_settings_or_data_change(tmp_path, data_dir, m
     assert not changed.reused and changed.steps == 6
 
 
+def test_a_run_trained_at_another_thread_count_is_trained_again(tmp_path, data_dir,
+                                                               tiny_model, tiny_train):
+    # another count sums the reductions in another order: the weights, and the verdicts,
+    # move (docs/experiments.md), so a run is what it is at its thread count
+    import torch
+
+    grid = Grid(experiment_folder(tmp_path / "e", "test"), data_dir)
+    spec = RunSpec("a", tiny_model(), tiny_train(max_iters=4, whole_val=False))
+    assert not grid.train([spec], log=lambda line: None)["a"].reused
+    assert json.loads(grid.state_path.read_text())["runs"]["a"]["threads"] == 1
+    torch.set_num_threads(2)  # the one_thread fixture sets 1 again after
+    try:
+        assert not grid.train([spec], log=lambda line: None)["a"].reused
+        assert json.loads(grid.state_path.read_text())["runs"]["a"]["threads"] == 2
+        assert grid.train([spec], log=lambda line: None)["a"].reused
+    finally:
+        torch.set_num_threads(1)
+
+
 def test_a_fine_tune_starts_from_an_earlier_run_of_the_grid(tmp_path, data_dir, tiny_model,
                                                             tiny_train):
     grid = Grid(experiment_folder(tmp_path / "e", "test"), data_dir)
@@ -167,6 +186,16 @@ def test_another_configurations_results_are_replaced_only_with_force(tmp_path, t
         experiment_folder(folder, "test", quick)
 
 
+def test_a_flag_an_earlier_version_did_not_record_is_taken_as_the_same(tmp_path):
+    before = {"quick": True, "steps": None, "seed": 1337, "data": None}
+    folder = experiment_folder(tmp_path / "e", "test", before)
+    assert experiment_folder(folder, "test", {**before, "threads": 1}) == folder
+    recorded = json.loads((folder / "experiment.json").read_text())["configuration"]
+    assert recorded["threads"] == 1
+    with pytest.raises(UsageError, match="made with --threads 1, not with --threads 2:"):
+        experiment_folder(folder, "test", {**before, "threads": 2})
+
+
 def test_the_command_refuses_another_size_in_an_experiments_folder(norm_experiment, tmp_path,
                                                                   capsys, tree):
     """The README's `--quick` line over a folder of the full size: refused before any
@@ -174,9 +203,10 @@ def test_the_command_refuses_another_size_in_an_experiments_folder(norm_experime
     copy = shutil.copytree(norm_experiment, tmp_path / "norm")
     data = str(norm_experiment.parent / "data")
     experiment_folder(copy, "norm", {"quick": True, "steps": None, "seed": 1337,
-                                     "data": data})  # as `gptlab experiment` records it
+                                     "data": data, "threads": 1})  # as `gptlab experiment`
     before = tree(copy)
-    for flags in (["--steps", "3"], ["--seed", "1"], ["--data", str(tmp_path)], []):
+    for flags in (["--steps", "3"], ["--seed", "1"], ["--data", str(tmp_path)],
+                  ["--threads", "2"], []):
         argv = ["experiment", "norm", "--out", str(copy), "--data", data, "--quick", *flags]
         if flags == []:
             argv.remove("--quick")  # the default size

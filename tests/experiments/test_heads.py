@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gptlab.experiments import heads
+from gptlab.data.prepared import load_data
+from gptlab.experiments import baselines, heads
 from gptlab.experiments.claims import evaluate
 from gptlab.interp.heads import next_token_targets
 from gptlab.model_dir import load_model
@@ -106,7 +107,7 @@ def test_a_second_run_reuses_every_trained_model(experiment, results, rerun):
 def _made_row(seed, under, prunable, importance_step, random_step):
     """A hand-made row of results: the loss's change grows linearly with the fraction
     pruned, by importance_step (random_step) per 10%."""
-    return {"seed": seed, "heads": 32, "single": {"under_threshold": under},
+    return {"seed": seed, "heads": 32, "single": {"under_threshold": under}, "clean_loss": 1.9,
             "prunable": {"importance": prunable},
             "pruning": [{"fraction": i / 10, "change": {"importance": importance_step * i,
                                                         "random": random_step * i}}
@@ -115,7 +116,8 @@ def _made_row(seed, under, prunable, importance_step, random_step):
 
 def test_the_claims_on_hand_made_results():
     results = {"rows": [_made_row(1337, 27, 0.2, 0.003, 0.02),
-                        _made_row(1338, 26, 0.1, 0.0031, 0.01)]}
+                        _made_row(1338, 26, 0.1, 0.0031, 0.01)],
+               "baselines": {"bigram": 2.47}}
     judged = {c["key"]: c for c in evaluate(heads.CLAIMS, results)}
     assert {k: c["verdict"] for k, c in judged.items()} == {
         "alone": "held", "together": "not seen", "few_do_the_work": "contradicted",
@@ -124,3 +126,21 @@ def test_the_claims_on_hand_made_results():
     assert judged["together"]["effects"] == pytest.approx([0.05, -0.05])  # mean 0: none
     assert judged["few_do_the_work"]["effects"] == pytest.approx([0.01 - 0.024, 0.01 - 0.0248])
     assert judged["importance_beats_random"]["effects"] == pytest.approx([0.051, 0.0207])
+
+
+def test_heads_are_not_read_off_a_model_that_did_not_learn(experiment, results):
+    # the quick models (20 steps) do worse on held-out text than a bigram table of the
+    # training text: pruning their heads says nothing about heads, so no claim is judged
+    assert results["baselines"]["bigram"] == baselines.bigram_loss(
+        load_data(experiment.parent / "data").train)
+    worst = max(r["clean_loss"] for r in results["rows"])
+    assert worst >= results["baselines"]["bigram"]
+    assert {c["verdict"] for c in results["claims"]} == {"undecided"}
+    assert all(c["precondition"]["value"] == worst and not c["precondition"]["met"]
+               for c in results["claims"])
+    assert results["undecided_line"].startswith(
+        "this --quick run is too small to decide anything: not met: every seed's model reads "
+        "its context (highest held-out loss ")
+    learned = {**results, "rows": [{**r, "clean_loss": 0.5} for r in results["rows"]]}
+    assert all(c["precondition"]["met"] for c in evaluate(heads.CLAIMS, learned))
+

@@ -14,7 +14,7 @@ from gptlab import load
 from gptlab.cli.main import main
 from gptlab.data.prepared import load_data
 from gptlab.data.tokenizer import load_tokenizer
-from gptlab.experiments import catalog, memory
+from gptlab.experiments import baselines, catalog, memory
 from gptlab.experiments.claims import VERDICTS, evaluate
 from gptlab.interp.memory import unit_activation
 
@@ -106,6 +106,39 @@ def test_every_claim_is_judged_on_the_per_slice_numbers(results):
                for s in results["samples"]]
     assert judged["pattern"]["effects"] == pytest.approx(pattern)
     assert evaluate(memory.CLAIMS, results) == results["claims"]  # recomputes the same
+
+
+def test_the_memories_are_read_off_a_model_that_reads_its_text(experiment, results,
+                                                                shipped, slices):
+    # the precondition's numbers: the model's loss on each slice, every token after the
+    # first predicted once, from the start of a window of at most block_size tokens (here
+    # longer than one block), and the bigram table of the training text in the model's
+    # tokens
+    model, tokenizer = shipped
+    block = model.config.block_size
+    for sample, ids in zip(results["samples"], slices, strict=True):
+        assert len(ids) > block
+        total, predicted = 0.0, []
+        for start in range(0, len(ids) - 1, block - 1):
+            window = ids[start:start + block]
+            with torch.no_grad():
+                logits, _ = model(window[None])
+            total += float(torch.nn.functional.cross_entropy(logits[0, :-1], window[1:],
+                                                             reduction="sum"))
+            predicted += range(start + 1, start + len(window))
+        assert predicted == list(range(1, len(ids)))
+        assert sample["loss"] == pytest.approx(total / len(predicted), rel=1e-5)
+    assert results["baselines"]["bigram"] == baselines.bigram_loss(
+        memory.training_ids(experiment.parent / "data", tokenizer))
+    geva = [c for c in results["claims"] if not c["key"].startswith(("facts", "tracing"))]
+    worst = max(s["loss"] for s in results["samples"])
+    assert all(c["precondition"]["value"] == worst and c["units"] == "slices 0/1/2"
+               for c in geva)
+    assert all(c["precondition"]["met"] == (worst < results["baselines"]["bigram"])
+               for c in geva)
+    # a model that had not learned its text: its memories are not judged
+    unlearned = {**results, "samples": [{**s, "loss": 9.0} for s in results["samples"]]}
+    assert {c["verdict"] for c in evaluate(memory.CLAIMS[:4], unlearned)} == {"undecided"}
 
 
 def test_composition_shares_are_shares_and_more_units_match_more_often(results):

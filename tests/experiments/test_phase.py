@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from gptlab.data.prepared import load_data
-from gptlab.experiments import phase
+from gptlab.experiments import baselines, phase
 from gptlab.experiments.claims import evaluate
 from gptlab.interp.heads import chance_scores, head_scores, repeated_random_tokens
 from gptlab.model_dir import load_model
@@ -51,8 +51,11 @@ def test_the_grid_is_one_and_two_layers_attention_only_two_seeds_two_tasks(exper
 def test_the_last_record_is_the_final_models_own(experiment, results):
     block = QUICK.model["block_size"]
     early, late = phase.icl_positions(block)
-    for found in results["tasks"].values():
-        data = load_data(found["data"])
+    for task, found in results["tasks"].items():
+        # the data by name: the segments generated in the folder, the text beside it
+        assert found["data"] == {"segments": "segments-data", "text": "data"}[task]
+        data = load_data((experiment if task == "segments" else experiment.parent)
+                         / found["data"])
         tokens = repeated_random_tokens(data.vocab_size, block // 2, QUICK.probe_batch,
                                         torch.Generator().manual_seed(phase.PROBE_SEED))
         assert found["chance"] == chance_scores(tokens)
@@ -99,7 +102,7 @@ def test_a_resumed_watcher_keeps_the_records_before_it(tmp_path):
 def test_a_second_run_reuses_every_run(experiment, results, rerun):
     again = rerun(experiment, "phase")
     assert again.code == 0
-    assert again.out.count("reusing the finished run") == 8 and "training" not in again.out
+    assert again.out.count("reusing the finished run") == 8 and "steps into" not in again.out
     assert "repeated random segments" in again.out and "final ICL score" in again.out
     assert all(r["reused"] for r in again.results["runs"].values())
     assert again.grid_after == again.grid_before and len(again.grid_after) == 2
@@ -108,6 +111,47 @@ def test_a_second_run_reuses_every_run(experiment, results, rerun):
                 for task, found in tasks.items()}
 
     assert without_data(again.results["tasks"]) == without_data(results["tasks"])
+    # a run that decides nothing prints one line, within 100 columns, not its claims
+    assert again.results["undecided_line"].startswith(
+        "this --quick run is too small to decide anything: not met: the 2-layer models "
+        "learned to copy the repeated segments (highest final training loss ")
+    assert "the claims, judged" not in again.out
+    assert " ".join(again.out.split()).count(again.results["undecided_line"]) == 1
+
+
+def test_a_model_that_did_not_learn_decides_no_claim(experiment, results):
+    # regression: 12 steps (loss flat at ln 64 = 4.16) printed "one-layer models never form
+    # induction heads: held"; every claim reads heads, so every one waits for models that
+    # learned: the 2-layer models' loss under three quarters of the bigram table's on the
+    # segments, every model's under the bigram table's on text
+    segments = results["tasks"]["segments"]["baselines"]["bigram"]
+    assert segments == baselines.bigram_loss(load_data(experiment / "segments-data").train)
+    worst = max(r["loss_curve"][-1][1] for r in results["tasks"]["segments"]["runs"].values()
+                if r["layers"] == 2)
+    assert worst > phase.COPIES * segments
+    by_key = {c["key"]: c for c in results["claims"]}
+    for key in ("one_layer_never", "two_layers_form", "phase_change", "icl_same_time"):
+        assert by_key[key]["verdict"] == "undecided"
+        assert by_key[key]["precondition"] == {
+            "text": f"the 2-layer models learned to copy the repeated segments (highest final "
+                    f"training loss {worst:.4g}, needs < {phase.COPIES * segments:.4g}: three "
+                    f"quarters of a bigram table's loss)",
+            "value": worst, "threshold": pytest.approx(phase.COPIES * segments), "met": False}
+    text = by_key["natural_text"]["precondition"]
+    assert text["met"] is False and text["threshold"] == \
+        results["tasks"]["text"]["baselines"]["bigram"]
+    assert by_key["natural_text"]["verdict"] == "undecided"
+
+
+def test_models_that_learned_are_judged(results):
+    # the same claims over models whose losses clear the bars: judged by the rule
+    learned = json.loads(json.dumps(results))
+    for task in learned["tasks"].values():
+        for run in task["runs"].values():
+            run["loss_curve"][-1][1] = 0.1
+    judged = {c["key"]: c for c in evaluate(phase.CLAIMS, learned)}
+    assert all(c["precondition"]["met"] for c in judged.values())
+    assert judged["one_layer_never"]["verdict"] != "undecided"
 
 
 def test_the_depth_line_compares_the_gap_with_the_seed_spread():
@@ -128,7 +172,8 @@ def _made_run(seed, layers, induction, icl, crossing=None):
     records = [{"step": 50 * i, "induction": [[0.0, v]], "icl": c}
                for i, (v, c) in enumerate(zip(induction, icl, strict=True))]
     return {"seed": seed, "layers": layers, "records": records, "crossing_step": crossing,
-            "final": {"induction_max": induction[-1]}}
+            "final": {"induction_max": induction[-1]},
+            "loss_curve": [[0, 4.0], [50 * (len(records) - 1), 1.0]]}  # learned the task
 
 
 def test_the_claims_on_hand_made_results():
@@ -141,9 +186,12 @@ def test_the_claims_on_hand_made_results():
     text = {"e": _made_run(1337, 1, flat, slow), "f": _made_run(1338, 1, flat, slow),
             "g": _made_run(1337, 2, [0.02, 0.024], [0, -0.2]),
             "h": _made_run(1338, 2, [0.02, 0.025], [0, -0.2])}
+    learned = {"bigram": 4.0}  # the runs end at 1.0: every precondition met
     results = {"chance_multiple": 5.0,
-               "tasks": {"segments": {"chance": {"induction": 0.02}, "runs": segments},
-                         "text": {"chance": {"induction": 0.02}, "runs": text}}}
+               "tasks": {"segments": {"chance": {"induction": 0.02}, "runs": segments,
+                                      "baselines": learned},
+                         "text": {"chance": {"induction": 0.02}, "runs": text,
+                                  "baselines": learned}}}
     judged = {c["key"]: c for c in evaluate(phase.CLAIMS, results)}
     assert {k: c["verdict"] for k, c in judged.items()} == {
         "one_layer_never": "held", "two_layers_form": "held", "phase_change": "held",

@@ -115,17 +115,47 @@ def test_finish_writes_results_and_report(tmp_path, capsys):
     assert printed.endswith("wrote out/results.json, out/report.md, out/x.png\n")
 
 
-def test_the_claims_table_comes_first_where_results_judged_claims(capsys):
+def test_the_claims_come_first_where_results_judged_claims(capsys):
     from gptlab.experiments.claims import Claim, Measured, evaluate
 
     judged = evaluate([Claim("k", "a claim", "a paper", "q",
                              lambda r: Measured([1, 2], [1.0, 1.1], "it rose"))], {})
-    assert report.claims_tables({}) == []  # results.json from before claims were judged
-    [(title, (header, rows))] = report.claims_tables({"claims": judged})
-    assert header == ["the claim", "the paper", "this run", "verdict"]
-    assert rows[0][:3] == ["a claim", "a paper", "it rose"] and rows[0][3].startswith("held ")
+    assert report.claims_text({}) == ""  # results.json from before claims were judged
+    printed = report.claims_text({"claims": judged})
+    assert printed.splitlines()[1:] == [
+        "the claims, judged:", "- a claim", "    the paper: a paper",
+        "    this run: seeds 1/2: it rose",
+        "    verdict: held: +1.05 (needs > 0.2, twice the spread over seeds, and ≥ 0)"]
     heading, body = report.claims_section({"claims": judged})
-    assert "| a claim | a paper | it rose | held (" in body and "twice the seed spread" in body
+    assert ("| a claim | a paper | seeds 1/2: it rose | held: +1.05 (needs > 0.2, twice the "
+            "spread over seeds, and ≥ 0) |") in body and "twice the spread" in body
+
+
+def test_a_run_that_decides_nothing_prints_one_line_instead_of_its_claims(tmp_path, capsys):
+    from gptlab.experiments.claims import Claim, Measured, Precondition
+
+    learned = Precondition("the model learned the task", "final loss", lambda r: r["loss"],
+                           lambda r: 2.0, below=True)
+    claims = [Claim(k, f"claim {k}", "a paper", "q",
+                    lambda r: Measured([1, 2], [1.0, 1.1], "it rose"), precondition=learned)
+              for k in ("a", "b")]
+    results = report.finish(tmp_path, {"size": "quick", "loss": 4.16}, {}, report.Timer(),
+                            "A title", lambda r: [("Setup", "s")], claims)
+    assert [c["verdict"] for c in results["claims"]] == ["undecided", "undecided"]
+    line = results["undecided_line"]
+    assert line.startswith("this --quick run is too small to decide anything: not met: the "
+                           "model learned the task (final loss 4.16, needs < 2)")
+    assert results["threads"] >= 1
+    assert json.loads((tmp_path / report.RESULTS_FILE).read_text())["undecided_line"] == line
+    md = (tmp_path / report.REPORT_FILE).read_text()
+    assert "**This --quick run is too small to decide anything: " in md
+    assert "| precondition |" in md
+    report.print_tables(results, "out", [], [])
+    printed = capsys.readouterr().out
+    assert "the claims, judged" not in printed and "claim a" not in printed
+    assert " ".join(printed.split()).startswith(line)
+    assert max(len(row) for row in report.claims_text(results).splitlines()) <= 100
+    assert f"Its models trained at {results['threads']} torch thread" in printed
 
 
 def test_table_sections_title_each_table_capitalised_without_its_colon():

@@ -21,6 +21,29 @@ def test_every_experiment_ships_default_size_results_with_machine_and_date(name)
     assert shipped_results.figures(name), f"no shipped figure for {name}"
 
 
+@pytest.mark.parametrize("name", catalog.NAMES)
+def test_the_shipped_results_say_what_they_know(name):
+    # the fields the lab and the docs read: each claim's units and verdict line, its
+    # precondition where it reads a mechanism, the thread count, the undecided line; the
+    # claims are what today's rule gives on the file's numbers
+    from gptlab.experiments import report
+    from gptlab.experiments.claims import UNITS
+
+    results = shipped_results.load(name)
+    assert isinstance(results["threads"], int) and results["threads"] >= 1
+    assert "undecided_line" in results
+    gated = {c.key for c in catalog.module(name).CLAIMS if c.precondition is not None}
+    for c in results["claims"]:
+        assert c["units"].split()[0] in (*UNITS, "n"), c["units"]
+        assert c["verdict_line"].startswith(f"{c['verdict']}: ")
+        assert ("precondition" in c) == (c["key"] in gated)
+    assert report.judge(json.loads(json.dumps(results)), catalog.module(name).CLAIMS) == \
+        results
+    # where the numbers were built says nothing here: data by name
+    text = json.dumps(results)
+    assert "/tmp/" not in text and "/home/" not in text
+
+
 def test_figures_are_the_experiments_own_by_name():
     assert [p.name for p in shipped_results.figures("heads")] == ["heads-pruning.png"]
     assert [p.name for p in shipped_results.figures("norm")] == ["norm.png"]

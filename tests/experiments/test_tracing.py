@@ -90,11 +90,30 @@ def test_the_claims_are_judged_on_the_per_seed_numbers(results):
     assert evaluate(tracing.CLAIMS, results) == mine
 
 
+def test_tracing_waits_for_models_that_recall(results):
+    # the quick models (10 steps) recall nothing: how they recall is not read; the recall
+    # itself is judged, the precondition's number
+    judged = {c["key"]: c for c in results["claims"]}
+    lowest = min(r["recall_trained"] for r in results["tracing"]["runs"].values())
+    assert "precondition" not in judged["facts_recalled"]
+    for key in ("tracing_total", "tracing_mlp_over_attention", "tracing_last_subject_token"):
+        assert judged[key]["precondition"] == {
+            "text": f"every seed's model recalls the facts (lowest recall (trained phrasing) "
+                    f"{lowest:.4g}, needs ≥ 0.9: the facts memorised)",
+            "value": lowest, "threshold": 0.9, "met": lowest >= 0.9}
+    if lowest < 0.9:
+        assert all(judged[k]["verdict"] == "undecided" for k in
+                   ("tracing_total", "tracing_mlp_over_attention",
+                    "tracing_last_subject_token"))
+
+
 def test_peak_of_an_untraced_run_is_nan_so_the_claim_is_undecided():
     assert peak({"aie": None}, "mlp") != peak({"aie": None}, "mlp")
     judged = evaluate(tracing.CLAIMS[2:3], {"tracing": {"runs": {
-        "a": {"seed": 1, "aie": None}, "b": {"seed": 2, "aie": None}}}})
-    assert judged[0]["verdict"] == "undecided"
+        "a": {"seed": 1, "aie": None, "recall_trained": 1.0},
+        "b": {"seed": 2, "aie": None, "recall_trained": 1.0}}}})
+    assert judged[0]["verdict"] == "undecided" and judged[0]["precondition"]["met"]
+    assert "has no finite number" in judged[0]["verdict_line"]
 
 
 @pytest.mark.slow

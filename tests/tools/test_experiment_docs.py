@@ -49,6 +49,7 @@ def test_add_copies_the_results_with_their_date(tmp_path):
     assert path == shipped / "norm.json"
     assert written["machine"]["date"] == docs.shipped_results.today()
     assert written["claims"] == docs.judged("norm", results)
+    assert "undecided_line" in written and written["threads"] == results["threads"]
     with pytest.raises(SystemExit, match="not 'scale'"):
         docs.add("scale", run, shipped)
 
@@ -66,8 +67,22 @@ def test_a_block_is_rewritten_and_anything_else_kept(tmp_path):
     fresh = docs.regenerate(page, tmp_path)
     assert "stale table" not in fresh
     assert fresh.startswith("before\n") and fresh.endswith("after\n")
-    assert "| the claim | the paper | this run | verdict |" in fresh
+    assert "| the claim | the paper | this run | verdict |" in fresh  # norm reads no mechanism
     assert docs.regenerate(fresh, tmp_path) == fresh
+
+
+def test_a_block_names_the_thread_count_and_a_run_that_decides_nothing(tmp_path):
+    results = _norm_results()
+    assert f"its models trained at {results['threads']} torch thread" in \
+        docs.block("norm", results)
+    unknown = {k: v for k, v in results.items() if k != "threads"}
+    assert "the torch threads its models trained at not recorded" in docs.block("norm", unknown)
+    unmeasured = json.loads(json.dumps(results))
+    for run in unmeasured["runs"].values():  # every run without a number: nothing decided
+        run["final_loss"] = None
+        run.pop("layer_grad_norms")
+    block = docs.block("norm", unmeasured)
+    assert "**This run decides none of its claims: " in block
 
 
 def test_a_quick_run_says_so_and_a_missing_file_is_named(tmp_path):

@@ -25,12 +25,20 @@ from typing import Any
 
 import torch
 
-from gptlab.data.dyck import MAX_DEPTH, dyck_rows, ensure_dyck
+from gptlab.data.dyck import CLOSING, MAX_DEPTH, dyck_rows, ensure_dyck
+from gptlab.data.prepared import load_data
+from gptlab.data.tokenizer import load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.experiments import report
-from gptlab.experiments.claims import Claim, Measured
+from gptlab.experiments.claims import Claim, Measured, Precondition
 from gptlab.experiments.grid import Grid, RunRecord, RunSpec, choose_size, experiment_folder
-from gptlab.interp.brackets import COUNTING_UNIFORMITY, MATCH_MARGIN, bracket_heads
+from gptlab.interp.brackets import (
+    COUNTING_UNIFORMITY,
+    MATCH_MARGIN,
+    bracket_heads,
+    closing_accuracy,
+    closing_loss_targets,
+)
 from gptlab.interp.heads import chance_scores, head_scores, repeated_random_tokens
 from gptlab.loading import load
 from gptlab.model.config import GPTConfig
@@ -99,6 +107,7 @@ def run_brackets(out: str | Path, data: str | Path | None = None, quick: bool = 
     t0 = time.perf_counter()
     rows = dyck_rows(size.rows, size.model["block_size"], seed=PROBE_SEED)
     runs = {name: measure(grid.run_dir(name), r, rows) for name, r in records.items()}
+    baselines = {"bigram_closing_accuracy": bigram_closing_accuracy(data_dir, rows)}
     shipped = shipped_previous_token(size)
     timer.add("measure_s", time.perf_counter() - t0)
     results = {
@@ -107,8 +116,8 @@ def run_brackets(out: str | Path, data: str | Path | None = None, quick: bool = 
         "learning_rate": size.learning_rate, "max_depth": MAX_DEPTH,
         "probe": {"seed": PROBE_SEED, "rows": size.rows, "row_length": size.model["block_size"]},
         "match_margin": MATCH_MARGIN, "counting_uniformity": COUNTING_UNIFORMITY,
-        "runs": runs, "records": {name: r.to_dict(folder) for name, r in records.items()},
-        "shipped": shipped,
+        "baselines": baselines, "runs": runs,
+        "records": {name: r.to_dict(folder) for name, r in records.items()}, "shipped": shipped,
     }
     drawing = time.perf_counter()
     figure(results).save(folder / FIGURE)
@@ -149,6 +158,24 @@ def measure(run_dir: Path, record: RunRecord, rows: list[str]) -> dict[str, Any]
                              "match": scored["before"]["heads"]["match"][layer][head],
                              "ablated_loss": float(ablated[layer, head])}
     return {"seed": record.seed, **scored}
+
+
+def bigram_closing_accuracy(data_dir: Path, rows: list[str]) -> float:
+    """The closing accuracy (gptlab.interp.brackets.closing_accuracy) of the bigram table of
+    the training split on the scored rows: at each closing bracket, whether the table puts
+    more on the right closing bracket than on the other after the symbol before it. What a
+    model gets with no head at all."""
+    data = load_data(data_dir)
+    tokenizer = load_tokenizer(data.tokenizer_path)
+    train, vocab = data.train.astype("int64"), data.vocab_size
+    counts = torch.zeros(vocab * vocab, dtype=torch.float64)
+    counts.index_add_(0, torch.as_tensor(train[:-1] * vocab + train[1:]),
+                      torch.ones(len(train) - 1, dtype=torch.float64))
+    idx = torch.tensor([tokenizer.encode(r) for r in rows])
+    targets = closing_loss_targets(idx, rows)
+    right, wrong = (tokenizer.encode(bracket)[0] for bracket in CLOSING)
+    other = torch.where(targets == right, wrong, right)
+    return closing_accuracy(counts.view(vocab, vocab)[idx], targets, other)
 
 
 def shipped_previous_token(size: Size) -> dict[str, Any]:
@@ -193,6 +220,18 @@ def _per_seed(value: Callable[[dict[str, Any]], float], shown: str) -> Callable[
 # a uniformity of at least COUNTING_UNIFORMITY.
 SOLVED = 0.95
 HURTS = 0.05
+# The heads are read only in models that learned the task: every seed's model names the
+# right kind of closing bracket at least halfway from what a bigram table of the training
+# text names to certain. The table, which needs no head, names 0.82 of the default size's
+# scored closing brackets rightly (the symbol before one is often its own opening) and
+# 0.86 of the quick size's; a model below the bar has learned little more, and has no
+# matching or counting to read (a --quick model of 10 steps scores what the table does).
+LEARNED_DYCK = Precondition(
+    "every seed's model learned Dyck-2", "lowest closing accuracy",
+    lambda r: min(run["closing_accuracy"] for run in r["runs"].values()),
+    lambda r: (r["baselines"]["bigram_closing_accuracy"] + 1) / 2,
+    why=lambda r: f"halfway from a bigram table's "
+                  f"{r['baselines']['bigram_closing_accuracy']:.3f} to certain")
 CLAIMS = (
     Claim("solves_dyck",
           "the small model solves Dyck-2 (names the right closing bracket)",
@@ -206,21 +245,21 @@ CLAIMS = (
           "the best head's attention on the match minus the best no-stack rule's score "
           f"(counts from {MATCH_MARGIN:g})",
           _per_seed(_best_match_over_rules, "best match - best rule: {}"),
-          direction=1, smallest=MATCH_MARGIN),
+          direction=1, smallest=MATCH_MARGIN, precondition=LEARNED_DYCK),
     Claim("matching_head_needed",
           "ablating the best-matching head hurts closing brackets",
           "what a matching mechanism predicts",
           f"loss on closing brackets with that head zeroed minus clean, nats (from {HURTS:g})",
           _per_seed(lambda r: r["best"]["ablated_loss"] - r["closing_loss"],
                     "ablated - clean: {}"),
-          direction=1, smallest=HURTS),
+          direction=1, smallest=HURTS, precondition=LEARNED_DYCK),
     Claim("counts",
           "a head attends uniformly (counting)",
           "ARENA's bracket classifier balances by counting with a uniform head",
           f"the most uniform head's uniformity minus {COUNTING_UNIFORMITY:g}",
           _per_seed(lambda r: r["most_uniform"]["uniformity"] - COUNTING_UNIFORMITY,
                     f"uniformity - {COUNTING_UNIFORMITY:g}: {{}}"),
-          direction=1, smallest=0.0),
+          direction=1, smallest=0.0, precondition=LEARNED_DYCK),
     Claim("counting_head_needed",
           "ablating the most uniform head hurts closing brackets more than the best-matching",
           "Wen et al. 2023: patterns can mislead; ablation decides",
@@ -228,7 +267,7 @@ CLAIMS = (
           f"nats (from {HURTS:g})",
           _per_seed(lambda r: r["most_uniform"]["ablated_loss"] - r["best"]["ablated_loss"],
                     "uniform ablated - matching ablated: {}"),
-          direction=1, smallest=HURTS),
+          direction=1, smallest=HURTS, precondition=LEARNED_DYCK),
     Claim("needed_head_counts",
           "the head the model needs most attends uniformly (it counts, not matches)",
           "ARENA: counting; Wen et al. 2023: read the mechanism off ablations",
@@ -236,7 +275,7 @@ CLAIMS = (
           f"minus {COUNTING_UNIFORMITY:g}",
           _per_seed(lambda r: r["most_needed"]["uniformity"] - COUNTING_UNIFORMITY,
                     f"most needed head's uniformity - {COUNTING_UNIFORMITY:g}: {{}}"),
-          direction=1, smallest=0.0),
+          direction=1, smallest=0.0, precondition=LEARNED_DYCK),
 )
 
 

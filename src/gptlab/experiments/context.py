@@ -36,7 +36,8 @@ from gptlab.data.prepared import load_data
 from gptlab.data.tokenizer import load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.experiments import report
-from gptlab.experiments.claims import Claim, Measured
+from gptlab.experiments.baselines import text_baselines
+from gptlab.experiments.claims import Claim, Measured, Precondition
 from gptlab.experiments.grid import (
     Grid,
     RunRecord,
@@ -117,7 +118,8 @@ def run_context(out: str | Path, data: str | Path | None = None, quick: bool = F
     timer = report.Timer()
     folder, data_dir = open_experiment(out, NAME, data, log)
     grid = Grid(folder, data_dir)
-    records = grid.train(_specs(size, seed, load_data(data_dir).vocab_size), progress, log)
+    tokens = load_data(data_dir)
+    records = grid.train(_specs(size, seed, tokens.vocab_size), progress, log)
     timer.add("train_s", sum(r.train_s for r in records.values() if not r.reused))
     text = _eval_text(folder, data_dir, size.eval_tokens)
     t0 = time.perf_counter()
@@ -129,7 +131,9 @@ def run_context(out: str | Path, data: str | Path | None = None, quick: bool = F
         "lengths": [m * size.model["block_size"] for m in MULTIPLES],
         "model": size.model, "recipe": RECIPE, "steps": size.steps,
         "finetune_steps": size.finetune_steps, "seeds": seeds,
-        "data": str(data_dir), "eval": {"text": EVAL_TEXT, "tokens": size.eval_tokens,
+        "data": Path(data_dir).name,
+        "baselines": text_baselines(tokens.train, tokens.vocab_size),
+        "eval": {"text": EVAL_TEXT, "tokens": size.eval_tokens,
                                         "sliding_stride": f"length // {SLIDING_FRACTION}"},
         "runs": {name: r.to_dict(folder) for name, r in records.items()},
         # the first seed's cells (the figures, the by-position table, `gptlab eval`'s
@@ -277,8 +281,6 @@ def _per_seed(results: dict[str, Any], effect: Callable[[list[dict[str, Any]]], 
     by_seed = rows_by_seed(results)
     seeds = sorted(by_seed)
     text = what + " / ".join(shown(by_seed[s]) for s in seeds)
-    if len(seeds) > 1:
-        text += f" (seeds {' / '.join(map(str, seeds))})"
     return Measured(seeds, [effect(by_seed[s]) for s in seeds], text)
 
 
@@ -328,6 +330,24 @@ def _flat(results: dict[str, Any]) -> Measured:
                      f"ALiBi's loss at {MULTIPLES[-1]}x - at 1x: ")
 
 
+def _trained_loss(results: dict[str, Any], methods: tuple[str, ...]) -> float:
+    """The highest loss at the trained length of those methods' models over the seeds."""
+    return max(_loss(results, rows, m, 1) for rows in rows_by_seed(results).values()
+               for m in methods)
+
+
+def reads_context(*methods: str) -> Precondition:
+    """How a model uses positions past its training length is read only off a model that
+    uses its context at that length: a loss at 1x under the bigram table's, which the
+    current token's embedding alone gets (no position needed)."""
+    names = " and ".join(LABELS[m] for m in methods)
+    models = f"{names} models read their" if len(methods) > 1 else f"{names} model reads its"
+    return Precondition(
+        f"every seed's {models} context", "highest loss at 1x",
+        lambda r: _trained_loss(r, methods), lambda r: r["baselines"]["bigram"],
+        below=True, why="a bigram table's loss")
+
+
 # Thresholds: a loss difference counts from 0.05 nats (about 5% in perplexity; the second
 # decimal moves with the seed at this size); a perplexity ratio from +0.5 (the sinusoidal
 # model's rise in the ALiBi paper is +1.17); "flat" is within FLAT nats of the 1x loss.
@@ -342,32 +362,36 @@ CLAIMS = (
           "sinusoidal positions, in theory extrapolatable, do not extrapolate in practice",
           "20.05 at 512 → 43.54 at 1012 (x2.17; ALiBi, Table 2)",
           "perplexity at 2x over 1x, minus 1",
-          _sinusoidal, direction=1, smallest=0.5),
+          _sinusoidal, direction=1, smallest=0.5, precondition=reads_context("sinusoidal")),
     Claim("rope_gentle",
           "RoPE degrades more gently than sinusoidal positions past the trained length",
           "20.07 → 21.37 (x1.065) against sinusoidal's x2.17 (ALiBi, Table 2)",
           "sinusoidal's perplexity ratio 2x / 1x minus RoPE's",
-          _gentle, direction=1, smallest=0.5),
+          _gentle, direction=1, smallest=0.5,
+          precondition=reads_context("sinusoidal", "rope")),
     Claim("alibi_flat",
           "ALiBi stays flat far past its training length",
           "flat to 15k tokens from 512 (ALiBi, Table 2)",
           f"{FLAT} nats minus |loss at the longest length - loss at 1x|",
-          _flat, direction=1),
+          _flat, direction=1, precondition=reads_context("alibi")),
     Claim("pi_without_finetune",
           "Position Interpolation without fine-tuning degrades",
           "degrades (Chen et al. 2023)",
           "loss at 2x, RoPE + linear scaling minus RoPE unscaled (nats)",
-          lambda r: _difference(r, "linear", "rope", 2), direction=1, smallest=0.05),
+          lambda r: _difference(r, "linear", "rope", 2), direction=1, smallest=0.05,
+          precondition=reads_context("rope")),
     Claim("pi_finetune",
           "a short fine-tune recovers Position Interpolation",
           "about 200 steps recover (Chen et al. 2023)",
           "loss at 2x, PI without fine-tuning minus PI fine-tuned (nats)",
-          lambda r: _difference(r, "linear", "pi-ft", 2), direction=1, smallest=0.05),
+          lambda r: _difference(r, "linear", "pi-ft", 2), direction=1, smallest=0.05,
+          precondition=reads_context("rope")),
     Claim("ntk_beats_pi",
           "adjusting RoPE's frequencies (NTK-aware) beats interpolating them, no fine-tune",
           "NTK better than PI without fine-tuning (YaRN, Table 1)",
           "loss at 2x, RoPE + linear minus RoPE + NTK-aware (nats)",
-          lambda r: _difference(r, "linear", "ntk", 2), direction=1, smallest=0.05),
+          lambda r: _difference(r, "linear", "ntk", 2), direction=1, smallest=0.05,
+          precondition=reads_context("rope")),
 )
 
 

@@ -8,7 +8,8 @@ Every run is an ordinary run directory (gptlab.training.run.train) under FOLDER/
 loadable, resumable, listed by the lab. `grid.json` remembers what each run was asked to be
 (its model and training settings, the run it was fine-tuned from, the data's content) and
 whether it finished; a later call reuses a finished run asked for again, resumes an
-interrupted one, and trains afresh a run whose settings or data changed. A grid that
+interrupted one, and trains afresh a run whose settings, data or torch thread count
+changed. A grid that
 studies stability (`Grid(..., keep_diverged=True)`) keeps a run whose loss became NaN as a
 result, recorded and reused like a finished one, instead of stopping there.
 """
@@ -21,6 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from gptlab.data.corpus import ensure_shakespeare
 from gptlab.data.prepared import load_data
@@ -78,8 +81,12 @@ def experiment_folder(path: str | Path, name: str,
 def _check_same_configuration(path: Path, name: str, recorded: dict[str, Any] | None,
                               configuration: dict[str, Any]) -> None:
     # None: a folder the library or an earlier version wrote, which records none; its runs
-    # keep their own settings (grid.json), and a run asked for with others trains again.
-    if recorded is None or recorded == configuration:
+    # keep their own settings (grid.json), and a run asked for with others trains again. A
+    # flag an earlier version did not record (--threads) is taken as this one's, the same.
+    if recorded is None:
+        return
+    recorded = {**configuration, **recorded}
+    if recorded == configuration:
         return
     was = describe_configuration({k: v for k, v in recorded.items()
                                   if configuration.get(k) != v})
@@ -220,7 +227,10 @@ class Grid:
     def _one(self, spec: RunSpec, progress: bool, log: Callable[[str], None]) -> RunRecord:
         run_dir, state = self.run_dir(spec.name), self._state()
         entry = state["runs"].get(spec.name)
+        # torch's thread count is part of what a run is: another count sums its reductions
+        # in another order, and the trained weights (and the verdicts) move
         same = (entry is not None and entry["spec"] == spec.key()
+                and entry.get("threads") == torch.get_num_threads()
                 and state.get("data") == self.data)
         steps = spec.train.max_iters
         diverged = entry.get("diverged") if same else None
@@ -274,8 +284,9 @@ class Grid:
     def _record(self, spec: RunSpec, finished: bool, train_s: float,
                 diverged: dict[str, Any] | None = None) -> None:
         state = self._state()
-        state["runs"][spec.name] = {"spec": spec.key(), "finished": finished,
-                                    "train_s": round(train_s, 2), "diverged": diverged}
+        state["runs"][spec.name] = {"spec": spec.key(), "threads": torch.get_num_threads(),
+                                    "finished": finished, "train_s": round(train_s, 2),
+                                    "diverged": diverged}
         write_json(self.state_path, state)
 
 

@@ -26,7 +26,8 @@ import torch
 from gptlab.data.prepared import load_data
 from gptlab.errors import UsageError
 from gptlab.experiments import report
-from gptlab.experiments.claims import Claim, Measured
+from gptlab.experiments.baselines import text_baselines
+from gptlab.experiments.claims import Claim, Measured, Precondition
 from gptlab.experiments.grid import Grid, RunRecord, RunSpec, choose_size, open_experiment
 from gptlab.interp.heads import ablation_deltas
 from gptlab.interp.pruning import (
@@ -91,7 +92,8 @@ def run_heads(out: str | Path, data: str | Path | None = None, quick: bool = Fal
     size = choose_size(SIZES, quick, steps=steps)
     timer = report.Timer()
     folder, data_dir = open_experiment(out, NAME, data, log)
-    vocab_size = load_data(data_dir).vocab_size
+    tokens = load_data(data_dir)
+    vocab_size = tokens.vocab_size
     windows = held_out_windows(data_dir, size.windows, size.model["block_size"])
     grid = Grid(folder, data_dir)
     records = grid.train(specs(size, seed, vocab_size), progress, log)
@@ -105,8 +107,9 @@ def run_heads(out: str | Path, data: str | Path | None = None, quick: bool = Fal
     cleans = [r["clean_loss"] for r in rows]
     results = {
         "experiment": NAME, "size": size.name, "model": size.model, "recipe": RECIPE,
-        "steps": size.steps, "batch_size": size.batch_size, "data": str(data_dir),
-        "fractions": list(FRACTIONS), "orders": list(ORDERS), "threshold": THRESHOLD,
+        "steps": size.steps, "batch_size": size.batch_size, "data": Path(data_dir).name,
+        "baselines": text_baselines(tokens.train, vocab_size), "fractions": list(FRACTIONS),
+        "orders": list(ORDERS), "threshold": THRESHOLD,
         "held_out": {"windows": size.windows, "block_size": size.model["block_size"],
                      "importance_windows": size.windows // 2,
                      "eval_windows": size.windows - size.windows // 2},
@@ -217,8 +220,7 @@ def _per_seed(results: dict[str, Any], value: Callable[[dict[str, Any]], float],
               shown: Callable[[dict[str, Any]], str]) -> Measured:
     rows = results["rows"]
     return Measured([r["seed"] for r in rows], [value(r) for r in rows],
-                    " / ".join(shown(r) for r in rows) + " (seeds "
-                    + " / ".join(str(r["seed"]) for r in rows) + ")")
+                    " / ".join(shown(r) for r in rows))
 
 
 def _change(row: dict[str, Any], fraction: float, order: str) -> float:
@@ -239,6 +241,12 @@ COMPARED = (0.1, 0.2, 0.3, 0.4, 0.5)
 GOOD_SHARE = 0.15
 # "a few heads": Voita et al. keep 10 of 48 heads (about 20%); pruning 80% here.
 FEW_KEPT = 0.8
+# Heads are read only in models that read their context: a held-out loss under the bigram
+# table's, which the current token's embedding alone gets without a head.
+READ_TEXT = Precondition(
+    "every seed's model reads its context", "highest held-out loss",
+    lambda r: max(row["clean_loss"] for row in r["rows"]),
+    lambda r: r["baselines"]["bigram"], below=True, why="a bigram table's loss")
 
 CLAIMS = (
     Claim("alone",
@@ -251,7 +259,7 @@ CLAIMS = (
                               - 0.5,
                               lambda row: f"{row['single']['under_threshold']} of "
                                           f"{row['heads']} under 1%"),
-          direction=1, smallest=0.0),
+          direction=1, smallest=0.0, precondition=READ_TEXT),
     Claim("together",
           "a good share of heads can be removed together",
           "20% (WMT) to 40% (BERT, MNLI) prunable without noticeable loss (Michel et al.)",
@@ -259,7 +267,7 @@ CLAIMS = (
           f"{GOOD_SHARE:g}",
           lambda r: _per_seed(r, lambda row: row["prunable"]["importance"] - GOOD_SHARE,
                               lambda row: f"{100 * row['prunable']['importance']:.0f}%"),
-          direction=1, smallest=0.0),
+          direction=1, smallest=0.0, precondition=READ_TEXT),
     Claim("few_do_the_work",
           "a few heads do the work",
           "10 of 48 heads keep BLEU within 0.15 (Voita et al. 2019, trained gates, "
@@ -269,7 +277,7 @@ CLAIMS = (
           lambda r: _per_seed(r, lambda row: THRESHOLD - _change(row, FEW_KEPT, "importance"),
                               lambda row: f"{100 * _change(row, FEW_KEPT, 'importance'):+.1f}%"
                                           f" at {100 * FEW_KEPT:.0f}% pruned"),
-          direction=1, smallest=0.0),
+          direction=1, smallest=0.0, precondition=READ_TEXT),
     Claim("importance_beats_random",
           "the importance finds the redundant heads",
           "pruning by I_h beats pruning at random (Michel et al.)",
@@ -277,7 +285,7 @@ CLAIMS = (
           "(relative)",
           lambda r: _per_seed(r, _random_gap,
                               lambda row: f"random - importance {100 * _random_gap(row):+.1f}%"),
-          direction=1, smallest=0.0),
+          direction=1, smallest=0.0, precondition=READ_TEXT),
 )
 
 

@@ -126,9 +126,11 @@ def gpt_loss(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
 def cached(folder: Path, name: str, spec: dict[str, Any], make: Callable[[], nn.Module],
            train: Callable[[nn.Module], dict[str, Any]]) -> tuple[nn.Module, dict[str, Any]]:
     """(model, record): FOLDER/NAME.safetensors loaded into make() where FOLDER/NAME.json
-    records the same spec; else make() trained by train(model) -> record (its numbers),
+    records the same spec, trained at the same torch thread count (as a grid's runs:
+    gptlab.experiments.grid); else make() trained by train(model) -> record (its numbers),
     then the weights and {"spec", "record"} written, each atomically. record gains
     "reused" and "train_s"."""
+    spec = {**spec, "threads": torch.get_num_threads()}
     weights, meta = folder / f"{name}.safetensors", folder / f"{name}.json"
     model = make()
     if weights.is_file() and meta.is_file():

@@ -37,8 +37,10 @@ from gptlab.data.prepared import load_data
 from gptlab.data.tokenizer import load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.experiments import report, tracing
-from gptlab.experiments.claims import Claim, Measured
+from gptlab.experiments.baselines import text_baselines
+from gptlab.experiments.claims import Claim, Measured, Precondition
 from gptlab.experiments.grid import choose_size, open_experiment
+from gptlab.interp.heads import per_token_loss
 from gptlab.interp.memory import (
     TOP_K,
     capture_ffn,
@@ -67,6 +69,10 @@ CLAIM_UNITS = 1
 # Geva et al.'s upper layers: 11-16 of 16 (their value agreement rises there); the same
 # share of the model's layers, counted from the top (at least one).
 UPPER_SHARE = 6 / 16
+# The bigram baseline is counted over the first characters of the training split, in the
+# model's own tokens: a million gives a character vocabulary's table its counts many times
+# over, and keeps a subword tokenizer's encoding to seconds.
+BASELINE_CHARS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -75,7 +81,7 @@ class Size:
 
     name: str
     chars: int  # characters per slice
-    samples: int  # disjoint slices: the claims' "seeds"
+    samples: int  # disjoint slices: the units of the claims' spread
     per_layer: int | None  # units per layer (None: all of them)
     draws: int  # random prefix sets for the pattern baseline
     kept: int  # per-unit records kept per layer in results.json (of the first slice)
@@ -105,6 +111,7 @@ def run_memory(out: str | Path, data: str | Path | None = None, quick: bool = Fa
     folder, data_dir = open_experiment(out, NAME, data, log)
     gpt, tokenizer = load(model)
     slices = held_out_slices(data_dir, tokenizer, size)
+    baselines = text_baselines(training_ids(data_dir, tokenizer), gpt.config.vocab_size)
     t0 = time.perf_counter()
     samples = []
     for index, ids in enumerate(slices):
@@ -122,7 +129,9 @@ def run_memory(out: str | Path, data: str | Path | None = None, quick: bool = Fa
         del sample["records"]
     config = gpt.config
     results = {
-        "experiment": NAME, "size": size.name, "model": str(model), "data": str(data_dir),
+        # the model and the data by name: where they were on this machine says nothing
+        "experiment": NAME, "size": size.name, "model": Path(str(model)).name,
+        "data": Path(data_dir).name, "baselines": baselines,
         "architecture": {"n_layer": config.n_layer, "ffn_hidden": config.ffn_hidden,
                          "n_embd": config.n_embd, "mlp": config.mlp,
                          "vocab_size": config.vocab_size},
@@ -157,6 +166,32 @@ def held_out_slices(data_dir: Path, tokenizer: Any, size: Size) -> list[torch.Te
     return out
 
 
+def training_ids(data_dir: Path, tokenizer: Any) -> Any:
+    """The first BASELINE_CHARS characters of the data's training split in the model's
+    tokens (numpy ids): what the bigram baseline is counted over."""
+    data = load_data(data_dir)
+    text = load_tokenizer(data.tokenizer_path).decode(data.train[:BASELINE_CHARS].tolist())
+    try:
+        return tokenizer.encode(text[:BASELINE_CHARS])
+    except UsageError as exc:
+        raise UsageError(f"--data's text does not fit --model's tokenizer: {exc}") from None
+
+
+def text_loss(model: Any, ids: torch.Tensor) -> float:
+    """The model's mean next-token loss over ids (N,), nats/token, read in windows of its
+    block_size that overlap by one token (each token predicted once, from the start of
+    its window)."""
+    block = model.config.block_size
+    total, count = 0.0, 0
+    for start in range(0, len(ids) - 1, block - 1):
+        window = ids[start:start + block]
+        if len(window) < 2:
+            break
+        losses = per_token_loss(model, window[None])
+        total, count = total + float(losses.sum()), count + losses.numel()
+    return total / count
+
+
 def measure_slice(model: Any, ids: torch.Tensor, decode: Callable[..., str], size: Size,
                   seed: int, index: int) -> dict[str, Any]:
     """One slice's per-layer measures (gptlab.interp.memory) and every measured unit's
@@ -180,7 +215,8 @@ def measure_slice(model: Any, ids: torch.Tensor, decode: Callable[..., str], siz
             "composition": {str(n): composition_share(model, capture, layer, n)
                             for n in COMPOSITION_UNITS},
         })
-    return {"sample": index, "tokens": len(ids), "layers": layers, "records": records,
+    return {"sample": index, "tokens": len(ids), "loss": text_loss(model, ids), "layers": layers,
+            "records": records,
             "random_pattern": random_pattern_score(capture, decode, TOP_K, draws=size.draws,
                                                    seed=seed)}
 
@@ -215,8 +251,7 @@ def _per_sample(results: dict[str, Any], value: Callable[[dict[str, Any]], float
     samples = results["samples"]
     values = [value(s) for s in samples]
     return Measured([s["sample"] for s in samples], values,
-                    " / ".join(shown(v) for v in values) + " (text slices "
-                    + " / ".join(str(s["sample"]) for s in samples) + ")")
+                    " / ".join(shown(v) for v in values), unit="slices")
 
 
 def _pattern_gap(sample: dict[str, Any]) -> float:
@@ -249,6 +284,13 @@ COMPOSED = 0.68
 PATTERN_SMALLEST = 1 / TOP_K
 # Geva et al.'s smallest drop when the trigger's last token is removed: 10%.
 DROP_SMALLEST = 0.10
+# Memories are read only in a model that reads its context: a loss on every slice under
+# the bigram table's (which the current token's embedding alone gets), so that its keys
+# have learned patterns to be triggered by.
+READ_TEXT = Precondition(
+    "the model reads its text's context", "highest loss over the slices",
+    lambda r: max(s["loss"] for s in r["samples"]), lambda r: r["baselines"]["bigram"],
+    below=True, why="a bigram table's loss")
 
 CLAIMS = (
     Claim("pattern",
@@ -258,14 +300,14 @@ CLAIMS = (
           "mean pattern score of the units' top-25 prefixes (share with the most common last "
           "3 characters or last word) minus that of random prefixes of the same text",
           lambda r: _per_sample(r, _pattern_gap, lambda v: f"{v:+.3f}"),
-          direction=1, smallest=PATTERN_SMALLEST),
+          direction=1, smallest=PATTERN_SMALLEST, precondition=READ_TEXT),
     Claim("drop",
           "removing the trigger's last token lowers the key's activation",
           "by 10-70% (Geva et al.)",
           "mean relative drop of a unit's activation on its top-25 triggers without their "
           "last token, over all layers",
           lambda r: _per_sample(r, _drop, lambda v: f"{100 * v:.0f}%"),
-          direction=1, smallest=DROP_SMALLEST),
+          direction=1, smallest=DROP_SMALLEST, precondition=READ_TEXT),
     Claim("agreement",
           "in upper layers a value's top token agrees with the next token after its key's "
           "trigger above chance",
@@ -274,7 +316,7 @@ CLAIMS = (
           "value agreement in the top 6/16 of the layers minus the larger of 1/vocab and a "
           "shuffled pairing of the same units",
           lambda r: _per_sample(r, _upper_agreement_gap(r), lambda v: f"{100 * v:+.1f} pts"),
-          direction=1, smallest=0.0),
+          direction=1, smallest=0.0, precondition=READ_TEXT),
     Claim("composition",
           "a layer's output is usually a composition of memories",
           "in at least 68% of examples the layer's top prediction is no single memory's "
@@ -283,7 +325,7 @@ CLAIMS = (
           f"unit with the largest coefficient, mean over layers, minus {COMPOSED:g}",
           lambda r: _per_sample(r, lambda s: _composition(s) - COMPOSED,
                                 lambda v: f"{100 * (v + COMPOSED):.0f}%"),
-          direction=1, smallest=0.0),
+          direction=1, smallest=0.0, precondition=READ_TEXT),
     *tracing.CLAIMS,
 )
 
@@ -374,7 +416,7 @@ def sections(results: dict[str, Any]) -> list[tuple[str, str]]:
         f"{a['ffn_hidden']} FFN units each, `{a['mlp']}`, vocabulary {a['vocab_size']}), "
         f"nothing trained for this part. Held-out text: {len(results['samples'])} disjoint "
         f"slices of {results['chars']:,} characters from the start of the validation split of "
-        f"`{results['data']}`; each slice is one \"seed\" of the claims. "
+        f"`{results['data']}`; each slice is one unit of the claims' spread (not a seed). "
         f"{results['per_layer']} units per layer (seed {results['seed']} where sampled); "
         f"top-{results['top_k']} triggers; the random-prefix baseline over "
         f"{results['draws']} draws. Values go through the final norm's gain "

@@ -162,8 +162,7 @@ def _gap(results: dict[str, Any], depth: int, pre_warmup: int | None = None,
         effects.append(None if any(v is None for v in values)
                        else sum(b) / len(b) - sum(a) / len(a))
     shown = ", ".join("—" if e is None else f"{e:+.3f}" for e in effects)
-    return Measured(list(results["seeds"]), effects, f"{what}, {depth} layers: {shown} (per "
-                                                     f"seed)")
+    return Measured(list(results["seeds"]), effects, f"{what}, {depth} layers: {shown}")
 
 
 def _deepest(results: dict[str, Any]) -> int:

@@ -270,7 +270,7 @@ def results_head(name: str, size: ProbedSize, seed: int, trained: Trained) -> di
     """What every probed experiment's results.json starts with (its runs included)."""
     return {"experiment": name, "size": size.name, "model": size.model, "recipe": RECIPE,
             "steps": size.steps, "batch_size": size.batch_size, "warmup": size.warmup,
-            "seeds": size.seed_list(seed), "data": str(trained.data_dir),
+            "seeds": size.seed_list(seed), "data": Path(trained.data_dir).name,
             "probe": {"rows": size.probe_rows,
                       "tokens": size.probe_rows * size.model["block_size"],
                       "from": "the start of the validation split"},

@@ -36,7 +36,8 @@ from torch import Tensor
 from gptlab.data.batches import derived_seed, get_batch
 from gptlab.data.prepared import load_data
 from gptlab.experiments import price, report
-from gptlab.experiments.claims import Claim, Measured
+from gptlab.experiments.baselines import text_baselines
+from gptlab.experiments.claims import Claim, Measured, Precondition
 from gptlab.experiments.grid import Grid, RunRecord, RunSpec, choose_size, open_experiment
 from gptlab.experiments.lstm import (
     LSTMModel,
@@ -145,6 +146,7 @@ def run_recurrence(out: str | Path, data: str | Path | None = None, quick: bool 
         "steps": size.steps, "batch_size": size.batch_size,
         "learning_rate": size.learning_rate, "probe": {"seed": PROBE_SEED,
                                                        "rows": size.probe_rows},
+        "baselines": text_baselines(tokens.train, tokens.vocab_size),
         "text": {str(s): v for s, v in sorted(text.items())}, "mqar": recall,
         "price": costs, "records": {name: r.to_dict(folder) for name, r in records.items()},
     }
@@ -373,34 +375,23 @@ def _cell(results: dict[str, Any], model: str, width: int, length: int) -> dict[
     return report.find(results["mqar"]["cells"], model=model, width=width, length=length)
 
 
-def _per_length(value: Callable[[dict[str, Any], int], float | None],
+def _per_length(value: Callable[[dict[str, Any], int], float],
                 shown: str) -> Callable[..., Measured]:
     """MQAR trains one seed per cell: its claims take the lengths as the units the spread is
-    over (as the memory experiment takes text slices): "seeds" are the lengths. A length
-    without a number is one where attention has not learned recall (_if_recalling)."""
+    over (as the memory experiment takes text slices)."""
     def measured(results: dict[str, Any]) -> Measured:
         lengths = sorted({c["length"] for c in results["mqar"]["cells"]})
         effects = [value(results, n) for n in lengths]
         return Measured(lengths, effects, shown.format(", ".join(
-            f"n={n}: {e:+.2f}" if e is not None else
-            f"n={n}: attention not recalling "
-            f"({_cell(results, 'attention', _widest(results), n)['accuracy']:.2f})"
-            for n, e in zip(lengths, effects, strict=True))))
+            f"n={n}: {e:+.2f}" for n, e in zip(lengths, effects, strict=True))),
+            unit="lengths")
     return measured
 
 
-def _recalls(results: dict[str, Any], n: int) -> bool:
-    """Whether the widest attention model at length n has left guessing: answered at least
-    LEARNED of the queries. Below that the budget, not attention, decided the accuracy."""
-    return _cell(results, "attention", _widest(results), n)["accuracy"] >= LEARNED
-
-
-def _if_recalling(value: Callable[[dict[str, Any], int], float]
-                  ) -> Callable[[dict[str, Any], int], float | None]:
-    """value, or no number (so the claim is "undecided") at a length where attention has
-    not learned to recall: there the comparison would judge the training budget, not
-    attention."""
-    return lambda results, n: value(results, n) if _recalls(results, n) else None
+def _least_recall(results: dict[str, Any]) -> float:
+    """The widest attention model's lowest MQAR accuracy over the lengths."""
+    lengths = {c["length"] for c in results["mqar"]["cells"]}
+    return min(_cell(results, "attention", _widest(results), n)["accuracy"] for n in lengths)
 
 
 def _widest(results: dict[str, Any]) -> int:
@@ -417,7 +408,8 @@ def _per_repeat(value: Callable[[dict[str, Any], int], float],
     def measured(results: dict[str, Any]) -> Measured:
         repeats = list(range(results["price"]["repeats"]))
         effects = [value(results["price"], r) for r in repeats]
-        return Measured(repeats, effects, shown.format(", ".join(f"{e:+.2f}" for e in effects)))
+        return Measured(repeats, effects, shown.format(", ".join(f"{e:+.2f}" for e in effects)),
+                        unit="repeats")
     return measured
 
 
@@ -443,47 +435,61 @@ def _cache_gain(costs: dict[str, Any], r: int) -> float:
 #   gradient than the LSTM does;
 # - MQAR "solves": 90% of the answers (Zoology's attention reaches ~100%; chance here is
 #   1/symbols); "beats" and "width helps": 0.1 of accuracy, well above the 1/eval-answers
-#   granularity; both attention claims need attention to have learned recall at all
-#   (LEARNED: half the answers; guessing among a row's values scores at most about 1/3
-#   at the fewest pairs, 4), else they are undecided: a model still guessing measures the
-#   training budget, not what attention can do;
+#   granularity;
+# - the preconditions: the gradients are read off models that read their context (a
+#   held-out loss under the bigram table's, which the current token alone gets); the MQAR
+#   claims need the widest attention model to have learned recall at every length
+#   (LEARNED: half the answers; guessing among a row's values scores at most about 1/3 at
+#   the fewest pairs, 4): where it has not, the training budget decided the accuracies,
+#   not what attention or a fixed-size state can do, the LSTM's included;
 # - timing: attention's time grows by at least 2^0.2 more per doubling than the LSTM's
 #   (exponent 0.2), and the cache saves at least a factor of 2 (0.3 decades) per token.
 DECADE, HALF_DECADE, SOLVED, GAP, LEARNED = 1.0, 0.5, 0.9, 0.1, 0.5
+
+
+def reads_context(*kinds: str) -> Precondition:
+    """Every seed's models of those kinds (attention, lstm) read their context."""
+    names = " and ".join("LSTM" if k == "lstm" else k for k in kinds)
+    return Precondition(
+        f"every seed's {names} model{'s' if len(kinds) > 1 else ''} read"
+        f"{'' if len(kinds) > 1 else 's'} the text's context", "highest held-out loss",
+        lambda r: max(run[k]["val_loss"] for run in r["text"].values() for k in kinds),
+        lambda r: r["baselines"]["bigram"], below=True, why="a bigram table's loss")
+
+
+RECALLS = Precondition(
+    "the widest attention model learned recall at every length", "lowest accuracy",
+    _least_recall, lambda r: LEARNED, why="half the answers")
 CLAIMS = (
     Claim("rnn_decays",
           "in an RNN the signal from far back decays on its n steps",
           "the chapter (Ch. 5); Bengio et al. 1994, Hochreiter 1991: vanishing gradients",
           "LSTM: log10(mean gradient norm, far half of the window / one position back)",
           _text(lambda r: decay(r["lstm"]["gradient"]), "LSTM decay (decades): {}"),
-          direction=-1, smallest=DECADE),
+          direction=-1, smallest=DECADE, precondition=reads_context("lstm")),
     Claim("attention_one_step",
           "in self-attention any two positions are one step apart",
           "the chapter: a path of length 1 between any two positions (Vaswani et al. 2017)",
           "attention's decay minus the LSTM's, decades (attention keeps more far gradient)",
           _text(lambda r: decay(r["attention"]["gradient"]) - decay(r["lstm"]["gradient"]),
                 "attention decay - LSTM decay: {}"),
-          direction=1, smallest=HALF_DECADE),
+          direction=1, smallest=HALF_DECADE, precondition=reads_context("attention", "lstm")),
     Claim("attention_solves_mqar",
           "attention solves associative recall at width 64 at every length",
           "Zoology (Arora et al. 2023): attention solves MQAR at width 64, lengths 64-512",
-          "the widest attention model's MQAR accuracy minus 0.9, per length (undecided at a "
-          "length where it answers under half: not yet recalling)",
-          _per_length(_if_recalling(lambda res, n: _cell(res, "attention", _widest(res),
-                                                         n)["accuracy"] - SOLVED),
-                      "accuracy - 0.9: {}"),
-          direction=1, smallest=0.0),
+          "the widest attention model's MQAR accuracy minus 0.9, per length",
+          _per_length(lambda res, n: _cell(res, "attention", _widest(res), n)["accuracy"]
+                      - SOLVED, "accuracy - 0.9: {}"),
+          direction=1, smallest=0.0, precondition=RECALLS),
     Claim("attention_beats_lstm_mqar",
           "attention recalls better than a fixed-size state at the same width",
           "Zoology: fixed-state models fall behind attention as pairs grow; Jelassi et al. "
           "2024: transformers learn to copy from about 100x fewer examples",
-          "attention's MQAR accuracy minus the LSTM's, widest width, per length (undecided "
-          "where attention answers under half)",
-          _per_length(_if_recalling(lambda res, n: _cell(res, "attention", _widest(res),
-                                                         n)["accuracy"]
-                                    - _cell(res, "lstm", _widest(res), n)["accuracy"]),
+          "attention's MQAR accuracy minus the LSTM's, widest width, per length",
+          _per_length(lambda res, n: _cell(res, "attention", _widest(res), n)["accuracy"]
+                      - _cell(res, "lstm", _widest(res), n)["accuracy"],
                       "attention - LSTM: {}"),
-          direction=1, smallest=GAP),
+          direction=1, smallest=GAP, precondition=RECALLS),
     Claim("lstm_needs_width",
           "a fixed-size state needs more width to recall more",
           "Zoology: the width fixed-state models need grows with the number of pairs",
@@ -491,7 +497,7 @@ CLAIMS = (
           _per_length(lambda res, n: _cell(res, "lstm", _widest(res), n)["accuracy"]
                       - _cell(res, "lstm", _narrowest(res), n)["accuracy"],
                       "wide - narrow: {}"),
-          direction=1, smallest=GAP),
+          direction=1, smallest=GAP, precondition=RECALLS),
     Claim("quadratic_price",
           "attention pays O(n^2): its cost grows faster with n than the RNN's",
           "2N + 2 L n_ctx d FLOPs per token (Kaplan et al. 2020): the context term passes "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import platform
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -94,14 +95,20 @@ def finish(folder: Path, results: dict[str, Any], records: dict[str, Any], timer
            title: str, sections: Callable[[dict[str, Any]], Sequence[tuple[str, str]]],
            claims: Sequence[claims_module.Claim] = ()) -> dict[str, Any]:
     """What every experiment does last, its figures drawn: the grid's training time (when
-    it was trained), the timing and the machine added to `results`, its claims judged on
-    them (results["claims"], gptlab.experiments.claims), then results.json and report.md
-    (title, the claims table after the first of sections(results)) written. Returns
-    results."""
+    it was trained), the timing, the machine and the torch threads its models trained at
+    added to `results`, its claims judged on them (results["claims"],
+    gptlab.experiments.claims) with the one line a run that decides none of them prints
+    (results["undecided_line"], else None), then results.json and report.md (title, the
+    claims table after the first of sections(results)) written. Returns results."""
+    # start-up time: torch is already loaded by every experiment that calls this
+    import torch
+
     results["training_time_s"] = round(sum(r.train_s for r in records.values()), 1)
     results["timing"] = timer.to_dict()
     results["machine"] = machine()
-    results["claims"] = claims_module.evaluate(claims, results)
+    # every run the grid reuses was trained at this count too (gptlab.experiments.grid)
+    results["threads"] = torch.get_num_threads()
+    judge(results, claims)
     write_results(folder, results)
     parts = list(sections(results))
     if results["claims"]:
@@ -110,26 +117,45 @@ def finish(folder: Path, results: dict[str, Any], records: dict[str, Any], timer
     return results
 
 
+def judge(results: dict[str, Any], claims: Sequence[claims_module.Claim]) -> dict[str, Any]:
+    """results["claims"] and results["undecided_line"] (gptlab.experiments.claims) judged
+    afresh on results' numbers; returns results."""
+    results["claims"] = claims_module.evaluate(claims, results)
+    results["undecided_line"] = claims_module.undecided_line(results["claims"],
+                                                             results.get("size") == "quick")
+    return results
+
+
 def claims_section(results: dict[str, Any]) -> tuple[str, str]:
-    """report.md's claims table (the claim | the paper | this run | verdict) and the rule."""
-    return ("The claims, judged", markdown_table(*claims_module.table(results["claims"]),
-                                                 "llll")
-            + "\n\n" + RULE_NOTE)
+    """report.md's claims table (the claim | the paper | this run | precondition, where a
+    claim has one | verdict), the line of a run that decides none of them above it, and
+    the rule."""
+    line = results.get("undecided_line")
+    above = f"**{line[:1].upper()}{line[1:]}.**\n\n" if line else ""
+    header, rows = claims_module.table(results["claims"])
+    return ("The claims, judged",
+            above + markdown_table(header, rows, "l" * len(header)) + "\n\n" + RULE_NOTE)
 
 
 RULE_NOTE = ("Verdicts are computed (gptlab.experiments.claims): the effect is measured per "
-             "seed; held = in the claimed direction and beyond twice the seed spread, held "
-             "weakly = in the direction within it, not seen = no effect (below the claim's "
-             "smallest) or the opposite within it, contradicted = the opposite beyond it, "
-             "undecided = a run without a number. One seed has no spread: at most held "
-             "weakly.")
+             "unit (a seed; for some claims a slice of text, a length or a timing repeat, "
+             "as this run's column says); held = in the claimed direction and beyond twice "
+             "the spread over the units, held weakly = in the direction within it, not "
+             "seen = no effect (below the claim's smallest) or the opposite within it, "
+             "contradicted = the opposite beyond it, undecided = a unit without a number, or "
+             "a claim that reads a trained model's mechanism whose precondition (the model "
+             "learned its task) is not met. One unit has no spread: at most held weakly.")
 
 
-def claims_tables(results: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[list[str]]]]]:
-    """The claims table as the first of the tables a command prints and the lab shows (none
-    for results written before claims were judged)."""
+def claims_text(results: dict[str, Any], width: int = 100) -> str:
+    """The claims as a command prints them first, within `width` columns: the one line of
+    a run that decides none of them, or each claim's lines (claims.text); nothing for
+    results written before claims were judged."""
+    line = results.get("undecided_line")
+    if line:
+        return "\n" + "\n".join(textwrap.wrap(line, width))
     judged = results.get("claims") or []
-    return [("the claims, judged:", claims_module.table(judged))] if judged else []
+    return f"\nthe claims, judged:\n{claims_module.text(judged, width)}" if judged else ""
 
 
 def table_sections(tables: Sequence[tuple[str, tuple[Sequence[str], Sequence[Sequence[Any]]]]]
@@ -158,9 +184,12 @@ def time_section(results: dict[str, Any]) -> tuple[str, str]:
 def print_tables(results: dict[str, Any], out: str,
                  tables: Sequence[tuple[str, tuple[Sequence[str], Sequence[Sequence[Any]]]]],
                  files: Sequence[str], notes: Sequence[str] = ()) -> None:
-    """What an experiment prints: each (title, (header, rows)) as a text table, the notes,
-    then the footer (print_footer). The claims table (results["claims"]) comes first."""
-    for title, (header, rows) in [*claims_tables(results), *tables]:
+    """What an experiment prints: its claims (claims_text), each (title, (header, rows)) as
+    a text table, the notes, then the footer (print_footer)."""
+    claims = claims_text(results)
+    if claims:
+        print(claims)
+    for title, (header, rows) in tables:
         print(f"\n{title}")
         print(text_table(header, rows))
     if notes:
@@ -169,8 +198,12 @@ def print_tables(results: dict[str, Any], out: str,
 
 
 def print_footer(results: dict[str, Any], out: str, files: Sequence[str]) -> None:
-    """The last lines an experiment prints: its timing, and the files it wrote in out."""
-    print(f"\n{timing_line(results['timing'], results['machine'])}")
+    """The last lines an experiment prints: its timing (and the torch threads its models
+    trained at), and the files it wrote in out."""
+    threads = results.get("threads")
+    trained = (f" Its models trained at {threads} torch thread{'s' if threads != 1 else ''}."
+               if threads else "")
+    print(f"\n{timing_line(results['timing'], results['machine'])}.{trained}")
     print("wrote " + ", ".join(f"{out}/{name}" for name in (RESULTS_FILE, REPORT_FILE, *files)))
 
 

@@ -163,7 +163,7 @@ def _paired(results: dict[str, Any], value: Callable[[dict[str, Any]], float | N
         effects.append(None if va is None or vb is None else vb - va)
         shown.append("—" if effects[-1] is None else format(effects[-1], fmt))
     return Measured(list(results["seeds"]), effects,
-                    f"{what} at d_k {d}, unscaled - scaled: {', '.join(shown)} (per seed)")
+                    f"{what} at d_k {d}, unscaled - scaled: {', '.join(shown)}")
 
 
 def _saturated(run: dict[str, Any]) -> float:

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from gptlab.data.facts import Prompt, ensure_facts
-from gptlab.experiments.claims import Claim, Measured
+from gptlab.experiments.claims import Claim, Measured, Precondition
 from gptlab.experiments.grid import Grid, RunRecord, RunSpec
 from gptlab.experiments.report import markdown_table
 from gptlab.interp.tracing import (
@@ -218,8 +218,7 @@ def _per_seed(value: Callable[[dict[str, Any]], float],
     def measured(results: dict[str, Any]) -> Measured:
         runs = sorted(results["tracing"]["runs"].values(), key=lambda r: r["seed"])
         return Measured([r["seed"] for r in runs], [value(r) for r in runs],
-                        " / ".join(shown(r) for r in runs) + " (seeds "
-                        + ", ".join(str(r["seed"]) for r in runs) + ")")
+                        " / ".join(shown(r) for r in runs))
     return measured
 
 
@@ -236,6 +235,12 @@ def _pct(v: float | None) -> str:
 RECALLS = 0.90
 TOTAL_SMALLEST = 0.05
 AIE_SMALLEST = 0.01
+# Tracing reads how a model recalls, so every seed's model must recall (facts_recalled's
+# threshold): a model that knows no fact has no recall to trace.
+RECALLED = Precondition(
+    "every seed's model recalls the facts", "lowest recall (trained phrasing)",
+    lambda r: min(run["recall_trained"] for run in r["tracing"]["runs"].values()),
+    lambda r: RECALLS, why="the facts memorised")
 
 CLAIMS = (
     Claim("facts_recalled",
@@ -253,7 +258,7 @@ CLAIMS = (
           "p(attribute) clean minus with the subject's embeddings noised, mean over the "
           "traced facts",
           _per_seed(lambda r: r["total_effect"], lambda r: _pct(r["total_effect"])),
-          direction=1, smallest=TOTAL_SMALLEST),
+          direction=1, smallest=TOTAL_SMALLEST, precondition=RECALLED),
     Claim("tracing_mlp_over_attention",
           "the MLP at the last subject token carries more of the recall than attention there",
           f"AIE at the last subject token: MLP {_pct(ROME['mlp_last_subject'])} against "
@@ -262,7 +267,7 @@ CLAIMS = (
           "attention's, over layers",
           _per_seed(lambda r: peak(r, "mlp") - peak(r, "attn"),
                     lambda r: f"{_pct(peak(r, 'mlp'))} vs {_pct(peak(r, 'attn'))}"),
-          direction=1, smallest=AIE_SMALLEST),
+          direction=1, smallest=AIE_SMALLEST, precondition=RECALLED),
     Claim("tracing_last_subject_token",
           "the MLP's effect sits at the last subject token, not the subject's earlier ones",
           "ROME: the early site is the MLPs at the last subject token",
@@ -270,7 +275,7 @@ CLAIMS = (
           "subject's earlier tokens",
           _per_seed(lambda r: peak(r, "mlp") - peak(r, "mlp", "subject"),
                     lambda r: f"{_pct(peak(r, 'mlp'))} vs {_pct(peak(r, 'mlp', 'subject'))}"),
-          direction=1, smallest=AIE_SMALLEST),
+          direction=1, smallest=AIE_SMALLEST, precondition=RECALLED),
 )
 
 

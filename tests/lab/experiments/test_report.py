@@ -62,11 +62,25 @@ def test_a_quick_report_says_so_and_passes_the_verdicts_words_on(tmp_path, norm_
     # run's undecided line) reach the page as written; a file without them is read as before
     shutil.copytree(norm_experiment, tmp_path / "norm")
     client = TestClient(create_app(tmp_path))
+    path = tmp_path / "norm" / "results.json"
+    results = json.loads(path.read_text())
+    # as the experiment wrote it: its verdict lines, units, thread count and (one seed, so
+    # no spread) the line of a run that decides nothing reach the page
+    d = post(client, "/api/experiments/report", {"experiment": "norm"})
+    assert d["quick"] is True and d["threads"] == results["threads"] == 1
+    assert d["undecided_line"] == results["undecided_line"] is not None
+    assert [c["verdict_line"] for c in d["claims"]] == \
+        [c["verdict_line"] for c in results["claims"]]
+    assert all(c["units"] == "seeds 1337" for c in d["claims"])
+    # a file from before those fields: read as before
+    for c in results["claims"]:
+        for key in ("verdict_line", "units"):
+            c.pop(key)
+    old = {k: v for k, v in results.items() if k not in ("undecided_line", "threads")}
+    path.write_text(json.dumps(old))
     d = post(client, "/api/experiments/report", {"experiment": "norm"})
     assert d["quick"] is True and d["undecided_line"] is None and d["threads"] is None
     assert all("verdict_line" not in c for c in d["claims"])
-    path = tmp_path / "norm" / "results.json"
-    results = json.loads(path.read_text())
     line = "this --quick run is too small to decide anything: the 2-layer model did not learn"
     pre = {"text": "the model learned the task (loss 4.16, needs < 2.08)", "value": 4.16,
            "threshold": 2.08, "met": False}
