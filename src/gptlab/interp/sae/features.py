@@ -73,6 +73,7 @@ def capture_text(model: nn.Module, ids: Sequence[int] | Tensor, site: str, layer
         extra = [(proj, lambda _m, args, _o: coefficients.__setitem__("h", args[0]))]
     with eval_mode(model), recording(model, site, layer) as caught, forward_hooks(*extra):
         for begin, end, first in windows(n, context, max(1, context // 2)):
+            first = first if begin > 0 else 0  # the text's first position is read too
             model(ids[begin:end][None].to(gpt.wte.weight.device))
             x, y = caught["x"][0].float().cpu(), caught["y"][0].float().cpu()
             if xs is None:
@@ -84,7 +85,7 @@ def capture_text(model: nn.Module, ids: Sequence[int] | Tensor, site: str, layer
                     hidden = torch.zeros(n, h.shape[-1])
                 hidden[begin + first:end] = h[first:]
             starts[begin + first:end] = begin
-    candidates = starts >= 0
+    candidates = torch.ones(n, dtype=torch.bool)
     candidates[0] = candidates[-1] = False
     return TextCapture(ids, xs, ys, hidden, starts, candidates)
 
