@@ -106,13 +106,20 @@ def test_pattern_scores_apply_memorys_rule_to_the_top_k_prefixes(setup):
 
 def test_every_neuron_rebuilds_the_ffn_and_the_neurons_needed_are_the_fewest(setup):
     model, _, capture = setup
-    hidden = capture.neurons.shape[-1]
-    assert neurons.explained_variance_at(model, 1, capture.neurons, capture.y, hidden) \
-        == pytest.approx(1.0, abs=1e-6)
-    curve = [neurons.explained_variance_at(model, 1, capture.neurons, capture.y, k)
-             for k in range(1, hidden + 1)]
+    basis = neurons.NeuronBasis(model, 1, capture.neurons, capture.y)
+    assert basis.explained_variance(basis.width) == pytest.approx(1.0, abs=1e-6)
+    weight = model.blocks[1].mlp.proj.weight.detach().double()
+    m = capture.neurons.double()
+    for k in (1, 5, 30):  # by hand: each row's k longest terms, with topk
+        keep = (m.abs() * weight.norm(dim=0)).topk(k, dim=-1).indices
+        kept = torch.zeros_like(m).scatter(-1, keep, m.gather(-1, keep))
+        rebuilt = kept @ weight.T + model.blocks[1].mlp.proj.bias.detach().double()
+        y = capture.y.double()
+        expected = 1 - (y - rebuilt).pow(2).sum(-1).mean() / (y - y.mean(0)).pow(2).sum(-1).mean()
+        assert basis.explained_variance(k) == pytest.approx(float(expected), abs=1e-9)
+    curve = [basis.explained_variance(k) for k in range(1, basis.width + 1)]
     target = curve[9] - 1e-9
-    k, reached = neurons.neurons_needed(model, 1, capture.neurons, capture.y, target)
+    k, reached = basis.needed(target)
     assert k == next(i + 1 for i, v in enumerate(curve) if v >= target)
     assert reached == pytest.approx(curve[k - 1])
 

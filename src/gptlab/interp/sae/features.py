@@ -34,6 +34,7 @@ from gptlab.model.inputs import unwrap
 
 TOP_K = 25  # contexts per feature: Geva et al.'s top-25, as `experiment memory` reads
 SINGLE_PATTERN = 0.5  # a top-25 "has a single pattern" when most of it shares an ending
+BATCH_WINDOWS = 16  # windows read per forward pass
 
 
 @dataclass
@@ -71,23 +72,38 @@ def capture_text(model: nn.Module, ids: Sequence[int] | Tensor, site: str, layer
     if neurons:
         proj = ffn_modules(model)[layer].proj
         extra = [(proj, lambda _m, args, _o: coefficients.__setitem__("h", args[0]))]
+    spans = windows(n, context, max(1, context // 2))
     with eval_mode(model), recording(model, site, layer) as caught, forward_hooks(*extra):
-        for begin, end, first in windows(n, context, max(1, context // 2)):
-            first = first if begin > 0 else 0  # the text's first position is read too
-            model(ids[begin:end][None].to(gpt.wte.weight.device))
-            x, y = caught["x"][0].float().cpu(), caught["y"][0].float().cpu()
+        for group in _same_length(spans, BATCH_WINDOWS):
+            idx = torch.stack([ids[begin:end] for begin, end, _ in group])
+            model(idx.to(gpt.wte.weight.device))
+            x, y = caught["x"].float().cpu(), caught["y"].float().cpu()
+            h = coefficients["h"].float().cpu() if neurons else None
             if xs is None:
                 xs, ys = torch.zeros(n, x.shape[-1]), torch.zeros(n, y.shape[-1])
-            xs[begin + first:end], ys[begin + first:end] = x[first:], y[first:]
-            if neurons:
-                h = coefficients["h"][0].float().cpu()
-                if hidden is None:
-                    hidden = torch.zeros(n, h.shape[-1])
-                hidden[begin + first:end] = h[first:]
-            starts[begin + first:end] = begin
+                hidden = torch.zeros(n, h.shape[-1]) if h is not None else None
+            for row, (begin, end, first) in enumerate(group):
+                first = first if begin > 0 else 0  # the text's first position is read too
+                xs[begin + first:end], ys[begin + first:end] = x[row, first:], y[row, first:]
+                if hidden is not None:
+                    hidden[begin + first:end] = h[row, first:]
+                starts[begin + first:end] = begin
     candidates = torch.ones(n, dtype=torch.bool)
     candidates[0] = candidates[-1] = False
     return TextCapture(ids, xs, ys, hidden, starts, candidates)
+
+
+def _same_length(spans: list[tuple[int, int, int]], size: int
+                 ) -> list[list[tuple[int, int, int]]]:
+    """The windows in groups of up to `size` consecutive ones of one length (a batch)."""
+    groups: list[list[tuple[int, int, int]]] = []
+    for span in spans:
+        if groups and len(groups[-1]) < size and \
+                groups[-1][0][1] - groups[-1][0][0] == span[1] - span[0]:
+            groups[-1].append(span)
+        else:
+            groups.append([span])
+    return groups
 
 
 def top_positions(acts: Tensor, candidates: Tensor, k: int = TOP_K) -> tuple[Tensor, Tensor]:

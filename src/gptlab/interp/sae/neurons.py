@@ -17,40 +17,42 @@ from torch import Tensor, nn
 from gptlab.interp.memory import ffn_modules
 
 
-def keep_largest(coefficients: Tensor, norms: Tensor, k: int) -> Tensor:
-    """(N, H) coefficients with all but each row's k longest terms zeroed."""
-    keep = (coefficients.abs() * norms).topk(k, dim=-1).indices
-    return torch.zeros_like(coefficients).scatter(-1, keep, coefficients.gather(-1, keep))
+class NeuronBasis:
+    """One layer's FFN output at N positions, rebuilt from its k longest neuron terms for
+    any k. coefficients (N, H) the neurons' coefficients, y (N, C) the FFN's output, at
+    the same positions; the terms are ranked once, so each k costs one product."""
 
+    def __init__(self, model: nn.Module, layer: int, coefficients: Tensor, y: Tensor) -> None:
+        proj = ffn_modules(model)[layer].proj
+        self.weight = proj.weight.detach().double().cpu()  # (C, H)
+        self.bias = None if proj.bias is None else proj.bias.detach().double().cpu()
+        self.m, self.y = coefficients.double(), y.double()
+        lengths = self.m.abs() * self.weight.norm(dim=0)
+        self.rank = lengths.argsort(dim=-1, descending=True).argsort(dim=-1)  # 0: longest
+        self.variance = float((self.y - self.y.mean(0)).pow(2).sum(-1).mean())
 
-@torch.no_grad()
-def explained_variance_at(model: nn.Module, layer: int, coefficients: Tensor, y: Tensor,
-                          k: int) -> float:
-    """The explained variance of y (N, C) by each token's k longest neuron terms, float64.
-    coefficients (N, H): the layer's neuron coefficients at the same tokens."""
-    proj = ffn_modules(model)[layer].proj
-    weight = proj.weight.detach().double().cpu()  # (C, H)
-    m, y = coefficients.double(), y.double()
-    rebuilt = keep_largest(m, weight.norm(dim=0), k) @ weight.T
-    if proj.bias is not None:
-        rebuilt = rebuilt + proj.bias.detach().double().cpu()
-    variance = (y - y.mean(0)).pow(2).sum(-1).mean()
-    return float(1 - (y - rebuilt).pow(2).sum(-1).mean() / variance)
+    @property
+    def width(self) -> int:
+        return self.m.shape[-1]
 
+    def rebuilt(self, k: int) -> Tensor:
+        """(N, C): each position's k longest terms summed, plus the bias."""
+        out = torch.where(self.rank < k, self.m, 0.0) @ self.weight.T
+        return out if self.bias is None else out + self.bias
 
-def neurons_needed(model: nn.Module, layer: int, coefficients: Tensor, y: Tensor,
-                   target: float) -> tuple[int, float]:
-    """(the smallest k whose explained variance reaches `target`, that variance), by
-    bisection over k (the variance grows with k); H where none short of all does."""
-    low, high = 1, coefficients.shape[-1]
-    best = explained_variance_at(model, layer, coefficients, y, high)
-    while low < high:
-        middle = (low + high) // 2
-        value = explained_variance_at(model, layer, coefficients, y, middle)
-        if value >= target:
-            high, best = middle, value
-        else:
-            low = middle + 1
-    if high == coefficients.shape[-1]:
-        best = explained_variance_at(model, layer, coefficients, y, high)
-    return high, best
+    def explained_variance(self, k: int) -> float:
+        """The share of y's variance its k longest terms keep, float64."""
+        return 1 - float((self.y - self.rebuilt(k)).pow(2).sum(-1).mean()) / self.variance
+
+    def needed(self, target: float) -> tuple[int, float]:
+        """(the smallest k whose explained variance reaches `target`, that variance), by
+        bisection over k (the variance grows with k); the width where none short of all
+        does."""
+        low, high = 1, self.width
+        while low < high:
+            middle = (low + high) // 2
+            if self.explained_variance(middle) >= target:
+                high = middle
+            else:
+                low = middle + 1
+        return high, self.explained_variance(high)
