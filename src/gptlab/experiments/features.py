@@ -317,57 +317,72 @@ SITE_WORTH = Precondition(
                                           - s["sae"]["ce_loss_without_sae"]),
     WORTH_SMALLEST, "else there is no loss to recover")
 
+def gated(precondition: Precondition, measure: Callable[[dict[str, Any]], Measured]
+          ) -> Callable[[dict[str, Any]], Measured]:
+    """measure, where the precondition is met; else no effect on any slice (so that
+    claims.evaluate, whoever calls it, finds the claim undecided) and why."""
+    def measured(results: dict[str, Any]) -> Measured:
+        check = precondition.check(results)
+        if check["met"]:
+            return measure(results)
+        names = [s["sample"] for s in results["samples"]]
+        return Measured(names, [None] * len(names), f"precondition not met: {check['text']}")
+    return measured
+
+
 CLAIMS = (
-    (Claim("sparser",
-           "the FFN's output is sparser in features than in neurons: fewer features than "
-           "neurons per token explain the same share of its variance",
-           "neurons are dense (a GELU neuron is never exactly 0); GPT-2 small's 128k SAE: "
-           "L0 32 at explained variance 0.929; Gemma-2b's: L0 54 (Bricken et al.; SAELens)",
-           "log2 of (the neurons per token, largest terms first, that explain as much "
-           "variance as the autoencoder / the autoencoder's L0), on the same positions",
-           lambda r: _slices(r, _sparser, lambda s: (
-               f"{s['neurons']['needed']} neurons vs L0 {s['neurons']['l0_sae']:.0f} at "
-               f"EV {s['neurons']['explained_variance_sae']:.3f}")),
-           direction=1, smallest=SPARSER_SMALLEST), SAE_LEARNED),
-    (Claim("monosemantic",
-           "features are more often single-pattern than neurons",
-           "most features are interpretable and monosemantic, neurons mostly polysemantic "
-           "(Bricken et al.: human and automated interpretability scores)",
-           "the share of features with a single-pattern top-25 (memory's rule: >= 50% end "
-           "alike) minus the neurons' share",
-           lambda r: _slices(r, _pattern_gap, lambda s: (
-               f"{_share(s['patterns']['features']['single_share'])} of features vs "
-               f"{_share(s['patterns']['neurons']['single_share'])} of neurons")),
-           direction=1, smallest=PATTERN_SMALLEST), SAE_LEARNED),
-    (Claim("recovered",
-           f"splicing the autoencoder in recovers at least {100 * CE_CLAIMED:g}% of the "
-           f"loss the FFN is worth",
-           "CE loss score 0.993 (GPT-2 small, 128k SAE); 99.1% (Gemma-2b, 16k SAE)",
-           f"CE loss score ((ablated - spliced) / (ablated - clean)) minus {CE_CLAIMED:g}",
-           lambda r: _slices(r, lambda s: s["sae"]["ce_loss_score"] - CE_CLAIMED,
-                             lambda s: f"{s['sae']['ce_loss_score']:.3f}"),
-           direction=1, smallest=0.0), SITE_WORTH),
-    (Claim("transcoder",
-           "a transcoder (the FFN's input to its output) recovers as much loss as an "
-           "autoencoder of its output at the same L0",
-           "transcoders match SAEs in sparsity and fidelity at 120M-1.4B parameters "
-           "(Dunefsky et al. 2024)",
-           f"the transcoder's CE loss score minus the autoencoder's, plus {MATCH:g} "
-           f"(within {MATCH:g} counts as matching)",
-           lambda r: _slices(r, lambda s: (s["transcoder"]["ce_loss_score"]
-                                           - s["sae"]["ce_loss_score"] + MATCH),
-                             lambda s: (f"{s['transcoder']['ce_loss_score']:.3f} vs "
-                                        f"{s['sae']['ce_loss_score']:.3f}")),
-           direction=1, smallest=0.0), BOTH_LEARNED),
-    (Claim("dead",
-           f"few features die: under {100 * DEAD_CLAIMED:g}% never fire",
-           "168 of 4,096 dead (4%, Bricken et al.); ~2.5k of 16,384 (15%, Gemma-2b)",
-           f"{DEAD_CLAIMED:g} minus the share of the autoencoder's features that never "
-           f"fire on the slice",
-           lambda r: _slices(r, lambda s: DEAD_CLAIMED - _dead_share(s),
-                             lambda s: f"{_share(_dead_share(s))} dead"),
-           direction=1, smallest=0.0), SAE_LEARNED),
+    Claim("sparser",
+          "the FFN's output is sparser in features than in neurons: fewer features than "
+          "neurons per token explain the same share of its variance",
+          "neurons are dense (a GELU neuron is never exactly 0); GPT-2 small's 128k SAE: "
+          "L0 32 at explained variance 0.929; Gemma-2b's: L0 54 (Bricken et al.; SAELens)",
+          "log2 of (the neurons per token, largest terms first, that explain as much "
+          "variance as the autoencoder / the autoencoder's L0), on the same positions",
+          gated(SAE_LEARNED, lambda r: _slices(r, _sparser, lambda s: (
+              f"{s['neurons']['needed']} neurons vs L0 {s['neurons']['l0_sae']:.0f} at "
+              f"EV {s['neurons']['explained_variance_sae']:.3f}"))),
+          direction=1, smallest=SPARSER_SMALLEST),
+    Claim("monosemantic",
+          "features are more often single-pattern than neurons",
+          "most features are interpretable and monosemantic, neurons mostly polysemantic "
+          "(Bricken et al.: human and automated interpretability scores)",
+          "the share of features with a single-pattern top-25 (memory's rule: >= 50% end "
+          "alike) minus the neurons' share",
+          gated(SAE_LEARNED, lambda r: _slices(r, _pattern_gap, lambda s: (
+              f"{_share(s['patterns']['features']['single_share'])} of features vs "
+              f"{_share(s['patterns']['neurons']['single_share'])} of neurons"))),
+          direction=1, smallest=PATTERN_SMALLEST),
+    Claim("recovered",
+          f"splicing the autoencoder in recovers at least {100 * CE_CLAIMED:g}% of the "
+          f"loss the FFN is worth",
+          "CE loss score 0.993 (GPT-2 small, 128k SAE); 99.1% (Gemma-2b, 16k SAE)",
+          f"CE loss score ((ablated - spliced) / (ablated - clean)) minus {CE_CLAIMED:g}",
+          gated(SITE_WORTH, lambda r: _slices(r, lambda s: s["sae"]["ce_loss_score"] - CE_CLAIMED,
+                            lambda s: f"{s['sae']['ce_loss_score']:.3f}")),
+          direction=1, smallest=0.0),
+    Claim("transcoder",
+          "a transcoder (the FFN's input to its output) recovers as much loss as an "
+          "autoencoder of its output at the same L0",
+          "transcoders match SAEs in sparsity and fidelity at 120M-1.4B parameters "
+          "(Dunefsky et al. 2024)",
+          f"the transcoder's CE loss score minus the autoencoder's, plus {MATCH:g} "
+          f"(within {MATCH:g} counts as matching)",
+          gated(BOTH_LEARNED, lambda r: _slices(r, lambda s: (s["transcoder"]["ce_loss_score"]
+                                          - s["sae"]["ce_loss_score"] + MATCH),
+                            lambda s: (f"{s['transcoder']['ce_loss_score']:.3f} vs "
+                                       f"{s['sae']['ce_loss_score']:.3f}"))),
+          direction=1, smallest=0.0),
+    Claim("dead",
+          f"few features die: under {100 * DEAD_CLAIMED:g}% never fire",
+          "168 of 4,096 dead (4%, Bricken et al.); ~2.5k of 16,384 (15%, Gemma-2b)",
+          f"{DEAD_CLAIMED:g} minus the share of the autoencoder's features that never "
+          f"fire on the slice",
+          gated(SAE_LEARNED, lambda r: _slices(r, lambda s: DEAD_CLAIMED - _dead_share(s),
+                            lambda s: f"{_share(_dead_share(s))} dead")),
+          direction=1, smallest=0.0),
 )
+PRECONDITIONS = {"sparser": SAE_LEARNED, "monosemantic": SAE_LEARNED,
+                 "recovered": SITE_WORTH, "transcoder": BOTH_LEARNED, "dead": SAE_LEARNED}
 
 
 def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -376,10 +391,9 @@ def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
     met}: where unmet the verdict is undecided) and "verdict_line" (the verdict with every
     term of its rule)."""
     out = []
-    for claim, precondition in CLAIMS:
-        judged = evaluate([claim], results)[0]
+    for judged in evaluate(CLAIMS, results):
         judged["units"] = "slices " + "/".join(map(str, judged["seeds"]))
-        judged["precondition"] = precondition.check(results)
+        judged["precondition"] = PRECONDITIONS[judged["key"]].check(results)
         if not judged["precondition"]["met"]:
             judged["verdict"] = UNDECIDED
             judged["rule"] = f"precondition not met: {judged['precondition']['text']}"

@@ -162,9 +162,10 @@ def activation_histogram(values: Tensor, bins: int = 20) -> dict[str, list[float
 def feature_record(model: nn.Module, sae: SparseAutoencoder, capture: TextCapture,
                    acts: Tensor, feature: int, decode: Callable[[Sequence[int]], str],
                    k: int = 10, tokens: int = 8, window: int = 40) -> dict:
-    """One feature read on a text: density, top-k contexts (the last `window` characters'
-    ids and text up to the firing one, which is the last), its top promoted and
-    suppressed tokens, the activation histogram. acts: (N, d_sae) the text's features."""
+    """One feature read on a text: density, top-k contexts (the position, where its
+    context starts, and the last `window` tokens' ids and text up to the firing one,
+    which is the last), its top promoted and suppressed tokens, the activation histogram.
+    acts: (N, d_sae) the text's features."""
     column = acts[:, feature]
     values, positions = top_positions(column[:, None], capture.candidates, k)
     contexts = []
@@ -172,8 +173,9 @@ def feature_record(model: nn.Module, sae: SparseAutoencoder, capture: TextCaptur
         if value <= 0:
             break
         ids = capture.prefix(position)[-window:].tolist()
-        contexts.append({"position": position, "activation": value, "ids": ids,
-                         "text": decode(ids), "token": decode(ids[-1:])})
+        contexts.append({"position": position, "start": int(capture.starts[position]),
+                         "activation": value, "ids": ids, "text": decode(ids),
+                         "token": decode(ids[-1:])})
     effect = logit_effects(model, sae, [feature])[0]
     top = effect.topk(tokens)
     bottom = (-effect).topk(tokens)
