@@ -31,6 +31,7 @@ from gptlab.lab import (
     calculator_routes,
     contextview,
     experimentsview,
+    features_routes,
     live,
     live_routes,
     model_routes,
@@ -45,7 +46,8 @@ from gptlab.lab.runs import Runs
 STATIC = Path(__file__).parent / "static"
 # Each area of the lab, one APIRouter with its routes (its schemas in the module beside it).
 ROUTERS = (calculator_routes.router, model_routes.router, play_routes.router,
-           live_routes.router, contextview.router, experimentsview.router, quickrun.router)
+           live_routes.router, contextview.router, experimentsview.router, quickrun.router,
+           features_routes.router)
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:

@@ -60,8 +60,8 @@ def capture_text(model: nn.Module, ids: Sequence[int] | Tensor, site: str, layer
     """Read a text's ids (N,) at the site (and the layer's FFN coefficients if neurons)."""
     gpt = unwrap(model)
     ids = torch.as_tensor(ids, dtype=torch.long)
-    if ids.dim() != 1 or len(ids) < 3:
-        raise UsageError("the text must be at least 3 tokens long, one sequence")
+    if ids.dim() != 1 or len(ids) == 0:
+        raise UsageError("the text must be one sequence of at least one token")
     context, n = gpt.config.block_size, len(ids)
     xs: Tensor | None = None
     ys: Tensor | None = None
