@@ -16,9 +16,11 @@ from gptlab.interp.sae import store
 from gptlab.interp.sae.autoencoder import SparseAutoencoder
 from gptlab.interp.sae.config import SAEConfig, TrainSettings
 from gptlab.interp.sae.training import (
+    FitState,
     auxiliary_loss,
     fit,
     lr_at,
+    raw_dictionary,
     resample,
     start_state,
     train_sae,
@@ -99,6 +101,17 @@ def test_folding_the_training_scale_gives_the_raw_dictionary_the_same_reconstruc
         assert torch.allclose(sae.W_dec.norm(dim=1), torch.ones(32), atol=1e-5)
 
 
+def test_a_transcoders_input_centre_folds_into_its_encoder_bias():
+    config = SAEConfig(d_in=8, d_sae=32, site="transcoder", layer=0, k=4)
+    sae = SparseAutoencoder(config, torch.Generator().manual_seed(2))
+    center = torch.randn(8)
+    state = FitState(0, torch.zeros(32, dtype=torch.long), torch.zeros(32, dtype=torch.bool),
+                     2.5, 0.5, [], 0.0, center)
+    x = torch.randn(20, 8)
+    trained = sae(x * 2.5 - center) / 0.5  # what fit trains on, back in raw units
+    assert torch.allclose(raw_dictionary(sae, state)(x), trained, atol=1e-5)
+
+
 def test_the_auxiliary_loss_is_zero_without_dead_features_and_reads_only_the_dead():
     config = SAEConfig(d_in=8, d_sae=32, site="mlp_out", layer=0, k=4)
     sae = SparseAutoencoder(config, torch.Generator().manual_seed(0))
@@ -110,9 +123,11 @@ def test_the_auxiliary_loss_is_zero_without_dead_features_and_reads_only_the_dea
     loss = auxiliary_loss(sae, pre, error, dead, 1.0)
     loss.backward()
     assert sae.W_dec.grad[6:].abs().sum() == 0 and sae.W_dec.grad[:6].abs().sum() > 0
-    # by hand: 6 dead < k_aux = 4? no: k_aux = d_out // 2 = 4, so the top 4 of the 6
+    # by hand: k_aux = d_out // 2 = 4 of the 6 dead, their pre-activations as they are
+    # (negative ones too: a dead feature gets the gradient that brings it back)
     values, indices = pre[:, :6].topk(4, dim=-1)
-    acts = torch.zeros(20, 6).scatter(-1, indices, values.relu())
+    assert (values < 0).any()
+    acts = torch.zeros(20, 6).scatter(-1, indices, values)
     expected = (acts @ sae.W_dec[:6] - error).pow(2).sum(-1).mean()
     assert torch.isclose(loss, expected.detach())
 

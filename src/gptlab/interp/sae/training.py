@@ -2,7 +2,9 @@
 with the standard recipe:
 
 - inputs scaled so their mean norm is sqrt(d_in) (SAELens' "expected_average_only_in",
-  the scale measured on the first batches), folded back into the weights at the end;
+  the scale measured on the first batches), folded back into the weights at the end; a
+  transcoder's inputs also centred on their mean there (an SAE's are, by b_dec), folded
+  into b_enc;
 - the decoder's rows held at norm 1: the gradient along each row removed before Adam's
   step, the rows renormalised after it;
 - loss: the squared error summed over dimensions, mean over tokens; plus, for "standard"
@@ -96,14 +98,17 @@ def loss_terms(sae: SparseAutoencoder, x: Tensor, y: Tensor, dead: Tensor,
 def auxiliary_loss(sae: SparseAutoencoder, pre: Tensor, error: Tensor, dead: Tensor,
                    coefficient: float) -> Tensor:
     """Gao et al.'s AuxK: ||e - W_dec^T topk_aux(pre[dead])||^2, e the live features'
-    error (held fixed), mean over tokens, times coefficient * min(n_dead / k_aux, 1)."""
+    error (held fixed), mean over tokens, times coefficient * min(n_dead / k_aux, 1); the
+    dead features' k_aux largest pre-activations taken as they are."""
     n_dead = int(dead.sum())
     if n_dead == 0:
         return pre.new_zeros(())
     k_aux = max(1, sae.config.d_out // 2)
     scale = min(n_dead / k_aux, 1.0)
     values, indices = pre.masked_fill(~dead, float("-inf")).topk(min(k_aux, n_dead), dim=-1)
-    acts = torch.zeros_like(pre).scatter(-1, indices, values.relu())
+    # no ReLU (as SAELens): a dead feature's pre-activation is mostly negative, and the
+    # gradient that brings it back must reach it
+    acts = torch.zeros_like(pre).scatter(-1, indices, values)
     rebuilt = acts @ sae.W_dec
     return coefficient * scale * (rebuilt - error.detach()).pow(2).sum(-1).mean()
 
@@ -155,6 +160,10 @@ class FitState:
     scale_out: float
     history: list[dict[str, float]]
     seconds: float
+    # A transcoder's inputs, scaled, less their mean (an SAE's are centred by b_dec): the
+    # normed stream has a large common part, and a feature pointing away from it would
+    # never reach the top k. Folded into b_enc at the end (`raw_dictionary`).
+    center: Tensor | None = None
 
 
 def start_state(sae: SparseAutoencoder, read: Batches, total: int) -> FitState:
@@ -166,8 +175,23 @@ def start_state(sae: SparseAutoencoder, read: Batches, total: int) -> FitState:
     scale_out = config.d_out ** 0.5 / _mean_norm([y for _, y in first])
     with torch.no_grad():
         sae.b_dec.copy_((first[0][1] * scale_out).mean(0))
+    center = (torch.cat([x for x, _ in first]) * scale_in).mean(0) if config.transcoder \
+        else None
     return FitState(0, torch.zeros(config.d_sae, dtype=torch.long),
-                    torch.zeros(config.d_sae, dtype=torch.bool), scale_in, scale_out, [], 0.0)
+                    torch.zeros(config.d_sae, dtype=torch.bool), scale_in, scale_out, [], 0.0,
+                    center)
+
+
+def raw_dictionary(sae: SparseAutoencoder, state: FitState) -> SparseAutoencoder:
+    """A copy of the fitted dictionary that reads raw activations: the centre folded into
+    b_enc ((x - c) W + b = x W + (b - c W)), then the scales (fold_scales); in eval mode,
+    without gradients."""
+    raw = copy.deepcopy(sae)
+    with torch.no_grad():
+        if state.center is not None:
+            raw.b_enc -= state.center @ raw.W_enc
+    raw.fold_scales(state.scale_in, state.scale_out)
+    return raw.eval().requires_grad_(False)
 
 
 def fit(sae: SparseAutoencoder, read: Batches, total: int, settings: TrainSettings,
@@ -176,14 +200,16 @@ def fit(sae: SparseAutoencoder, read: Batches, total: int, settings: TrainSettin
         progress: bool = False) -> FitState:
     """Train `sae` from state.step to `total` steps on read(step)'s batches (any source
     of activations: the model's, or a synthetic one), calling checkpoint(state) every
-    settings.checkpoint_every steps. Returns the final state; sae is left in the scaled
-    units it trains in (fold_scales(state.scale_in, state.scale_out) makes it raw)."""
+    settings.checkpoint_every steps. Returns the final state; sae is left in the units it
+    trains in (`raw_dictionary` gives the one that reads raw activations)."""
     config = sae.config
     t0 = time.perf_counter()
     bar = _bar(total, state.step) if progress else None
     for step in range(state.step, total):
         x, y = read(step)
         x, y = x * state.scale_in, y * state.scale_out
+        if state.center is not None:
+            x = x - state.center
         dead = state.since_fired >= settings.dead_feature_window
         terms = loss_terms(sae, x, y, dead, settings)
         optimizer.zero_grad(set_to_none=True)
@@ -216,7 +242,7 @@ def fit(sae: SparseAutoencoder, read: Batches, total: int, settings: TrainSettin
                 and state.step < total:
             checkpoint(FitState(state.step, state.since_fired, state.fired_window,
                                 state.scale_in, state.scale_out, state.history,
-                                state.seconds + time.perf_counter() - t0))
+                                state.seconds + time.perf_counter() - t0, state.center))
     if bar is not None:
         bar.close()
     state.seconds += time.perf_counter() - t0
@@ -270,9 +296,7 @@ def train_sae(model: nn.Module, tokens: np.ndarray | Tensor, config: SAEConfig,
 
     state = fit(sae, read, total, settings, optimizer, state, generator,
                 checkpoint if folder is not None else None, progress)
-    raw = copy.deepcopy(sae)
-    raw.fold_scales(state.scale_in, state.scale_out)
-    raw.eval().requires_grad_(False)
+    raw = raw_dictionary(sae, state)
     if folder is not None:
         store.save(folder, raw, {"identity": identity, "history": state.history,
                                  "tokens": total * per_step, "steps": total,
