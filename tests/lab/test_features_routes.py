@@ -60,6 +60,10 @@ def test_the_dictionaries_are_listed(lab, served):
         ("/api/features/feature", "post")}
     found = {d["name"]: d for d in client.get("/api/features/dictionaries").json()
              ["dictionaries"]}
+    shipped = found["shipped"]  # the default run's autoencoder, beside its results
+    assert list(found)[0] == "shipped" and shipped["label"].startswith("shipped results")
+    assert shipped["model"] == "shakespeare" and shipped["d_sae"] == 1536
+    assert shipped["k"] == 16 and shipped["site"] == "mlp_out" and shipped["layer"] == 3
     mine = found[NAME]
     assert mine["model"] == "shakespeare" and mine["layer"] == 2 and mine["d_sae"] == 48
     assert mine["hook_name"] == "blocks.2.hook_mlp_out" and mine["k"] == 4
@@ -122,6 +126,26 @@ def test_a_feature_along_a_typed_text_is_each_prefix_alone(lab, double, post):
     short = post(client, "/api/features/feature", {"dictionary": NAME, "feature": 7,
                                                    "text": "T"})
     assert len(short["along"]) == 1
+
+
+def test_the_shipped_dictionary_opens_on_the_shipped_model(lab, double, post):
+    client, _ = lab
+    d = post(client, "/api/features/search", {"dictionary": "shipped", "token": "q",
+                                              "by": "fires", "count": 3})
+    f = post(client, "/api/features/feature", {"dictionary": "shipped",
+                                               "feature": d["features"][0]["feature"],
+                                               "text": "quick"})
+    assert f["d_sae"] == 1536 and f["contexts"] and len(f["along"]) == 5
+    shown = [c["activation"] for c in f["contexts"]]
+    assert shown == sorted(shown, reverse=True) and shown[0] > 0
+    model, tokenizer = double
+    sae = store.load(features_routes.SHIPPED_FOLDER)[0]
+    ids = tokenizer.encode("quick")
+    feature = d["features"][0]["feature"]
+    for i, t in enumerate(f["along"]):
+        x, _ = read_site(model, torch.tensor(ids[: i + 1]), "mlp_out", 3)
+        expected = float(sae.double().encode(x[0, -1].double())[feature])
+        assert t["activation"] == pytest.approx(expected, rel=1e-4, abs=1e-5)
 
 
 @pytest.mark.parametrize("path, body, fragment", [

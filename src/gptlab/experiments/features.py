@@ -334,7 +334,8 @@ CLAIMS = (
     Claim("sparser",
           "the FFN's output is sparser in features than in neurons: fewer features than "
           "neurons per token explain the same share of its variance",
-          "neurons are dense (a GELU neuron is never exactly 0); GPT-2 small's 128k SAE: "
+          "neurons are dense (GELU is zero only where it underflows); GPT-2 small's 128k "
+          "SAE: "
           "L0 32 at explained variance 0.929; Gemma-2b's: L0 54 (Bricken et al.; SAELens)",
           "log2 of (the neurons per token, largest terms first, that explain as much "
           "variance as the autoencoder / the autoencoder's L0), on the same positions",
