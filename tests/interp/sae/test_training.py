@@ -1,9 +1,8 @@
-"""gptlab.interp.sae's dictionary and its training: on activations that are sparse
-combinations of known directions (a synthetic source standing in for the model, fed to the
-same `fit` the model's stream feeds), both recipes recover the directions; the pieces the
-recipe is made of (TopK, unit-norm rows, the fold of the training scale, the auxiliary
-loss, resampling, the schedule) hold their promises; and a run interrupted after a
-checkpoint resumes to the very weights of one that was not."""
+"""gptlab.interp.sae.training: on activations that are sparse combinations of known
+directions (a synthetic source standing in for the model, fed to the same `fit` the
+model's stream feeds), both recipes recover the directions; the auxiliary loss, resampling
+and the schedule hold their promises; and a run interrupted after a checkpoint resumes to
+the very weights of one that was not."""
 
 from __future__ import annotations
 
@@ -16,11 +15,9 @@ from gptlab.interp.sae import store
 from gptlab.interp.sae.autoencoder import SparseAutoencoder
 from gptlab.interp.sae.config import SAEConfig, TrainSettings
 from gptlab.interp.sae.training import (
-    FitState,
     auxiliary_loss,
     fit,
     lr_at,
-    raw_dictionary,
     resample,
     start_state,
     train_sae,
@@ -67,49 +64,6 @@ def test_a_dictionary_recovers_the_directions_its_activations_are_made_of(
     best = (directions @ sae.W_dec.detach().T).max(dim=1).values  # each direction's best row
     assert (best >= 0.9).double().mean() >= 0.9, best.sort().values[:8]
     assert torch.allclose(sae.W_dec.norm(dim=1), torch.ones(96), atol=1e-5)
-
-
-def test_topk_keeps_k_features_and_the_identity_dictionary_rebuilds_exactly():
-    x = torch.randn(50, 8, generator=torch.Generator().manual_seed(0))
-    topk = SparseAutoencoder(SAEConfig(d_in=8, d_sae=40, site="mlp_out", layer=0, k=5))
-    features, pre = topk.encode(x), topk.pre_activations(x)
-    kept = features > 0
-    assert (kept.sum(-1) <= 5).all() and (kept.sum(-1) > 0).all()
-    for row in range(50):  # what is kept is the row's largest, at its pre-activation
-        assert pre[row][kept[row]].min() >= pre[row][~kept[row]].max()
-        assert torch.equal(features[row][kept[row]], pre[row][kept[row]])
-    for activation, k in (("standard", 1), ("topk", 8)):
-        config = SAEConfig(d_in=8, d_sae=16, site="mlp_out", layer=0, activation=activation,
-                           k=k)
-        assert torch.allclose(SparseAutoencoder.identity(config)(x), x, atol=1e-6)
-
-
-def test_folding_the_training_scale_gives_the_raw_dictionary_the_same_reconstruction():
-    # an SAE reads and rebuilds one tensor, so one scale; a transcoder has two
-    for site, s_in, s_out in (("mlp_out", 3.7, 3.7), ("transcoder", 3.7, 0.4)):
-        config = SAEConfig(d_in=8, d_sae=32, site=site, layer=0, k=4)
-        sae = SparseAutoencoder(config, torch.Generator().manual_seed(1))
-        with torch.no_grad():
-            sae.b_enc.normal_()
-            sae.b_dec.normal_()
-        x = torch.randn(20, 8)
-        scaled = sae(x * s_in) / s_out  # what the trained units give, back in raw units
-        features = sae.encode(x * s_in) / s_out
-        sae.fold_scales(s_in, s_out)
-        assert torch.allclose(sae(x), scaled, atol=1e-5)
-        assert torch.allclose(sae.encode(x), features, atol=1e-5)
-        assert torch.allclose(sae.W_dec.norm(dim=1), torch.ones(32), atol=1e-5)
-
-
-def test_a_transcoders_input_centre_folds_into_its_encoder_bias():
-    config = SAEConfig(d_in=8, d_sae=32, site="transcoder", layer=0, k=4)
-    sae = SparseAutoencoder(config, torch.Generator().manual_seed(2))
-    center = torch.randn(8)
-    state = FitState(0, torch.zeros(32, dtype=torch.long), torch.zeros(32, dtype=torch.bool),
-                     2.5, 0.5, [], 0.0, center)
-    x = torch.randn(20, 8)
-    trained = sae(x * 2.5 - center) / 0.5  # what fit trains on, back in raw units
-    assert torch.allclose(raw_dictionary(sae, state)(x), trained, atol=1e-5)
 
 
 def test_the_auxiliary_loss_is_zero_without_dead_features_and_reads_only_the_dead():
@@ -159,16 +113,8 @@ def test_the_learning_rate_warms_up_holds_and_decays_to_zero():
     assert all(a >= b for a, b in zip(rates[90:], rates[91:], strict=False))
 
 
-def test_settings_and_configs_refuse_nonsense():
-    with pytest.raises(UsageError, match="site"):
-        SAEConfig(d_in=8, d_sae=16, site="attn", layer=0)
-    with pytest.raises(UsageError, match="k"):
-        SAEConfig(d_in=8, d_sae=4, site="mlp_out", layer=0, k=5)
-    with pytest.raises(UsageError, match="training_tokens"):
-        TrainSettings(training_tokens=0)
-
-
 # ------------------------------------------------------------------ on a model, resumable
+
 
 @pytest.fixture
 def tiny(preset_model):

@@ -1,20 +1,15 @@
-"""Reading features, checked against direct recomputation: a captured position's site
-activation is that of its context run alone; top contexts are the largest activations in
-order; a feature's logit effect is W_U (gain * decoder row) in float64; the pattern rule is
-memory's; the neuron basis rebuilds the FFN's output exactly with every neuron, and the
-neurons a target needs are the smallest count that reaches it; and a dictionary saved in
-SAELens' layout loads back to the same outputs, a mismatched one refused."""
+"""Reading features (gptlab.interp.sae.features), checked against direct recomputation: a
+captured position's site activation is that of its context run alone; top contexts are
+the largest activations in order; a feature's logit effect is W_U (gain * decoder row) in
+float64; the pattern rule is memory's."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 import torch
 
-from gptlab.errors import UsageError
 from gptlab.interp.memory import pattern_score
-from gptlab.interp.sae import features, neurons, store
+from gptlab.interp.sae import features
 from gptlab.interp.sae.autoencoder import SparseAutoencoder
 from gptlab.interp.sae.config import SAEConfig
 from gptlab.interp.sae.sites import read_site
@@ -102,51 +97,3 @@ def test_pattern_scores_apply_memorys_rule_to_the_top_k_prefixes(setup):
     have = scores[~scores.isnan()]
     assert features.single_pattern_share(scores) == pytest.approx(
         float((have >= features.SINGLE_PATTERN).double().mean()))
-
-
-def test_every_neuron_rebuilds_the_ffn_and_the_neurons_needed_are_the_fewest(setup):
-    model, _, capture = setup
-    basis = neurons.NeuronBasis(model, 1, capture.neurons, capture.y)
-    assert basis.explained_variance(basis.width) == pytest.approx(1.0, abs=1e-6)
-    weight = model.blocks[1].mlp.proj.weight.detach().double()
-    m = capture.neurons.double()
-    for k in (1, 5, 30):  # by hand: each row's k longest terms, with topk
-        keep = (m.abs() * weight.norm(dim=0)).topk(k, dim=-1).indices
-        kept = torch.zeros_like(m).scatter(-1, keep, m.gather(-1, keep))
-        rebuilt = kept @ weight.T + model.blocks[1].mlp.proj.bias.detach().double()
-        y = capture.y.double()
-        expected = 1 - (y - rebuilt).pow(2).sum(-1).mean() / (y - y.mean(0)).pow(2).sum(-1).mean()
-        assert basis.explained_variance(k) == pytest.approx(float(expected), abs=1e-9)
-    curve = [basis.explained_variance(k) for k in range(1, basis.width + 1)]
-    target = curve[9] - 1e-9
-    k, reached = basis.needed(target)
-    assert k == next(i + 1 for i, v in enumerate(curve) if v >= target)
-    assert reached == pytest.approx(curve[k - 1])
-
-
-@pytest.mark.parametrize("site, activation, architecture", [
-    ("mlp_out", "topk", "topk"), ("resid_post", "standard", "standard"),
-    ("transcoder", "standard", "transcoder"), ("transcoder", "topk", "topk_transcoder"),
-])
-def test_a_saved_dictionary_loads_back_in_saelens_layout(tmp_path, site, activation,
-                                                         architecture):
-    config = SAEConfig(d_in=8, d_sae=24, site=site, layer=2, activation=activation, k=3,
-                       model_name="tiny")
-    sae = SparseAutoencoder(config, torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        sae.b_enc.normal_()
-    store.save(tmp_path, sae, {"tokens": 5})
-    cfg = json.loads((tmp_path / store.CFG_FILE).read_text())
-    assert cfg["architecture"] == architecture and cfg["d_sae"] == 24
-    assert cfg["metadata"]["hook_name"] == ("blocks.2.ln2.hook_normalized"
-                                            if site == "transcoder" else f"blocks.2.hook_{site}")
-    assert cfg["apply_b_dec_to_input"] == (site != "transcoder")
-    loaded, training = store.load(tmp_path)
-    x = torch.randn(10, 8)
-    assert torch.equal(loaded(x), sae(x).detach()) and training == {"tokens": 5}
-    cfg["d_sae"] = 30
-    (tmp_path / store.CFG_FILE).write_text(json.dumps(cfg))
-    with pytest.raises(UsageError, match="does not match"):
-        store.load(tmp_path)
-    with pytest.raises(UsageError, match="no trained dictionary"):
-        store.load(tmp_path / "absent")
