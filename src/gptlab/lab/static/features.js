@@ -14,12 +14,11 @@ const state = {dictionaries: []};
 function fillDictionaries(list) {
   const select = $("feat-dictionary");
   const kept = select.value;
-  select.replaceChildren(...list.map((d) => htmlEl("option", {value: d.name},
-    `${d.name}: ${d.site} of layer ${d.layer}, ${d.d_sae} features${d.k ? `, k ${d.k}` : ""} (${d.model})`)));
+  select.replaceChildren(...list.map((d) => htmlEl("option", {value: d.name}, d.name)));
   if (list.some((d) => d.name === kept)) select.value = kept;
   const d = list.find((x) => x.name === select.value);
   $("feat-about").textContent = !d ? "No dictionary: run `gptlab experiment features --out runs/features`."
-    : `${d.architecture} dictionary at ${d.hook_name}${d.label ? ` — ${d.label}` : ""}.`;
+    : `${d.d_sae} ${d.architecture} features${d.k ? ` (k = ${d.k})` : ""} on ${d.model}'s ${d.site} of layer ${d.layer} (${d.hook_name})${d.label ? ` — ${d.label}` : ""}.`;
 }
 
 // The search's answer: a list of features, each a button that opens it.
@@ -68,7 +67,7 @@ function histogram({edges, counts}) {
     const row = htmlEl("div", {class: "feat-bar-row", "data-testid": "feat-bar", "data-count": String(n)});
     row.append(htmlEl("span", {class: "feat-bar-label"}, `${fmt(edges[i], 1)}–${fmt(edges[i + 1], 1)}`));
     const bar = htmlEl("span", {class: "feat-bar", title: `${n} tokens`});
-    bar.style.width = `${Math.round(200 * n / top)}px`;
+    bar.style.width = `${Math.round(140 * n / top)}px`;
     row.append(bar, htmlEl("span", {}, String(n)));
     box.appendChild(row);
   });
