@@ -134,7 +134,7 @@ def run_features(out: str | Path, data: str | Path | None = None, quick: bool = 
         trained[name] = train_sae(gpt, train_ids, sae_config, settings, folder / name,
                                   progress, log)
         timer.add("train_s", time.perf_counter() - t0)
-        log(f"{name}: {'reused' if trained[name].reused else 'trained'} on "
+        log(f"{name}: {'reused, ' if trained[name].reused else ''}trained on "
             f"{trained[name].tokens:,} tokens")
     t0 = time.perf_counter()
     samples = [measure_slice(gpt, trained, ids, tokenizer.decode, layer, index,
