@@ -94,6 +94,8 @@ def test_openapi_schema_documents_the_400s(client):
 
 # Every route of the API, as the areas' routers declare them (gptlab.lab.server.ROUTERS).
 ROUTES = {
+    ("/api/features/dictionaries", "get"), ("/api/features/search", "post"),
+    ("/api/features/feature", "post"),  # features
     ("/api/attention", "post"), ("/api/scaling", "post"), ("/api/sinusoidal", "post"),
     ("/api/rope", "post"), ("/api/params", "post"), ("/api/presets", "get"),
     ("/api/quiz", "post"), ("/api/quiz/check", "post"),  # calculator

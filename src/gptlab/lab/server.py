@@ -32,6 +32,7 @@ from gptlab.lab.calculator import routes as calculator
 from gptlab.lab.context import routes as context
 from gptlab.lab.experiments import routes as experiments
 from gptlab.lab.experiments.quickrun import QuickRunner
+from gptlab.lab.features import routes as features
 from gptlab.lab.fields import one_line
 from gptlab.lab.guard import ANY_ADDRESS, Access, Guard, is_loopback
 from gptlab.lab.live import routes as live
@@ -43,7 +44,7 @@ from gptlab.lab.runs import Runs
 STATIC = Path(__file__).parent / "static"
 # Each area of the lab, one APIRouter with its routes (its schemas in the module beside it).
 ROUTERS = (calculator.router, model.router, prediction.router, live.router, context.router,
-           experiments.router)
+           experiments.router, features.router)
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
