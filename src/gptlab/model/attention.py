@@ -78,7 +78,9 @@ def attention_steps(
 class AttentionInputs:
     """Everything attention needs besides x, the same for every layer of one forward pass."""
 
-    rope: tuple[Tensor, Tensor] | None = None  # (cos, sin), each (T, hs); None: no rotation
+    # (cos, sin), each (T, hs), or (B, T, hs) where rows sit at different positions; None:
+    # no rotation
+    rope: tuple[Tensor, Tensor] | None = None
     # bool, broadcastable to (B, nh, T, T_keys), True where a query may attend a key; or None
     # for the fused kernel to build the mask itself, as is_causal says.
     allowed: Tensor | None = None
@@ -150,14 +152,15 @@ class CausalSelfAttention(nn.Module):
         float32 = self.float32_attention and torch.is_autocast_enabled(x.device.type)
         # QK-norm: per head, no gain, q and k on the sphere of radius sqrt(hs). q and k in
         # one call (on a CPU each small op has its cost), the rope tables (T, hs) as
-        # (T, 1, hs); in float32 where attention is (it would cast them anyway).
+        # (T, 1, hs), or (B, T, hs) as (B, T, 1, hs); in float32 where attention is (it
+        # would cast them anyway).
         dtype = torch.float32 if float32 else qk.dtype
         if self.qk_norm and rope is not None:
-            qk = normed_rope(qk, rope[0][:, None], rope[1][:, None], dtype)
+            qk = normed_rope(qk, rope[0].unsqueeze(-2), rope[1].unsqueeze(-2), dtype)
         elif self.qk_norm:
             qk = unit_rms(qk.to(dtype))
         elif rope is not None:
-            qk = apply_rope(qk, rope[0][:, None], rope[1][:, None])
+            qk = apply_rope(qk, rope[0].unsqueeze(-2), rope[1].unsqueeze(-2))
         q, k = qk.transpose(1, 2).split([nh, nkv], dim=1)  # (B, nh, T, hs), (B, nkv, T, hs)
         v = v.view(B, T, nkv, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
         if inputs.first_values is not None:

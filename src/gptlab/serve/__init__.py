@@ -1,0 +1,1 @@
+"""gptlab serve: an OpenAI-compatible server (see gptlab.serve.app)."""
