@@ -83,7 +83,7 @@ class Job:
     """One prompt with its n choices. ids: the prompt's token ids (at least one);
     logprobs: how many top alternatives each token's log-probability comes with (None: no
     log-probabilities); echo_logprobs: the prompt's too (a Prompt event first); seeds:
-    one per choice (None: drawn at random); eos: the end-of-text token's id, if any."""
+    one per choice (None, or none given: drawn at random); eos: the end-of-text token's id, if any."""
 
     ids: list[int]
     max_tokens: int
@@ -208,7 +208,7 @@ class Scheduler:
         keys = [k[0] for k in kv.keys]
         values = [v[0] for v in kv.values]
         for index in range(job.n):
-            seed = job.seeds[index]
+            seed = job.seeds[index] if index < len(job.seeds) else None
             generator = None
             if not job.settings.greedy:
                 generator = torch.Generator(device=self.device)

@@ -140,7 +140,8 @@ class SlotCache:
         n = self.n
         for buffers in (self.keys, self.values):
             for buffer in buffers:
-                buffer[:n, :, first + by:self.cursor + by] = buffer[:n, :, first:self.cursor].clone()
+                moved = buffer[:n, :, first:self.cursor].clone()  # the spans may overlap
+                buffer[:n, :, first + by:self.cursor + by] = moved
         self.cursor += by
 
     def _fit(self, columns: int) -> None:
