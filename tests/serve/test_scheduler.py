@@ -50,7 +50,7 @@ def test_32_greedy_prompts_together_are_each_what_sample_gives_alone():
     served = open_model("shakespeare", max_batch=32)
     model, tok = served.model, served.tokenizer
     texts = prompts(32)
-    lengths = [40 + 7 * (i % 5) for i in range(32)]  # they finish at different steps
+    lengths = [24 + 5 * (i % 5) for i in range(32)]  # they finish at different steps
     collected = [Collect() for _ in texts]
     jobs = [Job(tok.encode(t), n, GREEDY, c) for t, n, c in zip(texts, lengths, collected,
                                                                  strict=True)]
