@@ -133,21 +133,32 @@ class Scheduler:
         self._lock = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._users = 0  # apps serving it (start/close)
         self.steps = 0  # decode steps run (tests read it)
 
     # ------------------------------------------------------------------ threads
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="gptlab-serve-scheduler",
-                                        daemon=True)
-        self._thread.start()
+        """Start the thread, for one more app serving this scheduler (one thread for all)."""
+        with self._lock:
+            self._users += 1
+            if self._thread is not None:
+                return
+            self._stopping = False
+            self._thread = threading.Thread(target=self._run, name="gptlab-serve-scheduler",
+                                            daemon=True)
+            self._thread.start()
 
     def close(self) -> None:
+        """One app fewer; the last one's close stops the thread."""
         with self._lock:
+            self._users -= 1
+            if self._users > 0 or self._thread is None:
+                return
             self._stopping = True
             self._lock.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+            thread, self._thread = self._thread, None
+        thread.join(timeout=10)
 
     def submit(self, job: Job) -> None:
         with self._lock:
