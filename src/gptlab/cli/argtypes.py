@@ -97,7 +97,7 @@ def rope_scaling(text: str) -> str:
 
 
 def checked(check):
-    """An argparse type from a check that raises ValueError with one line (gptlab.lab.guard's
+    """An argparse type from a check that raises ValueError with one line (gptlab.web.guard's
     check_token, check_host_name)."""
     def parse(text: str) -> str:
         try:

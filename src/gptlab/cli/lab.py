@@ -9,7 +9,7 @@ from pathlib import Path
 from gptlab.cli import argtypes
 from gptlab.errors import UsageError
 from gptlab.files.kinds import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE
-from gptlab.lab import guard
+from gptlab.web import guard
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -8,7 +8,7 @@ from gptlab.cli import argtypes
 from gptlab.cli.main import warned
 from gptlab.errors import UsageError
 from gptlab.inference.formats import WEIGHT_CHOICES
-from gptlab.lab import guard
+from gptlab.web import guard
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -8,10 +8,9 @@ builds the app; `serve` runs it.
 One module per concern:
   server        the app: composes the areas' routers (ROUTERS), errors as 400s, the guard,
                 the page and /static
-  body          the route class of every router: bodies small, on time, sent as JSON
   state         what routes share, as FastAPI dependencies: the runs folder, the training slot
-  guard         who it answers: its own Host names, its own page's Origin, a token beyond
-                loopback (one ASGI middleware in front of everything)
+Who it answers (gptlab.web.guard) and how its routes check bodies (gptlab.web.body) are
+shared with `gptlab serve`.
   One APIRouter per area, its schemas beside it:
   calculator_routes + calculator_schemas   views 1, 2, 4, 5 and the quiz (no run needed)
   model_routes + model_schemas   views 3 and 6, whole model, all heads, learned positions

@@ -9,8 +9,8 @@ from fastapi.responses import JSONResponse
 
 from gptlab.lab import api, quiz
 from gptlab.lab import calculator_schemas as cs
-from gptlab.lab.body import area_router
 from gptlab.lab.responses import BAD_INPUT
+from gptlab.web.body import area_router
 
 router = area_router()
 

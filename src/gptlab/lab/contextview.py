@@ -41,7 +41,6 @@ from gptlab.experiments.report import RESULTS_FILE
 from gptlab.files.atomic import read_json_object
 from gptlab.inference.evaluate import score_positions
 from gptlab.interp.hooks import eval_mode, recording_attention
-from gptlab.lab.body import area_router
 from gptlab.lab.experimentsview import (
     QUICK,
     SHIPPED,
@@ -56,6 +55,7 @@ from gptlab.lab.state import RunsDep
 from gptlab.loading import with_config
 from gptlab.model.config import with_rope_scaling
 from gptlab.model.positional import ContextWarning, check_context
+from gptlab.web.body import area_router
 
 MAX_CONTEXT = 1024  # the longest window the view runs a model at
 MAX_SCORED = 4096  # tokens of text scored (the first ones)

@@ -29,12 +29,12 @@ from gptlab.experiments import catalog, shipped_results
 from gptlab.experiments.grid import RUNS_DIR, experiment_of
 from gptlab.experiments.report import RESULTS_FILE
 from gptlab.files.atomic import read_json_object
-from gptlab.lab.body import area_router
 from gptlab.lab.responses import BAD_INPUT
 from gptlab.lab.runs import MAX_DEPTH, Runs, is_run
 from gptlab.lab.schemas import Body, _text
 from gptlab.lab.state import RunsDep
 from gptlab.training.runs import find_folders
+from gptlab.web.body import area_router
 
 # ----------------------------------------------------------------------------- schemas
 

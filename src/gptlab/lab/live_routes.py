@@ -13,9 +13,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from gptlab.lab import live, live_estimate
 from gptlab.lab import live_schemas as ml
-from gptlab.lab.body import area_router
 from gptlab.lab.responses import BAD_INPUT, Error
 from gptlab.lab.state import LiveDep
+from gptlab.web.body import area_router
 
 BUSY = {409: {"model": Error, "description": "A training is running (start), or none "
                                              "is (stop, events)"}}

@@ -10,9 +10,9 @@ from fastapi.responses import JSONResponse
 
 from gptlab.lab import allheads, api, layersteps, learnedpos, wholemodel
 from gptlab.lab import model_schemas as ms
-from gptlab.lab.body import area_router
 from gptlab.lab.responses import BAD_INPUT
 from gptlab.lab.state import RunsDep
+from gptlab.web.body import area_router
 
 router = area_router()
 

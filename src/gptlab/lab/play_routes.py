@@ -8,9 +8,9 @@ from fastapi.responses import JSONResponse
 
 from gptlab.lab import lensview, nexttoken
 from gptlab.lab import play_schemas as mp
-from gptlab.lab.body import area_router
 from gptlab.lab.responses import BAD_INPUT
 from gptlab.lab.state import RunsDep
+from gptlab.web.body import area_router
 
 router = area_router()
 

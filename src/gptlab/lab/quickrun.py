@@ -27,10 +27,10 @@ from pydantic import BaseModel, Field
 from gptlab.experiments import catalog
 from gptlab.experiments.grid import experiment_folder
 from gptlab.lab import live
-from gptlab.lab.body import area_router
 from gptlab.lab.live_routes import BUSY, EVENTS, Followed
 from gptlab.lab.responses import BAD_INPUT, Error
 from gptlab.lab.schemas import Body, Seed
+from gptlab.web.body import area_router
 
 SUFFIX = "-quick"  # the folder in the runs folder: NAME-quick
 SEED = 1337  # the command's default

@@ -38,9 +38,9 @@ from gptlab.lab import (
     quickrun,
 )
 from gptlab.lab import schemas as m
-from gptlab.lab.body import CheckedBody
-from gptlab.lab.guard import ANY_ADDRESS, Access, Guard, is_loopback
 from gptlab.lab.runs import Runs
+from gptlab.web.body import CheckedBody
+from gptlab.web.guard import ANY_ADDRESS, Access, Guard, is_loopback
 
 STATIC = Path(__file__).parent / "static"
 # Each area of the lab, one APIRouter with its routes (its schemas in the module beside it).
@@ -71,7 +71,7 @@ def _openapi_without_422(app: FastAPI) -> None:
 
 def create_app(runs_dir: str | Path = "runs", access: Access | None = None) -> FastAPI:
     """The lab's app over runs_dir. Served (serve, BackgroundServer), it answers only as
-    `access` allows (gptlab.lab.guard); None, for callers in this process that no network
+    `access` allows (gptlab.web.guard); None, for callers in this process that no network
     reaches (TestClient, the fuzz tests, bench.lab_latency), leaves the guard out."""
     app = FastAPI(title="gptlab lab", version="1", docs_url=None, redoc_url=None,
                   description="The lab's JSON API. Every POST takes a JSON object; bad "

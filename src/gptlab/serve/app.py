@@ -1,8 +1,8 @@
 """`gptlab serve`'s app: any model gptlab.load takes, behind OpenAI's API.
 
 create_app wires the routes (gptlab.serve.routes, one APIRouter whose bodies are checked as
-the lab's are: gptlab.lab.body), the errors in OpenAI's shape (gptlab.serve.errors) and the
-lab's guard (gptlab.lab.guard: Host and Origin checked, a token beyond loopback, taken as
+the lab's are: gptlab.web.body), the errors in OpenAI's shape (gptlab.serve.errors) and the
+lab's guard (gptlab.web.guard: Host and Origin checked, a token beyond loopback, taken as
 `Authorization: Bearer` too), around a `Served` model whose scheduler thread starts and
 stops with the app (FastAPI's lifespan). `open_model` loads a model as `gptlab sample` does;
 `BackgroundServer` serves one from a thread (tests, the benchmark); `serve` until Ctrl-C.
@@ -22,11 +22,11 @@ from typing import Any
 from fastapi import FastAPI
 
 from gptlab.errors import GptlabError, UsageError
-from gptlab.lab.guard import ANY_ADDRESS, Access, Guard, is_loopback
 from gptlab.serve import errors, routes
 from gptlab.serve.chat import find_template
 from gptlab.serve.scheduler import Scheduler
 from gptlab.serve.served import Served
+from gptlab.web.guard import ANY_ADDRESS, Access, Guard, is_loopback
 
 DEFAULT_BATCH = 32  # rows decoded together: past 32, a CPU's tokens/s grows little
 SERVER = {"noun": "server", "command": "gptlab serve", "bearer": True, "token_status": 401}

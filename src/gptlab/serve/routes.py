@@ -21,7 +21,6 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from gptlab.lab.body import area_router
 from gptlab.serve import answers, errors
 from gptlab.serve.answers import Gathered, Tokens, Usage
 from gptlab.serve.bridge import ClientGone, Run
@@ -34,8 +33,9 @@ from gptlab.serve.schemas import (
     TokenizeRequest,
 )
 from gptlab.serve.served import DEFAULT_COMPLETION_TOKENS, Served
+from gptlab.web.body import area_router
 
-router = area_router()  # bodies small, on time, JSON (gptlab.lab.body.CheckedBody)
+router = area_router()  # bodies small, on time, JSON (gptlab.web.body.CheckedBody)
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 

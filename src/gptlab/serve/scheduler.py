@@ -83,7 +83,8 @@ class Job:
     """One prompt with its n choices. ids: the prompt's token ids (at least one);
     logprobs: how many top alternatives each token's log-probability comes with (None: no
     log-probabilities); echo_logprobs: the prompt's too (a Prompt event first); seeds:
-    one per choice (None, or none given: drawn at random); eos: the end-of-text token's id, if any."""
+    one per choice (None, or none given: drawn at random); eos: the end-of-text token's id,
+    if any."""
 
     ids: list[int]
     max_tokens: int
