@@ -13,7 +13,6 @@ after the stream began arrives as `data: {"error": ...}` before [DONE].
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,7 +22,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from gptlab.serve import answers, errors
 from gptlab.serve.answers import Gathered, Tokens, Usage
-from gptlab.serve.bridge import ClientGone, Run
+from gptlab.serve.bridge import ClientGone, Run, notifier_of
 from gptlab.serve.errors import ApiError
 from gptlab.serve.scheduler import Failed, Finished, Job, Prompt, Token
 from gptlab.serve.schemas import (
@@ -107,7 +106,7 @@ async def completions(body: CompletionRequest, request: Request
               for ids in prompts]
     settings = served.settings(body)
     served.check_busy(len(prompts))
-    run = Run(asyncio.get_running_loop(), len(prompts), body.n)
+    run = Run(notifier_of(request.app.state), len(prompts), body.n)
     for number, (ids, limit) in enumerate(zip(prompts, limits, strict=True)):
         run.jobs.append(Job(ids, limit, settings, run.emitter(number), n=body.n,
                             stop=tuple(body.stops), seeds=served.seeds(body.seed, body.n),
@@ -195,7 +194,7 @@ async def chat_completions(body: ChatRequest, request: Request
     limit = served.room(len(ids), body.limit, None)
     settings = served.settings(body)
     served.check_busy(1)
-    run = Run(asyncio.get_running_loop(), 1, body.n)
+    run = Run(notifier_of(request.app.state), 1, body.n)
     top = (body.top_logprobs or 0) if body.logprobs else None
     run.jobs.append(Job(ids, limit, settings, run.emitter(0), n=body.n,
                         stop=tuple(body.stops), seeds=served.seeds(body.seed, body.n),
@@ -292,10 +291,11 @@ def _apply(shape: Any, gathered: dict[int, Gathered], prompt: int, event: Any
 async def _whole(run: Run, request: Request, shape: Any) -> JSONResponse:
     gathered = _gathered(shape, len(run.jobs), shape.body.n)
     try:
-        async for prompt, event in run.events(request):
-            if isinstance(event, Failed):
-                return errors.response(500, event.message)
-            _apply(shape, gathered, prompt, event)
+        async for batch in run.batches(request):
+            for prompt, event in batch:
+                if isinstance(event, Failed):
+                    return errors.response(500, event.message)
+                _apply(shape, gathered, prompt, event)
     except ClientGone:
         return errors.response(499, "the client closed the connection")
     return JSONResponse(shape.whole([gathered[i] for i in sorted(gathered)]))
@@ -312,52 +312,73 @@ def _sse(data: dict[str, Any] | str) -> str:
 
 
 async def _events(run: Run, request: Request, shape: Any) -> AsyncIterator[str]:
+    """The stream's lines, all of one batch of events written at once."""
     gathered = _gathered(shape, len(run.jobs), shape.body.n)
-    offsets = {i: 0 for i in gathered}
-    started: set[int] = set()
-    left = len(gathered)
-
-    def first(g: Gathered) -> list[str]:
-        if g.index in started:
-            return []
-        started.add(g.index)
-        chunk = shape.first_chunk(g)
-        if chunk is not None and isinstance(shape, _CompletionShape):
-            offsets[g.index] = len(chunk["choices"][0]["text"])
-        return [_sse(chunk)] if chunk is not None else []
-
+    stream = _Stream(shape, gathered)
     try:
-        async for prompt, event in run.events(request):
-            if isinstance(event, Failed):
-                yield _sse(errors.body(500, event.message))
+        async for batch in run.batches(request):
+            lines = []
+            for prompt, event in batch:
+                if isinstance(event, Failed):
+                    lines.append(_sse(errors.body(500, event.message)))
+                    stream.failed = True
+                    break
+                lines.extend(stream.lines(prompt, event))
+            yield "".join(lines)
+            if stream.failed:
                 break
-            echoed = ([], [])
-            if isinstance(event, Prompt):  # the prompt's log-probabilities go first
-                echoed = (list(event.ids), list(event.logprobs))
-            g, text, ids, alts = _apply(shape, gathered, prompt, event)
-            if isinstance(event, Prompt):
-                for choice in range(shape.body.n):
-                    g = gathered[shape.index(prompt, choice)]
-                    started.add(g.index)
-                    text = shape.echoed.pop(g.index, "")
-                    yield _sse(shape.chunk(g, text, *echoed, None, 0))
-                    offsets[g.index] = len(text)
-                continue
-            for line in first(g):
-                yield line
-            reason = event.reason if isinstance(event, Finished) else None
-            if not text and not ids and reason is None:
-                continue
-            if reason is not None:
-                left -= 1
-            chunk = shape.chunk(g, text, ids, alts, reason, offsets[g.index])
-            offsets[g.index] += len(text)
-            if left == 0 and not shape.body.include_usage:
-                chunk["usage"] = shape.usage.to_dict()
-            yield _sse(chunk)
-        else:
-            if shape.body.include_usage:
-                yield _sse(shape.usage_chunk())
+        if shape.body.include_usage and not stream.failed:
+            yield _sse(shape.usage_chunk())
         yield _sse("[DONE]")
     except ClientGone:
         return
+
+
+class _Stream:
+    """A stream's chunks, event by event: each choice's first chunk (a chat's role, a
+    completion's echoed prompt), then its text and log-probabilities as they come, its
+    finish_reason, and the usage on the last chunk unless a chunk of its own was asked."""
+
+    def __init__(self, shape: Any, gathered: dict[int, Gathered]) -> None:
+        self.shape, self.gathered = shape, gathered
+        self.offsets = {i: 0 for i in gathered}  # text_offset of each choice's next token
+        self.started: set[int] = set()
+        self.left = len(gathered)
+        self.failed = False
+
+    def lines(self, prompt: int, event: Any) -> list[str]:
+        shape = self.shape
+        if isinstance(event, Prompt):  # echo with logprobs: the prompt leads each choice
+            _apply(shape, self.gathered, prompt, event)
+            out = []
+            for choice in range(shape.body.n):
+                g = self.gathered[shape.index(prompt, choice)]
+                self.started.add(g.index)
+                text = shape.echoed.pop(g.index, "")
+                out.append(_sse(shape.chunk(g, text, list(event.ids), list(event.logprobs),
+                                            None, 0)))
+                self.offsets[g.index] = len(text)
+            return out
+        g, text, ids, alts = _apply(shape, self.gathered, prompt, event)
+        out = self._first(g)
+        reason = event.reason if isinstance(event, Finished) else None
+        if not text and not ids and reason is None:
+            return out
+        if reason is not None:
+            self.left -= 1
+        chunk = shape.chunk(g, text, ids, alts, reason, self.offsets[g.index])
+        self.offsets[g.index] += len(text)
+        if self.left == 0 and not shape.body.include_usage:
+            chunk["usage"] = shape.usage.to_dict()
+        out.append(_sse(chunk))
+        return out
+
+    def _first(self, g: Gathered) -> list[str]:
+        if g.index in self.started:
+            return []
+        self.started.add(g.index)
+        chunk = self.shape.first_chunk(g)
+        if chunk is None:
+            return []
+        self.offsets[g.index] = len(chunk["choices"][0].get("text", ""))
+        return [_sse(chunk)]
