@@ -30,7 +30,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "gptlab serve shakespeare",
             "gptlab serve runs/demo/best --port 8080 --max-batch 64",
             "gptlab serve openai-community/gpt2 --host 0.0.0.0 --token my-long-secret",
-            "gptlab serve shakespeare --max-tokens 100 --threads 2",
         ],
     )
     p.add_argument("model", metavar="MODEL", help=argtypes.MODEL_HELP)
@@ -74,12 +73,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:  # the 'serve' extra (fastapi, uvicorn): loaded only when the server starts
-        from gptlab.serve.app import open_model, serve
+        from gptlab.serve.app import check_listen, open_model, serve
     except ImportError as exc:
         raise UsageError(f"gptlab serve needs the 'serve' extra (pip install "
                          f"'gptlab[serve]'): {exc.name} is missing") from None
     import torch  # start-up time: after the checks above
 
+    check_listen(args.host, args.port)  # before the model loads: a busy port says so at once
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     with warned("gptlab serve"):

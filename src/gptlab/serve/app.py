@@ -65,8 +65,7 @@ def open_model(path: str | Path, name: str | None = None, *, device: str | None 
                max_tokens: int | None = None) -> Served:
     """The model at `path` (anything gptlab.load takes), loaded as `gptlab sample` loads it,
     ready to serve under `name` (default: path as given)."""
-    import torch  # start-up time: only where a model is served
-
+    # start-up time: torch and the model load only where a model is served
     from gptlab import probe
     from gptlab.distributed.process import pick_device
     from gptlab.inference.quantize import quantize
@@ -85,11 +84,19 @@ def open_model(path: str | Path, name: str | None = None, *, device: str | None 
         max_batch = 1
     source = getattr(model, "source", None)
     chat = find_template(getattr(source, "where", None))
-    torch.set_grad_enabled(False)
     return Served(str(name or path), model, tokenizer, Scheduler(model, tokenizer.decode,
                                                                  max_batch),
                   context=model.context, chat=chat, max_tokens=max_tokens,
                   created=int(time.time()))
+
+
+def check_listen(host: str, port: int) -> None:
+    """A clear one-line UsageError, instead of uvicorn's exit, if host:port cannot be had."""
+    try:
+        with socket.socket() as s:
+            s.bind((host, port))
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -134,11 +141,7 @@ def serve(served: Served, host: str = "127.0.0.1", port: int = 8000,
     import uvicorn  # only serving needs it
 
     access = Access.for_server(host, port, token, allow_hosts, **SERVER)
-    try:
-        with socket.socket() as s:  # a clear one-line error instead of uvicorn's exit
-            s.bind((host, port))
-    except OSError as exc:
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    check_listen(host, port)
     shown = "127.0.0.1" if host in ANY_ADDRESS else host.strip("[]")
     shown = f"[{shown}]" if ":" in shown else shown
     chat = "and /v1/chat/completions" if served.chat else "(no chat template: no chat)"

@@ -37,12 +37,12 @@ class ChatTemplate:
     def render(self, messages: list[dict[str, Any]]) -> str:
         """The prompt for `messages` ([{role, content}]), with the assistant's turn opened
         (add_generation_prompt). A template that refuses the messages is a UsageError."""
-        try:
+        try:  # the optional extra `hf`, with jinja2
+            from jinja2.exceptions import TemplateError
             from transformers.utils.chat_template_utils import render_jinja_template
         except ImportError:
             raise UsageError("rendering a chat template needs transformers (pip install "
                              "'gptlab[hf]')") from None
-        from jinja2.exceptions import TemplateError
 
         special = {"bos_token": self.bos_token or "", "eos_token": self.eos_token or ""}
         try:

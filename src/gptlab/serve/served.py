@@ -119,7 +119,7 @@ class Served:
         would), choice i > 0 one derived from (seed, i) by numpy's SeedSequence."""
         if seed is None:
             return (None,) * n
-        import numpy as np
+        import numpy as np  # start-up time: only a seeded request needs it
 
         seed %= 2**64
         derived = np.random.SeedSequence(seed).spawn(n)
