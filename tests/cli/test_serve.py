@@ -41,13 +41,18 @@ def test_bad_options_are_one_line(capsys, no_server, argv, message):
     assert no_server == []
 
 
-def test_options_reach_the_server(no_server, one_thread):
+def test_options_reach_the_server(no_server, one_thread, monkeypatch):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     assert main(["serve", "shakespeare", "--name", "bard", "--port", "8123", "--max-batch",
                  "4", "--max-tokens", "50", "--max-waiting", "9", "--token", "tok-en"]) == 0
     [(served, kwargs)] = no_server
     assert (served.name, served.scheduler.slots, served.max_tokens, served.max_waiting,
             served.context) == ("bard", 4, 50, 9, 128)
     assert kwargs == {"host": "127.0.0.1", "port": 8123, "token": "tok-en", "allow_hosts": ()}
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"  # idle workers sleep (BENCHMARKS.md)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert main(["serve", "shakespeare", "--port", "8123"]) == 0
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"  # the user's own stays
 
 
 @pytest.mark.slow  # seconds: a process loading a model

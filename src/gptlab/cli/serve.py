@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from gptlab.cli import argtypes
 from gptlab.cli.main import warned
@@ -72,6 +73,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Idle OpenMP workers sleep instead of spinning: between forward passes this process
+    # has HTTP to answer on other threads, which spinning workers starve (on 2 busy cores,
+    # 32 streaming clients: 51 tokens/s spinning, 496 sleeping; BENCHMARKS.md). Read when
+    # torch loads OpenMP, so before torch; a value the user set stays.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:  # the 'serve' extra (fastapi, uvicorn): loaded only when the server starts
         from gptlab.serve.app import check_listen, open_model, serve
     except ImportError as exc:
