@@ -4,10 +4,11 @@ llama-cpp-python package's OpenAI server, `python -m llama_cpp.server`) on the s
 model's GGUF export (`gptlab convert --to-gguf`, f32), measured in the same run.
 
 `python -m bench.serve_load [--seconds 60] [--clients 1,8,32,64] [--models shipped,gpt2]`
-`[--threads 2] [--out DIR]`, or through `python -m bench` (smoke 3 s, quick 15 s, full
-60 s per level). Each server is its own process on 127.0.0.1 with --threads torch or
-llama.cpp threads; the clients run in this process (asyncio, one httpx connection each),
-so they share the machine with the server, for both servers alike. Each client sends
+`[--threads 2] [--out DIR]`, or through `python -m bench` (quick 15 s, full 60 s per level;
+smoke: the shipped model, 1 and 4 clients, 3 s, no peer). Each server is its own process
+on 127.0.0.1 with --threads torch or llama.cpp threads; the clients run in this process (asyncio, one httpx connection each),
+so they share the machine with the server, for both servers alike, and both servers run
+with OMP_WAIT_POLICY=PASSIVE (SERVER_ENV). Each client sends
 POST /v1/completions with stream: true, one of a few prompts, max_tokens MAX_TOKENS,
 temperature 0.8 (one seed per request), again and again until the time is up; a request
 still running then is closed (its tokens so far count).
@@ -49,6 +50,10 @@ PROMPTS = {"shipped": ["ROMEO:\n", "JULIET:\nO Romeo, ", "First Citizen:\nBefore
                        "KING RICHARD III:\nNow is the winter", "MENENIUS:\nI tell you, "],
            "gpt2": None}  # made from the tokenizer's own words (gpt2_prompts)
 START_TIMEOUT_S = 180
+# Both servers' OpenMP workers sleep when idle (what gptlab serve sets by itself): on a
+# machine busier than its cores, spinning workers made one llama.cpp completion of 64
+# tokens on the GPT-2 shape take 105 s instead of 4.5 s, and gptlab serve 10x slower.
+SERVER_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
 GPT2_VOCAB = 50257
 
 
@@ -97,7 +102,9 @@ def gptlab_command(model: str, port: int, threads: int, max_batch: int) -> list[
 def llama_command(gguf: Path, port: int, threads: int, context: int) -> list[str]:
     return [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias",
             "bench", "--port", str(port), "--host", "127.0.0.1", "--n_threads", str(threads),
-            "--n_threads_batch", str(threads), "--n_ctx", str(context)]
+            "--n_threads_batch", str(threads), "--n_ctx", str(context),
+            # queue a request behind the running one (its default stops the running one)
+            "--interrupt_requests", "False"]
 
 
 @contextlib.contextmanager
@@ -107,7 +114,7 @@ def server_process(command: list[str], port: int):
 
     log = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                            env=dict(os.environ, PYTHONUNBUFFERED="1", **SERVER_ENV))
     base = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -257,12 +264,17 @@ def measure(base: str, pid: int, prompts: list[str], clients: tuple[int, ...],
 
 
 def run(size: Size, out_dir: Path, log: Callable[[str], None] = print,
-        seconds: float | None = None, clients: tuple[int, ...] = CLIENTS,
-        models: tuple[str, ...] = ("shipped", "gpt2"), threads: int = 2,
-        peer: bool = True) -> dict[str, Any]:
+        seconds: float | None = None, clients: tuple[int, ...] | None = None,
+        models: tuple[str, ...] | None = None, threads: int = 2,
+        peer: bool | None = None) -> dict[str, Any]:
+    """Every model on every server at every client count; smoke: the shipped model alone,
+    1 and 4 clients, no peer (it proves the plumbing)."""
     from gptlab.serve.app import free_port
 
     seconds = SECONDS[size.name] if seconds is None else seconds
+    clients = ((1, 4) if size.smoke else CLIENTS) if clients is None else clients
+    models = (("shipped",) if size.smoke else ("shipped", "gpt2")) if models is None else models
+    peer = not size.smoke if peer is None else peer
     results: dict[str, Any] = {"size": size.name, "seconds_per_level": seconds,
                                "threads": threads, "load_before": os.getloadavg()[0],
                                "runs": []}

@@ -98,3 +98,22 @@ def test_seeded_choices_repeat_and_differ_from_each_other():
 
     first = run(7)
     assert run(7) == first and len(set(first)) == 3 and run(8) != first
+
+
+def test_a_seeded_choice_draws_the_same_text_alone_and_beside_others():
+    """Rows of one sampling setting are filtered together: a row's distribution, and so its
+    seeded draws, do not depend on the rows beside it."""
+    served = open_model("shakespeare", max_batch=8)
+    settings = SamplingSettings(temperature=0.9, top_k=30, top_p=0.9)
+    tok = served.tokenizer
+
+    def texts(prompts: list[str]) -> list[str]:
+        collected = [Collect() for _ in prompts]
+        for i, (prompt, c) in enumerate(zip(prompts, collected, strict=True)):
+            served.scheduler.submit(Job(tok.encode(prompt), 40, settings, c, seeds=(100 + i,)))
+        drain(served.scheduler, [])
+        return [c.text() for c in collected]
+
+    alone = texts(["ROMEO:"])[0]
+    assert texts(["ROMEO:", "JULIET:", "First Citizen:", "What, "])[0] == alone
+

@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from gptlab.inference.sampling import TextStream
-from gptlab.model.decoding import SamplingSettings, sample_next
+from gptlab.model.decoding import SamplingSettings, filter_logits
 from gptlab.model.kv_cache import new_kv_cache
 from gptlab.serve.slots import SlotCache
 
@@ -257,16 +257,23 @@ class Scheduler:
 
     def _choose(self, logits: Tensor, choices: list[Choice]) -> list[int]:
         """The next token of each choice from its row of logits (rows, V): the greedy ones
-        in one argmax, the others drawn one by one with their own generator."""
+        in one argmax; the others by settings, each group's filtered distribution in one
+        pass (filter_logits and softmax work row by row, so a row's numbers do not depend
+        on its neighbours), then one draw per row from its own generator."""
         chosen = [0] * len(choices)
-        greedy = [i for i, c in enumerate(choices) if c.job.settings.greedy]
-        if greedy:
-            picked = logits[greedy].float().argmax(dim=-1).tolist()
-            for i, token in zip(greedy, picked, strict=True):
-                chosen[i] = token
+        groups: dict[SamplingSettings, list[int]] = {}
         for i, c in enumerate(choices):
-            if not c.job.settings.greedy:
-                chosen[i] = int(sample_next(logits[i:i + 1], c.job.settings, c.generator))
+            groups.setdefault(c.job.settings, []).append(i)
+        for settings, rows in groups.items():
+            if settings.greedy:
+                picked = logits[rows].float().argmax(dim=-1).tolist()
+            else:
+                probs = torch.softmax(filter_logits(logits[rows], settings), dim=-1)
+                picked = [int(torch.multinomial(probs[k:k + 1], 1,
+                                                generator=choices[i].generator))
+                          for k, i in enumerate(rows)]
+            for i, token in zip(rows, picked, strict=True):
+                chosen[i] = token
         return chosen
 
     def _take(self, choice: Choice, token: int, logits: Tensor | None) -> None:
