@@ -6,9 +6,10 @@ model's GGUF export (`gptlab convert --to-gguf`, f32), measured in the same run.
 `python -m bench.serve_load [--seconds 60] [--clients 1,8,32,64] [--models shipped,gpt2]`
 `[--threads 2] [--out DIR]`, or through `python -m bench` (quick 15 s, full 60 s per level;
 smoke: the shipped model, 1 and 4 clients, 3 s, no peer). Each server is its own process
-on 127.0.0.1 with --threads torch or llama.cpp threads; the clients run in this process (asyncio, one httpx connection each),
-so they share the machine with the server, for both servers alike, and both servers run
-with OMP_WAIT_POLICY=PASSIVE (SERVER_ENV). Each client sends
+on 127.0.0.1 with --threads torch or llama.cpp threads; the clients run in this process
+(asyncio, one httpx connection each), so they share the machine with the server, for both
+servers alike, and both servers run with OMP_WAIT_POLICY=PASSIVE (SERVER_ENV). Each client
+sends
 POST /v1/completions with stream: true, one of a few prompts, max_tokens MAX_TOKENS,
 temperature 0.8 (one seed per request), again and again until the time is up; a request
 still running then is closed (its tokens so far count).
