@@ -9,7 +9,7 @@ import torch
 from gptlab.inference.sampling import generate_text
 from gptlab.model.decoding import SamplingSettings
 from gptlab.serve.app import open_model
-from gptlab.serve.scheduler import Finished, Job, Scheduler, Token
+from gptlab.serve.scheduler import PREFILL_TOKENS, Finished, Job, Scheduler, Token
 
 GREEDY = SamplingSettings(temperature=0)
 PROMPTS = ["ROMEO:", "JULIET:\nO", "First Citizen:\nWe", "\n", "KING RICHARD III:\nNow is",
@@ -116,4 +116,23 @@ def test_a_seeded_choice_draws_the_same_text_alone_and_beside_others():
 
     alone = texts(["ROMEO:"])[0]
     assert texts(["ROMEO:", "JULIET:", "First Citizen:", "What, "])[0] == alone
+
+
+def test_a_crowd_is_admitted_a_few_prompts_a_step_while_the_running_rows_decode():
+    served = open_model("shakespeare", max_batch=32)
+    scheduler, tok = served.scheduler, served.tokenizer
+    first = Collect()
+    scheduler.submit(Job(tok.encode("ROMEO:"), 40, GREEDY, first))
+    with torch.inference_mode():
+        scheduler.step()
+    prompt = tok.encode("First Citizen:\nBefore we proceed any further, hear me speak.")
+    assert len(prompt) * 4 < PREFILL_TOKENS < len(prompt) * 8
+    for _ in range(20):
+        scheduler.submit(Job(prompt, 5, GREEDY, Collect()))
+    with torch.inference_mode():
+        scheduler.step()
+    admitted = 20 - len(scheduler.waiting)
+    assert 4 < admitted <= PREFILL_TOKENS // len(prompt) + 1 and len(scheduler.rows) > 1
+    made = sum(isinstance(e, Token) for e in first.events)
+    assert made == 3  # its first token at admission, then one per step: not held
 

@@ -2,9 +2,11 @@
 
 Each step (Scheduler.step):
 1. drops what was cancelled (a client gone): waiting jobs, and active choices' rows;
-2. admits waiting jobs while their choices fit the free rows: one prefill per job (B = 1,
-   the prompt through a plain KVCache, as `gptlab sample` does it), whose last logits give
-   each choice its first token, and whose keys and values each choice's row starts from;
+2. admits waiting jobs while their choices fit the free rows, up to PREFILL_TOKENS of
+   prompt per step (so that a crowd arriving at once does not stall the streams already
+   running): one prefill per job (B = 1, the prompt through a plain KVCache, as `gptlab
+   sample` does it), whose last logits give each choice its first token, and whose keys
+   and values each choice's row starts from;
 3. runs one batched decode for every active row (gptlab.serve.slots.SlotCache) and hands
    each choice its next token;
 4. frees the rows of finished choices.
@@ -35,6 +37,11 @@ from gptlab.inference.sampling import TextStream
 from gptlab.model.decoding import SamplingSettings, filter_logits
 from gptlab.model.kv_cache import new_kv_cache
 from gptlab.serve.slots import SlotCache
+
+# Prompt tokens prefilled per step at most (past the first job): 64 requests arriving at
+# once would otherwise all be prefilled before any active row decodes its next token (on
+# 2 cores, the GPT-2-small shape's 64 x 30-token prompts held every stream for 13 s).
+PREFILL_TOKENS = 256
 
 
 @dataclass(frozen=True)
@@ -189,16 +196,19 @@ class Scheduler:
     # ------------------------------------------------------------------ one step
 
     def step(self) -> None:
-        """Drop the cancelled, admit what fits, decode one token for every active row."""
+        """Drop the cancelled, admit what fits (up to PREFILL_TOKENS of prompt, at least one
+        job), decode one token for every active row."""
         for choice in [c for c in self.rows if c.job.cancelled]:
             self._free(choice)
-        while True:
+        prefilled = 0
+        while prefilled < PREFILL_TOKENS:
             with self._lock:
                 while self.waiting and self.waiting[0].cancelled:
                     self.waiting.popleft()
                 if not self.waiting or self.waiting[0].n > self.slots - len(self.rows):
                     break
                 job = self.waiting.popleft()
+            prefilled += len(job.ids)
             try:
                 self._admit(job)
             except Exception as exc:  # noqa: BLE001 - this job's client hears, others go on
