@@ -164,7 +164,7 @@ def rss_mib(pid: int) -> float | None:
 async def measure(base: str, pid: int, seconds: float, clients: int) -> dict[str, Any]:
     import httpx
 
-    from gptlab.lab.body import BODY_TIMEOUT_S, MAX_BODY_BYTES
+    from gptlab.web.body import BODY_TIMEOUT_S, MAX_BODY_BYTES
     from gptlab.lab.live.training import MAX_FOLLOWERS
 
     rss = {"started": rss_mib(pid)}

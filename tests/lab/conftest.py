@@ -69,8 +69,8 @@ def served():
     """served(router, client) -> {(path, method)} of an area's router: one of the routers
     create_app composes (server.ROUTERS), each route checking its body (CheckedBody), each
     path routed by the client's app (the other method: 405, not 404)."""
-    from gptlab.lab.body import CheckedBody
     from gptlab.lab.server import ROUTERS
+    from gptlab.web.body import CheckedBody
 
     def routes(router, client) -> set[tuple[str, str]]:
         assert any(router is r for r in ROUTERS)

@@ -1,4 +1,4 @@
-"""Who the lab answers (gptlab.lab.guard, issue 36): real HTTP requests against a running
+"""Who the lab answers (gptlab.web.guard, issue 36): real HTTP requests against a running
 server. A foreign Host (DNS rebinding), a foreign Origin, no token or a wrong one beyond
 loopback: 403 with one JSON line, and nothing under the runs folder changes (every file's
 bytes compared before and after, a moment later, so a training that started would show);
@@ -20,9 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gptlab.errors import UsageError
-from gptlab.lab.guard import Access, check_host_name, check_token
 from gptlab.lab.live.training import MAX_FOLLOWERS, Session
 from gptlab.lab.server import BackgroundServer
+from gptlab.web.guard import Access, check_host_name, check_token
 
 START = json.dumps({"task": "induction", "steps": 10, "every": 10})
 SETTLE_S = 1.0  # a training that had started would have written live-data/ by then

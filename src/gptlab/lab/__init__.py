@@ -8,14 +8,13 @@ builds the app; `serve` runs it.
 What every area shares, here:
   server        the app: composes the areas' routers (ROUTERS), errors as 400s, the guard,
                 the page and /static
-  guard         who it answers: its own Host names, its own page's Origin, a token beyond
-                loopback (one ASGI middleware in front of everything)
-  body          the route class of every router: bodies small, on time, sent as JSON
   state         the runs folder, as the FastAPI dependency RunsDep
   fields        the field types and limits every body shares; a failed check as one line
   responses     what the answers share: the error, the start of an answer about a run, a
                 slot's event stream
   runs          the runs folder, kept inside its root; loaded models and their lock
+Who it answers (gptlab.web.guard: its own Host names, its own page's Origin, a token beyond
+loopback) and how its routes check bodies (gptlab.web.body) are shared with `gptlab serve`.
 
 One folder per area, each the same way: `routes` (its APIRouter, `router`), `schemas` (its
 bodies and answers), and beside them modules named for what they compute, one per view
@@ -28,5 +27,6 @@ where the area holds several:
   prediction    views 8 and 10, what a run predicts: nexttoken, lens
   live          view 9, watch it learn: training, tasks, estimate
   context       view 11, longer than trained: window, results
+  features      view 15, a sparse dictionary's features: dictionary
   experiments   view 14 and the quick runs of views 11 and 14: report, quickrun
 """

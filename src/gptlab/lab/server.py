@@ -27,14 +27,14 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gptlab.errors import GptlabError, UsageError
-from gptlab.lab.body import CheckedBody
+from gptlab.web.body import CheckedBody
 from gptlab.lab.calculator import routes as calculator
 from gptlab.lab.context import routes as context
 from gptlab.lab.experiments import routes as experiments
 from gptlab.lab.experiments.quickrun import QuickRunner
 from gptlab.lab.features import routes as features
 from gptlab.lab.fields import one_line
-from gptlab.lab.guard import ANY_ADDRESS, Access, Guard, is_loopback
+from gptlab.web.guard import ANY_ADDRESS, Access, Guard, is_loopback
 from gptlab.lab.live import routes as live
 from gptlab.lab.live.training import Busy, LiveTrainer, TooManyFollowers
 from gptlab.lab.model import routes as model
@@ -70,7 +70,7 @@ def _openapi_without_422(app: FastAPI) -> None:
 
 def create_app(runs_dir: str | Path = "runs", access: Access | None = None) -> FastAPI:
     """The lab's app over runs_dir. Served (serve, BackgroundServer), it answers only as
-    `access` allows (gptlab.lab.guard); None, for callers in this process that no network
+    `access` allows (gptlab.web.guard); None, for callers in this process that no network
     reaches (TestClient, the fuzz tests, bench.lab_latency), leaves the guard out."""
     app = FastAPI(title="gptlab lab", version="1", docs_url=None, redoc_url=None,
                   description="The lab's JSON API. Every POST takes a JSON object; bad "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from fastapi.responses import JSONResponse
 
-from gptlab.lab.body import area_router
+from gptlab.web.body import area_router
 from gptlab.lab.calculator import schemas
 from gptlab.lab.calculator.attention import attention_view
 from gptlab.lab.calculator.params import params_view, presets_view

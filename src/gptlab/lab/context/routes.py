@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from fastapi.responses import JSONResponse
 
-from gptlab.lab.body import area_router
+from gptlab.web.body import area_router
 from gptlab.lab.context import schemas
 from gptlab.lab.context.results import experiment_view, list_experiments
 from gptlab.lab.context.window import context_view

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
-from gptlab.lab.body import area_router
+from gptlab.web.body import area_router
 from gptlab.lab.experiments import schemas
 from gptlab.lab.experiments.quickrun import QuickRunner
 from gptlab.lab.experiments.report import list_experiments, report_view, shipped_report

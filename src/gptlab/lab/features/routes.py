@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi.responses import JSONResponse
 
-from gptlab.lab.body import area_router
+from gptlab.web.body import area_router
 from gptlab.lab.context.window import SHAKESPEARE_VAL
 from gptlab.lab.features import schemas
 from gptlab.lab.features.dictionary import (

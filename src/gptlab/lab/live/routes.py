@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from gptlab.lab.body import area_router
+from gptlab.web.body import area_router
 from gptlab.lab.live import estimate, schemas
 from gptlab.lab.live.training import MAX_FOLLOWERS, LiveTrainer, sse
 from gptlab.lab.responses import BAD_INPUT, BUSY, EVENTS, Error, Followed

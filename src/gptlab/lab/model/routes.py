@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fastapi.responses import JSONResponse
 
-from gptlab.lab.body import area_router
+from gptlab.web.body import area_router
 from gptlab.lab.model import schemas
 from gptlab.lab.model.allheads import all_heads_view
 from gptlab.lab.model.heads import heads_view

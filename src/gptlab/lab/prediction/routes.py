@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fastapi.responses import JSONResponse
 
-from gptlab.lab.body import area_router
+from gptlab.web.body import area_router
 from gptlab.lab.prediction import schemas
 from gptlab.lab.prediction.lens import lens_view
 from gptlab.lab.prediction.nexttoken import append_view, next_token_view

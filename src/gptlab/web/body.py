@@ -1,8 +1,9 @@
-"""The route class every lab router uses: a request body is small, on time and JSON.
+"""The route class every lab router (and gptlab serve's) uses: a request body is small, on
+time and JSON.
 
-`area_router()` is the APIRouter each area of the lab builds its routes on (the `router` of
-gptlab.lab.calculator.routes, gptlab.lab.model.routes, and so on), so create_app's
-include_router keeps the check on every route.
+`area_router()` is the APIRouter each area of the lab (the `router` of
+gptlab.lab.calculator.routes, gptlab.lab.model.routes, and so on) and gptlab.serve.routes
+build their routes on, so create_app's include_router keeps the check on every route.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class CheckedBody(APIRoute):
     arrives within BODY_TIMEOUT_S and is sent as JSON (Content-Type application/json or
     */*+json). A page on another site can make a visitor's browser post text/plain, a form
     or a body with no type without asking the server first (no CORS preflight), but not
-    JSON; so only the lab's own page, curl -H and the like can drive it (and gptlab.lab.guard
+    JSON; so only the lab's own page, curl -H and the like can drive it (and gptlab.web.guard
     refuses another site's Origin anyway). FastAPI refuses the same bodies
     (strict_content_type, its default since 0.132), less clearly, and not in every version
     pyproject.toml allows."""

@@ -19,6 +19,10 @@ Why each check:
 
 Guard is one ASGI middleware around the whole app (gptlab.lab.server.create_app): the JSON
 routes, the page, the static files and the live event stream alike, so no route can miss it.
+`gptlab serve` (gptlab.serve.app) stands behind the same rules, worded for a server
+(Access's noun and command), its token also taken as `Authorization: Bearer TOKEN` (what
+OpenAI's clients send as their API key), a missing or wrong token a 401 and every refusal
+in OpenAI's error shape (Guard's `body`).
 """
 
 from __future__ import annotations
@@ -28,10 +32,10 @@ import json
 import re
 import secrets
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from http.cookies import CookieError, SimpleCookie
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
 from gptlab.errors import UsageError
@@ -103,6 +107,15 @@ def _split(authority: str, default_port: int) -> tuple[str, int] | None:
     return parts.hostname.rstrip("."), default_port if port is None else port
 
 
+class Refusal(NamedTuple):
+    """Why a request is refused (None: it is not), whether its ?token= should be set as the
+    cookie, and the status to answer (403; a token's absence or error: Access.token_status)."""
+
+    why: str | None
+    set_cookie: bool = False
+    status: int = 403
+
+
 @dataclass(frozen=True)
 class Access:
     """Whom a lab listening at `port` answers. Build it with Access.for_server."""
@@ -112,13 +125,18 @@ class Access:
     added: frozenset[str]  # the user's (--allow-host): answered at any port (a proxy's)
     any_address: bool  # listening on every interface: this machine's IP addresses too
     token: str | None  # None: no token needed (loopback, none given)
+    noun: str = "lab"  # what the refusals call it
+    command: str = "gptlab lab"  # the command that printed the token
+    bearer: bool = False  # `Authorization: Bearer TOKEN` taken too (OpenAI's clients)
+    token_status: int = 403  # the status of a missing or wrong token
 
     @classmethod
     def for_server(cls, host: str, port: int, token: str | None = None,
-                   allow_hosts: Iterable[str] = ()) -> Access:
+                   allow_hosts: Iterable[str] = (), **wording: Any) -> Access:
         """The access of a lab listening on host:port. Beyond loopback a token is always
         needed: `token`, else a random one; on loopback, only `token` if given. A token or
-        name that check_token / check_host_name refuses is a UsageError naming it."""
+        name that check_token / check_host_name refuses is a UsageError naming it.
+        wording: noun, command, bearer, token_status (for a server other than the lab)."""
         if token is not None:
             try:
                 check_token(token)
@@ -137,7 +155,8 @@ class Access:
                 added.add(check_host_name(name))
             except ValueError as exc:
                 raise UsageError(f"allow_hosts: {exc}") from None
-        return cls(port, frozenset(names), frozenset(added), bound in ANY_ADDRESS, token)
+        return cls(port, frozenset(names), frozenset(added), bound in ANY_ADDRESS, token,
+                   **wording)
 
     @property
     def cookie(self) -> str:
@@ -164,27 +183,37 @@ class Access:
     def refusal(self, headers: dict[str, str], query: str) -> tuple[str | None, bool]:
         """(why a request with these headers (lower-case names) and query string is
         refused, or None; whether its ?token= should be set as the cookie)."""
-        host = headers.get("host", "")
+        refused = self.refused(headers, query)
+        return refused.why, refused.set_cookie
+
+    def refused(self, headers: dict[str, str], query: str) -> Refusal:
+        """refusal's answer with the status to send."""
+        host, noun = headers.get("host", ""), self.noun
         where = _split(host, 80)
         if where is None or not self.serves(*where):
-            return (f"refused: Host {host!r} is not an address this lab serves "
-                    f"(http://127.0.0.1:{self.port}/ or localhost); to add a name start it "
-                    f"with --allow-host NAME", False)
+            return Refusal(f"refused: Host {host!r} is not an address this {noun} serves "
+                           f"(http://127.0.0.1:{self.port}/ or localhost); to add a name start "
+                           f"it with --allow-host NAME")
         origin = headers.get("origin")
         if origin is not None and not self._own_origin(origin):
-            return (f"refused: Origin {origin!r} is not this lab's page; the lab answers "
-                    f"only its own page and scripts", False)
+            return Refusal(f"refused: Origin {origin!r} is not this {noun}'s page; the {noun} "
+                           f"answers only its own page and scripts")
         if self.token is None:
-            return None, False
+            return Refusal(None)
         from_query = parse_qs(query).get("token", [None])[-1]
-        sent = from_query or _header_token(headers) or _cookie(headers, self.cookie)
+        sent = (from_query or _header_token(headers, self.bearer)
+                or _cookie(headers, self.cookie))
         if sent is None:
-            return (f"refused: this lab needs its token: open the URL `gptlab lab` printed "
-                    f"(http://HOST:{self.port}/?token=...), or send 'Authorization: token "
-                    f"TOKEN'", False)
+            how = (f"send 'Authorization: Bearer TOKEN' (the openai client's api_key) with "
+                   f"the token `{self.command}` printed" if self.bearer else
+                   f"open the URL `{self.command}` printed (http://HOST:{self.port}/?token=...), "
+                   f"or send 'Authorization: token TOKEN'")
+            return Refusal(f"refused: this {noun} needs its token: {how}", False,
+                           self.token_status)
         if not secrets.compare_digest(sent.encode(), self.token.encode()):
-            return "refused: wrong token; use the one `gptlab lab` printed at its start", False
-        return None, from_query is not None
+            return Refusal(f"refused: wrong token; use the one `{self.command}` printed at its "
+                           f"start", False, self.token_status)
+        return Refusal(None, from_query is not None)
 
     def _own_origin(self, origin: str) -> bool:
         try:
@@ -197,9 +226,10 @@ class Access:
         return where is not None and self.serves(*where)
 
 
-def _header_token(headers: dict[str, str]) -> str | None:
+def _header_token(headers: dict[str, str], bearer: bool = False) -> str | None:
     scheme, _, value = headers.get("authorization", "").partition(" ")
-    return (value.strip() or None) if scheme.lower() == "token" else None
+    schemes = ("token", "bearer") if bearer else ("token",)
+    return (value.strip() or None) if scheme.lower() in schemes else None
 
 
 def _cookie(headers: dict[str, str], name: str) -> str | None:
@@ -211,12 +241,19 @@ def _cookie(headers: dict[str, str], name: str) -> str | None:
     return jar[name].value if name in jar else None
 
 
-class Guard:
-    """ASGI middleware: a request `access` refuses gets a 403 with {"error": one line} and
-    never reaches the app; a good ?token= is set as the cookie on the answer."""
+def lab_error(_status: int, why: str) -> dict[str, Any]:
+    """The lab's error body: {"error": one line}."""
+    return {"error": why}
 
-    def __init__(self, app: Any, access: Access) -> None:
-        self.app, self.access = app, access
+
+class Guard:
+    """ASGI middleware: a request `access` refuses gets its status (403, or the token's)
+    with body(status, why) ({"error": one line} by default) and never reaches the app; a
+    good ?token= is set as the cookie on the answer."""
+
+    def __init__(self, app: Any, access: Access,
+                 body: Callable[[int, str], dict[str, Any]] = lab_error) -> None:
+        self.app, self.access, self.body = app, access, body
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket"):  # lifespan
@@ -224,10 +261,10 @@ class Guard:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1")
                    for k, v in scope.get("headers", [])}
-        why, set_cookie = self.access.refusal(headers, scope.get("query_string", b"").decode(
-            "latin-1"))
+        why, set_cookie, status = self.access.refused(
+            headers, scope.get("query_string", b"").decode("latin-1"))
         if why is not None:
-            await _refuse(why, scope, send)
+            await _refuse(status, self.body(status, why), scope, send)
             return
         if set_cookie:
             send = self._with_cookie(send)
@@ -246,12 +283,12 @@ class Guard:
         return sending
 
 
-async def _refuse(why: str, scope: dict, send: Any) -> None:
+async def _refuse(status: int, answer: dict[str, Any], scope: dict, send: Any) -> None:
     if scope["type"] == "websocket":  # the lab has none; close before accepting
         await send({"type": "websocket.close", "code": 1008})
         return
-    body = json.dumps({"error": why}, separators=(",", ":")).encode()
-    await send({"type": "http.response.start", "status": 403,
+    body = json.dumps(answer, separators=(",", ":")).encode()
+    await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
