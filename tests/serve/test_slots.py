@@ -14,7 +14,7 @@ VARIANTS = [
     {"pos_encoding": "learned"}, {"pos_encoding": "sinusoidal"}, {"pos_encoding": "rope"},
     {"pos_encoding": "alibi"}, {"pos_encoding": "none"},
     {"pos_encoding": "rope", "qk_norm": True}, {"pos_encoding": "rope", "value_residual": True},
-    {"pos_encoding": "learned", "unet_skips": True, "n_layer": 4},
+    {"pos_encoding": "learned", "n_kv_head": 1, "n_layer": 4},
 ]
 
 

@@ -27,19 +27,19 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gptlab.errors import GptlabError, UsageError
-from gptlab.web.body import CheckedBody
 from gptlab.lab.calculator import routes as calculator
 from gptlab.lab.context import routes as context
 from gptlab.lab.experiments import routes as experiments
 from gptlab.lab.experiments.quickrun import QuickRunner
 from gptlab.lab.features import routes as features
 from gptlab.lab.fields import one_line
-from gptlab.web.guard import ANY_ADDRESS, Access, Guard, is_loopback
 from gptlab.lab.live import routes as live
 from gptlab.lab.live.training import Busy, LiveTrainer, TooManyFollowers
 from gptlab.lab.model import routes as model
 from gptlab.lab.prediction import routes as prediction
 from gptlab.lab.runs import Runs
+from gptlab.web.body import CheckedBody
+from gptlab.web.guard import ANY_ADDRESS, Access, Guard, is_loopback
 
 STATIC = Path(__file__).parent / "static"
 # Each area of the lab, one APIRouter with its routes (its schemas in the module beside it).

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from fastapi.responses import JSONResponse
 
-from gptlab.web.body import area_router
 from gptlab.lab.calculator import schemas
 from gptlab.lab.calculator.attention import attention_view
 from gptlab.lab.calculator.params import params_view, presets_view
@@ -15,6 +14,7 @@ from gptlab.lab.calculator.positions import rope_view, sinusoidal_view
 from gptlab.lab.calculator.quiz import check_view, question_view
 from gptlab.lab.calculator.scaling import scaling_view
 from gptlab.lab.responses import BAD_INPUT
+from gptlab.web.body import area_router
 
 router = area_router()
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from fastapi.responses import JSONResponse
 
-from gptlab.web.body import area_router
 from gptlab.lab.context import schemas
 from gptlab.lab.context.results import experiment_view, list_experiments
 from gptlab.lab.context.window import context_view
 from gptlab.lab.responses import BAD_INPUT
 from gptlab.lab.state import RunsDep
+from gptlab.web.body import area_router
 
 router = area_router()
 

@@ -12,13 +12,13 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
-from gptlab.web.body import area_router
 from gptlab.lab.experiments import schemas
 from gptlab.lab.experiments.quickrun import QuickRunner
 from gptlab.lab.experiments.report import list_experiments, report_view, shipped_report
 from gptlab.lab.live.training import sse
 from gptlab.lab.responses import BAD_INPUT, BUSY, EVENTS, Error, Followed
 from gptlab.lab.state import RunsDep
+from gptlab.web.body import area_router
 
 
 def runner_of(request: Request) -> QuickRunner:

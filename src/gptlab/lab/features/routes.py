@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from fastapi.responses import JSONResponse
 
-from gptlab.web.body import area_router
 from gptlab.lab.context.window import SHAKESPEARE_VAL
 from gptlab.lab.features import schemas
 from gptlab.lab.features.dictionary import (
@@ -16,6 +15,7 @@ from gptlab.lab.features.dictionary import (
 )
 from gptlab.lab.responses import BAD_INPUT
 from gptlab.lab.state import RunsDep
+from gptlab.web.body import area_router
 
 router = area_router()
 

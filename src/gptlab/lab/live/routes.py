@@ -11,10 +11,10 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from gptlab.web.body import area_router
 from gptlab.lab.live import estimate, schemas
 from gptlab.lab.live.training import MAX_FOLLOWERS, LiveTrainer, sse
 from gptlab.lab.responses import BAD_INPUT, BUSY, EVENTS, Error, Followed
+from gptlab.web.body import area_router
 
 
 def live_of(request: Request) -> LiveTrainer:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from fastapi.responses import JSONResponse
 
-from gptlab.web.body import area_router
 from gptlab.lab.model import schemas
 from gptlab.lab.model.allheads import all_heads_view
 from gptlab.lab.model.heads import heads_view
@@ -19,6 +18,7 @@ from gptlab.lab.model.scores import ablate_view, head_scores_view
 from gptlab.lab.model.wholemodel import walk_view
 from gptlab.lab.responses import BAD_INPUT
 from gptlab.lab.state import RunsDep
+from gptlab.web.body import area_router
 
 router = area_router()
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from fastapi.responses import JSONResponse
 
-from gptlab.web.body import area_router
 from gptlab.lab.prediction import schemas
 from gptlab.lab.prediction.lens import lens_view
 from gptlab.lab.prediction.nexttoken import append_view, next_token_view
 from gptlab.lab.responses import BAD_INPUT
 from gptlab.lab.state import RunsDep
+from gptlab.web.body import area_router
 
 router = area_router()
 
