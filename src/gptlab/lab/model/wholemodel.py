@@ -56,7 +56,7 @@ def walk_view(runs: Runs, body: schemas.WalkRequest) -> dict[str, Any]:
                 "lens": [{"id": i, "token": decode([i]), "p": p}
                          for i, p in zip(r.lens_ids, r.lens_probs, strict=True)]}
 
-    top_p, top_ids = w.probs.topk(body.top)
+    top_p, top_ids = w.probs.topk(min(body.top, w.probs.numel()))  # a vocabulary under top
     cfg = run.model.config
     return {
         **model_on_tokens(run, idx), "limit": min(cfg.block_size, schemas.MAX_WALK_TOKENS),
