@@ -667,7 +667,7 @@ def _after_the_lab(h: Harness, tally: Tally, runs: Path, run: Path, ref_run: Pat
         model, _ = gptlab.load(run)
         tally.said.setdefault("gptlab.load of the killed live run",
                               f"{type(model).__name__} of {model.num_parameters():,} parameters")
-    data = runs / "live-data" / "induction"  # the lab's (gptlab.lab.live_tasks)
+    data = runs / "live-data" / "induction"  # the lab's (gptlab.lab.live.tasks)
     code, out = h.run(["train", "--data", data, "--out", run, "--resume", "--no-progress"])
     h.restarted(tally, False, code, out, f"lab trial {trial}: train --resume")
     tally.finals += 1

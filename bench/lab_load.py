@@ -164,8 +164,8 @@ def rss_mib(pid: int) -> float | None:
 async def measure(base: str, pid: int, seconds: float, clients: int) -> dict[str, Any]:
     import httpx
 
-    from gptlab.lab.body import BODY_TIMEOUT_S, MAX_BODY_BYTES
-    from gptlab.lab.live import MAX_FOLLOWERS
+    from gptlab.lab.live.training import MAX_FOLLOWERS
+    from gptlab.web.body import BODY_TIMEOUT_S, MAX_BODY_BYTES
 
     rss = {"started": rss_mib(pid)}
     async with httpx.AsyncClient(base_url=base, timeout=REQUEST_TIMEOUT_S) as c:

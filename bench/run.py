@@ -21,7 +21,7 @@ PROG = "python -m bench"
 # Every benchmark in bench/, in run order: cheap and independent first, time to quality
 # and the speedrun (minutes) last.
 BENCHMARKS = ("cli_startup", "train_step", "generation", "mfu", "scaling", "lab_latency",
-              "lab_load", "time_to_quality", "speedrun")
+              "lab_load", "serve_load", "time_to_quality", "speedrun")
 # Left out of --quick unless asked for by name: they train models to a target loss.
 SLOW = ("time_to_quality", "speedrun")
 # A benchmark whose module is named otherwise: the speedrun's record is the whole commands',

@@ -35,8 +35,13 @@ def results_path(name: str, folder: Path = RESULTS) -> Path:
 
 
 def judged(name: str, results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The experiment's claims judged on its results' numbers (not on what the file says)."""
-    return claims.evaluate(catalog.module(name).CLAIMS, results)
+    """The experiment's claims judged on its results' numbers (not on what the file says);
+    by the experiment's own `judge` where it has one (features: it writes each claim's
+    precondition, units and verdict line itself)."""
+    module = catalog.module(name)
+    if hasattr(module, "judge"):
+        return module.judge(results)
+    return claims.evaluate(module.CLAIMS, results)
 
 
 def threads_words(results: dict[str, Any]) -> str:

@@ -10,8 +10,8 @@ import pytest
 from bench.common import SIZES
 from bench.lab_load import READS, check_every_read_route, percentile, run
 
-from gptlab.lab.body import BODY_TIMEOUT_S
-from gptlab.lab.live import MAX_FOLLOWERS
+from gptlab.lab.live.training import MAX_FOLLOWERS
+from gptlab.web.body import BODY_TIMEOUT_S
 
 
 def test_every_route_is_timed_or_driven_apart():

@@ -28,7 +28,7 @@ def test_each_experiment_gives_what_a_reader_needs(name):
 def test_an_unknown_experiment_is_refused_naming_the_known_ones():
     with pytest.raises(UsageError, match="unknown experiment 'nope'; experiments: context, "
                                          "norm, scale, heads, phase, memory, brackets, "
-                                         "recurrence$"):
+                                         "recurrence, features$"):
         catalog.module("nope")
     with pytest.raises(UsageError, match="unknown experiment"):
         catalog.module("report")  # a module of the package, not an experiment

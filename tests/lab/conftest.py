@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -67,8 +69,8 @@ def served():
     """served(router, client) -> {(path, method)} of an area's router: one of the routers
     create_app composes (server.ROUTERS), each route checking its body (CheckedBody), each
     path routed by the client's app (the other method: 405, not 404)."""
-    from gptlab.lab.body import CheckedBody
     from gptlab.lab.server import ROUTERS
+    from gptlab.web.body import CheckedBody
 
     def routes(router, client) -> set[tuple[str, str]]:
         assert any(router is r for r in ROUTERS)
@@ -84,11 +86,11 @@ def served():
 
 @pytest.fixture(scope="session")
 def invalid():
-    """invalid(model, body) -> the one line (gptlab.lab.schemas.one_line) the server would
+    """invalid(model, body) -> the one line (gptlab.lab.fields.one_line) the server would
     answer with when the request model refuses body."""
     from pydantic import ValidationError
 
-    from gptlab.lab.schemas import one_line
+    from gptlab.lab.fields import one_line
 
     def refuse(model, body) -> str:
         with pytest.raises(ValidationError) as error:
@@ -98,6 +100,25 @@ def invalid():
         return line
 
     return refuse
+
+
+@pytest.fixture(scope="session")
+def np_attention():
+    """np_attention(x, wq, wk, wv, causal) -> {q, k, v, scores, masked, weights, out}: one
+    attention head in float64 NumPy, the reference the calculator's stages (view 1) and a
+    run's heads (view 3) are checked against."""
+    def head(x, wq, wk, wv, causal):
+        q, k, v = x @ wq, x @ wk, x @ wv
+        scores = q @ k.T / math.sqrt(q.shape[1])
+        masked = scores.copy()
+        if causal:
+            masked[np.triu_indices(len(x), 1)] = -np.inf
+        e = np.exp(masked - masked.max(axis=1, keepdims=True))
+        weights = e / e.sum(axis=1, keepdims=True)
+        return {"q": q, "k": k, "v": v, "scores": scores, "masked": masked, "weights": weights,
+                "out": weights @ v}
+
+    return head
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""The check every lab route makes of its request body (gptlab.lab.body.CheckedBody, on
+"""The check every lab route makes of its request body (gptlab.web.body.CheckedBody, on
 every area's router): sent as JSON (what another site's page can post without a CORS
 preflight is refused), at most MAX_BODY_BYTES whether its length is said or not, and
 arrived within BODY_TIMEOUT_S (408); each refusal one JSON line."""
@@ -13,9 +13,9 @@ import socket
 import pytest
 from fastapi.testclient import TestClient
 
-from gptlab.lab import body as checked_body
-from gptlab.lab.body import MAX_BODY_BYTES, CheckedBody, area_router
 from gptlab.lab.server import BackgroundServer, create_app
+from gptlab.web import body as checked_body
+from gptlab.web.body import MAX_BODY_BYTES, CheckedBody, area_router
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from gptlab.lab.calculator_schemas import AttentionRequest
-from gptlab.lab.quiz import ROW0_CHOICES
+from gptlab.lab.calculator import schemas
+from gptlab.lab.calculator.quiz import ROW0_CHOICES
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -115,7 +115,7 @@ def test_five_stages_mask_switch_and_edit(page):
 def test_bad_input_shows_a_message_not_a_crash(page):
     page.click("#tab-calc")
     # the field's range is the server's: one source, the request schema
-    d = AttentionRequest.model_json_schema()["properties"]["d"]
+    d = schemas.AttentionRequest.model_json_schema()["properties"]["d"]
     page.wait_for_function("document.querySelector('[data-testid=calc-d]').max !== ''")
     assert (page.get_by_test_id("calc-d").get_attribute("min"),
             page.get_by_test_id("calc-d").get_attribute("max")) == (str(d["minimum"]),

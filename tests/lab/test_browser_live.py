@@ -1,6 +1,6 @@
 """View 9 (watch it learn) in real headless Chromium, before a training starts: the page
 says how long the training in its form will take, as an estimate from the server's probe
-of the training (gptlab.lab.live_estimate): at the machine's load now and, where that
+of the training (gptlab.lab.live.estimate): at the machine's load now and, where that
 differs, on a quiet machine; it says it again when the form changes; at phone width
 nothing overflows and axe-core finds nothing serious. (A training from the page, its
 charts and its run in the pickers: test_browser_page.py.)"""

@@ -23,10 +23,18 @@ from schemathesis.checks import (  # the registry's names, stable across 4.x
 )
 from tools.tinyrun import TEXT
 
-from gptlab.lab import calculator_schemas as cs
-from gptlab.lab import contextview
-from gptlab.lab import model_schemas as ms
-from gptlab.lab import play_schemas as mp
+from gptlab.lab.calculator.schemas import AttentionRequest
+from gptlab.lab.context.schemas import ContextRequest
+from gptlab.lab.model.schemas import (
+    AblateRequest,
+    AllHeadsRequest,
+    HeadScoresRequest,
+    HeadsRequest,
+    LayerStepsRequest,
+    LearnedPositionsRequest,
+    WalkRequest,
+)
+from gptlab.lab.prediction.schemas import AppendRequest, LensRequest, NextTokenRequest
 from gptlab.lab.server import create_app
 
 # Per operation, on top of Schemathesis's explicit boundary cases; raise it to fuzz deeper.
@@ -38,9 +46,10 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 
 # The schema does not depend on the runs folder; the requests go to `lab` (below).
 # POST /api/live/start is left out: every valid body starts a real training (a thread that
-# writes a run into the runs folder shared by these tests); tests/lab/test_live.py fuzzes it
-# with invalid bodies only and tests the valid path on its own. POST /api/experiments/quick
-# likewise starts a real experiment (tests/lab/test_quickrun.py tests it).
+# writes a run into the runs folder shared by these tests); tests/lab/live/test_training.py
+# fuzzes it with invalid bodies only and tests the valid path on its own. POST
+# /api/experiments/quick likewise starts a real experiment (tests/lab/experiments/
+# test_quickrun.py tests it).
 schema = schemathesis.openapi.from_asgi("/openapi.json", create_app("runs")).exclude(
     path="/api/live/start").exclude(path="/api/experiments/quick", method="POST")
 
@@ -60,7 +69,7 @@ def _fit_run(body: dict, run: str) -> dict:
     return out
 
 
-def _fit_matrices(body: dict, request: cs.AttentionRequest) -> dict:
+def _fit_matrices(body: dict, request: AttentionRequest) -> dict:
     """body with its edited matrices cut or padded to the shapes the tokens and d need."""
     out = dict(body)
     for name in ("x", "w_q", "w_k", "w_v"):
@@ -106,18 +115,18 @@ def _fit_walk(body: dict, run: str) -> dict:
 
 
 FITS = {
-    "/api/context": (contextview.ContextRequest, _fit_context),
-    "/api/walk": (ms.WalkRequest, _fit_walk),
-    "/api/walk/layer": (ms.LayerStepsRequest, lambda b, run: _fit_run(_fit_walk(b, run), run)),
-    "/api/all_heads": (ms.AllHeadsRequest, _fit_run),
-    "/api/learned_positions": (ms.LearnedPositionsRequest, _fit_run),
-    "/api/next_token": (mp.NextTokenRequest, _fit_text),
-    "/api/next_token/append": (mp.AppendRequest, _fit_text),
-    "/api/lens": (mp.LensRequest, _fit_lens),
-    "/api/heads": (ms.HeadsRequest, _fit_run),
-    "/api/head_scores": (ms.HeadScoresRequest, _fit_run),
-    "/api/ablate": (ms.AblateRequest, _fit_run),
-    "/api/attention": (cs.AttentionRequest, _fit_matrices),
+    "/api/context": (ContextRequest, _fit_context),
+    "/api/walk": (WalkRequest, _fit_walk),
+    "/api/walk/layer": (LayerStepsRequest, lambda b, run: _fit_run(_fit_walk(b, run), run)),
+    "/api/all_heads": (AllHeadsRequest, _fit_run),
+    "/api/learned_positions": (LearnedPositionsRequest, _fit_run),
+    "/api/next_token": (NextTokenRequest, _fit_text),
+    "/api/next_token/append": (AppendRequest, _fit_text),
+    "/api/lens": (LensRequest, _fit_lens),
+    "/api/heads": (HeadsRequest, _fit_run),
+    "/api/head_scores": (HeadScoresRequest, _fit_run),
+    "/api/ablate": (AblateRequest, _fit_run),
+    "/api/attention": (AttentionRequest, _fit_matrices),
 }
 OTHER_RUNS = ["escape", "notarun", "../tiny", "tiny/config.json"]  # see runs_root
 
@@ -136,7 +145,7 @@ def flatmap_body(context, body):
         request = model.model_validate(body)
     except pydantic.ValidationError:
         return st.just(body)
-    if model is cs.AttentionRequest:
+    if model is AttentionRequest:
         return st.sampled_from([True, False]).map(
             lambda fitted: fit(body, request) if fitted else body)
     # Mostly the real run (Hypothesis also simplifies towards it); sometimes the others.

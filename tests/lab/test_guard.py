@@ -1,4 +1,4 @@
-"""Who the lab answers (gptlab.lab.guard, issue 36): real HTTP requests against a running
+"""Who the lab answers (gptlab.web.guard, issue 36): real HTTP requests against a running
 server. A foreign Host (DNS rebinding), a foreign Origin, no token or a wrong one beyond
 loopback: 403 with one JSON line, and nothing under the runs folder changes (every file's
 bytes compared before and after, a moment later, so a training that started would show);
@@ -20,9 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gptlab.errors import UsageError
-from gptlab.lab import live
-from gptlab.lab.guard import Access, check_host_name, check_token
+from gptlab.lab.live.training import MAX_FOLLOWERS, Session
 from gptlab.lab.server import BackgroundServer
+from gptlab.web.guard import Access, check_host_name, check_token
 
 START = json.dumps({"task": "induction", "steps": 10, "every": 10})
 SETTLE_S = 1.0  # a training that had started would have written live-data/ by then
@@ -266,18 +266,18 @@ def test_any_host_or_origin_is_answered_or_refused_never_an_error(host, origin):
 def test_event_streams_are_capped(lab):
     """MAX_FOLLOWERS streams follow a training; one more gets a 429 with one JSON line; a
     slot is given back when its stream ends."""
-    session = live.Session("induction", "live-induction", 10, 5)
+    session = Session("induction", "live-induction", 10, 5)
     lab.app.state.live.session = session  # a training that waits: no thread, no files
     port = lab.port
     streams = []
     try:
-        for _ in range(live.MAX_FOLLOWERS):
+        for _ in range(MAX_FOLLOWERS):
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
             conn.request("GET", "/api/live/events")
             assert conn.getresponse().status == 200
             streams.append(conn)
         status, _, body = request(port, "GET", "/api/live/events")
-        assert status == 429 and f"{live.MAX_FOLLOWERS} event streams" in json.loads(body)["error"]
+        assert status == 429 and f"{MAX_FOLLOWERS} event streams" in json.loads(body)["error"]
         session.emit({"kind": "end", "run": "live-induction", "status": "finished"})
         deadline = time.monotonic() + 20
         while (status := request(port, "GET", "/api/live/events")[0]) != 200:

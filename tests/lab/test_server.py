@@ -94,22 +94,24 @@ def test_openapi_schema_documents_the_400s(client):
 
 # Every route of the API, as the areas' routers declare them (gptlab.lab.server.ROUTERS).
 ROUTES = {
+    ("/api/features/dictionaries", "get"), ("/api/features/search", "post"),
+    ("/api/features/feature", "post"),  # features
     ("/api/attention", "post"), ("/api/scaling", "post"), ("/api/sinusoidal", "post"),
     ("/api/rope", "post"), ("/api/params", "post"), ("/api/presets", "get"),
-    ("/api/quiz", "post"), ("/api/quiz/check", "post"),  # calculator_routes
+    ("/api/quiz", "post"), ("/api/quiz/check", "post"),  # calculator
     ("/api/heads", "post"), ("/api/head_scores", "post"), ("/api/ablate", "post"),
     ("/api/runs", "get"), ("/api/runs/encoding", "post"), ("/api/walk", "post"),
     ("/api/walk/layer", "post"),
-    ("/api/all_heads", "post"), ("/api/learned_positions", "post"),  # model_routes
+    ("/api/all_heads", "post"), ("/api/learned_positions", "post"),  # model
     ("/api/next_token", "post"), ("/api/next_token/append", "post"),
-    ("/api/lens", "post"),  # play_routes
+    ("/api/lens", "post"),  # prediction
     ("/api/live/start", "post"), ("/api/live/stop", "post"), ("/api/live/status", "get"),
-    ("/api/live/events", "get"), ("/api/live/estimate", "post"),  # live_routes
+    ("/api/live/events", "get"), ("/api/live/estimate", "post"),  # live
     ("/api/context", "post"), ("/api/context/experiments", "get"),
-    ("/api/context/experiment", "post"),  # contextview
-    ("/api/experiments", "get"), ("/api/experiments/report", "post"),  # experimentsview
+    ("/api/context/experiment", "post"),  # context
+    ("/api/experiments", "get"), ("/api/experiments/report", "post"),
     ("/api/experiments/quick", "post"), ("/api/experiments/quick/status", "get"),
-    ("/api/experiments/quick/events", "get"),  # quickrun
+    ("/api/experiments/quick/events", "get"),  # experiments
 }
 
 

@@ -94,3 +94,15 @@ def rope_scaling(text: str) -> str:
     except UsageError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
+
+
+def checked(check):
+    """An argparse type from a check that raises ValueError with one line (gptlab.web.guard's
+    check_token, check_host_name)."""
+    def parse(text: str) -> str:
+        try:
+            return check(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse

@@ -43,12 +43,19 @@ EXPERIMENTS = {
                   "associative recall (MQAR) at 64-256 tokens and two widths; the price: "
                   "forward+backward time and saved memory against n, decoding with and "
                   "without the KV cache, beside the FLOPs per token",
+    "features": "a trained model's FFN read through sparse dictionaries (an autoencoder of "
+                "its output and a transcoder, TopK, SAELens' layout) against its neurons: "
+                "L0, explained variance, CE loss recovered, dead features, the neurons "
+                "needed for the same variance, the pattern rule (--model, default the "
+                "shipped one)",
 }
 
 # The experiments whose models train on data they generate: a --data would be ignored, so
 # it is refused (phase generates its segments task but trains on --data's text too; memory
 # reads --data's validation split).
 GENERATE_THEIR_DATA = {"brackets": "it trains on Dyck-2 brackets it generates"}
+# The experiments that read a trained model (--model) rather than train their own.
+READ_A_MODEL = ("memory", "features")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -94,8 +101,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "says how much). Recorded in results.json; a folder made at another "
                         "count is refused without --force")
     p.add_argument("--model", metavar="MODEL",
-                   help="memory only: the model to read, a run or model directory or a "
-                        "shipped model's name (default: shakespeare)")
+                   help="memory and features only: the model to read, a run or model "
+                        "directory or a shipped model's name (default: shakespeare)")
     p.add_argument("--progress", action="store_true", help="progress bars while training")
     p.add_argument("--force", action="store_true",
                    help="train again in an --out that holds this experiment's results for "
@@ -149,9 +156,9 @@ def _run(args: argparse.Namespace) -> int:
                      "threads": args.threads}
     extra = {}
     if args.model is not None:
-        if args.name != "memory":
-            raise UsageError("--model is for `gptlab experiment memory` only (the others "
-                             "train their models)")
+        if args.name not in READ_A_MODEL:
+            raise UsageError("--model is for `gptlab experiment memory` and `features` only "
+                             "(the others train their models)")
         extra["model"] = configuration["model"] = args.model
     experiment_folder(out, args.name, configuration, force=args.force)
     results = experiment.run(out, data=args.data, quick=args.quick, seed=args.seed,

@@ -9,18 +9,7 @@ from pathlib import Path
 from gptlab.cli import argtypes
 from gptlab.errors import UsageError
 from gptlab.files.kinds import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE
-from gptlab.lab import guard
-
-
-def _checked(check):
-    """An argparse type from one of gptlab.lab.guard's checks (ValueError: one line)."""
-    def parse(text: str) -> str:
-        try:
-            return check(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    return parse
+from gptlab.web import guard
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,12 +39,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="port (default 8000)")
     p.add_argument("--runs", default="runs", metavar="DIR",
                    help="folder of training runs the lab may open (default ./runs)")
-    p.add_argument("--token", type=_checked(guard.check_token), metavar="TOKEN",
+    p.add_argument("--token", type=argtypes.checked(guard.check_token), metavar="TOKEN",
                    help="the token every request must carry (?token=, a cookie the page "
                         "gets, or 'Authorization: token TOKEN'); default: a random one "
                         "beyond loopback, none on loopback. It cannot be empty")
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
-                   type=_checked(guard.check_host_name),
+                   type=argtypes.checked(guard.check_host_name),
                    help="also answer requests addressed to NAME, at any port (a name this "
                         "machine is reached by, or a reverse proxy's); repeatable")
     p.set_defaults(func=run)

@@ -32,7 +32,7 @@ from gptlab.version import __version__
 
 # Order is the order `gptlab --help` lists them in.
 COMMANDS = ["demo", "params", "prepare", "train", "eval", "sample", "convert", "heads", "lens",
-            "attribute", "patch", "experiment", "runs", "lab", "probe", "harness"]
+            "attribute", "patch", "experiment", "runs", "lab", "serve", "probe", "harness"]
 INTERRUPTED = stopping.exit_code(None)  # 128 + SIGINT, as a shell reports a Ctrl-C
 # The commands that write a folder of figures (gptlab.files.kinds.FIGURES): rewritten by any
 # of them without --force, which they do not take.

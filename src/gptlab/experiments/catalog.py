@@ -19,7 +19,8 @@ from gptlab.experiments.grid import experiment_of
 from gptlab.experiments.report import RESULTS_FILE, timing_line
 from gptlab.files.atomic import read_json_object
 
-NAMES = ("context", "norm", "scale", "heads", "phase", "memory", "brackets", "recurrence")
+NAMES = ("context", "norm", "scale", "heads", "phase", "memory", "brackets", "recurrence",
+         "features")
 
 
 def module(name: str) -> ModuleType:

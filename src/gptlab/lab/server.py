@@ -1,13 +1,13 @@
 """The lab's HTTP side: the app that composes the areas' routers, and the static page.
 
-create_app includes one APIRouter per area of the lab (ROUTERS: calculator_routes,
-model_routes, play_routes, live_routes, contextview, experimentsview, quickrun), each with its
-request and answer models (pydantic) in the schemas module beside it, so /openapi.json
-describes every field, limit and answer. Here live what every route shares: the error
-handlers, the runs folder and the training slot on app.state (the routes reach them
-through gptlab.lab.state), the guard, the page and /static. Bad input is a 400 with
-{"error": one line}; nothing a client can send becomes a 500 (tests/lab/test_fuzz.py fuzzes
-the API from its own schema).
+create_app includes one APIRouter per area of the lab (ROUTERS: the `router` of
+gptlab.lab.<area>.routes for calculator, model, prediction, live, context and experiments),
+each with its request and answer models (pydantic) in the schemas module beside it, so
+/openapi.json describes every field, limit and answer. Here live what every route shares:
+the error handlers, the runs folder and the two slots on app.state (the routes reach the
+runs folder through gptlab.lab.state, a slot through its area's dependency), the guard, the
+page and /static. Bad input is a 400 with {"error": one line}; nothing a client can send
+becomes a 500 (tests/lab/test_fuzz.py fuzzes the API from its own schema).
 """
 
 from __future__ import annotations
@@ -27,25 +27,24 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gptlab.errors import GptlabError, UsageError
-from gptlab.lab import (
-    calculator_routes,
-    contextview,
-    experimentsview,
-    live,
-    live_routes,
-    model_routes,
-    play_routes,
-    quickrun,
-)
-from gptlab.lab import schemas as m
-from gptlab.lab.body import CheckedBody
-from gptlab.lab.guard import ANY_ADDRESS, Access, Guard, is_loopback
+from gptlab.lab.calculator import routes as calculator
+from gptlab.lab.context import routes as context
+from gptlab.lab.experiments import routes as experiments
+from gptlab.lab.experiments.quickrun import QuickRunner
+from gptlab.lab.features import routes as features
+from gptlab.lab.fields import one_line
+from gptlab.lab.live import routes as live
+from gptlab.lab.live.training import Busy, LiveTrainer, TooManyFollowers
+from gptlab.lab.model import routes as model
+from gptlab.lab.prediction import routes as prediction
 from gptlab.lab.runs import Runs
+from gptlab.web.body import CheckedBody
+from gptlab.web.guard import ANY_ADDRESS, Access, Guard, is_loopback
 
 STATIC = Path(__file__).parent / "static"
 # Each area of the lab, one APIRouter with its routes (its schemas in the module beside it).
-ROUTERS = (calculator_routes.router, model_routes.router, play_routes.router,
-           live_routes.router, contextview.router, experimentsview.router, quickrun.router)
+ROUTERS = (calculator.router, model.router, prediction.router, live.router, context.router,
+           experiments.router, features.router)
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -71,7 +70,7 @@ def _openapi_without_422(app: FastAPI) -> None:
 
 def create_app(runs_dir: str | Path = "runs", access: Access | None = None) -> FastAPI:
     """The lab's app over runs_dir. Served (serve, BackgroundServer), it answers only as
-    `access` allows (gptlab.lab.guard); None, for callers in this process that no network
+    `access` allows (gptlab.web.guard); None, for callers in this process that no network
     reaches (TestClient, the fuzz tests, bench.lab_latency), leaves the guard out."""
     app = FastAPI(title="gptlab lab", version="1", docs_url=None, redoc_url=None,
                   description="The lab's JSON API. Every POST takes a JSON object; bad "
@@ -82,26 +81,26 @@ def create_app(runs_dir: str | Path = "runs", access: Access | None = None) -> F
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        return _error(400, m.one_line(list(exc.errors())))
+        return _error(400, one_line(list(exc.errors())))
 
     @app.exception_handler(UsageError)
     async def usage_error(_request: Request, exc: UsageError) -> JSONResponse:
         return _error(400, str(exc))
 
-    @app.exception_handler(live.Busy)
-    async def busy(_request: Request, exc: live.Busy) -> JSONResponse:
+    @app.exception_handler(Busy)
+    async def busy(_request: Request, exc: Busy) -> JSONResponse:
         return _error(409, str(exc))
 
-    @app.exception_handler(live.TooManyFollowers)
-    async def too_many(_request: Request, exc: live.TooManyFollowers) -> JSONResponse:
+    @app.exception_handler(TooManyFollowers)
+    async def too_many(_request: Request, exc: TooManyFollowers) -> JSONResponse:
         return _error(429, str(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return _error(exc.status_code, str(exc.detail), exc.headers)  # e.g. 405's Allow
 
-    app.state.live = live.LiveTrainer(runs.root)  # the one training slot (live_routes)
-    app.state.quick = quickrun.QuickRunner(runs.root)  # the one experiment slot (quickrun)
+    app.state.live = LiveTrainer(runs.root)  # the one training slot (live.routes)
+    app.state.quick = QuickRunner(runs.root)  # the one experiment slot (experiments.routes)
     for router in ROUTERS:
         app.include_router(router)
 

@@ -1,7 +1,9 @@
-"""What the lab's routes share, as FastAPI dependencies: the runs folder (gptlab.lab.runs.Runs)
-and the live-training slot (gptlab.lab.live.LiveTrainer), both made once by
-gptlab.lab.server.create_app and kept on app.state, so a route takes `runs: RunsDep`
-instead of closing over a variable of create_app."""
+"""What the lab's areas share, as a FastAPI dependency: the runs folder
+(gptlab.lab.runs.Runs), made once by gptlab.lab.server.create_app and kept on app.state, so
+a route takes `runs: RunsDep` instead of closing over a variable of create_app. A slot only
+one area uses is reached through that area's own dependency, beside its routes
+(gptlab.lab.live.routes.LiveDep, gptlab.lab.experiments.routes.QuickDep), so this module
+imports no area."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from gptlab.lab.live import LiveTrainer
 from gptlab.lab.runs import Runs
 
 
@@ -17,9 +18,4 @@ def runs_of(request: Request) -> Runs:
     return request.app.state.runs
 
 
-def live_of(request: Request) -> LiveTrainer:
-    return request.app.state.live
-
-
 RunsDep = Annotated[Runs, Depends(runs_of)]
-LiveDep = Annotated[LiveTrainer, Depends(live_of)]

@@ -78,7 +78,9 @@ def attention_steps(
 class AttentionInputs:
     """Everything attention needs besides x, the same for every layer of one forward pass."""
 
-    rope: tuple[Tensor, Tensor] | None = None  # (cos, sin), each (T, hs); None: no rotation
+    # (cos, sin), each (T, hs), or (B, T, hs) where rows sit at different positions; None:
+    # no rotation
+    rope: tuple[Tensor, Tensor] | None = None
     # bool, broadcastable to (B, nh, T, T_keys), True where a query may attend a key; or None
     # for the fused kernel to build the mask itself, as is_causal says.
     allowed: Tensor | None = None
@@ -199,13 +201,14 @@ class CausalSelfAttention(nn.Module):
 
 # What happens to q and k (B, T, heads, hs) before the scores, by (RoPE?, QK-norm?). QK-norm
 # is per head with no gain (q and k on the sphere of radius sqrt(hs)), in float32 where
-# attention is (it would cast them anyway); the rope tables (T, hs) act as (T, 1, hs).
+# attention is (it would cast them anyway); the rope tables (T, hs) act as (T, 1, hs), or
+# (B, T, hs), where each row has positions of its own (a server's slots), as (B, T, 1, hs).
 def _as_they_are(qk: Tensor, rope: tuple[Tensor, Tensor] | None, float32: bool) -> Tensor:
     return qk
 
 
 def _rotated(qk: Tensor, rope: tuple[Tensor, Tensor], float32: bool) -> Tensor:
-    return apply_rope(qk, rope[0][:, None], rope[1][:, None])
+    return apply_rope(qk, rope[0].unsqueeze(-2), rope[1].unsqueeze(-2))
 
 
 def _normed(qk: Tensor, rope: tuple[Tensor, Tensor] | None, float32: bool) -> Tensor:
@@ -214,7 +217,7 @@ def _normed(qk: Tensor, rope: tuple[Tensor, Tensor] | None, float32: bool) -> Te
 
 def _normed_rotated(qk: Tensor, rope: tuple[Tensor, Tensor], float32: bool) -> Tensor:
     dtype = torch.float32 if float32 else qk.dtype
-    return normed_rope(qk, rope[0][:, None], rope[1][:, None], dtype)
+    return normed_rope(qk, rope[0].unsqueeze(-2), rope[1].unsqueeze(-2), dtype)
 
 
 POSITION_QK = {(False, False): _as_they_are, (True, False): _rotated,

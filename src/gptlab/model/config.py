@@ -16,7 +16,6 @@ POS_ENCODINGS = ("learned", "sinusoidal", "rope", "alibi", "none")
 NORMS = ("layernorm", "rmsnorm")
 NORM_POSITIONS = ("pre", "post")
 # 'gelu' is the exact erf GELU; 'gelu_tanh' is GPT-2's tanh approximation ("gelu_new");
-# 'relu2' is ReLU squared (So et al. 2021, "Primer"; modded-nanogpt's speedrun MLP).
 # 'none': no feed-forward network (and no second norm): an attention-only model, as
 # Elhage et al. 2021 and Olsson et al. 2022 study.
 MLPS = ("gelu", "gelu_tanh", "swiglu", "none")

@@ -150,7 +150,9 @@ class GPT(nn.Module):
         """idx (B, T) token ids -> (logits (B, T, vocab_size), loss or None).
 
         targets (B, T): next-token ids; -1 marks positions left out of the loss.
-        cache: continue after the positions already in it (and store these).
+        cache: continue after the positions already in it (and store these); its
+        positions(T) says where these tokens sit, the same for every row (KVCache) or
+        per row (gptlab.serve.slots.SlotCache, with attention_mask).
         attention_mask (B, T_keys) bool/0-1: False marks padding keys, T_keys counting the
         cached positions too.
         """
@@ -159,7 +161,9 @@ class GPT(nn.Module):
         start = cache.length if cache is not None else 0
         if self.config.pos_encoding == "learned" and start + T > self.config.block_size:
             check_context(self.config, start + T)  # learned positions: the chapter's refusal
-        positions = torch.arange(start, start + T, device=idx.device)
+        # (T,); (B, T) from a cache whose rows hold texts of different lengths
+        positions = (cache.positions(T) if cache is not None
+                     else torch.arange(T, device=idx.device))
         x = self.wte(idx)  # (B, T, C)
         if self.wpe is not None:
             x = x + self.wpe(positions).to(x.dtype)

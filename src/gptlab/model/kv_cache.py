@@ -36,6 +36,10 @@ class KVCache:
         self.values[layer][:, :, self.length : end] = v
         return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
 
+    def positions(self, n: int) -> Tensor:
+        """(n,) the positions of the next n tokens: every row's text is as long."""
+        return torch.arange(self.length, self.length + n, device=self.keys[0].device)
+
     def advance(self, n: int) -> None:
         self.length += n
 

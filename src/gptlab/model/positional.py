@@ -50,13 +50,15 @@ def check_context(config: GPTConfig, context: object) -> str | None:
 def sinusoidal_table(positions: Tensor, d_model: int) -> Tensor:
     """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d)).
 
-    positions: (T,) integers; returns (T, d_model) float32. Odd d_model drops the last cos.
+    positions: (T,) integers, or (B, T); returns (T, d_model), or (B, T, d_model), float32.
+    Odd d_model drops the last cos.
     """
     i2 = torch.arange(0, d_model, 2, dtype=torch.float64, device=positions.device)
-    angles = positions.to(torch.float64)[:, None] / (10000.0 ** (i2 / d_model))  # (T, d/2)
-    table = torch.empty(len(positions), d_model, dtype=torch.float64, device=positions.device)
-    table[:, 0::2] = torch.sin(angles)
-    table[:, 1::2] = torch.cos(angles[:, : d_model // 2])
+    angles = positions.to(torch.float64)[..., None] / (10000.0 ** (i2 / d_model))  # (T, d/2)
+    table = torch.empty(*positions.shape, d_model, dtype=torch.float64,
+                        device=positions.device)
+    table[..., 0::2] = torch.sin(angles)
+    table[..., 1::2] = torch.cos(angles[..., : d_model // 2])
     return table.to(torch.float32)
 
 
@@ -114,12 +116,13 @@ class RotaryEmbedding(nn.Module):
         return inv_freq.to(self.inv_freq.device)
 
     def forward(self, positions: Tensor, length: int | None = None) -> tuple[Tensor, Tensor]:
-        """positions (T,) -> cos, sin, each (T, head_dim) float32. length: the sequence's
-        length so far (default: the last position + 1), which dynamic NTK reads."""
+        """positions (T,) -> cos, sin, each (T, head_dim) float32; (B, T) -> (B, T,
+        head_dim). length: the sequence's length so far (default: the last position + 1),
+        which dynamic NTK reads (one length for every row)."""
         if self.dynamic and length is None:
             length = int(positions.max()) + 1
         inv_freq = self.frequencies(length) if self.dynamic else self.inv_freq
-        angles = positions.to(torch.float32)[:, None] * inv_freq[None, :]  # (T, hs/2)
+        angles = positions.to(torch.float32)[..., None] * inv_freq  # (T, hs/2)
         angles = torch.cat((angles, angles), dim=-1)  # (T, hs): pair i with i + hs/2
         return angles.cos() * self.attention_factor, angles.sin() * self.attention_factor
 

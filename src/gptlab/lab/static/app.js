@@ -6,6 +6,7 @@ import {refreshRuns, renderError} from "./api.js";
 import {load as calc} from "./calc.js";
 import {load as context} from "./context.js";
 import {load as experiments} from "./experiments.js";
+import {load as features} from "./features.js";
 import {load as heads, open as openHeads} from "./heads.js";
 import {load as learnedpos} from "./learnedpos.js";
 import {load as lens, open as openLens} from "./lens.js";
@@ -22,7 +23,7 @@ import {load as wholemodel} from "./wholemodel.js";
 
 // Each view loads the first time its tab opens.
 const loaders = {calc, scaling, heads, positions, params, scores, quiz, nexttoken, live, lens,
-  context, model: wholemodel, allheads, experiments};
+  context, model: wholemodel, allheads, experiments, features};
 loaders.positions = () => { positions(); learnedpos(); };
 const loaded = new Set();
 let current = null;

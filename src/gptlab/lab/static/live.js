@@ -108,7 +108,7 @@ function follow() {
   source.onerror = () => { if (source && source.readyState === EventSource.CLOSED) finish(); };
 }
 
-// "45 s", "1 min 50 s" (as gptlab.lab.live_estimate.duration says it)
+// "45 s", "1 min 50 s" (as gptlab.lab.live.estimate.duration says it)
 function duration(seconds) {
   if (seconds < 60) return `${Math.max(1, Math.round(seconds))} s`;
   const t = 5 * Math.ceil(seconds / 5), m = Math.floor(t / 60), s = t % 60;

@@ -1,6 +1,6 @@
 // Views 11 and 14: run an experiment's --quick form from the page (POST /api/experiments/quick,
-// gptlab.lab.quickrun), its progress streamed (Server-Sent Events: each line it logs), and
-// the view told when its results are written, so they replace the shipped ones.
+// gptlab.lab.experiments.quickrun), its progress streamed (Server-Sent Events: each line it
+// logs), and the view told when its results are written, so they replace the shipped ones.
 
 import {api, guarded} from "./api.js";
 import {$} from "./dom.js";
