@@ -35,13 +35,8 @@ def results_path(name: str, folder: Path = RESULTS) -> Path:
 
 
 def judged(name: str, results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The experiment's claims judged on its results' numbers (not on what the file says);
-    by the experiment's own `judge` where it has one (features: it writes each claim's
-    precondition, units and verdict line itself)."""
-    module = catalog.module(name)
-    if hasattr(module, "judge"):
-        return module.judge(results)
-    return claims.evaluate(module.CLAIMS, results)
+    """The experiment's claims judged on its results' numbers (not on what the file says)."""
+    return claims.evaluate(catalog.module(name).CLAIMS, results)
 
 
 def threads_words(results: dict[str, Any]) -> str:
@@ -124,6 +119,17 @@ def add(name: str, folder: Path, shipped: Path = RESULTS) -> Path:
     return path
 
 
+def rejudge(name: str, shipped: Path = RESULTS) -> Path:
+    """The shipped results of `name` with their claims (and undecided line) judged again on
+    the numbers the file holds, in place: after the rule, a claim or its precondition
+    changed, with nothing to run again."""
+    path = results_path(name, shipped)
+    results = read_json_object(path, f"{name}'s shipped results")
+    report.judge(results, catalog.module(name).CLAIMS)
+    atomic_write_text(path, json.dumps(results, separators=(",", ":")) + "\n")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.experiment_docs",
                                      description=__doc__.split("\n\n")[0])
@@ -131,9 +137,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="exit 1 if docs/experiments.md differs from what the results give")
     parser.add_argument("--add", nargs=2, metavar=("NAME", "FOLDER"), action="append",
                         default=[], help="commit FOLDER/results.json as NAME's results first")
+    parser.add_argument("--rejudge", metavar="NAME", action="append", default=[],
+                        help="judge NAME's shipped results again on their numbers first")
     args = parser.parse_args(argv)
     for name, folder in args.add:
         print(f"wrote {add(name, Path(folder))}")
+    for name in args.rejudge:
+        print(f"rejudged {rejudge(name)}")
     page = PAGE.read_text(encoding="utf-8")
     fresh = regenerate(page)
     if args.check:

@@ -54,6 +54,19 @@ def test_add_copies_the_results_with_their_date(tmp_path):
         docs.add("scale", run, shipped)
 
 
+def test_rejudge_judges_the_shipped_numbers_again_in_place(tmp_path):
+    results = _norm_results()
+    stale = {**results, "claims": [], "undecided_line": "stale"}
+    path = docs.results_path("norm", tmp_path)
+    path.write_text(json.dumps(stale))
+    assert docs.rejudge("norm", tmp_path) == path
+    again = json.loads(path.read_text())
+    assert again["claims"] == docs.judged("norm", results)
+    assert again["undecided_line"] is None
+    assert {k: v for k, v in again.items() if k not in ("claims", "undecided_line")} == \
+        {k: v for k, v in results.items() if k not in ("claims", "undecided_line")}
+
+
 def _norm_results():
     return json.loads(docs.results_path("norm").read_text())
 

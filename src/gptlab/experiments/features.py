@@ -21,9 +21,9 @@ kind: what varies is the text). Per slice:
   alike: their last 3 characters or last word) for every feature and every neuron: the
   share of units whose top-25 has a single pattern (a score of at least 0.5).
 
-Claims that read the dictionaries' features carry a precondition: the dictionary learned
-(explained variance at least EV_LEARNED on every slice). This module writes each claim's
-precondition, units, verdict line and the run's undecided line itself.
+Claims that read the dictionaries' features carry a precondition
+(gptlab.experiments.claims.Precondition): the dictionary learned (explained variance at
+least EV_LEARNED on every slice), or, for the loss recovered, the FFN is worth some loss.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from gptlab.data.prepared import load_data
 from gptlab.data.tokenizer import load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.experiments import report
-from gptlab.experiments.claims import UNDECIDED, Claim, Measured, evaluate
+from gptlab.experiments.claims import Claim, Measured, Precondition
 from gptlab.experiments.grid import choose_size, open_experiment
 from gptlab.experiments.memory import held_out_slices
 from gptlab.interp.memory import output_gain
@@ -244,7 +244,7 @@ def _slices(results: dict[str, Any], value: Callable[[dict[str, Any]], float | N
             shown: Callable[[dict[str, Any]], str]) -> Measured:
     samples = results["samples"]
     return Measured([s["sample"] for s in samples], [value(s) for s in samples],
-                    " / ".join(shown(s) for s in samples))
+                    " / ".join(shown(s) for s in samples), unit="slices")
 
 
 def _sparser(sample: dict[str, Any]) -> float:
@@ -270,32 +270,6 @@ def len_features(sample: dict[str, Any]) -> int:
     return sample["sae"]["alive_features"] + sample["sae"]["dead_features"]
 
 
-@dataclass(frozen=True)
-class Precondition:
-    """What must hold for a claim to be judged: value(results) (the worst slice's) against
-    a threshold, met at or above it. Written into results.json as {text, value,
-    threshold, met}."""
-
-    text: str
-    quantity: str
-    value: Callable[[dict[str, Any]], float | None]
-    threshold: float
-    why: str
-
-    def check(self, results: dict[str, Any]) -> dict[str, Any]:
-        try:
-            value = self.value(results)
-        except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError):
-            value = None
-        finite = value is not None and math.isfinite(value)
-        met = finite and value >= self.threshold
-        shown = f"{value:.3g}" if finite else "none"
-        return {"text": f"{self.text} ({self.quantity} {shown}, needs ≥ "
-                        f"{self.threshold:.3g}: {self.why})",
-                "value": float(value) if finite else None, "threshold": self.threshold,
-                "met": bool(met)}
-
-
 def _worst(results: dict[str, Any], value: Callable[[dict[str, Any]], float | None]
            ) -> float | None:
     values = [value(s) for s in results["samples"]]
@@ -304,30 +278,19 @@ def _worst(results: dict[str, Any], value: Callable[[dict[str, Any]], float | No
 
 SAE_LEARNED = Precondition(
     "the autoencoder learned", "its explained variance on the worst slice",
-    lambda r: _worst(r, lambda s: s["sae"]["explained_variance"]), EV_LEARNED,
-    "below it there are no features to read; the papers' explain 0.93 and more")
+    lambda r: _worst(r, lambda s: s["sae"]["explained_variance"]), lambda r: EV_LEARNED,
+    why="below it there are no features to read; the papers' explain 0.93 and more")
 BOTH_LEARNED = Precondition(
     "both dictionaries learned", "the lower explained variance on the worst slice",
     lambda r: _worst(r, lambda s: min(s["sae"]["explained_variance"],
                                       s["transcoder"]["explained_variance"])),
-    EV_LEARNED, "below it there are no features to read; the papers' explain 0.93 and more")
+    lambda r: EV_LEARNED,
+    why="below it there are no features to read; the papers' explain 0.93 and more")
 SITE_WORTH = Precondition(
     "zero-ablating the FFN costs loss", "the ablated minus the clean loss on the worst "
     "slice, nats/token", lambda r: _worst(r, lambda s: s["sae"]["ce_loss_with_ablation"]
                                           - s["sae"]["ce_loss_without_sae"]),
-    WORTH_SMALLEST, "else there is no loss to recover")
-
-def gated(precondition: Precondition, measure: Callable[[dict[str, Any]], Measured]
-          ) -> Callable[[dict[str, Any]], Measured]:
-    """measure, where the precondition is met; else no effect on any slice (so that
-    claims.evaluate, whoever calls it, finds the claim undecided) and why."""
-    def measured(results: dict[str, Any]) -> Measured:
-        check = precondition.check(results)
-        if check["met"]:
-            return measure(results)
-        names = [s["sample"] for s in results["samples"]]
-        return Measured(names, [None] * len(names), f"precondition not met: {check['text']}")
-    return measured
+    lambda r: WORTH_SMALLEST, why="else there is no loss to recover")
 
 
 CLAIMS = (
@@ -339,28 +302,28 @@ CLAIMS = (
           "L0 32 at explained variance 0.929; Gemma-2b's: L0 54 (Bricken et al.; SAELens)",
           "log2 of (the neurons per token, largest terms first, that explain as much "
           "variance as the autoencoder / the autoencoder's L0), on the same positions",
-          gated(SAE_LEARNED, lambda r: _slices(r, _sparser, lambda s: (
+          lambda r: _slices(r, _sparser, lambda s: (
               f"{s['neurons']['needed']} neurons vs L0 {s['neurons']['l0_sae']:.0f} at "
-              f"EV {s['neurons']['explained_variance_sae']:.3f}"))),
-          direction=1, smallest=SPARSER_SMALLEST),
+              f"EV {s['neurons']['explained_variance_sae']:.3f}")),
+          direction=1, smallest=SPARSER_SMALLEST, precondition=SAE_LEARNED),
     Claim("monosemantic",
           "features are more often single-pattern than neurons",
           "most features are interpretable and monosemantic, neurons mostly polysemantic "
           "(Bricken et al.: human and automated interpretability scores)",
           "the share of features with a single-pattern top-25 (memory's rule: >= 50% end "
           "alike) minus the neurons' share",
-          gated(SAE_LEARNED, lambda r: _slices(r, _pattern_gap, lambda s: (
+          lambda r: _slices(r, _pattern_gap, lambda s: (
               f"{_share(s['patterns']['features']['single_share'])} of features vs "
-              f"{_share(s['patterns']['neurons']['single_share'])} of neurons"))),
-          direction=1, smallest=PATTERN_SMALLEST),
+              f"{_share(s['patterns']['neurons']['single_share'])} of neurons")),
+          direction=1, smallest=PATTERN_SMALLEST, precondition=SAE_LEARNED),
     Claim("recovered",
           f"splicing the autoencoder in recovers at least {100 * CE_CLAIMED:g}% of the "
           f"loss the FFN is worth",
           "CE loss score 0.993 (GPT-2 small, 128k SAE); 99.1% (Gemma-2b, 16k SAE)",
           f"CE loss score ((ablated - spliced) / (ablated - clean)) minus {CE_CLAIMED:g}",
-          gated(SITE_WORTH, lambda r: _slices(r, lambda s: s["sae"]["ce_loss_score"] - CE_CLAIMED,
-                            lambda s: f"{s['sae']['ce_loss_score']:.3f}")),
-          direction=1, smallest=0.0),
+          lambda r: _slices(r, lambda s: s["sae"]["ce_loss_score"] - CE_CLAIMED,
+                            lambda s: f"{s['sae']['ce_loss_score']:.3f}"),
+          direction=1, smallest=0.0, precondition=SITE_WORTH),
     Claim("transcoder",
           "a transcoder (the FFN's input to its output) recovers as much loss as an "
           "autoencoder of its output at the same L0",
@@ -368,83 +331,30 @@ CLAIMS = (
           "(Dunefsky et al. 2024)",
           f"the transcoder's CE loss score minus the autoencoder's, plus {MATCH:g} "
           f"(within {MATCH:g} counts as matching)",
-          gated(BOTH_LEARNED, lambda r: _slices(r, lambda s: (s["transcoder"]["ce_loss_score"]
+          lambda r: _slices(r, lambda s: (s["transcoder"]["ce_loss_score"]
                                           - s["sae"]["ce_loss_score"] + MATCH),
                             lambda s: (f"{s['transcoder']['ce_loss_score']:.3f} vs "
-                                       f"{s['sae']['ce_loss_score']:.3f}"))),
-          direction=1, smallest=0.0),
+                                       f"{s['sae']['ce_loss_score']:.3f}")),
+          direction=1, smallest=0.0, precondition=BOTH_LEARNED),
     Claim("dead",
           f"few features die: under {100 * DEAD_CLAIMED:g}% never fire",
           "168 of 4,096 dead (4%, Bricken et al.); ~2.5k of 16,384 (15%, Gemma-2b)",
           f"{DEAD_CLAIMED:g} minus the share of the autoencoder's features that never "
           f"fire on the slice",
-          gated(SAE_LEARNED, lambda r: _slices(r, lambda s: DEAD_CLAIMED - _dead_share(s),
-                            lambda s: f"{_share(_dead_share(s))} dead")),
-          direction=1, smallest=0.0),
+          lambda r: _slices(r, lambda s: DEAD_CLAIMED - _dead_share(s),
+                            lambda s: f"{_share(_dead_share(s))} dead"),
+          direction=1, smallest=0.0, precondition=SAE_LEARNED),
 )
-PRECONDITIONS = {"sparser": SAE_LEARNED, "monosemantic": SAE_LEARNED,
-                 "recovered": SITE_WORTH, "transcoder": BOTH_LEARNED, "dead": SAE_LEARNED}
-
-
-def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every claim judged (gptlab.experiments.claims.evaluate), with what results.json's
-    claims carry beside: "units" (the slices), "precondition" ({text, value, threshold,
-    met}: where unmet the verdict is undecided) and "verdict_line" (the verdict with every
-    term of its rule)."""
-    out = []
-    for judged in evaluate(CLAIMS, results):
-        judged["units"] = "slices " + "/".join(map(str, judged["seeds"]))
-        judged["precondition"] = PRECONDITIONS[judged["key"]].check(results)
-        if not judged["precondition"]["met"]:
-            judged["verdict"] = UNDECIDED
-            judged["rule"] = f"precondition not met: {judged['precondition']['text']}"
-        judged["verdict_line"] = verdict_line(judged)
-        out.append(judged)
-    return out
-
-
-def verdict_line(c: dict[str, Any]) -> str:
-    """'held: +0.78 (needs > 0.12, twice the spread over slices, and ≥ 0.322)' and the
-    like; 'undecided: precondition not met: ...'."""
-    pre = c["precondition"]
-    if not pre["met"]:
-        return f"{c['verdict']}: precondition not met: {pre['text']}"
-    if c["mean"] is None:
-        return f"{c['verdict']}: {c['rule']}"
-    if c["spread"] is None:
-        return (f"{c['verdict']}: {c['mean']:+.3g} (one slice: no spread, at most held "
-                f"weakly; needs ≥ {c['smallest']:.3g})")
-    return (f"{c['verdict']}: {c['mean']:+.3g} (needs > {c['margin']:.3g}, twice the "
-            f"spread over slices, and ≥ {c['smallest']:.3g})")
-
-
-def undecided_line(judged: list[dict[str, Any]], quick: bool) -> str | None:
-    """The one line for a run that decides none of its claims, with why; None otherwise."""
-    if any(c["verdict"] != UNDECIDED for c in judged):
-        return None
-    reasons = []
-    for c in judged:
-        reason = (f"not met: {c['precondition']['text']}" if not c["precondition"]["met"]
-                  else c["rule"])
-        if reason not in reasons:
-            reasons.append(reason)
-    if quick:
-        return (f"this --quick run is too small to decide anything: {'; '.join(reasons)}; "
-                f"run without --quick for verdicts")
-    return f"this run decides none of its claims: {'; '.join(reasons)}"
-
-
 def finish(folder: Path, results: dict[str, Any], timer: report.Timer) -> dict[str, Any]:
-    """As gptlab.experiments.report.finish, with the claims judged by `judge`: timing, the
-    machine and torch's threads, the claims and the undecided line, then results.json and
-    report.md."""
+    """As gptlab.experiments.report.finish, the training time read off the dictionaries'
+    records (they are not a grid's runs): timing, the machine and torch's threads, the
+    claims and the undecided line (report.judge), then results.json and report.md."""
     results["training_time_s"] = round(sum(t["seconds"] for t in results["training"].values()
                                            if not t["reused"]), 1)
     results["timing"] = timer.to_dict()
     results["machine"] = report.machine()
     results["threads"] = torch.get_num_threads()
-    results["claims"] = judge(results)
-    results["undecided_line"] = undecided_line(results["claims"], results["size"] == "quick")
+    report.judge(results, CLAIMS)
     report.write_results(folder, results)
     parts = list(sections(results))
     parts.insert(1, report.claims_section(results))
@@ -512,11 +422,8 @@ def tables(results: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[lis
 
 def notes(results: dict[str, Any]) -> list[str]:
     """What the command prints after the tables."""
-    lines = [f"{name}: {t['tokens']:,} training tokens, {t['seconds']:.0f} s"
-             + (" (reused)" if t["reused"] else "") for name, t in results["training"].items()]
-    if results.get("undecided_line"):
-        lines.append(results["undecided_line"])
-    return lines
+    return [f"{name}: {t['tokens']:,} training tokens, {t['seconds']:.0f} s"
+            + (" (reused)" if t["reused"] else "") for name, t in results["training"].items()]
 
 
 def figure(results: dict[str, Any]) -> Any:
