@@ -126,7 +126,7 @@ def test_threads_are_chosen_recorded_and_part_of_what_a_folder_holds(tmp_path, t
 def test_the_help_says_what_a_quick_run_trains_and_what_threads_do(capsys):
     assert main(["experiment", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "--quick trains tiny models a few steps, seed S alone for context, norm and " \
-           "scale, S and S+1 for the others: too few steps to learn" in text
+    assert "--quick trains tiny models a few steps, seed S alone for context, norm, " \
+           "scale and features, S and S+1 for the others: too few steps to learn" in text
     assert "slices of text" in text and "not seeds" in text
     assert "--threads N torch threads the models train and are measured at (default 1" in text

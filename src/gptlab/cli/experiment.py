@@ -88,12 +88,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=argtypes.int_in(0, 2**63 - 1), default=1337, metavar="S",
                    help="the seed of every run's weights and batches (default 1337). The "
                         "default size trains seeds S, S+1, S+2 of each model (recurrence's "
-                        "associative-recall models: S only); --quick trains tiny models a few "
-                        "steps, seed S alone for context, norm and scale, S and S+1 for the "
-                        "others: too few steps to learn, so a claim that reads a trained "
-                        "model comes out undecided. memory's Geva claims run over slices of "
-                        "text, recurrence's recall and timing claims over lengths and "
-                        "repeats, not seeds")
+                        "associative-recall models and features' dictionaries: S only); "
+                        "--quick trains tiny models a few steps, seed S alone for context, "
+                        "norm, scale and features, S and S+1 for the others: too few steps "
+                        "to learn, "
+                        "so a claim that reads a model it trained comes out undecided. memory's "
+                        "Geva claims and features' run over slices of text, recurrence's "
+                        "recall and timing claims over lengths and repeats, not seeds")
     p.add_argument("--threads", type=argtypes.int_in(1), default=1, metavar="N",
                    help="torch threads the models train and are measured at (default 1: the "
                         "same seed gives the same numbers, and the same verdicts, whatever "

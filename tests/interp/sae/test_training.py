@@ -161,6 +161,14 @@ def test_other_text_or_settings_train_afresh_and_a_foreign_folder_is_refused(tin
     first = train_sae(model, tokens, CONFIG, SETTINGS, tmp_path / "sae")
     other = train_sae(model, tokens[::-1].copy(), CONFIG, SETTINGS, tmp_path / "sae")
     assert not other.reused and not torch.equal(first.sae.W_dec, other.sae.W_dec)
+    # another torch thread count trains afresh too: it is part of what a dictionary is
+    threads = torch.get_num_threads()
+    train_sae(model, tokens, CONFIG, SETTINGS, tmp_path / "threads")
+    torch.set_num_threads(threads + 1)
+    try:
+        assert not train_sae(model, tokens, CONFIG, SETTINGS, tmp_path / "threads").reused
+    finally:
+        torch.set_num_threads(threads)
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("mine")
     with pytest.raises(UsageError, match="not a dictionary"):

@@ -261,8 +261,11 @@ def train_sae(model: nn.Module, tokens: np.ndarray | Tensor, config: SAEConfig,
     windows = max(1, settings.train_batch_size_tokens // context)
     per_step = windows * context
     total = math.ceil(settings.training_tokens / per_step)
+    # torch's thread count is part of what a dictionary is, as of an experiment's runs
+    # (gptlab.experiments.grid): another count sums in another order, and the weights move
     identity = {"cfg": config.to_cfg(), "settings": settings.to_dict(),
-                "text": fingerprint(tokens), "context": context}
+                "text": fingerprint(tokens), "context": context,
+                "threads": torch.get_num_threads()}
     folder = store.check_folder(folder) if folder is not None else None
     if folder is not None and store.is_saved(folder):
         sae, training = store.load(folder)
