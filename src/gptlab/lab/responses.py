@@ -55,7 +55,7 @@ class Choice(BaseModel):
 
 
 
-QUICK = Field(False, description="a --quick run's results (one small seed): listed beside "
+QUICK = Field(False, description="a --quick run's results (a small run): listed beside "
                                  "the shipped results, not instead of them")
 
 

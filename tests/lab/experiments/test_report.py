@@ -31,7 +31,7 @@ def lab(tmp_path_factory, norm_experiment, context_experiment, copy_tiny_run):
 
 def test_every_experiment_is_listed_with_its_kind(lab):
     # regression: a --quick run replaced the shipped results (the shipped "context" could
-    # no longer be picked); it is one small seed, listed beside them, marked quick
+    # no longer be picked); it is a small run, listed beside them, marked quick
     client, _ = lab
     found = client.get("/api/experiments").json()["experiments"]
     assert found[:2] == [{"name": "ctx", "experiment": "context", "shipped": None, "quick": True},

@@ -6,8 +6,9 @@ An experiment the runs folder holds no full-size results of is listed with the r
 gptlab ships (gptlab.experiments.shipped_results: its default size, run once, labelled with
 the machine and the date), so a fresh install shows real numbers; the user's own results of
 that experiment at its default size (`gptlab experiment NAME`) replace them. A `--quick` run
-(from the page: gptlab.lab.experiments.quickrun) is one small seed, too small to decide a
-claim: it is listed beside the shipped results, marked quick, and replaces nothing.
+(from the page: gptlab.lab.experiments.quickrun) is small, too small to decide most
+claims (each says whether it could): it is listed beside the shipped results, marked
+quick, and replaces nothing.
 
 The folders found here (experiment_folders, experiment_folder) are the longer-than-trained
 view's too (gptlab.lab.context). The tables are the experiment module's own

@@ -83,7 +83,7 @@ const showExperiment = guarded(async () => {
   label.textContent = d.shipped ? `These are ${d.shipped}: gptlab experiment context at its default size, run once ` +
     "where gptlab was built. Run the experiment (gptlab experiment context --out RUNS/context) and yours replace them; " +
     "a --quick run (below) is listed beside them."
-    : d.quick ? `${name} is a --quick run: ${d.undecided_line || "one small seed, too small to decide the claims"}.${others}` : "";
+    : d.quick ? `${name} is a --quick run: ${d.undecided_line || "a small run, too small to decide most claims (each claim says whether it could)"}.${others}` : "";
   const drawn = d.series.filter((s) => !s.refused && s.buckets.some((b) => b.loss !== null));
   const series = drawn.map((s, k) => ({name: s.label, points: points(s.buckets), colour: COLOURS[k % COLOURS.length]}));
   const box = $("ctx-lines");

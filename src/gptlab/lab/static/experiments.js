@@ -97,7 +97,7 @@ const show = guarded(async () => {
   $("exp-title").textContent = `${d.title} (gptlab experiment ${d.experiment})${d.quick ? ", a --quick run" : ""}`;
   const quick = $("exp-quick-note");
   quick.hidden = !d.quick;
-  quick.textContent = d.quick ? `${d.undecided_line || "This --quick run is one small seed: too small to decide the claims."}` +
+  quick.textContent = d.quick ? `${d.undecided_line || "This --quick run is small: too small to decide most claims (each claim says whether it could)."}` +
     (entries.some((e) => e.shipped && e.experiment === d.experiment)
       ? ` The shipped results of gptlab experiment ${d.experiment} stay in the list.` : "") : "";
   $("exp-claims").replaceChildren(claimsTable(d.claims));
