@@ -73,6 +73,10 @@ READS: list[tuple[str, str, dict[str, Any] | None, int]] = [
     ("POST", "/api/learned_positions", {"run": "tiny"}, 200),
     ("POST", "/api/context/experiment", {"experiment": "none"}, 400),
     ("POST", "/api/experiments/report", {"experiment": "none"}, 400),
+    ("GET", "/api/features/dictionaries", None, 200),  # the shipped dictionary
+    ("POST", "/api/features/search", {"dictionary": "shipped", "token": "e"}, 200),
+    ("POST", "/api/features/feature", {"dictionary": "shipped", "feature": 0,
+                                       "text": "the cat"}, 200),
 ]
 # The routes that change state or stream: the live ones driven below, not in the clients'
 # loop; the quick-run ones (an experiment's training, minutes) not at all.

@@ -122,6 +122,7 @@ REACHES_TORCH = {
     "experiment": ["experiment", "context", "--quick", "--out", "{tmp}/e"],
     "runs": ["runs", "{tmp}", "--plot", "m", "--out", "{tmp}/p.png"],
     "lab": ["lab", "--runs", "{tmp}"],
+    "serve": ["serve", "{tmp}/m", "--port", "59317"],
     "harness": ["harness", "--model_args", "pretrained={tmp}/m", "--tasks", "gptlab_next_line"],
 }
 # Commands that never load torch: `gptlab probe` only reads and clears the cache file.

@@ -167,7 +167,9 @@ def test_lab_api_conforms_to_its_schema(case, lab):
 
 def test_every_operation_is_fuzzed():
     operations = {(op.ok().method.upper(), op.ok().path) for op in schema.get_all_operations()}
-    assert len(operations) == 31, operations
+    assert len(operations) == 34, operations
+    assert {("GET", "/api/features/dictionaries"), ("POST", "/api/features/search"),
+            ("POST", "/api/features/feature")} <= operations
     assert ("POST", "/api/runs/encoding") in operations
     assert ("POST", "/api/ablate") in operations and ("GET", "/api/runs") in operations
     assert ("GET", "/api/live/events") in operations and ("POST", "/api/lens") in operations
