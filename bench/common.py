@@ -137,3 +137,14 @@ def new_figure(figsize: tuple[float, float]) -> tuple[Any, Any]:
 
     fig = Figure(figsize=figsize)
     return fig, fig.add_subplot()
+
+
+def rss_mib(pid: int) -> float | None:
+    """Resident memory of process pid in MiB (Linux's /proc; None elsewhere)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import SIZES, Size, table, write_result
+from bench.common import SIZES, Size, rss_mib, table, write_result
 
 # (method, path, body, status expected). Bodies are the views' defaults on the tiny run.
 # The two experiment reports need an experiment in the runs folder; with none, their
@@ -152,17 +152,6 @@ def lab_process(runs: Path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-def rss_mib(pid: int) -> float | None:
-    """Resident memory of process pid in MiB (Linux's /proc; None elsewhere)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
 
 
 async def measure(base: str, pid: int, seconds: float, clients: int) -> dict[str, Any]:

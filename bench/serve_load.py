@@ -42,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import SIZES, Size, table, write_result
+from bench.common import SIZES, Size, rss_mib, table, write_result
 
 SECONDS = {"smoke": 3.0, "quick": 15.0, "full": 60.0}
 CLIENTS = (1, 8, 32, 64)
@@ -140,18 +140,11 @@ def server_process(command: list[str], port: int):
         log.close()
 
 
-def rss_mib(pid: int) -> float | None:
-    """Resident memory of process pid in MiB (Linux's /proc; None elsewhere)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return None
-
-
 # ---------------------------------------------------------------------------- the clients
+
+
+def _rounded(mib: float | None) -> float | None:
+    return None if mib is None else round(mib, 1)
 
 
 class Tally:
@@ -244,7 +237,7 @@ def ms(x: float | None) -> float | None:
 def measure(base: str, pid: int, prompts: list[str], clients: tuple[int, ...],
             seconds: float, max_tokens: int) -> dict[str, Any]:
     asyncio.run(level(base, prompts, 1, min(seconds, 2.0), 4))  # warm-up, untimed
-    out = {"rss_start_mib": rss_mib(pid), "levels": []}
+    out = {"rss_start_mib": _rounded(rss_mib(pid)), "levels": []}
     for n in clients:
         t0 = time.monotonic()
         tally = asyncio.run(level(base, prompts, n, seconds, max_tokens))
@@ -257,7 +250,7 @@ def measure(base: str, pid: int, prompts: list[str], clients: tuple[int, ...],
             "itl_p50_ms": ms(percentile(tally.itl, 50)),
             "itl_p99_ms": ms(percentile(tally.itl, 99)),
             "finished": tally.finished, "errors": len(tally.errors),
-            "first_errors": tally.errors[:3], "rss_end_mib": rss_mib(pid)})
+            "first_errors": tally.errors[:3], "rss_end_mib": _rounded(rss_mib(pid))})
     return out
 
 
