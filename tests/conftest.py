@@ -460,6 +460,22 @@ def chromium():
         browser.close()
 
 
+@pytest.fixture(scope="session")
+def apart_from_chromium():
+    """apart_from_chromium(fn, *args, **kw) -> fn(*args, **kw), run on a thread of its own.
+    Once a test has used the session's Chromium, Playwright's sync API leaves an event loop
+    marked running in the main thread for the rest of the session, so asyncio.run there
+    (a test's own, or a library's, as lm-eval's API backends) fails with "cannot be called
+    from a running event loop" whenever a browser test ran first."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def call(fn, *args, **kw):
+        with ThreadPoolExecutor(1) as thread:
+            return thread.submit(fn, *args, **kw).result()
+
+    return call
+
+
 class LabPage:
     """A page of the lab in its own browser context; its uncaught errors collected, its
     fetches counted (COUNT_FETCHES)."""

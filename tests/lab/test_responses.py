@@ -6,7 +6,6 @@ event streams, a stream giving its follower slot back however it ends."""
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from pydantic import ValidationError
@@ -45,14 +44,7 @@ def test_both_slots_document_their_409_and_their_event_stream(client):
         assert "text/event-stream" in paths[events]["get"]["responses"]["200"]["content"]
 
 
-def run_alone(coroutine):
-    """asyncio.run in a thread of its own: the session's Chromium (Playwright's sync API)
-    keeps an event loop marked running in the main thread once a browser test has run."""
-    with ThreadPoolExecutor(1) as thread:
-        return thread.submit(asyncio.run, coroutine).result()
-
-
-def test_a_stream_gives_its_slot_back_when_it_ends_or_fails():
+def test_a_stream_gives_its_slot_back_when_it_ends_or_fails(apart_from_chromium):
     released = []
 
     async def send(message):
@@ -65,8 +57,8 @@ def test_a_stream_gives_its_slot_back_when_it_ends_or_fails():
     stream = Followed(iter(["data: 1\n\n"]), lambda: released.append(1))
     scope = {"type": "http", "asgi": {"spec_version": "2.4"}}
     with pytest.raises(ClientDisconnect):
-        run_alone(stream(scope, receive, send))
+        apart_from_chromium(asyncio.run, stream(scope, receive, send))
     assert released == [1]
-    run_alone(Followed(iter([]), lambda: released.append(2))(scope, receive,
-                                                             lambda m: asyncio.sleep(0)))
+    apart_from_chromium(asyncio.run, Followed(iter([]), lambda: released.append(2))(
+        scope, receive, lambda m: asyncio.sleep(0)))
     assert released == [1, 2]
