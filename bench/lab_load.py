@@ -123,7 +123,7 @@ def check_every_read_route() -> None:
 def lab_process(runs: Path):
     """`gptlab lab --runs RUNS --port P` on 127.0.0.1, started and answering; yields
     (base URL, its pid); terminated on leaving."""
-    from gptlab.lab.server import free_port
+    from gptlab.web.threaded import free_port
 
     port = free_port()
     proc = subprocess.Popen(

@@ -263,7 +263,7 @@ def run(size: Size, out_dir: Path, log: Callable[[str], None] = print,
         peer: bool | None = None) -> dict[str, Any]:
     """Every model on every server at every client count; smoke: the shipped model alone,
     1 and 4 clients, no peer (it proves the plumbing)."""
-    from gptlab.serve.app import free_port
+    from gptlab.web.threaded import free_port
 
     seconds = SECONDS[size.name] if seconds is None else seconds
     clients = ((1, 4) if size.smoke else CLIENTS) if clients is None else clients

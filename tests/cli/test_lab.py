@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from gptlab.cli.main import main
-from gptlab.lab.server import free_port
+from gptlab.web.threaded import free_port
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from gptlab.cli.main import main
-from gptlab.serve.app import free_port
+from gptlab.web.threaded import free_port
 
 
 @pytest.fixture

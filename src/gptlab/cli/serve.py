@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     # torch loads OpenMP, so before torch; a value the user set stays.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:  # the 'serve' extra (fastapi, uvicorn): loaded only when the server starts
-        from gptlab.serve.app import check_listen, open_model, serve
+        from gptlab.serve.app import open_model, serve
+        from gptlab.web.threaded import check_listen
     except ImportError as exc:
         raise UsageError(f"gptlab serve needs the 'serve' extra (pip install "
                          f"'gptlab[serve]'): {exc.name} is missing") from None

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import mimetypes
 import socket
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gptlab.errors import GptlabError, UsageError
+from gptlab.errors import UsageError
 from gptlab.lab.calculator import routes as calculator
 from gptlab.lab.context import routes as context
 from gptlab.lab.experiments import routes as experiments
@@ -40,6 +38,7 @@ from gptlab.lab.prediction import routes as prediction
 from gptlab.lab.runs import Runs
 from gptlab.web.body import CheckedBody
 from gptlab.web.guard import ANY_ADDRESS, Access, Guard, is_loopback
+from gptlab.web.threaded import ThreadedServer, check_listen, free_port
 
 STATIC = Path(__file__).parent / "static"
 # Each area of the lab, one APIRouter with its routes (its schemas in the module beside it).
@@ -118,42 +117,23 @@ def create_app(runs_dir: str | Path = "runs", access: Access | None = None) -> F
     return app
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-class BackgroundServer:
+class BackgroundServer(ThreadedServer):
     """The lab served from a thread (tests, screenshots): `with BackgroundServer(runs) as url`,
     guarded as `gptlab lab` is (host, token and allow_hosts as Access.for_server takes them;
     the token, where one is needed, is self.access.token, and self.access.url(host) the URL
     `gptlab lab` would print)."""
 
+    what = "the lab server"
+
     def __init__(self, runs_dir: str | Path, host: str = "127.0.0.1", port: int = 0,
                  token: str | None = None, allow_hosts: tuple[str, ...] = ()) -> None:
-        import uvicorn  # only serving needs it: create_app (tests, bench) runs without it
-
-        self.host, self.port = host, port or free_port(host)
-        self.access = Access.for_server(self.host, self.port, token, allow_hosts)
+        port = port or free_port(host)
+        self.access = Access.for_server(host, port, token, allow_hosts)
         self.app = create_app(runs_dir, self.access)
-        config = uvicorn.Config(self.app, host=self.host, port=self.port,
-                                log_level="warning", lifespan="off")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        super().__init__(self.app, host, port, lifespan="off")
 
-    def __enter__(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise GptlabError(f"the lab server did not start on {self.host}:{self.port}")
-            time.sleep(0.02)
+    def url(self) -> str:
         return self.access.url(self.host, token=False)
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
 
 
 def serve(runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8000,
@@ -164,11 +144,7 @@ def serve(runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8000,
 
     access = Access.for_server(host, port, token, allow_hosts)
 
-    try:
-        with socket.socket() as s:  # a clear one-line error instead of uvicorn's exit
-            s.bind((host, port))
-    except OSError as exc:
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    check_listen(host, port)
     # Every request works on small matrices: intra-op threads only add scheduling cost,
     # and on a busy machine they make answers far slower (this process serves only the lab).
     torch.set_num_threads(1)

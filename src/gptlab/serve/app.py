@@ -10,9 +10,7 @@ stops with the app (FastAPI's lifespan). `open_model` loads a model as `gptlab s
 
 from __future__ import annotations
 
-import socket
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,12 +19,12 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from gptlab.errors import GptlabError, UsageError
 from gptlab.serve import errors, routes
 from gptlab.serve.chat import find_template
 from gptlab.serve.scheduler import Scheduler
 from gptlab.serve.served import Served
 from gptlab.web.guard import ANY_ADDRESS, Access, Guard, is_loopback
+from gptlab.web.threaded import ThreadedServer, check_listen, free_port
 
 DEFAULT_BATCH = 32  # rows decoded together: past 32, a CPU's tokens/s grows little
 SERVER = {"noun": "server", "command": "gptlab serve", "bearer": True, "token_status": 401}
@@ -90,48 +88,21 @@ def open_model(path: str | Path, name: str | None = None, *, device: str | None 
                   created=int(time.time()))
 
 
-def check_listen(host: str, port: int) -> None:
-    """A clear one-line UsageError, instead of uvicorn's exit, if host:port cannot be had."""
-    try:
-        with socket.socket() as s:
-            s.bind((host, port))
-    except OSError as exc:
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-class BackgroundServer:
+class BackgroundServer(ThreadedServer):
     """`served` on a thread: `with BackgroundServer(served) as base_url` gives
     http://HOST:PORT/v1, guarded as `gptlab serve` is."""
 
+    what = "gptlab serve"
+
     def __init__(self, served: Served, host: str = "127.0.0.1", port: int = 0,
                  token: str | None = None, allow_hosts: tuple[str, ...] = ()) -> None:
-        import uvicorn  # only serving needs it
-
-        self.host, self.port = host, port or free_port(host)
-        self.access = Access.for_server(self.host, self.port, token, allow_hosts, **SERVER)
+        port = port or free_port(host)
+        self.access = Access.for_server(host, port, token, allow_hosts, **SERVER)
         self.app = create_app(served, self.access)
-        config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        super().__init__(self.app, host, port)
 
-    def __enter__(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise GptlabError(f"gptlab serve did not start on {self.host}:{self.port}")
-            time.sleep(0.02)
-        return f"http://{self.host}:{self.port}/v1"
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+    def url(self) -> str:
+        return f"{super().url()}/v1"
 
 
 def serve(served: Served, host: str = "127.0.0.1", port: int = 8000,
