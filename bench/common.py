@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import statistics
+import subprocess
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,3 +151,37 @@ def rss_mib(pid: int) -> float | None:
     except OSError:
         pass
     return None
+
+
+@contextlib.contextmanager
+def server_process(name: str, command: list[str], ready_url: str, timeout_s: float,
+                   env: dict[str, str] | None = None) -> Iterator[int]:
+    """The server `command` starts (PYTHONUNBUFFERED, and env, over this environment), once
+    GET ready_url answers; yields its pid and terminates it on leaving. A server that ends
+    or stays silent for timeout_s raises, naming it and quoting the last it printed."""
+    import httpx
+
+    log = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                httpx.get(ready_url, timeout=5).raise_for_status()
+                break
+            except httpx.TransportError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    raise RuntimeError(f"{name} did not start: "
+                                       f"{log.read()[-800:]}") from None
+                time.sleep(0.1)
+        yield proc.pid
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()

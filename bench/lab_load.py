@@ -25,9 +25,7 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import SIZES, Size, rss_mib, table, write_result
+from bench.common import SIZES, Size, rss_mib, server_process, table, write_result
 
 # (method, path, body, status expected). Bodies are the views' defaults on the tiny run.
 # The two experiment reports need an experiment in the runs folder; with none, their
@@ -96,10 +94,16 @@ def run(size: Size, out_dir: Path, log: Callable[[str], None] = print,
 
     seconds = SECONDS[size.name] if seconds is None else seconds
     clients = CLIENTS[size.name] if clients is None else clients
+    from gptlab.web.threaded import free_port
+
     check_every_read_route()
     with tempfile.TemporaryDirectory() as root:
         make_tiny_run(Path(root) / "tiny", steps=5 if size.smoke else 40)
-        with lab_process(Path(root)) as (base, pid):
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        lab = [sys.executable, "-m", "gptlab", "lab", "--runs", root, "--port", str(port)]
+        with server_process("gptlab lab", lab, f"{base}/api/live/status",
+                            START_TIMEOUT_S) as pid:
             data = asyncio.run(measure(base, pid, seconds, clients))
     data = {"size": size.name, **data}
     report(data, log)
@@ -117,41 +121,6 @@ def check_every_read_route() -> None:
     missing = routes - {(m, p) for m, p, _, _ in READS} - NOT_READS
     if missing:
         raise RuntimeError(f"bench.lab_load.READS lacks {sorted(missing)}")
-
-
-@contextlib.contextmanager
-def lab_process(runs: Path):
-    """`gptlab lab --runs RUNS --port P` on 127.0.0.1, started and answering; yields
-    (base URL, its pid); terminated on leaving."""
-    from gptlab.web.threaded import free_port
-
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gptlab", "lab", "--runs", str(runs), "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    base = f"http://127.0.0.1:{port}"
-    try:
-        import httpx
-
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                httpx.get(f"{base}/api/live/status", timeout=5).raise_for_status()
-                break
-            except httpx.TransportError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"gptlab lab did not start: "
-                                       f"{proc.stderr.read()[-500:]}") from None
-                time.sleep(0.1)
-        yield base, proc.pid
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 async def measure(base: str, pid: int, seconds: float, clients: int) -> dict[str, Any]:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import random
@@ -42,7 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import SIZES, Size, rss_mib, table, write_result
+from bench.common import SIZES, Size, rss_mib, server_process, table, write_result
 
 SECONDS = {"smoke": 3.0, "quick": 15.0, "full": 60.0}
 CLIENTS = (1, 8, 32, 64)
@@ -106,38 +105,6 @@ def llama_command(gguf: Path, port: int, threads: int, context: int) -> list[str
             "--n_threads_batch", str(threads), "--n_ctx", str(context),
             # queue a request behind the running one (its default stops the running one)
             "--interrupt_requests", "False"]
-
-
-@contextlib.contextmanager
-def server_process(command: list[str], port: int):
-    """The server `command` starts, answering GET /v1/models; yields (base URL, pid)."""
-    import httpx
-
-    log = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1", **SERVER_ENV))
-    base = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                httpx.get(f"{base}/models", timeout=5).raise_for_status()
-                break
-            except httpx.TransportError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    raise RuntimeError(f"{command[2]} did not start: {log.read()[-800:]}"
-                                       ) from None
-                time.sleep(0.2)
-        yield base, proc.pid
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 # ---------------------------------------------------------------------------- the clients
@@ -292,7 +259,9 @@ def run(size: Size, out_dir: Path, log: Callable[[str], None] = print,
             for server, command in servers.items():
                 port = free_port()
                 log(f"serve_load: {server} on {name}, {clients} clients, {seconds:g} s each")
-                with server_process(command(port), port) as (base, pid):
+                base = f"http://127.0.0.1:{port}/v1"
+                with server_process(server, command(port), f"{base}/models",
+                                    START_TIMEOUT_S, SERVER_ENV) as pid:
                     data = measure(base, pid, prompts, clients, seconds, MAX_TOKENS[name])
                 results["runs"].append({"server": server, "model": name, **data})
                 report_run(results["runs"][-1], log)
