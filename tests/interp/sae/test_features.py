@@ -10,45 +10,28 @@ import torch
 
 from gptlab.interp.memory import pattern_score
 from gptlab.interp.sae import features
-from gptlab.interp.sae.autoencoder import SparseAutoencoder
-from gptlab.interp.sae.config import SAEConfig
 from gptlab.interp.sae.sites import read_site
 
 pytestmark = pytest.mark.usefixtures("one_thread_module")
-
-TEXT = torch.arange(100) * 7 % 97  # 100 tokens: windows of 32 overlapping by half
 
 
 def decode(ids):
     return "".join(chr(65 + i % 26) for i in ids)
 
 
-@pytest.fixture(scope="module")
-def setup(widen):
-    from gptlab import GPT, GPTConfig
-
-    torch.manual_seed(0)
-    model = GPT(GPTConfig.from_preset("tiny-gpt2")).eval()
-    widen(model, 0)
-    sae = SparseAutoencoder(SAEConfig(d_in=32, d_sae=64, site="mlp_out", layer=1, k=4),
-                            torch.Generator().manual_seed(2)).requires_grad_(False)
-    capture = features.capture_text(model, TEXT, "mlp_out", 1, neurons=True)
-    return model, sae, capture
-
-
-def test_each_position_is_read_as_its_context_alone_would_be(setup):
-    model, _, capture = setup
+def test_each_position_is_read_as_its_context_alone_would_be(captured):
+    model, _, capture = captured
     for position in (1, 20, 31, 32, 47, 70, 98):
         prefix = capture.prefix(position)
         x, y = read_site(model, prefix, "mlp_out", 1)
         assert torch.allclose(capture.x[position], x[0, -1], atol=1e-5), position
-        assert len(prefix) <= 32 and prefix[-1] == TEXT[position]
+        assert len(prefix) <= 32 and prefix[-1] == capture.tokens[position]
     assert not capture.candidates[0] and not capture.candidates[-1]
     assert capture.candidates[1:-1].all()
 
 
-def test_top_contexts_are_the_largest_activations_and_recompute_alone(setup):
-    model, sae, capture = setup
+def test_top_contexts_are_the_largest_activations_and_recompute_alone(captured):
+    model, sae, capture = captured
     acts = sae.encode(capture.x)
     values, positions = features.top_positions(acts, capture.candidates, k=5)
     for unit in (0, 17, 63):
@@ -63,14 +46,14 @@ def test_top_contexts_are_the_largest_activations_and_recompute_alone(setup):
     for context in record["contexts"]:
         x, _ = read_site(model, capture.prefix(context["position"]), "mlp_out", 1)
         assert sae.encode(x[0, -1])[feature] == pytest.approx(context["activation"], rel=1e-4)
-        assert context["ids"][-1] == int(TEXT[context["position"]])
+        assert context["ids"][-1] == int(capture.tokens[context["position"]])
         assert context["text"] == decode(context["ids"])
     assert record["density"] == pytest.approx(float((acts[:, feature] > 0).double().mean()))
     assert sum(record["histogram"]["counts"]) == int((acts[:, feature] > 0).sum())
 
 
-def test_a_features_logit_effect_is_the_unembedded_decoder_row_in_float64(setup):
-    model, sae, capture = setup
+def test_a_features_logit_effect_is_the_unembedded_decoder_row_in_float64(captured):
+    model, sae, capture = captured
     effects = features.logit_effects(model, sae, [3, 9])
     for row, feature in enumerate((3, 9)):
         direct = model.lm_head.weight.double() @ (model.ln_f.weight.double()
@@ -82,8 +65,8 @@ def test_a_features_logit_effect_is_the_unembedded_decoder_row_in_float64(setup)
     assert [t["id"] for t in record["suppressed"]] == (-effects[0]).topk(3).indices.tolist()
 
 
-def test_pattern_scores_apply_memorys_rule_to_the_top_k_prefixes(setup):
-    _, sae, capture = setup
+def test_pattern_scores_apply_memorys_rule_to_the_top_k_prefixes(captured):
+    _, sae, capture = captured
     acts = sae.encode(capture.x)
     scores = features.pattern_scores(acts, capture, decode, k=5)
     _, positions = features.top_positions(acts, capture.candidates, k=5)

@@ -7,30 +7,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gptlab.interp.sae import features, neurons
-from gptlab.interp.sae.autoencoder import SparseAutoencoder
-from gptlab.interp.sae.config import SAEConfig
+from gptlab.interp.sae import neurons
 
 pytestmark = pytest.mark.usefixtures("one_thread_module")
 
-TEXT = torch.arange(100) * 7 % 97
 
-
-@pytest.fixture(scope="module")
-def setup(widen):
-    from gptlab import GPT, GPTConfig
-
-    torch.manual_seed(0)
-    model = GPT(GPTConfig.from_preset("tiny-gpt2")).eval()
-    widen(model, 0)
-    sae = SparseAutoencoder(SAEConfig(d_in=32, d_sae=64, site="mlp_out", layer=1, k=4),
-                            torch.Generator().manual_seed(2)).requires_grad_(False)
-    capture = features.capture_text(model, TEXT, "mlp_out", 1, neurons=True)
-    return model, sae, capture
-
-
-def test_every_neuron_rebuilds_the_ffn_and_the_neurons_needed_are_the_fewest(setup):
-    model, _, capture = setup
+def test_every_neuron_rebuilds_the_ffn_and_the_neurons_needed_are_the_fewest(captured):
+    model, _, capture = captured
     basis = neurons.NeuronBasis(model, 1, capture.neurons, capture.y)
     assert basis.explained_variance(basis.width) == pytest.approx(1.0, abs=1e-6)
     weight = model.blocks[1].mlp.proj.weight.detach().double()
