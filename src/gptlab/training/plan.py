@@ -52,19 +52,20 @@ def check_settings(cfg: TrainConfig, config: GPTConfig, world_size: int) -> Layo
     layout = plan_layout(cfg.parallel, cfg.tp, world_size, config)
     if layout.mode == "ddp":
         return layout
-    refused = (("compile", "", cfg.compile, "not tried on sharded modules yet"),
-               ("dtype", " float16", cfg.dtype == "float16", "it needs a GradScaler; use bfloat16"),
-               ("batch_rng", " nanogpt", cfg.batch_rng == "nanogpt",
+    refused = (("compile", cfg.compile, "not tried on sharded modules yet"),
+               ("dtype float16", cfg.dtype == "float16", "it needs a GradScaler; use bfloat16"),
+               ("batch_rng nanogpt", cfg.batch_rng == "nanogpt",
                 "each rank would initialise different weights"),
-               ("stop_at_val", "", cfg.stop_at_val is not None,
+               ("stop_at_val", cfg.stop_at_val is not None,
                 "its looks score a whole model on every rank; use --parallel ddp"),
-               ("optimizer", " muon", cfg.optimizer == "muon",
+               ("optimizer muon", cfg.optimizer == "muon",
                 "Muon orthogonalises each whole matrix, and a rank holds only a shard; "
                 "use --parallel ddp"))
-    for name, value, used, why in refused:
+    for what, used, why in refused:  # what: a setting, perhaps with its value
         if used:
+            name = what.split()[0]
             raise SettingError(f"--parallel {layout.mode} does not support ", Setting(name),
-                               f"{value} ({why})")
+                               f"{what[len(name):]} ({why})")
     if layout.tp > 1 and config.pos_encoding == "alibi":
         raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} does not support "
                          f"pos_encoding 'alibi': its bias holds every head's slope, and a "
