@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from gptlab.errors import GptlabError, UsageError
+from gptlab.errors import GptlabError, Setting, SettingError, UsageError
 from gptlab.fields import (
     at_least,
     from_dict,
@@ -71,12 +71,11 @@ def test_one_of_lists_the_choices():
     assert refusal(check, "sgd", "optimizer") == "optimizer must be one of adamw, muon"
 
 
-def test_require_raises_the_error_asked_for():
+def test_require_raises_a_setting_error_naming_its_settings():
     require("n_head", True, "is fine")
-    with pytest.raises(UsageError, match="^n_head must divide n_embd$"):
-        require("n_head", False, "must divide n_embd")
-    with pytest.raises(GptlabError, match="^x bad$"):
-        require("x", False, "bad", error=GptlabError)
+    with pytest.raises(SettingError, match="^n_head must divide n_embd$") as refused:
+        require("n_head", False, "must divide ", Setting("n_embd"))
+    assert refused.value.settings == ("n_head", "n_embd")
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Checks for plain-data settings, shared by the config dataclasses (GPTConfig, TrainConfig).
 
 Every message names the field and says what it must be ("batch_size must be an integer
->= 1"), never a CLI flag: the CLI's flags are named after the fields anyway.
+>= 1"), never a CLI flag: the field is a Setting of a SettingError, which the CLI says as
+its flag.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from gptlab.errors import UsageError
+from gptlab.errors import Setting, SettingError, UsageError
 
 T = TypeVar("T")
 
@@ -27,9 +28,11 @@ def is_number(v: object) -> bool:
     return is_int(v) or (isinstance(v, float) and math.isfinite(v))
 
 
-def require(name: str, ok: bool, what: str, error: type[Exception] = UsageError) -> None:
+def require(name: str, ok: bool, *what: str) -> None:
+    """A SettingError "NAME what" unless ok; what: parts of a SettingError (text, and
+    Settings where it names another setting)."""
     if not ok:
-        raise error(f"{name} {what}")
+        raise SettingError(Setting(name), " ", *what)
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ class Check:
     def apply(self, name: str, value: Any) -> None:
         if (not self.test(value) and self.number and isinstance(value, float)
                 and not math.isfinite(value)):
-            raise UsageError(f"{name} must be a finite number, got {value}")
+            raise SettingError(Setting(name), f" must be a finite number, got {value}")
         require(name, self.test(value), f"must be {self.what}")
 
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from gptlab import model_dir
 from gptlab.convert.hf_config import config_from_hf
-from gptlab.errors import GptlabError, UsageError
+from gptlab.errors import GptlabError, Setting, SettingError, UsageError
 from gptlab.files import kinds
 from gptlab.inference.formats import WEIGHT_CHOICES
 from gptlab.model.config import GPTConfig, with_rope_scaling
@@ -72,8 +72,8 @@ def load(path: str | Path, device: str | torch.device | None = None,
 
     device = pick_device("cpu" if device is None else device)
     if weights is not None and weights not in WEIGHT_CHOICES:
-        raise UsageError(f"weights must be one of {', '.join(WEIGHT_CHOICES)}, "
-                         f"got {weights!r}")
+        raise SettingError(Setting("weights"),
+                           f" must be one of {', '.join(WEIGHT_CHOICES)}, got {weights!r}")
     found, is_hf, kind = _locate(path)
     if is_hf:
         model = hf.from_hf(found).to(device)

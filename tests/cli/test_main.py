@@ -1,17 +1,19 @@
 """gptlab.cli.main across every command: each --help ends with examples that parse, says
-what --data and --out are, shows float placeholders for float options; the library's
-parameter names reach the user as flags; a model whose weights are not finite is refused
+what --data and --out are, shows float placeholders for float options; the settings a
+SettingError names reach the user as flags; a model whose weights are not finite is refused
 by every command that reads one, before any output."""
 
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import shutil
 
 import pytest
 
-from gptlab.cli.main import COMMANDS, as_flags, build_parser, setting_flags, subcommand
+from gptlab.cli.main import COMMANDS, build_parser, run_command, setting_flags, subcommand
+from gptlab.errors import Setting, SettingError, UsageError, listed
 from gptlab.files import kinds
 from gptlab.model.presets import PRESETS
 from gptlab.training import rundir
@@ -66,27 +68,43 @@ def test_text_means_the_text_in_every_command_that_reads_one(parser):
         assert actions["--text-file"].metavar == "PATH", command
 
 
-def test_parameter_names_are_said_as_flags(parser):
+def test_setting_flags_are_each_options_flag_by_its_settings_name(parser):
     flags = setting_flags(subcommand(parser, "train"))
     assert flags["learning_rate"] == "--learning-rate" and "no_progress" not in flags
     assert flags["whole_val"] == "--whole-val"
-    assert as_flags("warmup_iters (9) must not exceed max_iters (5)", flags) == (
-        "--warmup-iters (9) must not exceed --max-iters (5)")
-    # names inside paths, file names and other names stay as they are
-    assert as_flags("runs/max_iters/train.json: learning_rate_x and min_lr.json", flags) == (
-        "runs/max_iters/train.json: learning_rate_x and min_lr.json")
-    assert as_flags("min_lr must be in [0, learning_rate = 0.001].", flags) == (
-        "--min-lr must be in [0, --learning-rate = 0.001].")
-    # a list of names is said as flags, one-word names included, once one of it is a flag
-    assert as_flags("cannot change eval_iters (only max_iters, device, compile or tp)",
-                    flags) == ("cannot change --eval-iters (only --max-iters, --device, "
-                               "--compile or --tp)")
-    assert as_flags("on the device, cpu or cuda", flags) == "on the device, cpu or cuda"
-    sample = setting_flags(subcommand(parser, "sample"))
-    # a one-word name only as the subject of the message: elsewhere it is a plain word
-    assert as_flags("temperature must be >= 0", sample) == "--temperature must be >= 0"
-    assert as_flags("the temperature was 0", sample) == "the temperature was 0"
-    assert as_flags("n_head must divide n_embd", sample) == "n_head must divide n_embd"
+
+
+def _said(error: Exception, command: str, capsys) -> str:
+    """The line `gptlab command` prints for `error` raised by its run."""
+    flags = setting_flags(subcommand(build_parser(), command))
+
+    def fail(args):
+        raise error
+
+    assert run_command(fail, argparse.Namespace(), f"gptlab {command}", flags=flags) == 2
+    return capsys.readouterr().err.rstrip("\n")
+
+
+def test_a_setting_error_names_its_settings_as_the_commands_flags(capsys):
+    one = SettingError(Setting("learning_rate"), " must be > 0, got -1")
+    assert _said(one, "train", capsys) == (
+        "gptlab train: error: --learning-rate must be > 0, got -1")
+    several = SettingError("cannot change ", *listed(["eval_iters", "seed"]), " (only ",
+                           *listed(["max_iters", "device", "tp"]), ")")
+    assert _said(several, "train", capsys) == (
+        "gptlab train: error: cannot change --eval-iters, --seed (only --max-iters, --device, "
+        "--tp)")
+    # a setting the command has no flag for is said as the library says it
+    assert _said(SettingError(Setting("n_head"), " must divide ", Setting("n_embd")), "sample",
+                 capsys) == "gptlab sample: error: n_head must divide n_embd"
+
+
+def test_a_plain_error_is_said_as_it_is_written(capsys):
+    """Only a SettingError's Settings become flags: names in a plain error's text (a file's
+    keys, a path) stay as they are."""
+    plain = UsageError("runs/max_iters/train.json: learning_rate must be > 0")
+    assert _said(plain, "train", capsys) == (
+        "gptlab train: error: runs/max_iters/train.json: learning_rate must be > 0")
 
 
 def _texts(parser, command: str) -> dict[str, str]:
@@ -137,7 +155,6 @@ def test_train_says_flags_and_finite_numbers(argv, message, data_dir, tmp_path, 
 
 
 def test_the_library_names_a_non_finite_setting_as_such():
-    from gptlab.errors import UsageError
     from gptlab.training.config import TrainConfig
 
     with pytest.raises(UsageError, match=r"^learning_rate must be a finite number, got inf$"):
@@ -146,6 +163,41 @@ def test_the_library_names_a_non_finite_setting_as_such():
         TrainConfig(beta2=float("nan"))
     with pytest.raises(UsageError, match=r"^learning_rate must be > 0$"):
         TrainConfig(learning_rate=-1.0)
+
+
+# Bad values of settings, each said by the library as a SettingError: the CLI's line names
+# each setting by its flag (a plain error would say learning_rate, n_head, ...).
+TRAIN = ["train", "--preset", "tiny-gpt2", "--data", "{data}", "--out", "{out}"]
+BAD_SETTINGS = [
+    (TRAIN + ["--learning-rate", "-1"], "--learning-rate must be > 0"),
+    (TRAIN + ["--max-iters", "5", "--warmup-iters", "9"],
+     "--warmup-iters (9) must not exceed --max-iters (5)"),
+    (TRAIN + ["--learning-rate", "0.1", "--min-lr", "0.5"],
+     "--min-lr must be in [0, --learning-rate = 0.1]"),
+    (TRAIN + ["--n-head", "3"], "--n-embd (32) must be divisible by --n-head (3)"),
+    (TRAIN + ["--n-kv-head", "3"], "--n-head (4) must be divisible by --n-kv-head (3)"),
+    (TRAIN + ["--dropout", "1"], "--dropout must be in [0, 1), got 1.0"),
+    (TRAIN + ["--block-size", "5000"], "or a smaller --block-size"),
+    (["sample", "{run}", "--temperature", "-1"], "--temperature must be a finite number >= 0"),
+    (["sample", "{run}", "--top-k", "-5"], "--top-k must be an integer >= 1, got -5"),
+    (["sample", "{run}", "--top-p", "1.5"], "--top-p must be in (0, 1], got 1.5"),
+    (["eval", "{run}", "--text", "{text}", "--stride", "99"],
+     "--stride must be between 1 and the context"),
+    (["params", "tiny-gpt2", "--seq-len", "99"],
+     "--seq-len 99 is longer than block_size 32"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD_SETTINGS,
+                         ids=[" ".join(argv[:1] + argv[-2:]) for argv, _ in BAD_SETTINGS])
+def test_a_bad_setting_is_named_by_its_flag(argv, message, data_dir, tiny_run, tiny_text,
+                                            tmp_path, parser, gptlab, one_line):
+    argv = [a.format(data=data_dir, out=tmp_path / "run", run=tiny_run, text=tiny_text[:60])
+            for a in argv]
+    err = one_line(gptlab(*argv))
+    assert err.startswith(f"gptlab {argv[0]}: error: ") and message in err, err
+    snake = [name for name in setting_flags(subcommand(parser, argv[0])) if "_" in name]
+    assert not [name for name in snake if re.search(rf"\b{name}\b", err)], err
 
 
 @pytest.fixture(scope="module")

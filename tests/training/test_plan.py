@@ -140,9 +140,9 @@ def test_a_resume_plan_reads_the_run_and_writes_nothing(data, stopped_run):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"learning_rate": 1.0}, "cannot change `learning_rate`"),
+    ({"learning_rate": 1.0}, "cannot change learning_rate"),
     ({"max_iters": 2}, "is at step 3 already: max_iters 2"),
-    ({"parallel": "fsdp"}, "resume it with `parallel` ddp"),
+    ({"parallel": "fsdp"}, "resume it with parallel ddp"),
     ({"batch_size": 3}, "global batch of 4 sequences"),
 ])
 def test_resume_refusals(data, stopped_run, overrides, message):
@@ -208,7 +208,7 @@ def test_what_a_resume_changes_is_allowed_by_what_it_could_break(data, stopped_r
     with pytest.raises(UsageError, match="the run warms up for 6 steps: max_iters 4 would end "
                                          "it inside its warm-up; give at least 6"):
         plan_run(None, None, data, stopped_run, resume=True, overrides={"max_iters": 4})
-    with pytest.raises(UsageError, match="cannot change `learning_rate` .*may change only after "
+    with pytest.raises(UsageError, match="cannot change learning_rate .*may change only after "
                                          "the run diverged"):
         plan_run(None, None, data, stopped_run, resume=True, overrides={"learning_rate": 1e-4})
     with open(stopped_run / "metrics.jsonl", "a") as f:  # what a diverged run logs last

@@ -147,7 +147,7 @@ def test_resume_can_extend_max_iters(data_dir, tmp_path, tiny_model, tiny_train)
                    progress=False)
     assert result.step == 8
     assert json.loads((run / "train.json").read_text())["lr_decay_iters"] == lr_decay == 4
-    with pytest.raises(UsageError, match="cannot change `learning_rate`"):
+    with pytest.raises(UsageError, match="cannot change learning_rate"):
         train(None, None, data_dir, run, resume=True, overrides={"learning_rate": 1.0},
               progress=False)
 

@@ -19,14 +19,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import io
-import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from gptlab import stopping
-from gptlab.errors import GptlabError, UsageError
+from gptlab.errors import GptlabError, SettingError
 from gptlab.files.atomic import is_bad_path
 from gptlab.version import __version__
 
@@ -37,11 +36,6 @@ INTERRUPTED = stopping.exit_code(None)  # 128 + SIGINT, as a shell reports a Ctr
 # The commands that write a folder of figures (gptlab.files.kinds.FIGURES): rewritten by any
 # of them without --force, which they do not take.
 FIGURE_COMMANDS = ("heads", "lens", "patch", "attribute")
-
-
-class AsWritten(UsageError):
-    """Bad input whose names are the user's own words, a file's keys ("train.json:
-    n_layer must be ..."): printed as it is, its names not made flags."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -127,8 +121,8 @@ def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse
                 prog: str, flags: dict[str, str] | None = None) -> int:
     """func(args)'s exit code, with every failure it may raise, the Ctrl-C during its own
     imports included, turned into one line on stderr (prog: error: ...) and its exit code.
-    The library names its parameters (learning_rate); `flags` maps those the command has
-    flags for to the flags (--learning-rate), which the message then says instead.
+    A SettingError names the library's settings (learning_rate); `flags` maps those the
+    command has flags for to the flags (--learning-rate), which its message then says.
 
     A command whose stop leaves something to say (what it kept, how to go on) sets
     `on_interrupt` among its parser's defaults: on_interrupt(args, exc) -> the lines said
@@ -136,7 +130,7 @@ def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse
     try:
         return int(func(args) or 0)
     except GptlabError as exc:
-        _error(prog, str(exc) if isinstance(exc, AsWritten) else as_flags(str(exc), flags or {}))
+        _error(prog, exc.said_with(flags or {}) if isinstance(exc, SettingError) else str(exc))
         return exc.exit_code
     except KeyboardInterrupt as exc:
         code = _interrupted(exc)
@@ -171,36 +165,6 @@ def setting_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
     return flags
 
 
-def as_flags(message: str, flags: dict[str, str]) -> str:
-    """message with the parameter names in `flags` written as their flags: a name with an
-    underscore wherever it stands as a word of its own (not inside a path, a file name or
-    another name); a one-word name (temperature, device) where it opens the message as its
-    subject ("temperature must be ...") or stands in a list of names ("max_iters, device,
-    tp"), being a plain word elsewhere; any name in backquotes (`seed`), which the library
-    writes where a one-word name stands alone."""
-    message = re.sub(r"`([\w]+)`", lambda m: flags.get(m.group(1), m.group(0)), message)
-    snake = sorted((re.escape(n) for n in flags if "_" in n), key=len, reverse=True)
-    if snake:
-        message = re.sub(rf"(?<![\w./-])({'|'.join(snake)})(?![\w/-]|\.\w)",
-                         lambda m: flags[m.group(1)], message)
-    first, _, rest = message.partition(" ")
-    if first in flags and "_" not in first and rest.startswith("must "):
-        message = f"{flags[first]} {rest}"
-    return NAME_LIST.sub(lambda m: _list_as_flags(m.group(0), flags), message)
-
-
-# Two or more comma-separated words or flags: a list of names, perhaps ("a, b or c").
-NAME_LIST = re.compile(r"(?<![\w-])[\w-]+(?:, (?:and |or )?[\w-]+)+(?:,? (?:and|or) [\w-]+)?")
-
-
-def _list_as_flags(items: str, flags: dict[str, str]) -> str:
-    """A list whose every item is a parameter or one of its flags, written as flags."""
-    words = re.findall(r"[\w-]+", items)
-    names = [w for w in words if w not in ("and", "or")]
-    known = set(flags) | set(flags.values())
-    if not all(w in known for w in names) or not any(w.startswith("--") for w in names):
-        return items  # not (only) names, or no name of it said as a flag already
-    return re.sub(r"[\w-]+", lambda m: flags.get(m.group(0), m.group(0)), items)
 @contextmanager
 def warned(prog: str) -> Iterator[None]:
     """Warnings the library gives inside (a context past block_size, a prompt cropped) as

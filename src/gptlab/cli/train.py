@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gptlab.cli import argtypes
-from gptlab.cli.main import AsWritten
 from gptlab.errors import GptlabError, UsageError
 from gptlab.files.atomic import read_json_object
 from gptlab.model.config import MLPS, GPTConfig
@@ -237,12 +236,13 @@ def _run(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def _naming_the_file(path: str) -> Iterator[None]:
-    """A bad setting in the file at `path` said as the file's (its key, not a flag)."""
+    """A bad setting in the file at `path` said as the file's: its key, not a flag (a plain
+    UsageError, whose names the CLI says as they are)."""
     try:
         yield
     except UsageError as exc:
         message = str(exc)
-        raise AsWritten(message if str(path) in message else f"{path}: {message}") from None
+        raise UsageError(message if str(path) in message else f"{path}: {message}") from None
 
 
 def timing(result) -> str:

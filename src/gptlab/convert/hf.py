@@ -37,7 +37,7 @@ from gptlab.convert.hf_config import (
 )
 from gptlab.convert.hf_keymap import KEYMAPS, KeyMap
 from gptlab.data.tokenizer import Tokenizer
-from gptlab.errors import GptlabError, UsageError
+from gptlab.errors import GptlabError, Setting, SettingError, UsageError
 from gptlab.files import kinds
 from gptlab.files.atomic import atomic_path, atomic_write_text, read_json
 from gptlab.model.config import GPTConfig
@@ -290,8 +290,8 @@ def read_hf_config(hf_dir: Path) -> dict[str, Any]:
         raise UsageError(f"{hf_dir} has no {HF_CONFIG}: not a Hugging Face model directory")
     raw = read_json(path, "Hugging Face config")
     if isinstance(raw, dict) and "model_type" not in raw and "pos_encoding" in raw:
-        raise UsageError(f"{hf_dir} is a gptlab model directory, not a Hugging Face one "
-                         "(to_hf / `gptlab convert --to-hf` converts it)")
+        raise SettingError(f"{hf_dir} is a gptlab model directory, not a Hugging Face one (",
+                           Setting("to_hf"), " / `gptlab convert --to-hf` converts it)")
     if not isinstance(raw, dict) or raw.get("model_type") not in KEYMAPS:
         model_type = raw.get("model_type") if isinstance(raw, dict) else None
         names = ", ".join(raw.get("architectures") or []) if isinstance(raw, dict) else ""
@@ -369,8 +369,8 @@ def from_hf(
         theirs = {k: v.detach() for k, v in model_or_dir.state_dict().items()}
         source = type(model_or_dir).__name__
     else:
-        raise UsageError(f"from_hf takes a transformers model, a directory or a hub name, "
-                         f"not {type(model_or_dir).__name__}")
+        raise SettingError(Setting("from_hf"), " takes a transformers model, a directory or a "
+                           f"hub name, not {type(model_or_dir).__name__}")
     config, keymap = config_from_hf(hf_config)
     model = GPT(config)
     model.load_state_dict(state_from_hf(theirs, model, keymap, source),

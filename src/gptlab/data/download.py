@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from gptlab.errors import GptlabError, UsageError
+from gptlab.errors import GptlabError, Setting, SettingError
 
 TINYSHAKESPEARE_URL = (
     "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
@@ -45,7 +45,7 @@ def fetch(url: str, sha256: str | None = None, cache_dir: str | Path | None = No
     """Return the cached file for `url`, downloading (or resuming) it first if needed."""
     scheme = urllib.parse.urlparse(url).scheme
     if scheme not in ("http", "https"):
-        raise UsageError(f"url must be an http(s) URL, got {url!r}")
+        raise SettingError(Setting("url"), f" must be an http(s) URL, got {url!r}")
     directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     final = cache_path(url, directory)
     if final.is_file():

@@ -23,7 +23,7 @@ import numpy as np
 
 from gptlab.data.text import split_text
 from gptlab.data.tokenizer import CharTokenizer, Tokenizer, load_tokenizer
-from gptlab.errors import UsageError
+from gptlab.errors import Setting, SettingError, UsageError
 from gptlab.files import kinds
 from gptlab.files.atomic import atomic_path, atomic_write_text, read_json_object
 from gptlab.files.kinds import META_FILE, TOKENIZER_FILE
@@ -251,11 +251,10 @@ def check_enough_tokens(data: TokenData, block_size: int) -> None:
     for name in ("train", "val"):
         n = len(data.split(name))
         if n <= block_size:
-            raise UsageError(
+            raise SettingError(
                 f"the {name} split has {n:,} tokens, too few for one block of {block_size:,} "
                 f"(needs at least {block_size + 1:,}): use more text, a different "
-                f"--val-fraction or a smaller block_size"
-            )
+                "--val-fraction or a smaller ", Setting("block_size"))
 
 
 # --- the trainer's batches ------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gptlab.errors import UsageError
+from gptlab.errors import Setting, SettingError, UsageError
 
 
 def read_text(path: str | Path) -> str:
@@ -38,7 +38,8 @@ def _read_utf8(path: Path) -> str:
 def split_text(text: str, val_fraction: float = 0.1) -> tuple[str, str]:
     """First (1 - val_fraction) of the characters for training, the rest for validation."""
     if not 0.0 < val_fraction < 1.0:
-        raise UsageError(f"val_fraction must be between 0 and 1 (exclusive), got {val_fraction}")
+        raise SettingError(Setting("val_fraction"),
+                           f" must be between 0 and 1 (exclusive), got {val_fraction}")
     if not text.strip():
         raise UsageError("the corpus is empty (or only whitespace)")
     n = len(text)

@@ -17,7 +17,7 @@ import numpy as np
 import tokenizers as hf
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from gptlab.errors import UsageError
+from gptlab.errors import Setting, SettingError, UsageError
 from gptlab.files.atomic import atomic_write_text, read_json
 
 CHAR_FORMAT = "gptlab-char"
@@ -133,13 +133,12 @@ class HFTokenizer:
     def train_bpe(cls, text: str, vocab_size: int) -> HFTokenizer:
         """Byte-level BPE as GPT-2's: any text encodes (no unknown token) and decodes back."""
         if vocab_size < MIN_BPE_VOCAB:
-            raise UsageError(
-                f"vocab_size {vocab_size:,} is too small for byte-level BPE: it needs at least "
-                f"{MIN_BPE_VOCAB} (the 256 bytes plus one merge)"
-            )
+            raise SettingError(
+                Setting("vocab_size"), f" {vocab_size:,} is too small for byte-level BPE: it "
+                f"needs at least {MIN_BPE_VOCAB} (the 256 bytes plus one merge)")
         if vocab_size > MAX_BPE_VOCAB:
-            raise UsageError(f"vocab_size {vocab_size:,} is too large for byte-level BPE: at most "
-                             f"{MAX_BPE_VOCAB:,}")
+            raise SettingError(Setting("vocab_size"), f" {vocab_size:,} is too large for "
+                               f"byte-level BPE: at most {MAX_BPE_VOCAB:,}")
         if not text.strip():
             raise UsageError("cannot train BPE on empty text")
         tok = hf.Tokenizer(models.BPE())

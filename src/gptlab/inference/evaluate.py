@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from gptlab import stopping
-from gptlab.errors import UsageError
+from gptlab.errors import Setting, SettingError, UsageError
 from gptlab.model.positional import ContextWarning, check_context
 
 # Tokens per forward pass when no batch size is given: GPT-2's 1024-token windows go 8 at a
@@ -93,7 +93,8 @@ def windows(n: int, context: int, stride: int) -> list[tuple[int, int, int]]:
     tokens. A window scores its positions from `first` to its end, each position j
     predicting token begin + j from the logits at j - 1."""
     if not 1 <= stride <= context:
-        raise UsageError(f"stride must be between 1 and the context ({context}), got {stride}")
+        raise SettingError(Setting("stride"),
+                           f" must be between 1 and the context ({context}), got {stride}")
     out, prev_end = [], 0
     for begin in range(0, n, stride):
         end = min(begin + context, n)
@@ -127,7 +128,7 @@ class PositionScore:
     def buckets(self, n: int) -> list[dict[str, float | int | None]]:
         """The positions in n equal spans (the last takes the remainder): see spans."""
         if not (isinstance(n, int) and 1 <= n):
-            raise UsageError(f"buckets must be a positive integer, got {n!r}")
+            raise SettingError(Setting("buckets"), f" must be a positive integer, got {n!r}")
         n = min(n, self.context)
         size = self.context // n
         return self.spans([b * size for b in range(n)])
@@ -167,8 +168,8 @@ def _checked_context(model: torch.nn.Module, context: int | None) -> int:
     if context is None:
         return getattr(model, "context", model.config.block_size)
     if isinstance(context, int) and context == 1:  # a window of one token predicts nothing
-        raise UsageError("context must be at least 2 to score: a window of one token has "
-                         "nothing to predict from")
+        raise SettingError(Setting("context"), " must be at least 2 to score: a window of one "
+                           "token has nothing to predict from")
     warning = check_context(model.config, context)
     if warning:
         warnings.warn(warning, ContextWarning, stacklevel=3)
@@ -186,7 +187,7 @@ def score_positions(model: torch.nn.Module, ids: torch.Tensor, context: int | No
     if batch_size is None:
         batch_size = max(1, DEFAULT_EVAL_TOKENS // context)
     if batch_size < 1:
-        raise UsageError(f"batch_size must be >= 1, got {batch_size}")
+        raise SettingError(Setting("batch_size"), f" must be >= 1, got {batch_size}")
     if ids.dim() != 1 or len(ids) < 2:
         raise UsageError("a text needs at least two tokens to score one")
     device = next(model.parameters()).device

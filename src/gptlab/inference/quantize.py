@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gptlab import probe
-from gptlab.errors import UsageError
+from gptlab.errors import Setting, SettingError, UsageError
 from gptlab.inference.formats import FORMATS, WEIGHT_CHOICES
 from gptlab.model.gpt import GPT
 from gptlab.model.kv_cache import new_kv_cache
@@ -180,7 +180,8 @@ def quantize(model: nn.Module, weights: str = "auto") -> Choice:
     probe that runs is announced (gptlab.probe.announced). The model is for inference
     afterwards; returns the Choice."""
     if weights not in WEIGHT_CHOICES:
-        raise UsageError(f"weights must be one of {', '.join(WEIGHT_CHOICES)}, got {weights!r}")
+        raise SettingError(Setting("weights"),
+                           f" must be one of {', '.join(WEIGHT_CHOICES)}, got {weights!r}")
     if any(isinstance(m, DecodeLinear) for m in model.modules()):
         raise UsageError("this model's weights are quantized already; load it again to "
                          "choose other weights")

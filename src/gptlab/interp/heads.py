@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gptlab.errors import UsageError
+from gptlab.errors import Setting, SettingError, UsageError
 from gptlab.interp.head_kinds import ABLATION_MODES
 from gptlab.interp.hooks import (
     ForwardHook,
@@ -236,7 +236,7 @@ def repeated_random_tokens(
 ) -> Tensor:
     """(batch, 2 * seq_len): seq_len uniform random ids, then the same ids again."""
     if seq_len < 2:
-        raise UsageError(f"seq_len must be at least 2, got {seq_len}")
+        raise SettingError(Setting("seq_len"), f" must be at least 2, got {seq_len}")
     if batch < 1:
         raise UsageError(f"batch must be at least 1, got {batch}")
     first = torch.randint(vocab_size, (batch, seq_len), generator=generator)
@@ -269,8 +269,9 @@ def induction_probe(
     """
     config = unwrap(model).config
     if 2 * seq_len > config.block_size:
-        raise UsageError(f"seq_len {seq_len} repeated twice is longer than the model's "
-                         f"context of {config.block_size}; use at most {config.block_size // 2}")
+        raise SettingError(Setting("seq_len"), f" {seq_len} repeated twice is longer than the "
+                           f"model's context of {config.block_size}; use at most "
+                           f"{config.block_size // 2}")
     tokens = repeated_random_tokens(config.vocab_size, seq_len, batch, generator)
     tokens = tokens.to(device_of(model))
     losses = per_token_loss(model, tokens).mean(dim=0).cpu()  # (2*seq_len - 1,)

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from gptlab.errors import UsageError
+from gptlab.errors import Setting, SettingError, UsageError
 from gptlab.interp.hooks import capture_attention, check_tokens, eval_mode, forward_hooks
 from gptlab.interp.lens import top_tokens, unembed
 from gptlab.model.gpt import GPT
@@ -144,7 +144,7 @@ def walk_token(model: nn.Module, idx: Tensor, position: int = -1, top: int = 5) 
         raise UsageError(f"walk one sequence at a time, got a batch of {idx.shape[0]}")
     T = idx.shape[1]
     if not -T <= position < T:
-        raise UsageError(f"position must be between 0 and {T - 1}, got {position}")
+        raise SettingError(Setting("position"), f" must be between 0 and {T - 1}, got {position}")
     t = position % T
     seen: dict[tuple[int | None, str], Tensor] = {}  # (layer or None, what)
 

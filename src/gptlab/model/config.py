@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gptlab.errors import ConfigError
+from gptlab.errors import ConfigError, Setting
 from gptlab.fields import from_dict, is_number, without_retired
 from gptlab.files.atomic import read_json
 from gptlab.model.presets import preset_dict
@@ -122,13 +122,11 @@ class GPTConfig:
                      "ffn_hidden"):
             _require_positive_int(name, getattr(self, name))
         if self.n_embd % self.n_head:
-            raise ConfigError(
-                f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})"
-            )
+            raise ConfigError(Setting("n_embd"), f" ({self.n_embd}) must be divisible by ",
+                              Setting("n_head"), f" ({self.n_head})")
         if self.n_head % self.n_kv_head:
-            raise ConfigError(
-                f"n_head ({self.n_head}) must be divisible by n_kv_head ({self.n_kv_head})"
-            )
+            raise ConfigError(Setting("n_head"), f" ({self.n_head}) must be divisible by ",
+                              Setting("n_kv_head"), f" ({self.n_kv_head})")
         self.head_dim = self.n_embd // self.n_head
         _require_choice("pos_encoding", self.pos_encoding, POS_ENCODINGS)
         _require_choice("norm", self.norm, NORMS)
@@ -136,28 +134,31 @@ class GPTConfig:
         _require_choice("mlp", self.mlp, MLPS)
         if self.pos_encoding == "rope" and self.head_dim % 2:
             raise ConfigError(
-                f"pos_encoding 'rope' rotates pairs of dimensions, so the head size "
-                f"n_embd / n_head = {self.head_dim} must be even"
-            )
+                "pos_encoding 'rope' rotates pairs of dimensions, so the head size ",
+                Setting("n_embd"), " / ", Setting("n_head"), f" = {self.head_dim} must be even")
         if not (is_number(self.rope_base) and self.rope_base > 1):
-            raise ConfigError(f"rope_base must be a finite number > 1, got {self.rope_base!r}")
+            raise ConfigError(Setting("rope_base"),
+                              f" must be a finite number > 1, got {self.rope_base!r}")
         if not (is_number(self.norm_eps) and self.norm_eps > 0):
-            raise ConfigError(f"norm_eps must be a finite number > 0, got {self.norm_eps!r}")
+            raise ConfigError(Setting("norm_eps"),
+                              f" must be a finite number > 0, got {self.norm_eps!r}")
         if not (is_number(self.dropout) and 0 <= self.dropout < 1):
-            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout!r}")
+            raise ConfigError(Setting("dropout"), f" must be in [0, 1), got {self.dropout!r}")
         for name in ("bias", "tie_embeddings", "attn_scale", "qk_norm", "zero_init_proj",
                      "value_residual"):
             if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
+                raise ConfigError(Setting(name),
+                                  f" must be true or false, got {getattr(self, name)!r}")
         if self.rope_scaling is not None:
             self._check_rope_scaling()
 
     def _check_rope_scaling(self) -> None:
         scaling = self.rope_scaling
         if not isinstance(scaling, dict):
-            raise ConfigError(f"rope_scaling must be null or an object, got {scaling!r}")
+            raise ConfigError(Setting("rope_scaling"),
+                              f" must be null or an object, got {scaling!r}")
         if self.pos_encoding != "rope":
-            raise ConfigError("rope_scaling is set but pos_encoding is not 'rope'")
+            raise ConfigError(Setting("rope_scaling"), " is set but pos_encoding is not 'rope'")
         _require_choice("rope_scaling.type", scaling.get("type"), ROPE_SCALINGS)
         factor = scaling.get("factor")
         if not (is_number(factor) and factor >= 1):
@@ -245,15 +246,15 @@ def with_rope_scaling(config: GPTConfig, spec: str | dict[str, Any]) -> GPTConfi
         raise ConfigError(f"rope scaling stretches RoPE's frequencies; this model's "
                           f"pos_encoding is {config.pos_encoding!r}")
     if config.rope_scaling is not None:
-        raise ConfigError(f"this model already has rope_scaling {config.rope_scaling['type']!r}; "
-                          f"gptlab applies one rule at a time")
+        raise ConfigError("this model already has ", Setting("rope_scaling"),
+                          f" {config.rope_scaling['type']!r}; gptlab applies one rule at a time")
     scaling = spec if isinstance(spec, dict) else rope_scaling_from_spec(spec, config.block_size)
     return dataclasses.replace(config, rope_scaling=dict(scaling))
 
 
 def _require_positive_int(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        raise ConfigError(Setting(name), f" must be a positive integer, got {value!r}")
 
 
 def _require_choice(name: str, value: object, choices: tuple[str, ...]) -> None:

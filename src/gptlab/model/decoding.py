@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from gptlab.errors import UsageError
+from gptlab.errors import Setting, SettingError, UsageError
 from gptlab.fields import is_int, is_number
 from gptlab.model.inputs import check_token_ids
 from gptlab.model.kv_cache import new_kv_cache
@@ -43,11 +43,12 @@ class SamplingSettings:
     def __post_init__(self) -> None:
         temperature, top_k, top_p = self.temperature, self.top_k, self.top_p
         if not (is_number(temperature) and temperature >= 0):
-            raise UsageError(f"temperature must be a finite number >= 0, got {temperature!r}")
+            raise SettingError(Setting("temperature"),
+                               f" must be a finite number >= 0, got {temperature!r}")
         if top_k is not None and not (is_int(top_k) and top_k >= 1):
-            raise UsageError(f"top_k must be an integer >= 1, got {top_k!r}")
+            raise SettingError(Setting("top_k"), f" must be an integer >= 1, got {top_k!r}")
         if top_p is not None and not (is_number(top_p) and 0 < top_p <= 1):
-            raise UsageError(f"top_p must be in (0, 1], got {top_p!r}")
+            raise SettingError(Setting("top_p"), f" must be in (0, 1], got {top_p!r}")
 
     @property
     def greedy(self) -> bool:
@@ -114,7 +115,8 @@ def generate_tokens(
     if not isinstance(settings, SamplingSettings):
         raise UsageError(f"settings must be a SamplingSettings, got {type(settings).__name__}")
     if not (is_int(max_new_tokens) and max_new_tokens >= 0):
-        raise UsageError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+        raise SettingError(Setting("max_new_tokens"),
+                           f" must be an integer >= 0, got {max_new_tokens!r}")
     check_token_ids(idx)
     if idx.shape[1] == 0:
         raise UsageError("the prompt is empty: give at least one token")

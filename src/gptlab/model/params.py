@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gptlab.errors import UsageError
+from gptlab.errors import Setting, SettingError, UsageError
 from gptlab.model.config import GPTConfig
 
 FLOPS_FORMULA = (
@@ -281,12 +281,11 @@ def accounting(config: GPTConfig, seq_len: int | None = None, name: str | None =
     if seq_len is None:
         seq_len = config.block_size
     if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0:
-        raise UsageError(f"seq_len must be a positive integer, got {seq_len!r}")
+        raise SettingError(Setting("seq_len"), f" must be a positive integer, got {seq_len!r}")
     if config.pos_encoding == "learned" and seq_len > config.block_size:
-        raise UsageError(
-            f"seq_len {seq_len} is longer than block_size {config.block_size}, the number "
-            f"of learned positions"
-        )
+        raise SettingError(Setting("seq_len"), f" {seq_len} is longer than ",
+                           Setting("block_size"),
+                           f" {config.block_size}, the number of learned positions")
     rows = _rows(config)
     total = sum(row.params * row.count for row in rows)
     per_block = _attention(config) + _feed_forward(config) + _block_norms(config)

@@ -19,7 +19,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from gptlab.errors import UsageError
+from gptlab.errors import Setting, SettingError
 from gptlab.fields import is_int
 from gptlab.model.config import GPTConfig
 from gptlab.model.rope_scaling import rope_inverse_frequencies
@@ -34,15 +34,15 @@ def check_context(config: GPTConfig, context: object) -> str | None:
     warning to give when it runs past block_size; a UsageError for learned positions,
     which have nothing to give there."""
     if not (is_int(context) and context >= 1):
-        raise UsageError(f"context must be a positive integer, got {context!r}")
+        raise SettingError(Setting("context"), f" must be a positive integer, got {context!r}")
     block = config.block_size
     if context <= block:
         return None
     if config.pos_encoding == "learned":
-        raise UsageError(
+        raise SettingError(
             f"context {context} needs position {block}, but learned positions are a table "
-            f"with one trained row per position: block_size = {block} rows, for positions "
-            f"0..{block - 1}, and there is no row for position {block}")
+            "with one trained row per position: ", Setting("block_size"), f" = {block} rows, "
+            f"for positions 0..{block - 1}, and there is no row for position {block}")
     return (f"context {context} is longer than the {block} positions the model was trained "
             f"on (block_size): it never saw positions {block}..{context - 1}")
 

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from gptlab.errors import UsageError
+from gptlab.errors import Setting, SettingError, UsageError
 from gptlab.fields import (
     Check,
     at_least,
@@ -214,16 +214,15 @@ class TrainConfig:
             if f.metadata.get("check") is not None:
                 f.metadata["check"].apply(f.name, getattr(self, f.name))
         require("min_lr", is_number(self.min_lr) and self.min_lr <= self.learning_rate,
-                f"must be in [0, learning_rate = {self.learning_rate}]")
+                "must be in [0, ", Setting("learning_rate"), f" = {self.learning_rate}]")
         if self.warmup_iters > self.max_iters:
-            raise UsageError(
-                f"warmup_iters ({self.warmup_iters}) must not exceed max_iters ({self.max_iters})"
-            )
+            raise SettingError(Setting("warmup_iters"), f" ({self.warmup_iters}) must not exceed ",
+                               Setting("max_iters"), f" ({self.max_iters})")
         if self.lr_decay_iters is None:
             self.lr_decay_iters = self.max_iters
         require("lr_decay_iters",
                 is_int(self.lr_decay_iters) and self.lr_decay_iters >= self.warmup_iters,
-                f"must be an integer >= warmup_iters ({self.warmup_iters})")
+                "must be an integer >= ", Setting("warmup_iters"), f" ({self.warmup_iters})")
         if self.checkpoint_interval is None:
             self.checkpoint_interval = self.eval_interval
         POSITIVE.apply("checkpoint_interval", self.checkpoint_interval)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from gptlab.errors import UsageError
+from gptlab.errors import Setting, SettingError
 from gptlab.model.config import GPTConfig
 from gptlab.model.params import ADAMW_FP32_BYTES_PER_PARAM, accounting, human_bytes
 from gptlab.training.config import TrainConfig
@@ -67,10 +67,11 @@ def check_fits(footprint: Footprint, available: int | None, where: str) -> str |
     if available is None:
         return None
     if footprint.total > available:
-        raise UsageError(f"this run needs {footprint.describe()}, more than the "
-                         f"{human_bytes(available)} available on {where}: use a smaller "
-                         f"block_size or batch_size (more gradient_accumulation_steps keeps "
-                         f"the batch) or a smaller model")
+        raise SettingError(f"this run needs {footprint.describe()}, more than the "
+                           f"{human_bytes(available)} available on {where}: use a smaller ",
+                           Setting("block_size"), " or ", Setting("batch_size"), " (more ",
+                           Setting("gradient_accumulation_steps"),
+                           " keeps the batch) or a smaller model")
     if footprint.total > WARN_SHARE * available:
         return (f"warning: this run needs {footprint.describe()}, over half the "
                 f"{human_bytes(available)} available on {where}")

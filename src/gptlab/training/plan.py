@@ -27,7 +27,7 @@ from gptlab.data.prepared import TokenData, check_enough_tokens
 from gptlab.data.tokenizer import load_tokenizer, same_tokenizer
 from gptlab.distributed.layout import Layout, plan_layout
 from gptlab.distributed.process import Dist, pick_device
-from gptlab.errors import UsageError
+from gptlab.errors import Setting, SettingError, UsageError, listed
 from gptlab.files import kinds
 from gptlab.loading import describe
 from gptlab.model.config import GPTConfig
@@ -61,9 +61,11 @@ def check_settings(cfg: TrainConfig, config: GPTConfig, world_size: int) -> Layo
                ("optimizer muon", cfg.optimizer == "muon",
                 "Muon orthogonalises each whole matrix, and a rank holds only a shard; "
                 "use --parallel ddp"))
-    for name, used, why in refused:
+    for what, used, why in refused:  # what: a setting, perhaps with its value
         if used:
-            raise UsageError(f"--parallel {layout.mode} does not support {name} ({why})")
+            name = what.split()[0]
+            raise SettingError(f"--parallel {layout.mode} does not support ", Setting(name),
+                               f"{what[len(name):]} ({why})")
     if layout.tp > 1 and config.pos_encoding == "alibi":
         raise UsageError(f"--parallel {layout.mode} with --tp {layout.tp} does not support "
                          f"pos_encoding 'alibi': its bias holds every head's slope, and a "
@@ -287,10 +289,10 @@ def _with_new_reach(start: GPTConfig, wanted: GPTConfig, init_from: str) -> GPTC
     ours, theirs = start.to_dict(), wanted.to_dict()
     for name in ours:
         if name not in FINE_TUNE_MAY_CHANGE + ("vocab_size",) and ours[name] != theirs[name]:
-            raise UsageError(
-                f"init_from keeps the starting model's architecture: {init_from} has "
-                f"{name} {ours[name]!r}, the model config {theirs[name]!r} (a fine-tune may "
-                f"change only {' and '.join(FINE_TUNE_MAY_CHANGE)})")
+            raise SettingError(
+                Setting("init_from"), f" keeps the starting model's architecture: {init_from} "
+                "has ", Setting(name), f" {ours[name]!r}, the model config {theirs[name]!r} (a "
+                "fine-tune may change only ", *listed(FINE_TUNE_MAY_CHANGE, " and "), ")")
     check_context(start, wanted.block_size)  # learned positions have no rows to add
     return replace(start, block_size=wanted.block_size, rope_scaling=wanted.rope_scaling)
 
@@ -312,22 +314,21 @@ def _resumed_settings(saved: dict[str, Any], overrides: dict[str, Any], point: R
     if bad:
         why = ("; the learning rate, warm-up and clipping may change only after the run "
                "diverged" if set(bad) & set(AFTER_DIVERGENCE) else "")
-        raise UsageError(f"a resumed run keeps its settings; cannot change "
-                         f"{', '.join(f'`{name}`' for name in bad)} "
-                         f"(only {', '.join(allowed)}{why})")
+        raise SettingError("a resumed run keeps its settings; cannot change ", *listed(bad),
+                           " (only ", *listed(allowed), f"{why})")
     if saved.get("batch_rng") == "nanogpt" and set(changed) & set(_EVAL_SETTINGS):
-        names = ", ".join(sorted(set(changed) & set(_EVAL_SETTINGS)))
-        raise UsageError(f"cannot change {names} on resume: with batch_rng nanogpt the "
-                         f"evaluation batches come from the training stream, so the run "
-                         f"would no longer retrace itself")
+        names = sorted(set(changed) & set(_EVAL_SETTINGS))
+        raise SettingError("cannot change ", *listed(names), " on resume: with ",
+                           Setting("batch_rng"), " nanogpt the evaluation batches come from "
+                           "the training stream, so the run would no longer retrace itself")
     max_iters = changed.get("max_iters", saved.get("max_iters"))
     if isinstance(max_iters, int) and max_iters < point.step:
-        raise UsageError(f"{run_dir} is at step {point.step} already: max_iters {max_iters} "
-                         f"would end it before that; give at least {point.step}")
+        raise SettingError(f"{run_dir} is at step {point.step} already: ", Setting("max_iters"),
+                           f" {max_iters} would end it before that; give at least {point.step}")
     warmup = changed.get("warmup_iters", saved.get("warmup_iters"))
     if isinstance(max_iters, int) and isinstance(warmup, int) and max_iters < warmup:
-        raise UsageError(f"the run warms up for {warmup} steps: max_iters {max_iters} would "
-                         f"end it inside its warm-up; give at least {warmup}")
+        raise SettingError(f"the run warms up for {warmup} steps: ", Setting("max_iters"),
+                           f" {max_iters} would end it inside its warm-up; give at least {warmup}")
     # a run saved before attention_dtype existed computed attention as autocast had it
     settings = TrainConfig.from_dict({"attention_dtype": "autocast", **saved, **changed})
     lines = []
@@ -363,13 +364,14 @@ def _resumed_layout(settings: TrainConfig, saved: dict[str, Any], overrides: dic
     if layout.dp * settings.batch_size == old:
         return settings, layout, tuple(lines)
     if "batch_size" in overrides or old % layout.dp:
-        per_rank = (f"give batch_size {old // layout.dp}" if old % layout.dp == 0 else
-                    f"{layout.dp} data-parallel ranks cannot share it: resume on a number "
-                    f"of them that divides {old}")
-        raise UsageError(f"the run trained with a global batch of {old} sequences "
-                         f"({point.data_ranks} data-parallel "
-                         f"rank{'s' if point.data_ranks > 1 else ''} x batch_size "
-                         f"{saved['batch_size']}): {per_rank}")
+        per_rank = (("give ", Setting("batch_size"), f" {old // layout.dp}")
+                    if old % layout.dp == 0 else
+                    (f"{layout.dp} data-parallel ranks cannot share it: resume on a number "
+                     f"of them that divides {old}",))
+        raise SettingError(f"the run trained with a global batch of {old} sequences "
+                           f"({point.data_ranks} data-parallel "
+                           f"rank{'s' if point.data_ranks > 1 else ''} x ", Setting("batch_size"),
+                           f" {saved['batch_size']}): ", *per_rank)
     settings = replace(settings, batch_size=old // layout.dp)
     lines.append(f"batch_size {saved['batch_size']} -> {settings.batch_size} per process, "
                  f"keeping the run's global batch of {old} over {layout.dp} data-parallel "
@@ -382,5 +384,6 @@ def _check_same_kind(point: ResumePoint, new: TrainConfig, saved: dict[str, Any]
     was_sharded, sharded = point.shards is not None, new.parallel != "ddp"
     if was_sharded != sharded:
         modes = "fsdp, tp or fsdp+tp" if was_sharded else "ddp"
-        raise UsageError(f"this run's checkpoint was saved with `parallel` "
-                         f"{saved.get('parallel', 'ddp')}: resume it with `parallel` {modes}")
+        raise SettingError("this run's checkpoint was saved with ", Setting("parallel"),
+                           f" {saved.get('parallel', 'ddp')}: resume it with ",
+                           Setting("parallel"), f" {modes}")

@@ -33,7 +33,7 @@ from gptlab.data.batches import BATCH_STREAMS
 from gptlab.data.tokenizer import load_tokenizer
 from gptlab.distributed.layout import Layout
 from gptlab.distributed.process import Dist, pick_device, setup
-from gptlab.errors import UsageError
+from gptlab.errors import Setting, SettingError, UsageError
 from gptlab.files import kinds
 from gptlab.inference.evaluate import score_ids
 from gptlab.loading import load
@@ -207,9 +207,9 @@ def _out_of_memory_as_usage_error() -> Iterator[None]:
     except (*OUT_OF_MEMORY, RuntimeError) as exc:
         if not is_out_of_memory(exc):
             raise
-        raise UsageError("out of memory: use a smaller batch_size (with more "
-                         "gradient_accumulation_steps for the same batch) or a smaller "
-                         "model") from None
+        raise SettingError("out of memory: use a smaller ", Setting("batch_size"),
+                           " (with more ", Setting("gradient_accumulation_steps"),
+                           " for the same batch) or a smaller model") from None
 
 
 # --- carrying the plan out ------------------------------------------------------------------

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gptlab.errors import GptlabError, UsageError
+from gptlab.errors import GptlabError, Setting, SettingError
 from gptlab.model.config import GPTConfig
 from gptlab.model.params import count_parameters
 from gptlab.training.rundir import (
@@ -131,7 +131,7 @@ def list_runs(root: str | Path, sort: str = "name", reverse: bool = False) -> li
 
 def sort_runs(runs: Iterable[RunInfo], key: str, reverse: bool = False) -> list[RunInfo]:
     if key not in SORT_KEYS:
-        raise UsageError(f"sort must be one of {', '.join(SORT_KEYS)}, not {key!r}")
+        raise SettingError(Setting("sort"), f" must be one of {', '.join(SORT_KEYS)}, not {key!r}")
     field = SORT_KEYS[key]
     present = [r for r in runs if getattr(r, field) is not None]
     missing = [r for r in runs if getattr(r, field) is None]
