@@ -160,7 +160,10 @@ def run_features(out: str | Path, data: str | Path | None = None, quick: bool = 
         "samples": samples, "records": kept,
     }
     figure(results).save(folder / FIGURE)
-    return finish(folder, results, timer)
+    # the dictionaries are not a grid's runs: their training time is their own records'
+    trained_s = sum(t["seconds"] for t in results["training"].values() if not t["reused"])
+    return report.finish(folder, results, {}, timer, TITLE, sections, CLAIMS,
+                         training_s=trained_s)
 
 
 def split_ids(data_dir: Path, tokenizer: Any, split: str) -> np.ndarray:
@@ -340,23 +343,6 @@ CLAIMS = (
                               lambda s: f"{_share(_dead_share(s))} dead"),
           direction=1, smallest=0.0, precondition=SAE_LEARNED),
 )
-def finish(folder: Path, results: dict[str, Any], timer: report.Timer) -> dict[str, Any]:
-    """As gptlab.experiments.report.finish, the training time read off the dictionaries'
-    records (they are not a grid's runs): timing, the machine and torch's threads, the
-    claims and the undecided line (report.judge), then results.json and report.md."""
-    results["training_time_s"] = round(sum(t["seconds"] for t in results["training"].values()
-                                           if not t["reused"]), 1)
-    results["timing"] = timer.to_dict()
-    results["machine"] = report.machine()
-    results["threads"] = torch.get_num_threads()
-    report.judge(results, CLAIMS)
-    report.write_results(folder, results)
-    parts = list(sections(results))
-    parts.insert(1, report.claims_section(results))
-    report.write_report(folder, TITLE, parts)
-    return results
-
-
 # ----------------------------------------------------------------------------- writing
 
 
