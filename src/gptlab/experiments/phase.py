@@ -39,7 +39,7 @@ from gptlab.experiments.baselines import text_baselines
 from gptlab.experiments.claims import Claim, Measured, Precondition
 from gptlab.experiments.contract import Experiment
 from gptlab.experiments.grid import Grid, RunRecord, RunSpec, choose_size, open_experiment
-from gptlab.experiments.units import by_seed, effects_text, per_unit, seed_list
+from gptlab.experiments.units import by_seed, effects_text, measured_over, per_unit, seed_list
 from gptlab.files.atomic import atomic_write_text
 from gptlab.interp.heads import chance_scores, head_scores, per_token_loss, repeated_random_tokens
 from gptlab.model.config import GPTConfig
@@ -264,6 +264,12 @@ def _runs(results: dict[str, Any], task: str, layers: int) -> list[dict[str, Any
     return by_seed(r for r in results["tasks"][task]["runs"].values() if r["layers"] == layers)
 
 
+def _copiers(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The 2-layer models on repeated segments, in seed order: where the claims look for
+    the induction heads to form."""
+    return _runs(results, "segments", 2)
+
+
 def _over_chance(results: dict[str, Any], task: str) -> float:
     return results["tasks"][task]["chance"]["induction"]
 
@@ -281,7 +287,7 @@ def _never(results: dict[str, Any]) -> Measured:
 
 def _forms(results: dict[str, Any]) -> Measured:
     chance = _over_chance(results, "segments")
-    return per_unit(_runs(results, "segments", 2),
+    return per_unit(_copiers(results),
                     lambda r: r["final"]["induction_max"] / chance - results["chance_multiple"],
                     "2 layers, repeated segments: final best induction / chance - 5: {}",
                     digits="+.2f")
@@ -366,18 +372,18 @@ CLAIMS = (
           "abrupt and early, a bump in the loss (Olsson et al.)",
           "the largest rise of the best induction score in one 50-step interval, as a share "
           "of its whole rise, minus one half",
-          lambda r: per_unit(_runs(r, "segments", 2), _abrupt,
-                             "2 layers: largest one-interval share of the rise - 0.5: {}",
-                             digits="+.2f"),
+          measured_over(_copiers, _abrupt,
+                        "2 layers: largest one-interval share of the rise - 0.5: {}",
+                        digits="+.2f"),
           direction=1, smallest=0.0, precondition=COPIED),
     Claim("icl_same_time",
           "in-context learning improves at the same time (repeated segments)",
           "the ICL score drops at the phase change (Olsson et al.)",
           "the share of the ICL score's whole fall around the crossing (the record before to "
           "the one after), minus one half",
-          lambda r: per_unit(_runs(r, "segments", 2), _icl_with_it,
-                             "2 layers: share of the ICL fall around the crossing - 0.5: {}",
-                             digits="+.2f"),
+          measured_over(_copiers, _icl_with_it,
+                        "2 layers: share of the ICL fall around the crossing - 0.5: {}",
+                        digits="+.2f"),
           direction=1, smallest=0.0, precondition=COPIED),
     Claim("natural_text",
           "the same on natural text: two layers form induction heads, one does not",
