@@ -264,7 +264,7 @@ def _quick_experiment(tmp_path_factory, name: str) -> Path:
     root = tmp_path_factory.mktemp(f"experiment-{name}")
     data = _make_data(root / "data")
     with _torch_threads(1):
-        catalog.module(name).run(root / name, data=data, quick=True, log=lambda line: None)
+        catalog.experiment(name).run(root / name, data=data, quick=True, log=lambda line: None)
     return root / name
 
 

@@ -36,7 +36,7 @@ def results_path(name: str, folder: Path = RESULTS) -> Path:
 
 def judged(name: str, results: dict[str, Any]) -> list[dict[str, Any]]:
     """The experiment's claims judged on its results' numbers (not on what the file says)."""
-    return claims.evaluate(catalog.module(name).CLAIMS, results)
+    return claims.evaluate(catalog.experiment(name).claims, results)
 
 
 def threads_words(results: dict[str, Any]) -> str:
@@ -66,7 +66,7 @@ def block(name: str, results: dict[str, Any]) -> str:
     parts = [source, *([f"**{line[:1].upper()}{line[1:]}.**"] if line else []),
              markdown_table(header, rows, "l" * len(header))]
     if results.get("size") == "default":
-        for title, (header, rows) in catalog.module(name).tables(results):
+        for title, (header, rows) in catalog.experiment(name).tables(results):
             parts += [f"{title[0].upper()}{title[1:].rstrip(':')}:",
                       markdown_table(header, rows)]
     return "\n\n".join(parts) + "\n"
@@ -106,7 +106,7 @@ def add(name: str, folder: Path, shipped: Path = RESULTS) -> Path:
     if results.get("experiment") != name:
         raise SystemExit(f"{folder}/results.json is experiment {results.get('experiment')!r},"
                          f" not {name!r}")
-    report.judge(results, catalog.module(name).CLAIMS)
+    report.judge(results, catalog.experiment(name).claims)
     results["machine"].setdefault("date", shipped_results.today())
     path = results_path(name, shipped)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -125,7 +125,7 @@ def rejudge(name: str, shipped: Path = RESULTS) -> Path:
     changed, with nothing to run again."""
     path = results_path(name, shipped)
     results = read_json_object(path, f"{name}'s shipped results")
-    report.judge(results, catalog.module(name).CLAIMS)
+    report.judge(results, catalog.experiment(name).claims)
     atomic_write_text(path, json.dumps(results, separators=(",", ":")) + "\n")
     return path
 

@@ -5,6 +5,7 @@ before anything is written; the models train at one torch thread whatever the lo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -38,12 +39,13 @@ def test_an_experiment_sent_sigterm_while_training_exits_143_within_seconds(tmp_
 def test_an_interrupted_experiment_says_the_same_command_resumes_it(tmp_path, capsys,
                                                                     monkeypatch):
     from gptlab import stopping
-    from gptlab.experiments import norm
+    from gptlab.experiments import catalog, norm
 
     def stopped(*args, **kwargs):
         raise stopping.Interrupted()
 
-    monkeypatch.setattr(norm, "run", stopped)
+    monkeypatch.setattr(catalog, "experiment",
+                        lambda name: dataclasses.replace(norm.EXPERIMENT, run=stopped))
     out = tmp_path / "norm"
     assert main(["experiment", "norm", "--quick", "--out", str(out)]) == 130
     assert capsys.readouterr().err.splitlines() == [
@@ -78,7 +80,7 @@ def test_memory_reads_data_so_does_not_refuse_it(tmp_path, capsys):
 def trained_at(monkeypatch):
     """The torch threads `gptlab experiment brackets` ran its experiment at: its run() is
     replaced by one that notes the count and stops (a usage error, exit 2)."""
-    from gptlab.experiments import brackets
+    from gptlab.experiments import brackets, catalog
 
     seen = []
 
@@ -86,7 +88,8 @@ def trained_at(monkeypatch):
         seen.append(torch.get_num_threads())
         raise UsageError("stopped here")
 
-    monkeypatch.setattr(brackets, "run", noted)
+    monkeypatch.setattr(catalog, "experiment",
+                        lambda name: dataclasses.replace(brackets.EXPERIMENT, run=noted))
     return seen
 
 

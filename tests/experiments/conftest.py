@@ -3,7 +3,6 @@ and running it again on a copy of its folder."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import shutil
 from pathlib import Path
@@ -14,6 +13,7 @@ import torch
 
 from gptlab.cli.experiment import GENERATE_THEIR_DATA
 from gptlab.cli.main import main
+from gptlab.experiments import catalog
 from gptlab.experiments.grid import GRID_FILE
 
 
@@ -50,14 +50,13 @@ def quick_experiment(tmp_path_factory, make_data):
 
     def run(name: str) -> Path:
         if name not in done:
-            module = importlib.import_module(f"gptlab.experiments.{name}")
             root = tmp_path_factory.mktemp(name)
             threads = torch.get_num_threads()
             torch.set_num_threads(1)
             try:
                 data = None if name in GENERATE_THEIR_DATA else make_data(root / "data")
-                getattr(module, f"run_{name}")(root / name, data=data, quick=True,
-                                               log=lambda line: None)
+                catalog.experiment(name).run(root / name, data=data, quick=True,
+                                             log=lambda line: None)
             finally:
                 torch.set_num_threads(threads)
             done[name] = root / name

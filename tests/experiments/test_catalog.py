@@ -1,7 +1,7 @@
-"""Every experiment by name (gptlab.experiments.catalog): each gives what any reader needs
-(run, TITLE, FIGURES, tables); an unknown name is refused naming the known ones; a folder
-counts as an experiment's only with its marker and results; a summary is its tables, the
-figures that exist and its timing line (the session's quick context experiment)."""
+"""Every experiment by name (gptlab.experiments.catalog): one Experiment per name, in the
+order the CLI lists them; an unknown name is refused naming the known ones; a folder counts
+as an experiment's only with its marker and results; a summary is its tables, the figures
+that exist and its timing line (the session's quick context experiment)."""
 
 from __future__ import annotations
 
@@ -10,51 +10,50 @@ import shutil
 
 import pytest
 
+from gptlab.cli.experiment import EXPERIMENTS as CLI_EXPERIMENTS
 from gptlab.errors import UsageError
 from gptlab.experiments import catalog
+from gptlab.experiments.contract import Experiment
 from gptlab.experiments.grid import EXPERIMENT_FILE
 from gptlab.experiments.report import RESULTS_FILE, timing_line
 
 
-@pytest.mark.parametrize("name", catalog.NAMES)
-def test_each_experiment_gives_what_a_reader_needs(name):
-    experiment = catalog.module(name)
-    assert experiment.__name__ == f"gptlab.experiments.{name}"
-    assert callable(experiment.run) and callable(experiment.tables)
-    assert experiment.TITLE and experiment.FIGURES
-    assert all(f.endswith(".png") for f in experiment.FIGURES)
+def test_the_catalog_is_one_experiment_per_name_in_the_clis_order():
+    assert all(isinstance(e, Experiment) for e in catalog.EXPERIMENTS)
+    assert len(set(catalog.NAMES)) == len(catalog.NAMES) == len(catalog.EXPERIMENTS)
+    assert list(catalog.NAMES) == list(CLI_EXPERIMENTS)  # what `--help` lists, torch-free
 
 
 def test_an_unknown_experiment_is_refused_naming_the_known_ones():
     with pytest.raises(UsageError, match="unknown experiment 'nope'; experiments: context, "
                                          "norm, scale, heads, phase, memory, brackets, "
                                          "recurrence, features$"):
-        catalog.module("nope")
+        catalog.experiment("nope")
     with pytest.raises(UsageError, match="unknown experiment"):
-        catalog.module("report")  # a module of the package, not an experiment
+        catalog.experiment("report")  # a module of the package, not an experiment
 
 
 @pytest.fixture
 def folder(tmp_path, context_experiment):
     """The quick context experiment's marker, results and figures (not its runs)."""
-    for name in (EXPERIMENT_FILE, RESULTS_FILE, *catalog.module("context").FIGURES):
+    for name in (EXPERIMENT_FILE, RESULTS_FILE, *catalog.experiment("context").figures):
         shutil.copy(context_experiment / name, tmp_path / name)
     return tmp_path
 
 
 def test_a_summary_is_the_tables_the_figures_and_the_timing(folder):
     results = json.loads((folder / RESULTS_FILE).read_text())
-    context = catalog.module("context")
+    context = catalog.experiment("context")
     summary = catalog.summary(str(folder))
-    assert summary["experiment"] == "context" and summary["title"] == context.TITLE
-    assert summary["figures"] == list(context.FIGURES)
+    assert summary["experiment"] == "context" and summary["title"] == context.title
+    assert summary["figures"] == list(context.figures)
     assert summary["timing"] == timing_line(results["timing"], results["machine"])
     [first, *_] = context.tables(results)
     assert summary["tables"][0] == {"title": first[0].rstrip(":"), "header": list(first[1][0]),
                                     "rows": [[str(c) for c in r] for r in first[1][1]]}
     assert all(isinstance(c, str) for t in summary["tables"] for r in t["rows"] for c in r)
-    (folder / context.FIGURES[0]).unlink()
-    assert catalog.summary(folder)["figures"] == list(context.FIGURES[1:])  # those that exist
+    (folder / context.figures[0]).unlink()
+    assert catalog.summary(folder)["figures"] == list(context.figures[1:])  # those that exist
 
 
 def test_only_a_known_experiment_with_results_has_them(folder, tmp_path_factory):

@@ -21,7 +21,6 @@ from gptlab.experiments.claims import (
     Precondition,
     evaluate,
     judge,
-    per_seed,
     table,
     text,
     undecided_line,
@@ -281,7 +280,3 @@ def test_the_terminal_claims_fit_100_columns():
     for word in ("the paper: the paper's figure", "this run: seeds 1337/1338/1339: what",
                  "precondition: met: the model learned", "verdict: held: +0.55"):
         assert word in flat
-
-
-def test_per_seed_orders_by_seed():
-    assert per_seed({1338: 2.0, 1337: None}) == ([1337, 1338], [None, 2.0])

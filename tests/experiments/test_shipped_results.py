@@ -32,12 +32,12 @@ def test_the_shipped_results_say_what_they_know(name):
     results = shipped_results.load(name)
     assert isinstance(results["threads"], int) and results["threads"] >= 1
     assert "undecided_line" in results
-    gated = {c.key for c in catalog.module(name).CLAIMS if c.precondition is not None}
+    gated = {c.key for c in catalog.experiment(name).claims if c.precondition is not None}
     for c in results["claims"]:
         assert c["units"].split()[0] in (*UNITS, "n"), c["units"]
         assert c["verdict_line"].startswith(f"{c['verdict']}: ")
         assert ("precondition" in c) == (c["key"] in gated)
-    assert report.judge(json.loads(json.dumps(results)), catalog.module(name).CLAIMS) == \
+    assert report.judge(json.loads(json.dumps(results)), catalog.experiment(name).claims) == \
         results
     # where the numbers were built says nothing here: data by name
     text = json.dumps(results)

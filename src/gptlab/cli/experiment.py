@@ -1,7 +1,8 @@
 """`gptlab experiment NAME`: train a small grid of models and measure them, in one command
-(gptlab.experiments). Each experiment is the module gptlab.experiments.<name> (listed in
-gptlab.experiments.catalog), which gives `run(out, data=, quick=, seed=, steps=, progress=)
--> results`, the `tables(results)` it prints and the FIGURES it draws."""
+(gptlab.experiments). Each experiment is an Experiment (gptlab.experiments.contract, listed
+in gptlab.experiments.catalog), which gives `run(out, data=, quick=, seed=, steps=,
+progress=) -> results`, the `tables(results)` and `notes(results)` it prints and the
+figures it draws."""
 
 from __future__ import annotations
 
@@ -149,7 +150,7 @@ def _run(args: argparse.Namespace) -> int:
     from gptlab.experiments import catalog, report
     from gptlab.experiments.grid import experiment_folder
 
-    experiment = catalog.module(args.name)
+    experiment = catalog.experiment(args.name)
     out = args.out or f"runs/{args.name}"
     # what its results depend on: another configuration's are replaced only with --force
     configuration = {"quick": args.quick, "steps": args.steps, "seed": args.seed,
@@ -164,6 +165,6 @@ def _run(args: argparse.Namespace) -> int:
     experiment_folder(out, args.name, configuration, force=args.force)
     results = experiment.run(out, data=args.data, quick=args.quick, seed=args.seed,
                              steps=args.steps, progress=args.progress, **extra)
-    notes = experiment.notes(results) if hasattr(experiment, "notes") else []
-    report.print_tables(results, out, experiment.tables(results), experiment.FIGURES, notes)
+    report.print_tables(results, out, experiment.tables(results), experiment.figures,
+                        experiment.notes(results))
     return 0

@@ -30,8 +30,10 @@ from gptlab.data.prepared import load_data
 from gptlab.data.tokenizer import load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.experiments import report
-from gptlab.experiments.claims import Claim, Measured, Precondition
+from gptlab.experiments.claims import Claim, Precondition
+from gptlab.experiments.contract import Experiment
 from gptlab.experiments.grid import Grid, RunRecord, RunSpec, choose_size, experiment_folder
+from gptlab.experiments.units import by_seed, measured_over, seed_list
 from gptlab.interp.brackets import (
     COUNTING_UNIFORMITY,
     MATCH_MARGIN,
@@ -137,7 +139,7 @@ def specs(size: Size, seed: int, vocab_size: int) -> list[RunSpec]:
                            warmup_iters=size.warmup, eval_iters=size.eval_iters,
                            log_interval=max(1, size.steps // 10), whole_val=False,
                            dtype="float32"))
-            for s in range(seed, seed + size.seeds)]
+            for s in seed_list(seed, size.seeds)]
 
 
 def measure(run_dir: Path, record: RunRecord, rows: list[str]) -> dict[str, Any]:
@@ -204,13 +206,9 @@ def _best_match_over_rules(run: dict[str, Any]) -> float:
                for w in ("closing", "before"))
 
 
-def _per_seed(value: Callable[[dict[str, Any]], float], shown: str) -> Callable[..., Measured]:
-    def measured(results: dict[str, Any]) -> Measured:
-        runs = sorted(results["runs"].values(), key=lambda r: r["seed"])
-        effects = [value(r) for r in runs]
-        return Measured([r["seed"] for r in runs], effects,
-                        shown.format(", ".join(f"{e:+.3f}" for e in effects)))
-    return measured
+def _runs(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The claims' units: each seed's model, in seed order."""
+    return by_seed(results["runs"].values())
 
 
 # Thresholds: matching counts from MATCH_MARGIN above every rule (gptlab.interp.brackets
@@ -237,44 +235,48 @@ CLAIMS = (
           "the small model solves Dyck-2 (names the right closing bracket)",
           "the task the chapter's bracket heads are found on",
           "closing accuracy (the right kind of closing bracket preferred) minus 0.95",
-          _per_seed(lambda r: r["closing_accuracy"] - SOLVED, "closing accuracy - 0.95: {}"),
+          measured_over(_runs, lambda r: r["closing_accuracy"] - SOLVED,
+                        "closing accuracy - 0.95: {}"),
           direction=1, smallest=0.0),
     Claim("heads_match",
           "some heads track bracket matching",
           "the chapter: some heads \"track bracket matching\"",
           "the best head's attention on the match minus the best no-stack rule's score "
           f"(counts from {MATCH_MARGIN:g})",
-          _per_seed(_best_match_over_rules, "best match - best rule: {}"),
+          measured_over(_runs, _best_match_over_rules, "best match - best rule: {}"),
           direction=1, smallest=MATCH_MARGIN, precondition=LEARNED_DYCK),
     Claim("matching_head_needed",
           "ablating the best-matching head hurts closing brackets",
           "what a matching mechanism predicts",
           f"loss on closing brackets with that head zeroed minus clean, nats (from {HURTS:g})",
-          _per_seed(lambda r: r["best"]["ablated_loss"] - r["closing_loss"],
-                    "ablated - clean: {}"),
+          measured_over(_runs, lambda r: r["best"]["ablated_loss"] - r["closing_loss"],
+                        "ablated - clean: {}"),
           direction=1, smallest=HURTS, precondition=LEARNED_DYCK),
     Claim("counts",
           "a head attends uniformly (counting)",
           "ARENA's bracket classifier balances by counting with a uniform head",
           f"the most uniform head's uniformity minus {COUNTING_UNIFORMITY:g}",
-          _per_seed(lambda r: r["most_uniform"]["uniformity"] - COUNTING_UNIFORMITY,
-                    f"uniformity - {COUNTING_UNIFORMITY:g}: {{}}"),
+          measured_over(_runs,
+                        lambda r: r["most_uniform"]["uniformity"] - COUNTING_UNIFORMITY,
+                        f"uniformity - {COUNTING_UNIFORMITY:g}: {{}}"),
           direction=1, smallest=0.0, precondition=LEARNED_DYCK),
     Claim("counting_head_needed",
           "ablating the most uniform head hurts closing brackets more than the best-matching",
           "Wen et al. 2023: patterns can mislead; ablation decides",
           "loss on closing brackets, most uniform head zeroed minus best-matching head zeroed, "
           f"nats (from {HURTS:g})",
-          _per_seed(lambda r: r["most_uniform"]["ablated_loss"] - r["best"]["ablated_loss"],
-                    "uniform ablated - matching ablated: {}"),
+          measured_over(_runs,
+                        lambda r: r["most_uniform"]["ablated_loss"] - r["best"]["ablated_loss"],
+                        "uniform ablated - matching ablated: {}"),
           direction=1, smallest=HURTS, precondition=LEARNED_DYCK),
     Claim("needed_head_counts",
           "the head the model needs most attends uniformly (it counts, not matches)",
           "ARENA: counting; Wen et al. 2023: read the mechanism off ablations",
           "the uniformity of the head whose ablation costs the most on closing brackets, "
           f"minus {COUNTING_UNIFORMITY:g}",
-          _per_seed(lambda r: r["most_needed"]["uniformity"] - COUNTING_UNIFORMITY,
-                    f"most needed head's uniformity - {COUNTING_UNIFORMITY:g}: {{}}"),
+          measured_over(_runs,
+                        lambda r: r["most_needed"]["uniformity"] - COUNTING_UNIFORMITY,
+                        f"most needed head's uniformity - {COUNTING_UNIFORMITY:g}: {{}}"),
           direction=1, smallest=0.0, precondition=LEARNED_DYCK),
 )
 
@@ -368,4 +370,6 @@ def sections(results: dict[str, Any], records: dict[str, RunRecord]) -> list[tup
     return out
 
 
-run = run_brackets  # every experiment module's entry point has this name (gptlab.cli.experiment)
+EXPERIMENT = Experiment(name=NAME, title=TITLE, figures=FIGURES, sizes=SIZES,
+                        units=("seeds",), run=run_brackets, tables=tables, notes=notes,
+                        claims=CLAIMS)

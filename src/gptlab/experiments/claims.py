@@ -325,9 +325,3 @@ def verdict_text(c: dict[str, Any]) -> str:
         return f"{c['verdict']} ({c['mean']:+.3g}; one seed, {seeds}: no spread)"
     return (f"{c['verdict']} ({c['mean']:+.3g} vs {SPREADS:g} x spread {c['spread']:.3g}; "
             f"seeds {seeds})")
-
-
-def per_seed(values: dict[int, float | None]) -> tuple[list[int], list[float | None]]:
-    """(seeds, values) in seed order, from {seed: value}."""
-    seeds = sorted(values)
-    return seeds, [values[s] for s in seeds]

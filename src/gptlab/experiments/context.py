@@ -26,7 +26,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from gptlab.errors import UsageError
 from gptlab.experiments import report
 from gptlab.experiments.baselines import text_baselines
 from gptlab.experiments.claims import Claim, Measured, Precondition
+from gptlab.experiments.contract import Experiment
 from gptlab.experiments.grid import (
     Grid,
     RunRecord,
@@ -45,6 +46,7 @@ from gptlab.experiments.grid import (
     choose_size,
     open_experiment,
 )
+from gptlab.experiments.units import per_unit, seed_list
 from gptlab.files.atomic import atomic_write_text
 from gptlab.inference.evaluate import score_text
 from gptlab.loading import load
@@ -123,7 +125,7 @@ def run_context(out: str | Path, data: str | Path | None = None, quick: bool = F
     timer.add("train_s", sum(r.train_s for r in records.values() if not r.reused))
     text = _eval_text(folder, data_dir, size.eval_tokens)
     t0 = time.perf_counter()
-    seeds = seed_list(size, seed)
+    seeds = seed_list(seed, size.seeds)
     rows_by_seed = {str(s): _evaluate(grid, text, size, s, seed, log) for s in seeds}
     timer.add("eval_s", time.perf_counter() - t0)
     results = {
@@ -145,10 +147,6 @@ def run_context(out: str | Path, data: str | Path | None = None, quick: bool = F
                          lambda results: _sections(results, records), CLAIMS)
 
 
-def seed_list(size: Size, seed: int) -> list[int]:
-    return list(range(seed, seed + size.seeds))
-
-
 def run_name(name: str, seed: int, first: int) -> str:
     """`rope` for the first seed's run (the name a one-seed folder always had), `rope-s1338`
     for another seed's."""
@@ -158,7 +156,7 @@ def run_name(name: str, seed: int, first: int) -> str:
 def _specs(size: Size, seed: int, vocab_size: int) -> list[RunSpec]:
     """Every seed's runs: one per encoding, then a Position Interpolation fine-tune of the
     RoPE run at each longer length (batch cut so that a step sees about as many tokens)."""
-    return [spec for s in seed_list(size, seed)
+    return [spec for s in seed_list(seed, size.seeds)
             for spec in _seed_specs(size, s, vocab_size, lambda name, s=s: run_name(name, s,
                                                                                     seed))]
 
@@ -279,9 +277,9 @@ def _per_seed(results: dict[str, Any], effect: Callable[[list[dict[str, Any]]], 
     """effect(rows) of every seed's rows, and what each shows: "WHAT a / b / c (seeds
     ...)"."""
     by_seed = rows_by_seed(results)
-    seeds = sorted(by_seed)
-    text = what + " / ".join(shown(by_seed[s]) for s in seeds)
-    return Measured(seeds, [effect(by_seed[s]) for s in seeds], text)
+    measured = per_unit(sorted(by_seed), lambda s: effect(by_seed[s]),
+                        lambda s: shown(by_seed[s]), name=lambda s: s)
+    return replace(measured, shown=what + measured.shown)
 
 
 def _refused_share(results: dict[str, Any], rows: list[dict[str, Any]]) -> float:
@@ -519,4 +517,5 @@ def tables(results: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[lis
              f"{seeds[0]}):", by_position_table(results))]
 
 
-run = run_context  # every experiment module's entry point has this name (gptlab.cli.experiment)
+EXPERIMENT = Experiment(name=NAME, title=TITLE, figures=FIGURES, sizes=SIZES,
+                        units=("seeds",), run=run_context, tables=tables, claims=CLAIMS)

@@ -42,9 +42,11 @@ from gptlab.data.prepared import load_data
 from gptlab.data.tokenizer import load_tokenizer
 from gptlab.errors import UsageError
 from gptlab.experiments import report
-from gptlab.experiments.claims import Claim, Measured, Precondition
+from gptlab.experiments.claims import Claim, Precondition
+from gptlab.experiments.contract import Experiment
 from gptlab.experiments.grid import choose_size, open_experiment
 from gptlab.experiments.memory import held_out_slices
+from gptlab.experiments.units import mean, mean_range, per_slice
 from gptlab.interp.memory import output_gain
 from gptlab.interp.sae import features, metrics, neurons
 from gptlab.interp.sae.config import SAEConfig, TrainSettings
@@ -158,7 +160,10 @@ def run_features(out: str | Path, data: str | Path | None = None, quick: bool = 
         "samples": samples, "records": kept,
     }
     figure(results).save(folder / FIGURE)
-    return finish(folder, results, timer)
+    # the dictionaries are not a grid's runs: their training time is their own records'
+    trained_s = sum(t["seconds"] for t in results["training"].values() if not t["reused"])
+    return report.finish(folder, results, {}, timer, TITLE, sections, CLAIMS,
+                         training_s=trained_s)
 
 
 def split_ids(data_dir: Path, tokenizer: Any, split: str) -> np.ndarray:
@@ -240,13 +245,6 @@ def choose_features(scores: torch.Tensor, acts: torch.Tensor, count: int,
 # ----------------------------------------------------------------------------- claims
 
 
-def _slices(results: dict[str, Any], value: Callable[[dict[str, Any]], float | None],
-            shown: Callable[[dict[str, Any]], str]) -> Measured:
-    samples = results["samples"]
-    return Measured([s["sample"] for s in samples], [value(s) for s in samples],
-                    " / ".join(shown(s) for s in samples), unit="slices")
-
-
 def _sparser(sample: dict[str, Any]) -> float:
     n = sample["neurons"]
     return math.log2(n["needed"] / n["l0_sae"])
@@ -302,7 +300,7 @@ CLAIMS = (
           "L0 32 at explained variance 0.929; Gemma-2b's: L0 54 (Bricken et al.; SAELens)",
           "log2 of (the neurons per token, largest terms first, that explain as much "
           "variance as the autoencoder / the autoencoder's L0), on the same positions",
-          lambda r: _slices(r, _sparser, lambda s: (
+          lambda r: per_slice(r, _sparser, lambda s: (
               f"{s['neurons']['needed']} neurons vs L0 {s['neurons']['l0_sae']:.0f} at "
               f"EV {s['neurons']['explained_variance_sae']:.3f}")),
           direction=1, smallest=SPARSER_SMALLEST, precondition=SAE_LEARNED),
@@ -312,7 +310,7 @@ CLAIMS = (
           "(Bricken et al.: human and automated interpretability scores)",
           "the share of features with a single-pattern top-25 (memory's rule: >= 50% end "
           "alike) minus the neurons' share",
-          lambda r: _slices(r, _pattern_gap, lambda s: (
+          lambda r: per_slice(r, _pattern_gap, lambda s: (
               f"{_share(s['patterns']['features']['single_share'])} of features vs "
               f"{_share(s['patterns']['neurons']['single_share'])} of neurons")),
           direction=1, smallest=PATTERN_SMALLEST, precondition=SAE_LEARNED),
@@ -321,8 +319,8 @@ CLAIMS = (
           f"loss the FFN is worth",
           "CE loss score 0.993 (GPT-2 small, 128k SAE); 99.1% (Gemma-2b, 16k SAE)",
           f"CE loss score ((ablated - spliced) / (ablated - clean)) minus {CE_CLAIMED:g}",
-          lambda r: _slices(r, lambda s: s["sae"]["ce_loss_score"] - CE_CLAIMED,
-                            lambda s: f"{s['sae']['ce_loss_score']:.3f}"),
+          lambda r: per_slice(r, lambda s: s["sae"]["ce_loss_score"] - CE_CLAIMED,
+                              lambda s: f"{s['sae']['ce_loss_score']:.3f}"),
           direction=1, smallest=0.0, precondition=SITE_WORTH),
     Claim("transcoder",
           "a transcoder (the FFN's input to its output) recovers as much loss as an "
@@ -331,47 +329,21 @@ CLAIMS = (
           "(Dunefsky et al. 2024)",
           f"the transcoder's CE loss score minus the autoencoder's, plus {MATCH:g} "
           f"(within {MATCH:g} counts as matching)",
-          lambda r: _slices(r, lambda s: (s["transcoder"]["ce_loss_score"]
-                                          - s["sae"]["ce_loss_score"] + MATCH),
-                            lambda s: (f"{s['transcoder']['ce_loss_score']:.3f} vs "
-                                       f"{s['sae']['ce_loss_score']:.3f}")),
+          lambda r: per_slice(r, lambda s: (s["transcoder"]["ce_loss_score"]
+                                            - s["sae"]["ce_loss_score"] + MATCH),
+                              lambda s: (f"{s['transcoder']['ce_loss_score']:.3f} vs "
+                                         f"{s['sae']['ce_loss_score']:.3f}")),
           direction=1, smallest=0.0, precondition=BOTH_LEARNED),
     Claim("dead",
           f"few features die: under {100 * DEAD_CLAIMED:g}% never fire",
           "168 of 4,096 dead (4%, Bricken et al.); ~2.5k of 16,384 (15%, Gemma-2b)",
           f"{DEAD_CLAIMED:g} minus the share of the autoencoder's features that never "
           f"fire on the slice",
-          lambda r: _slices(r, lambda s: DEAD_CLAIMED - _dead_share(s),
-                            lambda s: f"{_share(_dead_share(s))} dead"),
+          lambda r: per_slice(r, lambda s: DEAD_CLAIMED - _dead_share(s),
+                              lambda s: f"{_share(_dead_share(s))} dead"),
           direction=1, smallest=0.0, precondition=SAE_LEARNED),
 )
-def finish(folder: Path, results: dict[str, Any], timer: report.Timer) -> dict[str, Any]:
-    """As gptlab.experiments.report.finish, the training time read off the dictionaries'
-    records (they are not a grid's runs): timing, the machine and torch's threads, the
-    claims and the undecided line (report.judge), then results.json and report.md."""
-    results["training_time_s"] = round(sum(t["seconds"] for t in results["training"].values()
-                                           if not t["reused"]), 1)
-    results["timing"] = timer.to_dict()
-    results["machine"] = report.machine()
-    results["threads"] = torch.get_num_threads()
-    report.judge(results, CLAIMS)
-    report.write_results(folder, results)
-    parts = list(sections(results))
-    parts.insert(1, report.claims_section(results))
-    report.write_report(folder, TITLE, parts)
-    return results
-
-
 # ----------------------------------------------------------------------------- writing
-
-
-def _cell(values: list[float | None], digits: int = 3) -> str:
-    """The slices' mean ± half their range."""
-    if not values or any(v is None for v in values):
-        return "—"
-    mean = sum(values) / len(values)
-    half = (max(values) - min(values)) / 2
-    return f"{mean:.{digits}f} ± {half:.{digits}f}"
 
 
 def dictionaries_table(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -381,7 +353,7 @@ def dictionaries_table(results: dict[str, Any]) -> tuple[list[str], list[list[st
     for key, digits in (("l0", 1), ("explained_variance", 3), ("ce_loss_without_sae", 4),
                         ("ce_loss_with_sae", 4), ("ce_loss_with_ablation", 4),
                         ("ce_loss_score", 3), ("dead_features", 0), ("dense_features", 0)):
-        rows.append([key, *[_cell([s[name][key] for s in samples], digits)
+        rows.append([key, *[mean_range([s[name][key] for s in samples], digits)
                             for name in DICTIONARIES]])
     return ["measure", *DICTIONARIES], rows
 
@@ -428,9 +400,6 @@ def notes(results: dict[str, Any]) -> list[str]:
 
 def figure(results: dict[str, Any]) -> Any:
     samples = results["samples"]
-
-    def mean(values: list[float]) -> float:
-        return sum(values) / len(values)
 
     curve = [(k, mean([dict(s["neurons"]["curve"])[k] for s in samples]))
              for k, _ in samples[0]["neurons"]["curve"]]
@@ -485,4 +454,6 @@ def sections(results: dict[str, Any]) -> list[tuple[str, str]]:
              + "; " + "; ".join(notes(results)[:2]))]
 
 
-run = run_features  # every experiment module's entry point has this name
+EXPERIMENT = Experiment(name=NAME, title=TITLE, figures=FIGURES, sizes=SIZES,
+                        units=("slices",), run=run_features, tables=tables, notes=notes,
+                        claims=CLAIMS)

@@ -27,8 +27,10 @@ from gptlab.data.prepared import load_data
 from gptlab.errors import UsageError
 from gptlab.experiments import report
 from gptlab.experiments.baselines import text_baselines
-from gptlab.experiments.claims import Claim, Measured, Precondition
+from gptlab.experiments.claims import Claim, Precondition
+from gptlab.experiments.contract import Experiment
 from gptlab.experiments.grid import Grid, RunRecord, RunSpec, choose_size, open_experiment
+from gptlab.experiments.units import measured_over, seed_list
 from gptlab.interp.heads import ablation_deltas
 from gptlab.interp.pruning import (
     head_importance,
@@ -127,7 +129,7 @@ def run_heads(out: str | Path, data: str | Path | None = None, quick: bool = Fal
 def specs(size: Size, seed: int, vocab_size: int) -> list[RunSpec]:
     """One run per seed, named seed-S: the same model and recipe."""
     out = []
-    for s in range(seed, seed + size.seeds):
+    for s in seed_list(seed, size.seeds):
         train = recipe(RECIPE, max_iters=size.steps, batch_size=size.batch_size, seed=s,
                        eval_interval=max(1, size.steps // size.evals),
                        eval_iters=size.eval_iters, log_interval=50, whole_val=False,
@@ -216,11 +218,9 @@ def rank_correlation(a: torch.Tensor, b: torch.Tensor) -> float:
 # ----------------------------------------------------------------------------- claims
 
 
-def _per_seed(results: dict[str, Any], value: Callable[[dict[str, Any]], float],
-              shown: Callable[[dict[str, Any]], str]) -> Measured:
-    rows = results["rows"]
-    return Measured([r["seed"] for r in rows], [value(r) for r in rows],
-                    " / ".join(shown(r) for r in rows))
+def _rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The claims' units: one row per seed's model, in seed order."""
+    return results["rows"]
 
 
 def _change(row: dict[str, Any], fraction: float, order: str) -> float:
@@ -255,18 +255,17 @@ CLAIMS = (
           "et al.)",
           "share of heads whose removal alone changes the loss by less than 1%, minus one "
           "half (most: more than half)",
-          lambda r: _per_seed(r, lambda row: row["single"]["under_threshold"] / row["heads"]
-                              - 0.5,
-                              lambda row: f"{row['single']['under_threshold']} of "
-                                          f"{row['heads']} under 1%"),
+          measured_over(_rows, lambda row: row["single"]["under_threshold"] / row["heads"] - 0.5,
+                        lambda row: f"{row['single']['under_threshold']} of {row['heads']} "
+                                    f"under 1%"),
           direction=1, smallest=0.0, precondition=READ_TEXT),
     Claim("together",
           "a good share of heads can be removed together",
           "20% (WMT) to 40% (BERT, MNLI) prunable without noticeable loss (Michel et al.)",
           f"largest share pruned by importance with every step under 1%, minus "
           f"{GOOD_SHARE:g}",
-          lambda r: _per_seed(r, lambda row: row["prunable"]["importance"] - GOOD_SHARE,
-                              lambda row: f"{100 * row['prunable']['importance']:.0f}%"),
+          measured_over(_rows, lambda row: row["prunable"]["importance"] - GOOD_SHARE,
+                        lambda row: f"{100 * row['prunable']['importance']:.0f}%"),
           direction=1, smallest=0.0, precondition=READ_TEXT),
     Claim("few_do_the_work",
           "a few heads do the work",
@@ -274,17 +273,17 @@ CLAIMS = (
           "fine-tuned)",
           f"1% minus the loss's change with {100 * FEW_KEPT:.0f}% of the heads pruned by "
           f"importance, no retraining (relative)",
-          lambda r: _per_seed(r, lambda row: THRESHOLD - _change(row, FEW_KEPT, "importance"),
-                              lambda row: f"{100 * _change(row, FEW_KEPT, 'importance'):+.1f}%"
-                                          f" at {100 * FEW_KEPT:.0f}% pruned"),
+          measured_over(_rows, lambda row: THRESHOLD - _change(row, FEW_KEPT, "importance"),
+                        lambda row: f"{100 * _change(row, FEW_KEPT, 'importance'):+.1f}% at "
+                                    f"{100 * FEW_KEPT:.0f}% pruned"),
           direction=1, smallest=0.0, precondition=READ_TEXT),
     Claim("importance_beats_random",
           "the importance finds the redundant heads",
           "pruning by I_h beats pruning at random (Michel et al.)",
           "the loss's change pruned at random minus by importance, mean over 10-50% pruned "
           "(relative)",
-          lambda r: _per_seed(r, _random_gap,
-                              lambda row: f"random - importance {100 * _random_gap(row):+.1f}%"),
+          measured_over(_rows, _random_gap,
+                        lambda row: f"random - importance {100 * _random_gap(row):+.1f}%"),
           direction=1, smallest=0.0, precondition=READ_TEXT),
 )
 
@@ -393,4 +392,6 @@ def sections(results: dict[str, Any], records: dict[str, RunRecord]) -> list[tup
              + f". Training took {results['training_time_s']:.0f} s when it was trained.")]
 
 
-run = run_heads  # every experiment module's entry point has this name (gptlab.cli.experiment)
+EXPERIMENT = Experiment(name=NAME, title=TITLE, figures=FIGURES, sizes=SIZES,
+                        units=("seeds",), run=run_heads, tables=tables, notes=notes,
+                        claims=CLAIMS)

@@ -39,7 +39,9 @@ from gptlab.errors import UsageError
 from gptlab.experiments import report, tracing
 from gptlab.experiments.baselines import text_baselines
 from gptlab.experiments.claims import Claim, Measured, Precondition
+from gptlab.experiments.contract import Experiment
 from gptlab.experiments.grid import choose_size, open_experiment
+from gptlab.experiments.units import mean, mean_range, per_slice
 from gptlab.interp.heads import per_token_loss
 from gptlab.interp.memory import (
     TOP_K,
@@ -221,10 +223,6 @@ def measure_slice(model: Any, ids: torch.Tensor, decode: Callable[..., str], siz
                                                    seed=seed)}
 
 
-def mean(values: list[float]) -> float:
-    return sum(values) / len(values)
-
-
 def kept_records(records: list[dict[str, Any]], per_layer: int) -> list[dict[str, Any]]:
     """The first per_layer records of each layer (units in ascending order), without the
     per-unit pattern and drop (the layer means carry them): {layer, unit, top_trigger,
@@ -246,14 +244,6 @@ def upper_layers(n_layer: int) -> list[int]:
 # ----------------------------------------------------------------------------- claims
 
 
-def _per_sample(results: dict[str, Any], value: Callable[[dict[str, Any]], float],
-                shown: Callable[[float], str]) -> Measured:
-    samples = results["samples"]
-    values = [value(s) for s in samples]
-    return Measured([s["sample"] for s in samples], values,
-                    " / ".join(shown(v) for v in values), unit="slices")
-
-
 def _pattern_gap(sample: dict[str, Any]) -> float:
     return mean([r["pattern"] for r in sample["layers"]]) - sample["random_pattern"]
 
@@ -263,14 +253,15 @@ def _drop(sample: dict[str, Any]) -> float:
     return mean(drops) if drops else float("nan")
 
 
-def _upper_agreement_gap(results: dict[str, Any]) -> Callable[[dict[str, Any]], float]:
-    """Agreement in the upper layers minus the larger of chance (1/vocab) and the shuffled
-    pairing (a character vocabulary's frequent tokens make the shuffled one the higher)."""
+def _upper_agreement(results: dict[str, Any]) -> Measured:
+    """Per slice, agreement in the upper layers minus the larger of chance (1/vocab) and
+    the shuffled pairing (a character vocabulary's frequent tokens make the shuffled one
+    the higher)."""
     def gap(sample: dict[str, Any]) -> float:
         rows = [sample["layers"][i] for i in results["upper_layers"]]
         return mean([r["agreement"] - max(results["chance"], r["agreement_shuffled"] or 0.0)
                      for r in rows])
-    return gap
+    return per_slice(results, gap, lambda s: f"{100 * gap(s):+.1f} pts")
 
 
 def _composition(sample: dict[str, Any]) -> float:
@@ -299,14 +290,14 @@ CLAIMS = (
           "160 keys; Geva et al.)",
           "mean pattern score of the units' top-25 prefixes (share with the most common last "
           "3 characters or last word) minus that of random prefixes of the same text",
-          lambda r: _per_sample(r, _pattern_gap, lambda v: f"{v:+.3f}"),
+          lambda r: per_slice(r, _pattern_gap, lambda s: f"{_pattern_gap(s):+.3f}"),
           direction=1, smallest=PATTERN_SMALLEST, precondition=READ_TEXT),
     Claim("drop",
           "removing the trigger's last token lowers the key's activation",
           "by 10-70% (Geva et al.)",
           "mean relative drop of a unit's activation on its top-25 triggers without their "
           "last token, over all layers",
-          lambda r: _per_sample(r, _drop, lambda v: f"{100 * v:.0f}%"),
+          lambda r: per_slice(r, _drop, lambda s: f"{100 * _drop(s):.0f}%"),
           direction=1, smallest=DROP_SMALLEST, precondition=READ_TEXT),
     Claim("agreement",
           "in upper layers a value's top token agrees with the next token after its key's "
@@ -315,7 +306,7 @@ CLAIMS = (
           "al.)",
           "value agreement in the top 6/16 of the layers minus the larger of 1/vocab and a "
           "shuffled pairing of the same units",
-          lambda r: _per_sample(r, _upper_agreement_gap(r), lambda v: f"{100 * v:+.1f} pts"),
+          _upper_agreement,
           direction=1, smallest=0.0, precondition=READ_TEXT),
     Claim("composition",
           "a layer's output is usually a composition of memories",
@@ -323,24 +314,14 @@ CLAIMS = (
           "(Geva et al.)",
           f"share of positions whose FFN-output top token is not the value top token of the "
           f"unit with the largest coefficient, mean over layers, minus {COMPOSED:g}",
-          lambda r: _per_sample(r, lambda s: _composition(s) - COMPOSED,
-                                lambda v: f"{100 * (v + COMPOSED):.0f}%"),
+          lambda r: per_slice(r, lambda s: _composition(s) - COMPOSED,
+                              lambda s: f"{100 * _composition(s):.0f}%"),
           direction=1, smallest=0.0, precondition=READ_TEXT),
     *tracing.CLAIMS,
 )
 
 
 # ----------------------------------------------------------------------------- writing
-
-
-def _cell(values: list[float | None], percent: bool = False) -> str:
-    """The slices' mean ± half their range."""
-    if any(v is None for v in values):
-        return "—"
-    scale = 100 if percent else 1
-    m = scale * mean(values)  # type: ignore[arg-type]
-    half = scale * (max(values) - min(values)) / 2  # type: ignore[type-var,operator]
-    return f"{m:.1f}% ± {half:.1f}" if percent else f"{m:.3f} ± {half:.3f}"
 
 
 def layers_table(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -352,11 +333,12 @@ def layers_table(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     body = []
     for layer in range(results["architecture"]["n_layer"]):
         rows = [s["layers"][layer] for s in samples]
-        body.append([str(layer), _cell([r["pattern"] for r in rows]),
-                     _cell([r["drop"] for r in rows]),
-                     _cell([r["agreement"] for r in rows], True),
-                     _cell([r["agreement_shuffled"] for r in rows], True)]
-                    + [_cell([r["composition"][str(n)] for r in rows], True) for n in units])
+        body.append([str(layer), mean_range([r["pattern"] for r in rows]),
+                     mean_range([r["drop"] for r in rows]),
+                     mean_range([r["agreement"] for r in rows], 1, percent=True),
+                     mean_range([r["agreement_shuffled"] for r in rows], 1, percent=True)]
+                    + [mean_range([r["composition"][str(n)] for r in rows], 1, percent=True)
+                       for n in units])
     return header, body
 
 
@@ -380,7 +362,7 @@ def tables(results: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[lis
 def notes(results: dict[str, Any]) -> list[str]:
     """What the command prints after the tables."""
     randoms = [s["random_pattern"] for s in results["samples"]]
-    return [f"random prefixes' pattern score: {_cell(randoms)}; chance agreement 1/vocab "
+    return [f"random prefixes' pattern score: {mean_range(randoms)}; chance agreement 1/vocab "
             f"{100 * results['chance']:.1f}%"]
 
 
@@ -433,4 +415,6 @@ def sections(results: dict[str, Any]) -> list[tuple[str, str]]:
             ("Time", report.timing_line(results["timing"], results["machine"]))]
 
 
-run = run_memory  # every experiment module's entry point has this name (gptlab.cli.experiment)
+EXPERIMENT = Experiment(name=NAME, title=TITLE, figures=FIGURES, sizes=SIZES,
+                        units=("slices", "seeds"), run=run_memory, tables=tables,
+                        notes=notes, claims=CLAIMS)

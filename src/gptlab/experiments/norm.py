@@ -23,7 +23,9 @@ from typing import Any
 
 from gptlab.experiments import probes, report
 from gptlab.experiments.claims import Claim, Measured
+from gptlab.experiments.contract import Experiment
 from gptlab.experiments.grid import RunRecord, RunSpec
+from gptlab.experiments.units import effects_text, seed_list
 from gptlab.model.config import GPTConfig
 from gptlab.plots.experiments import line_panels
 from gptlab.training.rundir import read_metrics
@@ -125,7 +127,7 @@ def _measure(record: RunRecord) -> dict[str, Any]:
 def _cells(size: Size, seed: int, runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for cell in cells(size):
-        names = [run_name(cell, s) for s in size.seed_list(seed)]
+        names = [run_name(cell, s) for s in seed_list(seed, size.seeds)]
         out.append({**cell, "runs": names,
                     "final_loss": report.spread([runs[n]["final_loss"] for n in names]),
                     "diverged": [runs[n]["diverged"] for n in names],
@@ -161,8 +163,8 @@ def _gap(results: dict[str, Any], depth: int, pre_warmup: int | None = None,
         values = a + b
         effects.append(None if any(v is None for v in values)
                        else sum(b) / len(b) - sum(a) / len(a))
-    shown = ", ".join("—" if e is None else f"{e:+.3f}" for e in effects)
-    return Measured(list(results["seeds"]), effects, f"{what}, {depth} layers: {shown}")
+    return Measured(list(results["seeds"]), effects,
+                    f"{what}, {depth} layers: {effects_text(effects)}")
 
 
 def _deepest(results: dict[str, Any]) -> int:
@@ -336,4 +338,5 @@ def tables(results: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[lis
             ("gradient norm per layer at step 0:", grad_table(results))]
 
 
-run = run_norm  # every experiment module's entry point has this name (gptlab.cli.experiment)
+EXPERIMENT = Experiment(name=NAME, title=TITLE, figures=FIGURES, sizes=SIZES, units=("seeds",),
+                        run=run_norm, tables=tables, claims=CLAIMS)

@@ -37,7 +37,9 @@ from gptlab.data.synthetic import ensure_repeated_segments
 from gptlab.experiments import report
 from gptlab.experiments.baselines import text_baselines
 from gptlab.experiments.claims import Claim, Measured, Precondition
+from gptlab.experiments.contract import Experiment
 from gptlab.experiments.grid import Grid, RunRecord, RunSpec, choose_size, open_experiment
+from gptlab.experiments.units import by_seed, effects_text, measured_over, per_unit, seed_list
 from gptlab.files.atomic import atomic_write_text
 from gptlab.interp.heads import chance_scores, head_scores, per_token_loss, repeated_random_tokens
 from gptlab.model.config import GPTConfig
@@ -147,7 +149,7 @@ def specs(size: Size, seed: int, task: str, probe: Probe) -> list[RunSpec]:
     """A run per depth and seed, named TASK-L{layers}-seed-S, each watched by the probe."""
     out = []
     for layers in LAYERS:
-        for s in range(seed, seed + size.seeds):
+        for s in seed_list(seed, size.seeds):
             train = recipe(RECIPE, max_iters=size.steps, batch_size=size.batch_size, seed=s,
                            learning_rate=size.learning_rate, min_lr=size.learning_rate / 10,
                            warmup_iters=size.warmup, eval_interval=size.eval_every,
@@ -259,37 +261,36 @@ def _best(record: dict[str, Any], key: str = "induction") -> float:
 
 def _runs(results: dict[str, Any], task: str, layers: int) -> list[dict[str, Any]]:
     """The task's runs of one depth, in seed order."""
-    return sorted((r for r in results["tasks"][task]["runs"].values() if r["layers"] == layers),
-                  key=lambda r: r["seed"])
+    return by_seed(r for r in results["tasks"][task]["runs"].values() if r["layers"] == layers)
+
+
+def _copiers(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The 2-layer models on repeated segments, in seed order: where the claims look for
+    the induction heads to form."""
+    return _runs(results, "segments", 2)
 
 
 def _over_chance(results: dict[str, Any], task: str) -> float:
     return results["tasks"][task]["chance"]["induction"]
 
 
-def _measured(results: dict[str, Any], task: str, layers: int,
-              value: Callable[[dict[str, Any]], float | None], shown: str) -> Measured:
-    runs = _runs(results, task, layers)
-    effects = [value(r) for r in runs]
-    return Measured([r["seed"] for r in runs], effects, shown.format(
-        ", ".join("—" if e is None else f"{e:+.2f}" for e in effects)))
-
-
 def _never(results: dict[str, Any]) -> Measured:
     """5 (the crossing's multiple) minus the 1-layer models' highest best induction score
     at any record, in multiples of chance (segments)."""
     chance = _over_chance(results, "segments")
-    return _measured(results, "segments", 1,
-                     lambda r: results["chance_multiple"]
-                     - max(_best(x) for x in r["records"]) / chance,
-                     "1 layer, repeated segments: 5 - highest best induction / chance: {}")
+    return per_unit(_runs(results, "segments", 1),
+                    lambda r: results["chance_multiple"]
+                    - max(_best(x) for x in r["records"]) / chance,
+                    "1 layer, repeated segments: 5 - highest best induction / chance: {}",
+                    digits="+.2f")
 
 
 def _forms(results: dict[str, Any]) -> Measured:
     chance = _over_chance(results, "segments")
-    return _measured(results, "segments", 2,
-                     lambda r: r["final"]["induction_max"] / chance - results["chance_multiple"],
-                     "2 layers, repeated segments: final best induction / chance - 5: {}")
+    return per_unit(_copiers(results),
+                    lambda r: r["final"]["induction_max"] / chance - results["chance_multiple"],
+                    "2 layers, repeated segments: final best induction / chance - 5: {}",
+                    digits="+.2f")
 
 
 def _abrupt(run: dict[str, Any]) -> float | None:
@@ -323,7 +324,7 @@ def _text_depth(results: dict[str, Any]) -> Measured:
                for a, b in zip(one, two, strict=True)]
     return Measured([r["seed"] for r in two], effects,
                     "text: 2 layers - 1 layer final best induction / chance: "
-                    + ", ".join(f"{e:+.2f}" for e in effects))
+                    + effects_text(effects, "+.2f"))
 
 
 def _final_loss(results: dict[str, Any], task: str, layers: tuple[int, ...]) -> float:
@@ -371,16 +372,18 @@ CLAIMS = (
           "abrupt and early, a bump in the loss (Olsson et al.)",
           "the largest rise of the best induction score in one 50-step interval, as a share "
           "of its whole rise, minus one half",
-          lambda r: _measured(r, "segments", 2, _abrupt,
-                              "2 layers: largest one-interval share of the rise - 0.5: {}"),
+          measured_over(_copiers, _abrupt,
+                        "2 layers: largest one-interval share of the rise - 0.5: {}",
+                        digits="+.2f"),
           direction=1, smallest=0.0, precondition=COPIED),
     Claim("icl_same_time",
           "in-context learning improves at the same time (repeated segments)",
           "the ICL score drops at the phase change (Olsson et al.)",
           "the share of the ICL score's whole fall around the crossing (the record before to "
           "the one after), minus one half",
-          lambda r: _measured(r, "segments", 2, _icl_with_it,
-                              "2 layers: share of the ICL fall around the crossing - 0.5: {}"),
+          measured_over(_copiers, _icl_with_it,
+                        "2 layers: share of the ICL fall around the crossing - 0.5: {}",
+                        digits="+.2f"),
           direction=1, smallest=0.0, precondition=COPIED),
     Claim("natural_text",
           "the same on natural text: two layers form induction heads, one does not",
@@ -497,4 +500,6 @@ def sections(results: dict[str, Any], records: dict[str, RunRecord]) -> list[tup
     return out
 
 
-run = run_phase  # every experiment module's entry point has this name (gptlab.cli.experiment)
+EXPERIMENT = Experiment(name=NAME, title=TITLE, figures=FIGURES, sizes=SIZES,
+                        units=("seeds",), run=run_phase, tables=tables, notes=notes,
+                        claims=CLAIMS)

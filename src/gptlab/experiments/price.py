@@ -14,7 +14,6 @@ indicative); nothing here asserts a speed.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 
@@ -102,7 +101,3 @@ def lstm_step_seconds(model: LSTMModel, repeats: int) -> list[float]:
     state = (torch.zeros(lstm.num_layers, 1, lstm.hidden_size),
              torch.zeros(lstm.num_layers, 1, lstm.hidden_size))
     return seconds_of(lambda: model.head(lstm(model.embedding(token), state)[0]), repeats)
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values)

@@ -32,6 +32,7 @@ from gptlab.data.prepared import load_data
 from gptlab.errors import UsageError
 from gptlab.experiments import report
 from gptlab.experiments.grid import Grid, RunRecord, RunSpec, open_experiment
+from gptlab.experiments.units import seed_list
 from gptlab.model.config import GPTConfig
 from gptlab.training.callbacks import Callbacks
 from gptlab.training.config import TrainConfig, recipe
@@ -212,9 +213,6 @@ class ProbedSize:
             return self
         return replace(self, steps=steps, warmup=min(self.warmup, max(1, steps // 5)))
 
-    def seed_list(self, seed: int) -> list[int]:
-        return list(range(seed, seed + self.seeds))
-
     def settings(self, seed: int, **changes: Any) -> TrainConfig:
         """RECIPE at this size's length, batch, warm-up and evaluations, float32, with
         `changes` (a grid's learning rate, say)."""
@@ -234,7 +232,7 @@ def grid_specs(size: ProbedSize, seed: int, cells: Sequence[dict[str, Any]],
     """One run per cell and seed: name(cell, seed), model(cell), and size.settings with
     changes(cell)."""
     return [RunSpec(name(cell, s), model(cell), size.settings(s, **changes(cell)))
-            for cell in cells for s in size.seed_list(seed)]
+            for cell in cells for s in seed_list(seed, size.seeds)]
 
 
 @dataclass
@@ -270,7 +268,7 @@ def results_head(name: str, size: ProbedSize, seed: int, trained: Trained) -> di
     """What every probed experiment's results.json starts with (its runs included)."""
     return {"experiment": name, "size": size.name, "model": size.model, "recipe": RECIPE,
             "steps": size.steps, "batch_size": size.batch_size, "warmup": size.warmup,
-            "seeds": size.seed_list(seed), "data": Path(trained.data_dir).name,
+            "seeds": seed_list(seed, size.seeds), "data": Path(trained.data_dir).name,
             "probe": {"rows": size.probe_rows,
                       "tokens": size.probe_rows * size.model["block_size"],
                       "from": "the start of the validation split"},

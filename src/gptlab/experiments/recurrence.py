@@ -24,6 +24,7 @@ O(n^2). Three parts:
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from gptlab.data.prepared import load_data
 from gptlab.experiments import price, report
 from gptlab.experiments.baselines import text_baselines
 from gptlab.experiments.claims import Claim, Measured, Precondition
+from gptlab.experiments.contract import Experiment
 from gptlab.experiments.grid import Grid, RunRecord, RunSpec, choose_size, open_experiment
 from gptlab.experiments.lstm import (
     LSTMModel,
@@ -52,6 +54,7 @@ from gptlab.experiments.lstm import (
     train_model,
 )
 from gptlab.experiments.mqar import accuracy, mqar_batch, pairs_for
+from gptlab.experiments.units import by_seed, measured_over, per_unit, seed_list
 from gptlab.loading import load
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
@@ -167,7 +170,7 @@ def specs(size: Size, seed: int, vocab_size: int) -> list[RunSpec]:
                            learning_rate=lr, min_lr=lr / 10, warmup_iters=size.warmup,
                            eval_iters=size.eval_iters, log_interval=max(1, size.steps // 10),
                            whole_val=False, dtype="float32"))
-            for s in range(seed, seed + size.seeds)]
+            for s in seed_list(seed, size.seeds)]
 
 
 def text_batches(tokens: Any, size: Size, seed: int) -> Iterator[tuple[Tensor, Tensor]]:
@@ -362,13 +365,9 @@ def decay(gradient: list[float]) -> float:
     return math.log10((sum(far) / len(far)) / gradient[1])
 
 
-def _text(value: Callable[[dict[str, Any]], float], shown: str) -> Callable[..., Measured]:
-    def measured(results: dict[str, Any]) -> Measured:
-        runs = sorted(results["text"].values(), key=lambda r: r["seed"])
-        effects = [value(r) for r in runs]
-        return Measured([r["seed"] for r in runs], effects,
-                        shown.format(", ".join(f"{e:+.2f}" for e in effects)))
-    return measured
+def _text_runs(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The text claims' units: each seed's transformer and LSTM, in seed order."""
+    return by_seed(results["text"].values())
 
 
 def _cell(results: dict[str, Any], model: str, width: int, length: int) -> dict[str, Any]:
@@ -406,10 +405,9 @@ def _per_repeat(value: Callable[[dict[str, Any], int], float],
                 shown: str) -> Callable[..., Measured]:
     """Timing claims: each repeat of the timings is one unit of the spread."""
     def measured(results: dict[str, Any]) -> Measured:
-        repeats = list(range(results["price"]["repeats"]))
-        effects = [value(results["price"], r) for r in repeats]
-        return Measured(repeats, effects, shown.format(", ".join(f"{e:+.2f}" for e in effects)),
-                        unit="repeats")
+        costs = results["price"]
+        return per_unit(range(costs["repeats"]), lambda r: value(costs, r), shown,
+                        name=lambda r: r, unit="repeats", digits="+.2f")
     return measured
 
 
@@ -424,7 +422,7 @@ def _growth(kind: str) -> Callable[[dict[str, Any], int], float]:
 def _cache_gain(costs: dict[str, Any], r: int) -> float:
     """log10 of uncached over cached seconds per token at the longest n."""
     row = costs["rows"][-1]
-    cached_s = price.median(row["decode"]["cached_s"])
+    cached_s = statistics.median(row["decode"]["cached_s"])
     return math.log10(row["decode"]["uncached_s"][r] / cached_s)
 
 
@@ -465,14 +463,16 @@ CLAIMS = (
           "in an RNN the signal from far back decays on its n steps",
           "the chapter (Ch. 5); Bengio et al. 1994, Hochreiter 1991: vanishing gradients",
           "LSTM: log10(mean gradient norm, far half of the window / one position back)",
-          _text(lambda r: decay(r["lstm"]["gradient"]), "LSTM decay (decades): {}"),
+          measured_over(_text_runs, lambda r: decay(r["lstm"]["gradient"]),
+                        "LSTM decay (decades): {}", digits="+.2f"),
           direction=-1, smallest=DECADE, precondition=reads_context("lstm")),
     Claim("attention_one_step",
           "in self-attention any two positions are one step apart",
           "the chapter: a path of length 1 between any two positions (Vaswani et al. 2017)",
           "attention's decay minus the LSTM's, decades (attention keeps more far gradient)",
-          _text(lambda r: decay(r["attention"]["gradient"]) - decay(r["lstm"]["gradient"]),
-                "attention decay - LSTM decay: {}"),
+          measured_over(_text_runs,
+                        lambda r: decay(r["attention"]["gradient"]) - decay(r["lstm"]["gradient"]),
+                        "attention decay - LSTM decay: {}", digits="+.2f"),
           direction=1, smallest=HALF_DECADE, precondition=reads_context("attention", "lstm")),
     Claim("attention_solves_mqar",
           "attention solves associative recall at width 64 at every length",
@@ -520,7 +520,7 @@ CLAIMS = (
 
 
 def _ms(seconds: list[float] | float) -> str:
-    value = price.median(seconds) if isinstance(seconds, list) else seconds
+    value = statistics.median(seconds) if isinstance(seconds, list) else seconds
     return f"{value * 1e3:.1f}"
 
 
@@ -603,13 +603,13 @@ def figure(results: dict[str, Any]) -> Any:
         {"title": "MQAR accuracy", "xlabel": "sequence length", "ylabel": "accuracy",
          "log_x": True, "lines": mqar_lines},
         {"title": "forward + backward, batch 1", "xlabel": "n", "ylabel": "ms", "log_x": True,
-         "log_y": True, "lines": {kind: [(r["n"], price.median(r[kind]["train_s"]) * 1e3)
+         "log_y": True, "lines": {kind: [(r["n"], statistics.median(r[kind]["train_s"]) * 1e3)
                                          for r in rows] for kind in ("attention", "lstm")}},
         {"title": "decoding one token", "xlabel": "n", "ylabel": "ms", "log_x": True,
          "log_y": True,
-         "lines": {"KV cache": [(r["n"], price.median(r["decode"]["cached_s"]) * 1e3)
+         "lines": {"KV cache": [(r["n"], statistics.median(r["decode"]["cached_s"]) * 1e3)
                                 for r in rows],
-                   "no cache": [(r["n"], price.median(r["decode"]["uncached_s"]) * 1e3)
+                   "no cache": [(r["n"], statistics.median(r["decode"]["uncached_s"]) * 1e3)
                                 for r in rows]}},
     ], title="one step against n steps, and the price")
 
@@ -635,4 +635,6 @@ def sections(results: dict[str, Any], records: dict[str, RunRecord]) -> list[tup
     return out
 
 
-run = run_recurrence  # every experiment module's entry point has this name (gptlab.cli.experiment)
+EXPERIMENT = Experiment(name=NAME, title=TITLE, figures=FIGURES, sizes=SIZES,
+                        units=("seeds", "lengths", "repeats"), run=run_recurrence,
+                        tables=tables, notes=notes, claims=CLAIMS)

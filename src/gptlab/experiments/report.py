@@ -93,17 +93,21 @@ def write_report(folder: Path, title: str, sections: Sequence[tuple[str, str]]) 
 
 def finish(folder: Path, results: dict[str, Any], records: dict[str, Any], timer: Timer,
            title: str, sections: Callable[[dict[str, Any]], Sequence[tuple[str, str]]],
-           claims: Sequence[claims_module.Claim] = ()) -> dict[str, Any]:
+           claims: Sequence[claims_module.Claim] = (),
+           training_s: float | None = None) -> dict[str, Any]:
     """What every experiment does last, its figures drawn: the grid's training time (when
-    it was trained), the timing, the machine and the torch threads its models trained at
-    added to `results`, its claims judged on them (results["claims"],
-    gptlab.experiments.claims) with the one line a run that decides none of them prints
-    (results["undecided_line"], else None), then results.json and report.md (title, the
-    claims table after the first of sections(results)) written. Returns results."""
+    it was trained; training_s where what trained is not a grid's runs), the timing, the
+    machine and the torch threads its models trained at added to `results`, its claims
+    judged on them (results["claims"], gptlab.experiments.claims) with the one line a run
+    that decides none of them prints (results["undecided_line"], else None), then
+    results.json and report.md (title, the claims table after the first of
+    sections(results)) written. Returns results."""
     # start-up time: torch is already loaded by every experiment that calls this
     import torch
 
-    results["training_time_s"] = round(sum(r.train_s for r in records.values()), 1)
+    if training_s is None:
+        training_s = sum(r.train_s for r in records.values())
+    results["training_time_s"] = round(training_s, 1)
     results["timing"] = timer.to_dict()
     results["machine"] = machine()
     # every run the grid reuses was trained at this count too (gptlab.experiments.grid)

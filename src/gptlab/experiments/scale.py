@@ -23,7 +23,9 @@ from typing import Any
 
 from gptlab.experiments import probes, report
 from gptlab.experiments.claims import Claim, Measured
+from gptlab.experiments.contract import Experiment
 from gptlab.experiments.grid import RunRecord, RunSpec
+from gptlab.experiments.units import effects_text, seed_list
 from gptlab.model.config import GPTConfig
 from gptlab.plots.experiments import line_panels
 from gptlab.training.rundir import read_metrics
@@ -122,7 +124,7 @@ def _measure(record: RunRecord) -> dict[str, Any]:
 def _cells(size: Size, seed: int, runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for cell in cells(size):
-        names = [run_name(cell, s) for s in size.seed_list(seed)]
+        names = [run_name(cell, s) for s in seed_list(seed, size.seeds)]
 
         def mean(key, at, names=names):
             return statistics.fmean(_flat(runs[n][at][key]) for n in names)
@@ -157,13 +159,12 @@ def _paired(results: dict[str, Any], value: Callable[[dict[str, Any]], float | N
     matters most there: q.k's variance grows with d_k)."""
     d = max(results["head_dims"])
     scaled, unscaled = _cell(results, d, True), _cell(results, d, False)
-    effects, shown = [], []
+    effects = []
     for a, b in zip(scaled["runs"], unscaled["runs"], strict=True):
         va, vb = value(results["runs"][a]), value(results["runs"][b])
         effects.append(None if va is None or vb is None else vb - va)
-        shown.append("—" if effects[-1] is None else format(effects[-1], fmt))
     return Measured(list(results["seeds"]), effects,
-                    f"{what} at d_k {d}, unscaled - scaled: {', '.join(shown)}")
+                    f"{what} at d_k {d}, unscaled - scaled: {effects_text(effects, fmt)}")
 
 
 def _saturated(run: dict[str, Any]) -> float:
@@ -290,4 +291,5 @@ def tables(results: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[lis
             ("unscaled against scaled, per head dimension:", comparison(results))]
 
 
-run = run_scale  # every experiment module's entry point has this name (gptlab.cli.experiment)
+EXPERIMENT = Experiment(name=NAME, title=TITLE, figures=FIGURES, sizes=SIZES,
+                        units=("seeds",), run=run_scale, tables=tables, claims=CLAIMS)

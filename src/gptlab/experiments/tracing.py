@@ -24,9 +24,10 @@ from typing import Any
 import torch
 
 from gptlab.data.facts import Prompt, ensure_facts
-from gptlab.experiments.claims import Claim, Measured, Precondition
+from gptlab.experiments.claims import Claim, Precondition
 from gptlab.experiments.grid import Grid, RunRecord, RunSpec
 from gptlab.experiments.report import markdown_table
+from gptlab.experiments.units import by_seed, mean, mean_range, measured_over, seed_list
 from gptlab.interp.tracing import (
     NOISE_SCALE,
     POSITION_KINDS,
@@ -94,7 +95,7 @@ def specs(size: Size, seed: int, vocab_size: int) -> list[RunSpec]:
                            warmup_iters=size.warmup, eval_iters=size.eval_iters,
                            log_interval=max(1, size.steps // 10), whole_val=False,
                            dtype="float32"))
-            for s in range(seed, seed + size.seeds)]
+            for s in seed_list(seed, size.seeds)]
 
 
 def train_models(folder: Path, size: Size, seed: int, progress: bool,
@@ -167,9 +168,6 @@ def averages(traced: list[dict[str, Any]]) -> dict[str, Any]:
     if not traced:
         return {"total_effect": None, "clean": None, "corrupted": None, "aie": None}
 
-    def mean(values: list[float]) -> float:
-        return sum(values) / len(values)
-
     aie: dict[str, dict[str, list[float] | None]] = {}
     for kind in TRACE_KINDS:
         aie[kind] = {}
@@ -213,13 +211,9 @@ def peak(run: dict[str, Any], kind: str, where: str = "last subject") -> float:
     return max(row) if row else float("nan")
 
 
-def _per_seed(value: Callable[[dict[str, Any]], float],
-              shown: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any]], Measured]:
-    def measured(results: dict[str, Any]) -> Measured:
-        runs = sorted(results["tracing"]["runs"].values(), key=lambda r: r["seed"])
-        return Measured([r["seed"] for r in runs], [value(r) for r in runs],
-                        " / ".join(shown(r) for r in runs))
-    return measured
+def _runs(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The facts claims' units: each seed's model, in seed order."""
+    return by_seed(results["tracing"]["runs"].values())
 
 
 def _pct(v: float | None) -> str:
@@ -248,16 +242,16 @@ CLAIMS = (
           "the precondition of tracing (ROME traces facts GPT-2 XL knows)",
           f"share of facts whose attribute is the top prediction (trained phrasing) minus "
           f"{RECALLS:g}",
-          _per_seed(lambda r: r["recall_trained"] - RECALLS,
-                    lambda r: f"{_pct(r['recall_trained'])} ({_pct(r['recall_heldout'])} held "
-                              f"out)"),
+          measured_over(_runs, lambda r: r["recall_trained"] - RECALLS,
+                        lambda r: f"{_pct(r['recall_trained'])} ({_pct(r['recall_heldout'])} "
+                                  f"held out)"),
           direction=1, smallest=0.0),
     Claim("tracing_total",
           "corrupting the subject takes the fact away",
           f"average total effect {_pct(ROME['total'])} (ROME, GPT-2 XL)",
           "p(attribute) clean minus with the subject's embeddings noised, mean over the "
           "traced facts",
-          _per_seed(lambda r: r["total_effect"], lambda r: _pct(r["total_effect"])),
+          measured_over(_runs, lambda r: r["total_effect"], lambda r: _pct(r["total_effect"])),
           direction=1, smallest=TOTAL_SMALLEST, precondition=RECALLED),
     Claim("tracing_mlp_over_attention",
           "the MLP at the last subject token carries more of the recall than attention there",
@@ -265,30 +259,22 @@ CLAIMS = (
           f"attention {_pct(ROME['attn_last_subject'])} (ROME, peak over layers)",
           "the MLP's peak average indirect effect at the last subject token minus "
           "attention's, over layers",
-          _per_seed(lambda r: peak(r, "mlp") - peak(r, "attn"),
-                    lambda r: f"{_pct(peak(r, 'mlp'))} vs {_pct(peak(r, 'attn'))}"),
+          measured_over(_runs, lambda r: peak(r, "mlp") - peak(r, "attn"),
+                        lambda r: f"{_pct(peak(r, 'mlp'))} vs {_pct(peak(r, 'attn'))}"),
           direction=1, smallest=AIE_SMALLEST, precondition=RECALLED),
     Claim("tracing_last_subject_token",
           "the MLP's effect sits at the last subject token, not the subject's earlier ones",
           "ROME: the early site is the MLPs at the last subject token",
           "the MLP's peak average indirect effect at the last subject token minus at the "
           "subject's earlier tokens",
-          _per_seed(lambda r: peak(r, "mlp") - peak(r, "mlp", "subject"),
-                    lambda r: f"{_pct(peak(r, 'mlp'))} vs {_pct(peak(r, 'mlp', 'subject'))}"),
+          measured_over(_runs, lambda r: peak(r, "mlp") - peak(r, "mlp", "subject"),
+                        lambda r: f"{_pct(peak(r, 'mlp'))} vs "
+                                  f"{_pct(peak(r, 'mlp', 'subject'))}"),
           direction=1, smallest=AIE_SMALLEST, precondition=RECALLED),
 )
 
 
 # ----------------------------------------------------------------------------- writing
-
-
-def _stats(values: list[float | None]) -> str:
-    """Percent, the seeds' mean ± half their range."""
-    if not values or any(v is None or v != v for v in values):
-        return "—"
-    m = sum(values) / len(values)  # type: ignore[arg-type]
-    half = (max(values) - min(values)) / 2  # type: ignore[type-var,operator]
-    return f"{100 * m:.1f}% ± {100 * half:.1f}"
 
 
 def runs_table(tracing: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -317,7 +303,7 @@ def mean_aie(tracing: dict[str, Any], kind: str) -> list[list[float | None]]:
         for where in POSITION_KINDS:
             values = [r["aie"][kind][where][layer] for r in tracing["runs"].values()
                       if r["aie"] and r["aie"][kind][where] is not None]
-            row.append(sum(values) / len(values) if values else None)
+            row.append(mean(values) if values else None)
         out.append(row)
     return out
 
@@ -333,7 +319,7 @@ def layers_table(tracing: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
             for where in POSITION_KINDS:
                 values = [r["aie"][kind][where][layer] if r["aie"] and r["aie"][kind][where]
                           else None for r in tracing["runs"].values()]
-                cells.append(_stats(values))
+                cells.append(mean_range(values, 1, percent=True))
             rows.append([str(layer), kind, *cells])
     return header, rows
 

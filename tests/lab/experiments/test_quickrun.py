@@ -65,7 +65,7 @@ def _events(client) -> list[dict]:
 
 
 def _started(tmp_path, monkeypatch, fake, post):
-    monkeypatch.setattr(quickrun.catalog, "module", lambda name: fake)
+    monkeypatch.setattr(quickrun.catalog, "experiment", lambda name: fake)
     runs = tmp_path / "runs"
     runs.mkdir()
     client = TestClient(create_app(runs))

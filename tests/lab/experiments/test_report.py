@@ -132,16 +132,17 @@ def test_folder_name_cuts_absolute_paths_only():
         assert folder_name(kept) == kept
 
 
-@pytest.mark.parametrize(("name", "module"), [("norm", norm), ("ctx", context)])
-def test_a_report_is_the_printed_tables_and_the_drawn_figures(lab, post, name, module):
+@pytest.mark.parametrize(("name", "experiment"),
+                         [("norm", norm.EXPERIMENT), ("ctx", context.EXPERIMENT)])
+def test_a_report_is_the_printed_tables_and_the_drawn_figures(lab, post, name, experiment):
     client, root = lab
     d = post(client, "/api/experiments/report", {"experiment": name})
     results = json.loads((root / name / "results.json").read_text())
-    assert d["title"] == module.TITLE and d["experiment"] == results["experiment"]
+    assert d["title"] == experiment.title and d["experiment"] == results["experiment"]
     assert [(t["title"], t["header"], t["rows"]) for t in d["tables"]] == [
         (title.rstrip(":"), list(h), [[str(c) for c in r] for r in rows])
-        for title, (h, rows) in module.tables(results)]
-    assert [f["file"] for f in d["figures"]] == list(module.FIGURES)
+        for title, (h, rows) in experiment.tables(results)]
+    assert [f["file"] for f in d["figures"]] == list(experiment.figures)
     for f in d["figures"]:
         data = base64.b64decode(f["png"].removeprefix("data:image/png;base64,"))
         assert data == (root / name / f["file"]).read_bytes()
@@ -149,7 +150,7 @@ def test_a_report_is_the_printed_tables_and_the_drawn_figures(lab, post, name, m
     assert set(d["runs"]) <= set(client.get("/api/runs").json()["runs"])  # the lab opens them
     assert "torch thread" in d["timing"]
     # its claims, judged, as results.json holds them (the experiment's own CLAIMS)
-    assert [c["key"] for c in d["claims"]] == [c.key for c in module.CLAIMS]
+    assert [c["key"] for c in d["claims"]] == [c.key for c in experiment.claims]
     assert [(c["verdict"], c["mean"], c["seeds"]) for c in d["claims"]] == [
         (c["verdict"], c["mean"], c["seeds"]) for c in results["claims"]]
 
@@ -172,12 +173,12 @@ def test_a_fresh_lab_lists_every_shipped_experiment(tmp_path):
 def test_a_shipped_report_is_its_tables_figures_and_label(lab, post, name):
     d = post(lab[0], "/api/experiments/report", {"experiment": name, "shipped": True})
     results = shipped_results.load(name)
-    module = catalog.module(name)
-    assert d["experiment"] == name and d["title"] == module.TITLE and d["runs"] == []
+    experiment = catalog.experiment(name)
+    assert d["experiment"] == name and d["title"] == experiment.title and d["runs"] == []
     assert d["shipped"] == shipped_results.label(results)
     assert results["machine"]["date"] in d["shipped"]
     assert [t["rows"] for t in d["tables"]] == [
-        [[str(c) for c in r] for r in rows] for _, (_, rows) in module.tables(results)]
+        [[str(c) for c in r] for r in rows] for _, (_, rows) in experiment.tables(results)]
     assert [f["file"] for f in d["figures"]] == [p.name for p in shipped_results.figures(name)]
     first = shipped_results.figures(name)[0]
     assert base64.b64decode(d["figures"][0]["png"].split(",", 1)[1]) == first.read_bytes()

@@ -1,8 +1,8 @@
 """Run an experiment's `--quick` form from the page (views 11 and 14): one at a time, in the
 background, into the runs folder, its progress streamed.
 
-The run is gptlab.experiments.catalog's module `run(out, quick=True, log=...)` itself, as
-`gptlab experiment NAME --quick --out RUNS/NAME-quick` runs it: its folder is opened by
+The run is the experiment's own `run(out, quick=True, log=...)` (gptlab.experiments.catalog),
+as `gptlab experiment NAME --quick --out RUNS/NAME-quick` runs it: its folder is opened by
 gptlab.experiments.grid.experiment_folder (the folder rule, gptlab.files.kinds) before the
 thread starts, so a refusal is a 400 and nothing is written. Each line the experiment logs
 becomes a "log" event; the events are kept and streamed as the live training's are
@@ -54,7 +54,7 @@ class QuickRunner:
         return self._followers.release
 
     def start(self, name: str, seed: int = SEED) -> dict[str, Any]:
-        experiment = catalog.module(name)  # an unknown name is refused here
+        experiment = catalog.experiment(name)  # an unknown name is refused here
         with self._lock:
             s = self.session
             if s is not None and not s.done:
