@@ -7,8 +7,8 @@ import os
 import sys
 
 import pytest
-
 from bench.common import server_process
+
 from gptlab.web.threaded import free_port
 
 
