@@ -42,7 +42,13 @@ class ThreadedServer:
         config = uvicorn.Config(app, host=host, port=port, log_level="warning",
                                 lifespan=lifespan)
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.server.run()
+        except SystemExit:  # uvicorn's exit when it cannot start: __enter__ raises instead
+            pass
 
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
