@@ -31,17 +31,19 @@ demo: $(VENV)/.base
 	$(VENV)/bin/gptlab demo
 
 # The edit loop: lint and the fast tier, every test not marked slow (no long training,
-# torchrun, llama.cpp or browser; pyproject.toml registers the markers).
+# torchrun, llama.cpp or browser; pyproject.toml registers the markers). One pytest-xdist
+# worker per core: most tests are one-threaded work.
 check: $(VENV)/.test
 	$(VENV)/bin/ruff check src tests bench tools
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -n auto -m "not slow"
 
 # Everything, as CI runs it (.ci/run): pyproject's testpaths include notebooks/, which nbmake
-# runs in quick mode (notebooks/conftest.py).
+# runs in quick mode (notebooks/conftest.py). --dist loadfile: a module's tests share one
+# worker, so its module fixtures (a trained model, a lab server and its browser) run once.
 test: $(VENV)/.test
 	@command -v chromium >/dev/null || bash .ci/install-system-deps
 	$(VENV)/bin/ruff check src tests bench tools
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadfile
 
 # The documentation site (mkdocs.yml; the pages are docs/, the API reference comes from the
 # docstrings) into site/, offline. --strict: a broken link, anchor or reference fails.

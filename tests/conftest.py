@@ -447,10 +447,12 @@ window.fetch = (...args) => {
 """
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium():
-    """The session's one headless Chromium (tools.screenshots' executable and flags); each
-    test module opens its own pages in it."""
+    """A headless Chromium for one test module (tools.screenshots' executable and flags).
+    Per module, not per session: while Playwright's sync API is open it keeps an event loop
+    marked running in the main thread, where asyncio.run (a test's own, or lm-eval's API
+    backend's) would then fail in every later module."""
     from playwright.sync_api import sync_playwright
     from tools.screenshots import CHROMIUM, CHROMIUM_ARGS
 
@@ -458,22 +460,6 @@ def chromium():
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
-
-
-@pytest.fixture(scope="session")
-def apart_from_chromium():
-    """apart_from_chromium(fn, *args, **kw) -> fn(*args, **kw), run on a thread of its own.
-    Once a test has used the session's Chromium, Playwright's sync API leaves an event loop
-    marked running in the main thread for the rest of the session, so asyncio.run there
-    (a test's own, or a library's, as lm-eval's API backends) fails with "cannot be called
-    from a running event loop" whenever a browser test ran first."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def call(fn, *args, **kw):
-        with ThreadPoolExecutor(1) as thread:
-            return thread.submit(fn, *args, **kw).result()
-
-    return call
 
 
 class LabPage:
@@ -490,7 +476,7 @@ class LabPage:
         self.page.goto(url)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def open_lab(chromium):
     """`with open_lab(url, ready_selector, **context) as lab:` a LabPage, once
     ready_selector is drawn; on leaving, the page must have raised no error, and its

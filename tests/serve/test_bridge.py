@@ -26,7 +26,7 @@ def job(run: Run) -> Job:
     return made
 
 
-def test_events_from_another_thread_come_in_one_batch_after_one_wake(apart_from_chromium):
+def test_events_from_another_thread_come_in_one_batch_after_one_wake():
     async def main():
         loop = asyncio.get_running_loop()
         notifier = Notifier(loop)
@@ -48,12 +48,12 @@ def test_events_from_another_thread_come_in_one_batch_after_one_wake(apart_from_
         batches = [batch async for batch in run.batches(Client())]
         return wakes, batches, run
 
-    wakes, batches, run = apart_from_chromium(asyncio.run, main())
+    wakes, batches, run = asyncio.run(main())
     assert len(wakes) == 1 and len(batches) == 1 and len(batches[0]) == 7
     assert run.left == 0 and not run.jobs[0].cancelled
 
 
-def test_a_failure_ends_the_run_and_a_client_gone_cancels_its_jobs(apart_from_chromium):
+def test_a_failure_ends_the_run_and_a_client_gone_cancels_its_jobs():
     async def main(gone: bool):
         run = Run(Notifier(asyncio.get_running_loop()), 1, 2)
         made = job(run)
@@ -66,13 +66,13 @@ def test_a_failure_ends_the_run_and_a_client_gone_cancels_its_jobs(apart_from_ch
             out.append("gone")
         return out, made
 
-    out, made = apart_from_chromium(asyncio.run, main(False))
+    out, made = asyncio.run(main(False))
     assert [type(e) for _, e in out[0]] == [Failed] and made.cancelled
-    out, made = apart_from_chromium(asyncio.run, main(True))
+    out, made = asyncio.run(main(True))
     assert out == ["gone"] and made.cancelled
 
 
-def test_a_batch_is_never_empty(apart_from_chromium):
+def test_a_batch_is_never_empty():
     async def main():
         run = Run(Notifier(asyncio.get_running_loop()), 1, 1)
         made = job(run)
@@ -80,6 +80,6 @@ def test_a_batch_is_never_empty(apart_from_chromium):
         asyncio.get_running_loop().call_later(0.05, made.emit, Finished(0, "stop", ""))
         return [batch async for batch in run.batches(Client())]
 
-    assert [len(b) for b in apart_from_chromium(asyncio.run, main())] == [1]
+    assert [len(b) for b in asyncio.run(main())] == [1]
 
 

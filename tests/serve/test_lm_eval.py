@@ -21,14 +21,11 @@ def _responses(result: dict) -> list[tuple[float, bool]]:
 
 
 @pytest.mark.slow
-def test_local_completions_scores_the_shipped_task_as_the_gptlab_backend(server,
-                                                                       apart_from_chromium):
+def test_local_completions_scores_the_shipped_task_as_the_gptlab_backend(server):
     args = (f"base_url={server}/completions,model=shakespeare,max_length=128,"
             f"num_concurrent=8,max_retries=1")
-    # the API backend calls asyncio.run
-    theirs = apart_from_chromium(lm_eval.simple_evaluate, model="local-completions",
-                                 model_args=args, tasks=[TASK], task_manager=tasks(),
-                                 log_samples=True)
+    theirs = lm_eval.simple_evaluate(model="local-completions", model_args=args, tasks=[TASK],
+                                     task_manager=tasks(), log_samples=True)
     ours = lm_eval.simple_evaluate(model="gptlab", model_args="pretrained=shakespeare",
                                    tasks=[TASK], task_manager=tasks(), log_samples=True,
                                    device="cpu")
