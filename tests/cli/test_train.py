@@ -262,7 +262,7 @@ def test_resume_help_lists_what_may_change_from_the_constants(gptlab):
 def test_help_shows_the_chapters_settings_first_and_the_levers_apart(gptlab):
     """The training loop a reader meets reads alone (at most 25 settings); what scales it
     out and the speedrun's levers follow in groups of their own."""
-    from gptlab.training.config import SCALE_OUT, SPEED_LEVERS
+    from gptlab.training.config import LEVERS, SCALE_OUT
 
     _, out, _ = gptlab("train", "--help")
     titles = ["training settings (see train.json):", "scaling out (under torchrun):",
@@ -270,8 +270,7 @@ def test_help_shows_the_chapters_settings_first_and_the_levers_apart(gptlab):
     sections = [out.split(title, 1)[1] for title in titles]
     flags = [[line.split()[0].rstrip(",") for line in section.split("\n\n", 1)[0]
               .splitlines()[1:] if line.startswith("  --")] for section in sections]
-    dashed = [["--" + n.replace("_", "-") for n in names] for names in (SCALE_OUT,
-                                                                        SPEED_LEVERS)]
+    dashed = [["--" + n.replace("_", "-") for n in names] for names in (SCALE_OUT, LEVERS)]
     assert flags[1] == dashed[0] and flags[2] == dashed[1]
     assert 20 <= len(flags[0]) <= 25 and not set(flags[0]) & set(sum(dashed, []))
     assert "--muon-normuon-beta2" not in out and "--ramp" not in out
