@@ -19,5 +19,5 @@ from gptlab.training.config import TrainConfig
 ])
 def test_invalid_settings(kw, message):
     with pytest.raises(UsageError) as err:
-        TrainConfig(**kw)
+        TrainConfig.from_dict(kw)
     assert str(err.value).startswith(message)
