@@ -319,7 +319,7 @@ def test_stop_at_val_stops_at_the_target_keeps_it_on_resume_and_eval_agrees(
     assert code == 0, err
     assert "val target 2.2 not met within the step budget: whole val split" in out
     assert "at step 20 of 20" in out
-    assert json.loads((run / "train.json").read_text())["stop_at_val"] == 2.2
+    assert json.loads((run / "train.json").read_text())["speed"]["stop_at_val"] == 2.2
     code, out, err = gptlab("train", "--data", data_dir, "--out", run, "--resume",
                             "--max-iters", "300", "--no-progress")
     assert code == 0, err
@@ -338,7 +338,7 @@ def test_stop_at_val_stops_at_the_target_keeps_it_on_resume_and_eval_agrees(
     code, out, err = gptlab("eval", run, "--data", data_dir, "--json")
     assert code == 0, err
     assert json.loads(out)["loss"] == pytest.approx(loss, abs=1e-4)
-    assert json.loads((run / "train.json").read_text())["stop_at_val"] == 2.2
+    assert json.loads((run / "train.json").read_text())["speed"]["stop_at_val"] == 2.2
 
 
 def test_stop_at_val_is_refused_with_a_sharded_layout_and_below_zero(data_dir, tmp_path,

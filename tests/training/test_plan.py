@@ -251,10 +251,10 @@ def test_a_sharded_run_resumes_on_any_ranks_naming_no_flag_not_given(
 def test_a_run_saved_before_attention_dtype_resumes_with_autocasts_attention(data,
                                                                            stopped_run):
     saved = json.loads((stopped_run / "train.json").read_text())
-    assert saved["attention_dtype"] == "auto"  # as settings() left it
+    assert saved["speed"]["attention_dtype"] == "auto"  # as settings() left it
     plan = plan_run(None, None, data, stopped_run, resume=True)
     assert plan.train_config.speed.attention_dtype == "auto"  # resolved later, as a fresh run's
-    del saved["attention_dtype"]
+    del saved["speed"]["attention_dtype"]
     (stopped_run / "train.json").write_text(json.dumps(saved))
     plan = plan_run(None, None, data, stopped_run, resume=True)
     assert plan.train_config.speed.attention_dtype == "autocast"
