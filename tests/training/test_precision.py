@@ -265,14 +265,14 @@ def test_the_trainer_sets_attention_as_its_settings_say(dtype, attention, flagge
     from gptlab.distributed.process import Dist
     from gptlab.model.attention import CausalSelfAttention
     from gptlab.model.gpt import GPT
-    from gptlab.training.config import TrainConfig
+    from gptlab.training.config import SpeedLevers, TrainConfig
     from gptlab.training.trainer import NoCheckpoints, Trainer
 
     tokens = np.arange(500, dtype=np.uint16) % 31
     model = GPT(GPTConfig(vocab_size=31, block_size=16, n_layer=2, n_head=2, n_embd=16))
     ctx = Dist(device=CPU)
     cfg = TrainConfig(batch_size=2, max_iters=2, warmup_iters=0, device="cpu", dtype=dtype,
-                      attention_dtype=attention)
+                      speed=SpeedLevers(attention_dtype=attention))
     trainer = Trainer(model, TokenBatches(tokens, tokens, 2, 16, 0, ctx), cfg, ctx,
                       NoCheckpoints())
     layers = [m for m in model.modules() if isinstance(m, CausalSelfAttention)]
