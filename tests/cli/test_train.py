@@ -31,6 +31,53 @@ def test_cli_bad_optimizer_is_one_line(data_dir, tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+def test_the_lever_flags_stay_flat_and_land_in_the_speed_group(data_dir, tmp_path, gptlab):
+    """--muon-lr and the other levers' flags are as they were; train.json holds them in
+    "speed"; a bad one is said as its flag; a --train-config with them flat (an earlier
+    train.json) or grouped gives the same run."""
+    levers = ["--optimizer", "muon", "--muon-lr", "0.03", "--muon-split-qkv", "--embedding-lr",
+              "0.01", "--no-eval-at-start", "--allocator", "system"]
+    common = ["--data", data_dir, "--max-iters", "2", "--eval-iters", "1", "--batch-size", "2",
+              "--no-whole-val", "--no-progress"]
+    code, _, err = gptlab("train", "--preset", "tiny-gpt2", "--out", tmp_path / "run",
+                          *levers, *common)
+    assert code == 0, err
+    saved = json.loads((tmp_path / "run" / "train.json").read_text())
+    assert {k: saved["speed"][k] for k in ("optimizer", "muon_lr", "muon_split_qkv",
+                                           "embedding_lr", "eval_at_start", "allocator")} == {
+        "optimizer": "muon", "muon_lr": 0.03, "muon_split_qkv": True, "embedding_lr": 0.01,
+        "eval_at_start": False, "allocator": "system"}
+    assert "muon_lr" not in saved
+    code, _, err = gptlab("train", "--preset", "tiny-gpt2", "--out", tmp_path / "bad",
+                          "--muon-lr", "0", *common)
+    assert code == 2 and "gptlab train: error: --muon-lr must be > 0" in err, err
+    flat = {k: v for k, v in saved.items() if k != "speed"} | saved["speed"]
+    for name, given in (("flat", flat), ("grouped", saved)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(given))
+        code, _, err = gptlab("train", "--preset", "tiny-gpt2", "--out", tmp_path / name,
+                              "--train-config", tmp_path / f"{name}.json", *common)
+        assert code == 0, err
+        assert json.loads((tmp_path / name / "train.json").read_text()) == saved
+
+
+def test_a_run_saved_with_the_levers_flat_resumes_and_keeps_its_levers(
+        data_dir, tmp_path, tiny_model, tiny_train, gptlab):
+    """A run of an earlier gptlab (train.json with the levers flat) resumes; a lever among
+    RESUME_OVERRIDES may change, one that changes what is trained is refused as its flag."""
+    run = tmp_path / "run"
+    cfg = tiny_train(optimizer="muon", muon_lr=0.03)
+    train(tiny_model(), cfg, data_dir, run, progress=False, callbacks=StopAfter(4))
+    (run / "train.json").write_text(json.dumps(cfg.flat()))
+    code, _, err = gptlab("train", "--data", data_dir, "--out", run, "--resume",
+                          "--muon-lr", "0.05", "--no-progress")
+    assert code == 2 and "cannot change --muon-lr (only --max-iters, " in err, err
+    code, _, err = gptlab("train", "--data", data_dir, "--out", run, "--resume",
+                          "--allocator", "system", "--no-progress")
+    assert code == 0 and "resuming with allocator retain -> system" in err, err
+    saved = json.loads((run / "train.json").read_text())
+    assert saved["speed"]["muon_lr"] == 0.03 and saved["speed"]["allocator"] == "system"
+
+
 def test_init_from_bad_combinations_are_one_line(trained_run, tmp_path, capsys):
     base_run, play = trained_run, trained_run.parent / "data"
     other = tmp_path / "other-data"
