@@ -5,12 +5,20 @@ their own, TrainConfig.speed, and a train.json with them flat still loads."""
 
 import dataclasses
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from gptlab.errors import SettingError, UsageError
-from gptlab.training.config import LEVERS, SCALE_OUT, SpeedLevers, TrainConfig, recipe
+from gptlab.training.config import (
+    LEVERS,
+    SCALE_OUT,
+    SpeedLevers,
+    TrainConfig,
+    recipe,
+    with_settings,
+)
 
 # A train.json as gptlab wrote it before the levers had a group (the recipe
 # shakespeare-char-cpu-speedrun-2's): every lever at the top level.
@@ -50,6 +58,10 @@ def test_train_json_holds_the_levers_in_their_group_and_flat_names_them_beside_t
     flat = cfg.flat()
     assert "speed" not in flat and flat["muon_lr"] == 0.04 and flat["max_iters"] == 330
     assert TrainConfig.from_dict(saved) == TrainConfig.from_dict(flat) == cfg
+    # a change to one lever, in either spelling, keeps the group's others
+    for change in ({"muon_lr": 0.07}, {"speed": {"muon_lr": 0.07}}):
+        for base in (saved, flat):
+            assert with_settings(base, change).speed == replace(cfg.speed, muon_lr=0.07)
 
 
 def test_a_train_json_with_the_levers_flat_loads_into_the_group():

@@ -305,7 +305,8 @@ def recipe(name: str, **overrides: Any) -> TrainConfig:
 
 
 def with_settings(base: dict[str, Any], changes: dict[str, Any]) -> TrainConfig:
-    """base's settings with `changes` applied, and one rule for a new length: when
+    """base's settings with `changes` applied (each flat or in train.json's spelling, a
+    lever in either changing the other's), and one rule for a new length: when
     max_iters changes and lr_decay_iters / warmup_iters are not given with it, the decay
     follows the new length and the warm-up is cut to fit in it. A fine-tune (init_from)
     scales its warm-up with the length instead: the recipes' warm-up is for a run from
