@@ -124,7 +124,7 @@ def train_to_rungs(
             every = eval_every(loss - max(left), cadence) if left else cadence[0][1]
             next_eval = min(trainer.step + every, cfg.max_iters)
     tokens_per_step = cfg.batch_size * cfg.gradient_accumulation_steps * config.block_size
-    return {"settings": cfg.to_dict(), "model": config.to_dict(), "steps": trainer.step,
+    return {"settings": cfg.flat(), "model": config.to_dict(), "steps": trainer.step,
             "train_s": train_s,
             "eval_s": eval_s, "tokens_per_step": tokens_per_step,
             "final_val_loss": curve[-1]["val_loss"] if curve else math.inf,
@@ -139,7 +139,7 @@ def decide_precision(plan: dict[str, Any], model_config: GPTConfig, vocab_size: 
     cfg = recipe(settings.pop("recipe"), **{**settings, "device": "cpu"})
     config = GPTConfig.from_dict({**model_config.to_dict(), "vocab_size": vocab_size})
     cfg, reasons = precision.resolve_settings(cfg, config, torch.device("cpu"))
-    return {**plan, **{k: getattr(cfg, k) for k in PRECISION_SETTINGS}}, reasons
+    return {**plan, **{k: cfg.flat()[k] for k in PRECISION_SETTINGS}}, reasons
 
 
 def eval_every(gap: float, cadence: tuple[tuple[float, int], ...]) -> int:

@@ -52,7 +52,7 @@ TIMEOUT_S = 1800
 
 
 def target_of(name: str, smoke: bool) -> float | None:
-    return SMOKE_TARGETS.get(name) if smoke else recipe(name).stop_at_val
+    return SMOKE_TARGETS.get(name) if smoke else recipe(name).speed.stop_at_val
 
 
 def command(name: str, data_dir: Path, run_dir: Path, seed: int, peer: bool,

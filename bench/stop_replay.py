@@ -141,8 +141,8 @@ def main(argv: list[str] | None = None) -> None:
     block = preset_dict(args.preset)["block_size"]
     rows = []
     for path in sorted(args.dir.glob("seed*.npz")):
-        r = replay(dict(np.load(path)), val, block, settings.stop_at_val, settings.max_iters,
-                   settings.stop_at_val_every)
+        r = replay(dict(np.load(path)), val, block, settings.speed.stop_at_val,
+                   settings.max_iters, settings.speed.stop_at_val_every)
         rows.append(r)
         print(f"{path.stem}: policy stops at {r['stop']} ({_seconds(r['seconds'])}), "
               f"oracle at {r['oracle']} ({_seconds(r['oracle_seconds'])})")

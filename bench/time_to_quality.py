@@ -100,14 +100,14 @@ def train_to_target(
                 reached_at = trainer.step
                 break
             next_eval += fine if val_loss <= target + 0.1 else coarse
-    return {"settings": cfg.to_dict(), "reached": reached_at is not None,
+    return {"settings": cfg.flat(), "reached": reached_at is not None,
             "steps": trainer.step, "train_s": train_s, "eval_s": eval_s,
             "first_step_s": first_step_s, "final_val_loss": val_loss, "curve": curve}
 
 
 def recipes() -> dict[str, dict[str, Any]]:
     """label -> settings: nanoGPT's recipe (the peer) and gptlab's default CPU recipe."""
-    default = recipe("shakespeare-char-cpu-fast").to_dict()
+    default = recipe("shakespeare-char-cpu-fast").flat()
     default = {k: default[k] for k in RECIPE_FIELDS}
     if autocast_dtype(default["dtype"], torch.device("cpu")) is None:
         # fp32, as the peer: this compares recipes, not dtypes ('auto' on a CPU is a

@@ -152,7 +152,7 @@ def _tiny_train(**kw):
 
     base = dict(batch_size=4, max_iters=12, warmup_iters=2, eval_interval=4, eval_iters=2,
                 log_interval=1)
-    return TrainConfig(**{**base, **kw})
+    return TrainConfig.from_dict({**base, **kw})
 
 
 @pytest.fixture(scope="session")

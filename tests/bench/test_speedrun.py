@@ -102,7 +102,7 @@ def test_reference_and_candidate_both_ran_every_seed(smoke):
     assert (cand["optimizer"], cand["lr_schedule"]) == ("muon", "cosine")
     assert not data["runs"][CANDIDATE][0]["model"]["tie_embeddings"]
     assert data["runs"][REFERENCE][0]["model"]["tie_embeddings"]
-    assert cand["muon_lr"] == recipe(CANDIDATE).muon_lr
+    assert cand["muon_lr"] == recipe(CANDIDATE).speed.muon_lr
     # the second lap: its recipe, and its preset's model options on the smoke run's shape
     lap2 = data["runs"][LAP2][0]
     assert (lap2["settings"]["muon_lr"], lap2["settings"]["warmup_iters"]) == (0.04, 5)

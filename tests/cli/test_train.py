@@ -31,6 +31,53 @@ def test_cli_bad_optimizer_is_one_line(data_dir, tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+def test_the_lever_flags_stay_flat_and_land_in_the_speed_group(data_dir, tmp_path, gptlab):
+    """--muon-lr and the other levers' flags are as they were; train.json holds them in
+    "speed"; a bad one is said as its flag; a --train-config with them flat (an earlier
+    train.json) or grouped gives the same run."""
+    levers = ["--optimizer", "muon", "--muon-lr", "0.03", "--muon-split-qkv", "--embedding-lr",
+              "0.01", "--no-eval-at-start", "--allocator", "system"]
+    common = ["--data", data_dir, "--max-iters", "2", "--eval-iters", "1", "--batch-size", "2",
+              "--no-whole-val", "--no-progress"]
+    code, _, err = gptlab("train", "--preset", "tiny-gpt2", "--out", tmp_path / "run",
+                          *levers, *common)
+    assert code == 0, err
+    saved = json.loads((tmp_path / "run" / "train.json").read_text())
+    assert {k: saved["speed"][k] for k in ("optimizer", "muon_lr", "muon_split_qkv",
+                                           "embedding_lr", "eval_at_start", "allocator")} == {
+        "optimizer": "muon", "muon_lr": 0.03, "muon_split_qkv": True, "embedding_lr": 0.01,
+        "eval_at_start": False, "allocator": "system"}
+    assert "muon_lr" not in saved
+    code, _, err = gptlab("train", "--preset", "tiny-gpt2", "--out", tmp_path / "bad",
+                          "--muon-lr", "0", *common)
+    assert code == 2 and "gptlab train: error: --muon-lr must be > 0" in err, err
+    flat = {k: v for k, v in saved.items() if k != "speed"} | saved["speed"]
+    for name, given in (("flat", flat), ("grouped", saved)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(given))
+        code, _, err = gptlab("train", "--preset", "tiny-gpt2", "--out", tmp_path / name,
+                              "--train-config", tmp_path / f"{name}.json", *common)
+        assert code == 0, err
+        assert json.loads((tmp_path / name / "train.json").read_text()) == saved
+
+
+def test_a_run_saved_with_the_levers_flat_resumes_and_keeps_its_levers(
+        data_dir, tmp_path, tiny_model, tiny_train, gptlab):
+    """A run of an earlier gptlab (train.json with the levers flat) resumes; a lever among
+    RESUME_OVERRIDES may change, one that changes what is trained is refused as its flag."""
+    run = tmp_path / "run"
+    cfg = tiny_train(optimizer="muon", muon_lr=0.03)
+    train(tiny_model(), cfg, data_dir, run, progress=False, callbacks=StopAfter(4))
+    (run / "train.json").write_text(json.dumps(cfg.flat()))
+    code, _, err = gptlab("train", "--data", data_dir, "--out", run, "--resume",
+                          "--muon-lr", "0.05", "--no-progress")
+    assert code == 2 and "cannot change --muon-lr (only --max-iters, " in err, err
+    code, _, err = gptlab("train", "--data", data_dir, "--out", run, "--resume",
+                          "--allocator", "system", "--no-progress")
+    assert code == 0 and "resuming with allocator retain -> system" in err, err
+    saved = json.loads((run / "train.json").read_text())
+    assert saved["speed"]["muon_lr"] == 0.03 and saved["speed"]["allocator"] == "system"
+
+
 def test_init_from_bad_combinations_are_one_line(trained_run, tmp_path, capsys):
     base_run, play = trained_run, trained_run.parent / "data"
     other = tmp_path / "other-data"
@@ -262,7 +309,7 @@ def test_resume_help_lists_what_may_change_from_the_constants(gptlab):
 def test_help_shows_the_chapters_settings_first_and_the_levers_apart(gptlab):
     """The training loop a reader meets reads alone (at most 25 settings); what scales it
     out and the speedrun's levers follow in groups of their own."""
-    from gptlab.training.config import SCALE_OUT, SPEED_LEVERS
+    from gptlab.training.config import LEVERS, SCALE_OUT
 
     _, out, _ = gptlab("train", "--help")
     titles = ["training settings (see train.json):", "scaling out (under torchrun):",
@@ -270,8 +317,7 @@ def test_help_shows_the_chapters_settings_first_and_the_levers_apart(gptlab):
     sections = [out.split(title, 1)[1] for title in titles]
     flags = [[line.split()[0].rstrip(",") for line in section.split("\n\n", 1)[0]
               .splitlines()[1:] if line.startswith("  --")] for section in sections]
-    dashed = [["--" + n.replace("_", "-") for n in names] for names in (SCALE_OUT,
-                                                                        SPEED_LEVERS)]
+    dashed = [["--" + n.replace("_", "-") for n in names] for names in (SCALE_OUT, LEVERS)]
     assert flags[1] == dashed[0] and flags[2] == dashed[1]
     assert 20 <= len(flags[0]) <= 25 and not set(flags[0]) & set(sum(dashed, []))
     assert "--muon-normuon-beta2" not in out and "--ramp" not in out
@@ -320,7 +366,7 @@ def test_stop_at_val_stops_at_the_target_keeps_it_on_resume_and_eval_agrees(
     assert code == 0, err
     assert "val target 2.2 not met within the step budget: whole val split" in out
     assert "at step 20 of 20" in out
-    assert json.loads((run / "train.json").read_text())["stop_at_val"] == 2.2
+    assert json.loads((run / "train.json").read_text())["speed"]["stop_at_val"] == 2.2
     code, out, err = gptlab("train", "--data", data_dir, "--out", run, "--resume",
                             "--max-iters", "300", "--no-progress")
     assert code == 0, err
@@ -339,7 +385,7 @@ def test_stop_at_val_stops_at_the_target_keeps_it_on_resume_and_eval_agrees(
     code, out, err = gptlab("eval", run, "--data", data_dir, "--json")
     assert code == 0, err
     assert json.loads(out)["loss"] == pytest.approx(loss, abs=1e-4)
-    assert json.loads((run / "train.json").read_text())["stop_at_val"] == 2.2
+    assert json.loads((run / "train.json").read_text())["speed"]["stop_at_val"] == 2.2
 
 
 def test_stop_at_val_is_refused_with_a_sharded_layout_and_below_zero(data_dir, tmp_path,

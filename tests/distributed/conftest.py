@@ -153,9 +153,9 @@ def small():
 def tiny_sharded():
     """tiny_sharded(**overrides) -> TrainConfig: 4 steps under FSDP, checkpoints at 2 and 4."""
     def make(**over) -> TrainConfig:
-        return TrainConfig(**{**dict(max_iters=4, warmup_iters=1, eval_interval=4,
-                                     checkpoint_interval=2, eval_iters=1, log_interval=1,
-                                     batch_size=4, device="cpu", whole_val=False,
-                                     parallel="fsdp"), **over})
+        base = dict(max_iters=4, warmup_iters=1, eval_interval=4, checkpoint_interval=2,
+                    eval_iters=1, log_interval=1, batch_size=4, device="cpu", whole_val=False,
+                    parallel="fsdp")
+        return TrainConfig.from_dict({**base, **over})
 
     return make

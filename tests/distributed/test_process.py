@@ -49,8 +49,8 @@ def test_two_ranks_match_one_process_with_the_same_global_batch(tmp_path, senten
                   log_interval=1, gradient_accumulation_steps=2, learning_rate=3e-3,
                   device="cpu", **OPTIMIZERS[optimizer])
 
-    train(model, TrainConfig(batch_size=8, **common), tmp_path / "data", tmp_path / "one",
-          progress=False)
+    one = TrainConfig.from_dict({"batch_size": 8, **common})  # the levers flat, as the flags
+    train(model, one, tmp_path / "data", tmp_path / "one", progress=False)
 
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in common.items()]
     proc = torchrun(["-m", "gptlab", "train", "--config", str(tmp_path / "model.json"),

@@ -11,7 +11,7 @@ import pytest
 
 from gptlab.errors import UsageError
 from gptlab.training import allocator
-from gptlab.training.config import TrainConfig, recipe
+from gptlab.training.config import SpeedLevers, TrainConfig, recipe
 
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
@@ -60,11 +60,11 @@ def test_retained_memory_is_not_faulted_in_again():
 
 
 def test_the_setting_is_checked_and_nanogpts_recipe_keeps_the_systems():
-    assert TrainConfig().allocator == "retain"
+    assert TrainConfig().speed.allocator == "retain"
     with pytest.raises(UsageError, match="allocator"):
-        TrainConfig(allocator="jemalloc")
-    assert recipe("shakespeare-char-cpu").allocator == "system"  # the speedrun's peer
-    assert recipe("shakespeare-char-cpu-speedrun-2").allocator == "retain"
+        SpeedLevers(allocator="jemalloc")
+    assert recipe("shakespeare-char-cpu").speed.allocator == "system"  # the speedrun's peer
+    assert recipe("shakespeare-char-cpu-speedrun-2").speed.allocator == "retain"
 
 
 def test_nothing_changes_off_glibc(monkeypatch):

@@ -27,9 +27,9 @@ def tiny() -> GPTConfig:
 
 
 def settings(**over) -> TrainConfig:
-    return TrainConfig(**{**dict(batch_size=4, max_iters=8, warmup_iters=1, eval_interval=4,
-                                 eval_iters=1, log_interval=1, device="cpu", whole_val=False),
-                          **over})
+    base = dict(batch_size=4, max_iters=8, warmup_iters=1, eval_interval=4, eval_iters=1,
+                log_interval=1, device="cpu", whole_val=False)
+    return TrainConfig.from_dict({**base, **over})
 
 
 class Silent(Callbacks):

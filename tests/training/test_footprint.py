@@ -10,7 +10,7 @@ from gptlab.errors import UsageError
 from gptlab.model.config import GPTConfig
 from gptlab.model.params import count_parameters
 from gptlab.training import footprint
-from gptlab.training.config import TrainConfig
+from gptlab.training.config import SpeedLevers, TrainConfig
 
 GIB = 1 << 30
 
@@ -24,7 +24,8 @@ def test_the_estimate_adds_the_optimizer_state_and_the_activations():
     assert need.activations == 4 * 34 * 128 * tokens * 2 + 2 * tokens * 65 * 4
     assert footprint.estimate(model, train, fp32=False).activations < need.activations
     assert 39 * GIB < need.total < 40 * GIB  # what `train --block-size 100000` asked for
-    muon = footprint.estimate(model, TrainConfig(batch_size=12, optimizer="muon"), fp32=True)
+    muon = footprint.estimate(
+        model, TrainConfig(batch_size=12, speed=SpeedLevers(optimizer="muon")), fp32=True)
     assert muon.state == 12 * count_parameters(model)  # one momentum: still a lower bound
 
 

@@ -11,7 +11,7 @@ from gptlab.errors import UsageError
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 from gptlab.training.callbacks import StopAfter
-from gptlab.training.config import TrainConfig
+from gptlab.training.config import SpeedLevers, TrainConfig
 from gptlab.training.muon import (
     NS_COEFFICIENTS,
     STACKED_BY,
@@ -27,6 +27,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 # p(x) = a x + b x^3 + c x^5 (gptlab.training.muon's docstring derives these): its local minimum on
 # (0, 1.2] and its local maximum, so 5 steps leave every s >= SMALLEST in [LOW, HIGH].
 LOW, HIGH, SMALLEST = 0.68183, 1.20237, 0.0016
+
+
+def muon_settings(**levers) -> TrainConfig:
+    """TrainConfig's defaults with Muon, and these levers."""
+    return TrainConfig(speed=SpeedLevers(optimizer="muon", **levers))
 
 
 def quintic(x: np.ndarray, steps: int = 5) -> np.ndarray:
@@ -176,7 +181,7 @@ def test_the_split_qkv_model_stacks_its_blocks_with_the_projections():
     """lap 2's optimizer (q, k and v apart): the 128 x 128 blocks of the fused q/k/v and
     the attention's output projections are one stack (STACKED_BY settings equal)."""
     model = GPT(GPTConfig.from_preset("shakespeare-char-cpu-speedrun-2"))
-    opt = make_optimizer(model, TrainConfig(optimizer="muon", muon_split_qkv=True),
+    opt = make_optimizer(model, muon_settings(muon_split_qkv=True),
                          torch.device("cpu")).muon
     assert len(opt.param_groups) == 2
     assert ({tuple(g.get(k) for k in STACKED_BY) for g in opt.param_groups} ==
@@ -297,7 +302,7 @@ def test_muon_state_is_not_loaded_into_adamw(data_dir, tmp_path, tiny_model, tin
           progress=False)
     adamw_state = torch.load(run / "state.pt", weights_only=True)["optimizer"]
     model = GPT(GPTConfig.from_preset("tiny-gpt2"))
-    opt = make_optimizer(model, TrainConfig(optimizer="muon"), torch.device("cpu"))
+    opt = make_optimizer(model, muon_settings(), torch.device("cpu"))
     with pytest.raises(UsageError, match="not Muon \\+ AdamW's"):
         opt.load_state_dict(adamw_state)
 

@@ -13,7 +13,7 @@ import torch
 from gptlab import GPT, GPTConfig
 from gptlab.errors import UsageError
 from gptlab.model.params import count_parameters
-from gptlab.training.config import TrainConfig
+from gptlab.training.config import SpeedLevers, TrainConfig
 from gptlab.training.muon import MuonWithAdamW
 from gptlab.training.optim import (
     ADAMW_IMPLEMENTATIONS,
@@ -23,6 +23,11 @@ from gptlab.training.optim import (
 )
 
 CPU = torch.device("cpu")
+
+
+def muon_settings(**levers) -> TrainConfig:
+    """TrainConfig's defaults with Muon, and these levers."""
+    return TrainConfig(speed=SpeedLevers(optimizer="muon", **levers))
 
 
 @pytest.mark.parametrize("preset", ["tiny-gpt2", "tiny-llama"])
@@ -85,7 +90,7 @@ def test_a_cpu_run_gets_fused_adamw():
     ("for-loop", {"foreach": False, "fused": None})])
 def test_each_implementation_reaches_torch(implementation, flags):
     model = GPT(GPTConfig.from_preset("tiny-gpt2"))
-    opt = make_optimizer(model, TrainConfig(optimizer="muon"), CPU, adamw=implementation)
+    opt = make_optimizer(model, muon_settings(), CPU, adamw=implementation)
     assert {k: opt.adamw.defaults[k] for k in flags} == flags  # Muon's AdamW part too
 
 
@@ -116,7 +121,7 @@ def test_split_qkv_gives_muon_attentions_q_k_and_v_rows():
     model = GPT(GPTConfig.from_preset("tiny-llama"))  # grouped-query: fewer k and v heads
     attn = model.blocks[0].attn
     assert attn.n_kv_head < attn.n_head
-    opt = make_optimizer(model, TrainConfig(optimizer="muon", muon_split_qkv=True),
+    opt = make_optimizer(model, muon_settings(muon_split_qkv=True),
                          CPU)
     whole, cut = opt.muon.param_groups
     assert whole["row_blocks"] is None
@@ -125,14 +130,14 @@ def test_split_qkv_gives_muon_attentions_q_k_and_v_rows():
     assert cut["row_blocks"] == (q, kv, kv)
     assert {id(p) for p in cut["params"]} == {id(b.attn.qkv.weight) for b in model.blocks}
     assert cut["lr_scale"] == whole["lr_scale"]  # the trainer's schedule reaches both
-    plain = make_optimizer(model, TrainConfig(optimizer="muon"), CPU)
+    plain = make_optimizer(model, muon_settings(), CPU)
     assert [g["row_blocks"] for g in plain.muon.param_groups] == [None]
 
 
 def test_make_optimizer_gives_every_parameter_once():
     model = GPT(GPTConfig.from_preset("tiny-gpt2"))
-    opt = make_optimizer(model, TrainConfig(optimizer="muon", muon_lr=0.05,
-                                            learning_rate=1e-3), CPU)
+    opt = make_optimizer(model, TrainConfig(
+        learning_rate=1e-3, speed=SpeedLevers(optimizer="muon", muon_lr=0.05)), CPU)
     assert isinstance(opt, MuonWithAdamW)
     params = [p for g in opt.param_groups for p in g["params"]]
     assert len(params) == len({id(p) for p in params}) == len(list(model.parameters()))
@@ -144,7 +149,7 @@ def test_make_optimizer_gives_every_parameter_once():
 
 def test_muon_runs_as_keller_jordans_nesterov_and_five_newton_schulz_steps():
     model = GPT(GPTConfig.from_preset("tiny-gpt2"))
-    group = make_optimizer(model, TrainConfig(optimizer="muon"), CPU).muon.param_groups[0]
+    group = make_optimizer(model, muon_settings(), CPU).muon.param_groups[0]
     assert group["nesterov"] is True and group["ns_steps"] == 5
 
 
@@ -164,7 +169,8 @@ def test_a_retired_setting_loads_when_off_and_is_refused_by_name_when_used():
 @pytest.mark.parametrize("optimizer", ["adamw", "muon"])
 def test_embedding_lr_puts_the_embeddings_in_a_group_at_their_rate(optimizer):
     model = GPT(GPTConfig.from_preset("tiny-gpt2"))  # learned positions, a tied head
-    cfg = TrainConfig(optimizer=optimizer, learning_rate=2e-3, min_lr=2e-4, embedding_lr=0.04)
+    cfg = TrainConfig(learning_rate=2e-3, min_lr=2e-4,
+                      speed=SpeedLevers(optimizer=optimizer, embedding_lr=0.04))
     opt = make_optimizer(model, cfg, CPU)
     adamw = opt.adamw if optimizer == "muon" else opt
     embedded = {id(model.wte.weight), id(model.wpe.weight)}
@@ -175,8 +181,8 @@ def test_embedding_lr_puts_the_embeddings_in_a_group_at_their_rate(optimizer):
     params = [p for g in opt.param_groups for p in g["params"]]
     assert len(params) == len({id(p) for p in params}) == len(list(model.parameters()))
     # without it, the groups a checkpoint of an earlier run holds
-    assert len(make_optimizer(model, TrainConfig(optimizer=optimizer), CPU).param_groups) == \
-        len(opt.param_groups) - 1
+    without = make_optimizer(model, TrainConfig(speed=SpeedLevers(optimizer=optimizer)), CPU)
+    assert len(without.param_groups) == len(opt.param_groups) - 1
 
     with pytest.raises(UsageError, match="embedding_lr must be a positive number"):
-        TrainConfig(embedding_lr=0.0)
+        SpeedLevers(embedding_lr=0.0)

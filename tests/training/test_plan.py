@@ -43,8 +43,8 @@ def model(**over) -> GPTConfig:
 
 
 def settings(**over) -> TrainConfig:
-    return TrainConfig(**{**dict(batch_size=4, max_iters=8, warmup_iters=1, seed=7,
-                                 device="cpu"), **over})
+    return TrainConfig.from_dict({**dict(batch_size=4, max_iters=8, warmup_iters=1, seed=7,
+                                         device="cpu"), **over})
 
 
 @pytest.fixture
@@ -251,13 +251,13 @@ def test_a_sharded_run_resumes_on_any_ranks_naming_no_flag_not_given(
 def test_a_run_saved_before_attention_dtype_resumes_with_autocasts_attention(data,
                                                                            stopped_run):
     saved = json.loads((stopped_run / "train.json").read_text())
-    assert saved["attention_dtype"] == "auto"  # as settings() left it
+    assert saved["speed"]["attention_dtype"] == "auto"  # as settings() left it
     plan = plan_run(None, None, data, stopped_run, resume=True)
-    assert plan.train_config.attention_dtype == "auto"  # resolved later, as a fresh run's
-    del saved["attention_dtype"]
+    assert plan.train_config.speed.attention_dtype == "auto"  # resolved later, as a fresh run's
+    del saved["speed"]["attention_dtype"]
     (stopped_run / "train.json").write_text(json.dumps(saved))
     plan = plan_run(None, None, data, stopped_run, resume=True)
-    assert plan.train_config.attention_dtype == "autocast"
+    assert plan.train_config.speed.attention_dtype == "autocast"
 
 
 # One layer, 4 heads sharing 2 key/value heads: what a sharded mode's refusals are about.
@@ -278,4 +278,4 @@ SHARDABLE_WITH_DROPOUT = GPTConfig.from_dict({**SHARDABLE.to_dict(), "dropout": 
 def test_settings_a_sharded_mode_lacks_are_refused_by_name(settings, config, message):
     world = 2 if settings["parallel"] == "tp" else 1
     with pytest.raises(UsageError, match=message):
-        check_settings(TrainConfig(**settings), config, world)
+        check_settings(TrainConfig.from_dict(settings), config, world)

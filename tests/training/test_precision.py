@@ -176,24 +176,24 @@ def test_muon_dtype_is_probed_on_the_hidden_matrices(monkeypatch, tmp_path):
 
 
 def test_resolve_settings_leaves_concrete_choices_alone(probed, monkeypatch):
-    from gptlab.training.config import TrainConfig
+    from gptlab.training.config import SpeedLevers, TrainConfig
 
     calls = probed(10.0, 5.0)
     monkeypatch.setattr(precision, "measure_muon",
                         lambda shapes, device: {"float32": 1.0, "bfloat16": 2.0})
-    cfg = TrainConfig(dtype="float32", optimizer="muon")
+    cfg = TrainConfig(dtype="float32", speed=SpeedLevers(optimizer="muon"))
     resolved, reasons = precision.resolve_settings(cfg, CONFIG, CPU)
-    assert (resolved.dtype, resolved.muon_dtype) == ("float32", "float32") and calls == []
+    assert (resolved.dtype, resolved.speed.muon_dtype) == ("float32", "float32") and calls == []
     assert reasons == ["muon_dtype auto: float32 (bfloat16 0.50x float32 on this machine, "
                        "probed now; bf16 needs 1.11x)"]
     resolved, reasons = precision.resolve_settings(TrainConfig(), CONFIG, CPU)
-    assert (resolved.dtype, resolved.attention_dtype, resolved.muon_dtype) == (
+    assert (resolved.dtype, resolved.speed.attention_dtype, resolved.speed.muon_dtype) == (
         "bfloat16", "float32", "auto")
     assert reasons[1] == "attention_dtype auto: float32 (not timed under autocast here)"
     calls = probed(10.0, 5.0, 6.0)
     resolved, reasons = precision.resolve_settings(
         TrainConfig(dtype="bfloat16", batch_size=3), CONFIG, CPU)  # another probe
-    assert resolved.attention_dtype == "autocast" and reasons == [
+    assert resolved.speed.attention_dtype == "autocast" and reasons == [
         "attention_dtype auto: autocast, bf16 attention 1.20x float32's on this machine "
         "(5.0 vs 6.0 ms, probed now)"]
 
@@ -234,7 +234,7 @@ def test_attention_dtype_follows_the_same_probe(probed, bf16, bf16_float32_atten
 
     calls = probed(10.0, bf16, bf16_float32_attention)
     resolved, _ = precision.resolve_settings(TrainConfig(), CONFIG, CPU)
-    assert (resolved.dtype, resolved.attention_dtype) == (dtype, attention)
+    assert (resolved.dtype, resolved.speed.attention_dtype) == (dtype, attention)
     assert len(calls) == 1
 
 
@@ -265,14 +265,14 @@ def test_the_trainer_sets_attention_as_its_settings_say(dtype, attention, flagge
     from gptlab.distributed.process import Dist
     from gptlab.model.attention import CausalSelfAttention
     from gptlab.model.gpt import GPT
-    from gptlab.training.config import TrainConfig
+    from gptlab.training.config import SpeedLevers, TrainConfig
     from gptlab.training.trainer import NoCheckpoints, Trainer
 
     tokens = np.arange(500, dtype=np.uint16) % 31
     model = GPT(GPTConfig(vocab_size=31, block_size=16, n_layer=2, n_head=2, n_embd=16))
     ctx = Dist(device=CPU)
     cfg = TrainConfig(batch_size=2, max_iters=2, warmup_iters=0, device="cpu", dtype=dtype,
-                      attention_dtype=attention)
+                      speed=SpeedLevers(attention_dtype=attention))
     trainer = Trainer(model, TokenBatches(tokens, tokens, 2, 16, 0, ctx), cfg, ctx,
                       NoCheckpoints())
     layers = [m for m in model.modules() if isinstance(m, CausalSelfAttention)]

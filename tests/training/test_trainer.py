@@ -87,9 +87,10 @@ def trainer_for(cfg: TrainConfig, ctx: Dist, reporter, stop=None) -> Trainer:
 
 
 def settings(**kw) -> TrainConfig:
-    return TrainConfig(**{**dict(batch_size=4, max_iters=20, warmup_iters=2, eval_iters=1,
-                                 log_interval=5, eval_interval=100, checkpoint_interval=100,
-                                 grad_clip=1.0, device="cpu", whole_val=False), **kw})
+    base = dict(batch_size=4, max_iters=20, warmup_iters=2, eval_iters=1, log_interval=5,
+                eval_interval=100, checkpoint_interval=100, grad_clip=1.0, device="cpu",
+                whole_val=False)
+    return TrainConfig.from_dict({**base, **kw})
 
 
 def test_a_step_that_does_not_log_never_waits_for_the_device(monkeypatch):

@@ -20,7 +20,7 @@ from gptlab.training.config import (
     AFTER_DIVERGENCE,
     RESUME_OVERRIDES,
     SCALE_OUT,
-    SPEED_LEVERS,
+    SpeedLevers,
     TrainConfig,
     with_settings,
 )
@@ -57,11 +57,12 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _train_fields() -> list[tuple[str, type, str]]:
-    """(name, type, help) of every TrainConfig field: the help lives in its metadata."""
-    hints = typing.get_type_hints(TrainConfig)
+def _fields(cls: type) -> list[tuple[str, type, str]]:
+    """(name, type, help) of every setting of a config dataclass: the help lives in its
+    metadata."""
+    hints = typing.get_type_hints(cls)
     out = []
-    for f in dataclasses.fields(TrainConfig):
+    for f in dataclasses.fields(cls):
         kind = hints[f.name]
         base = next((t for t in (bool, int, float, str) if t == kind or t in
                      typing.get_args(kind)), str)
@@ -122,14 +123,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "approximation: what llama.cpp's gpt2 computes, so --to-gguf "
                             "exports it), swiglu, or none (attention only)")
     # The chapter's training loop first; what scales it out and what speeds it up apart.
-    groups = {
-        None: p.add_argument_group(f"training settings (see {TRAIN_CONFIG_FILE})"),
-        SCALE_OUT: p.add_argument_group("scaling out (under torchrun)"),
-        SPEED_LEVERS: p.add_argument_group(
-            "speed levers (the speedrun's recipes set them; BENCHMARKS.md measures each)"),
-    }
-    for name, kind, help in _train_fields():
-        group = groups[next((g for g in (SCALE_OUT, SPEED_LEVERS) if name in g), None)]
+    # The levers' flags are flat (--muon-lr), as their names are unique: TrainConfig.from_dict
+    # moves them into TrainConfig.speed.
+    chapter = p.add_argument_group(f"training settings (see {TRAIN_CONFIG_FILE})")
+    scale_out = p.add_argument_group("scaling out (under torchrun)")
+    speed = p.add_argument_group(
+        "speed levers (the speedrun's recipes set them; BENCHMARKS.md measures each)")
+    settings = [(scale_out if f[0] in SCALE_OUT else chapter, f)
+                for f in _fields(TrainConfig) if f[0] != "speed"]
+    settings += [(speed, f) for f in _fields(SpeedLevers)]
+    for group, (name, kind, help) in settings:
         if kind is bool:
             group.add_argument(_flag(name), action=argparse.BooleanOptionalAction,
                                dest=f"train_{name}", help=help)

@@ -166,9 +166,11 @@ class RunSpec:
 
     def key(self) -> dict[str, Any]:
         """What the run was asked to be; a finished run is reused while this is unchanged.
-        vocab_size and init_from are left out: the data and the folder decide them."""
+        vocab_size and init_from are left out: the data and the folder decide them. The
+        settings flat (TrainConfig.flat): the key does not depend on how TrainConfig groups
+        them, so a finished run stays reusable."""
         model = {k: v for k, v in self.model.to_dict().items() if k != "vocab_size"}
-        settings = {k: v for k, v in self.train.to_dict().items() if k != "init_from"}
+        settings = {k: v for k, v in self.train.flat().items() if k != "init_from"}
         return {"model": model, "train": settings, "start": self.start}
 
 

@@ -38,11 +38,8 @@ MUON_DTYPES = ("auto", "float32", "bfloat16")
 # with them off still loads.
 RETIRED_SETTINGS = {"ramp": "none", "ramp_iters": 0, "ramp_start": 0.25,
                     "muon_nesterov": True, "muon_ns_steps": 5, "muon_normuon_beta2": 0.0}
-# The settings that are not the chapter's training loop, as `gptlab train --help` groups
-# them: the speedrun's levers, and scaling out.
-SPEED_LEVERS = ("optimizer", "muon_lr", "muon_momentum", "muon_weight_decay", "muon_dtype",
-                "muon_split_qkv", "embedding_lr", "eval_at_start", "stop_at_val",
-                "stop_at_val_every", "attention_dtype", "allocator")
+# The settings of scaling out, apart from the chapter's training loop in `gptlab train
+# --help` (the speedrun's levers are a group of their own: SpeedLevers, TrainConfig.speed).
 SCALE_OUT = ("parallel", "tp", "reshard_after_forward")
 # Where a run's progress goes besides metrics.jsonl (gptlab.training.reporting).
 LOGGERS = ("none", "tensorboard")
@@ -68,6 +65,79 @@ def setting(default: Any, help: str, check: Check | None = None) -> Any:
 
 POSITIVE = at_least(1)
 BOOLEAN = Check(lambda v: isinstance(v, bool), "true or false")
+
+
+def _check_fields(config: Any) -> None:
+    """Each field of a settings dataclass against the check in its metadata."""
+    for f in dataclasses.fields(config):
+        if f.metadata.get("check") is not None:
+            f.metadata["check"].apply(f.name, getattr(config, f.name))
+
+
+@dataclass
+class SpeedLevers:
+    """The speed levers: what the speedrun's recipes change beyond the chapter's training
+    loop (BENCHMARKS.md measures each), TrainConfig.speed. Off, or at the chapter's choice,
+    by default. The flags and the train.json of earlier versions name them flat
+    (--muon-lr, "muon_lr"); TrainConfig.from_dict moves such keys into the group."""
+
+    # Muon (gptlab.training.muon) for the hidden weight matrices; embeddings, the head, norms
+    # and biases stay on AdamW. Its learning rate follows the same schedule, scaled by
+    # muon_lr / learning_rate.
+    optimizer: str = setting("adamw", "adamw, or muon (Muon for the hidden weight matrices, "
+                                      "AdamW for the rest)", one_of(OPTIMIZERS))
+    # 0.02 and 0.95: Keller Jordan's and torch.optim.Muon's defaults.
+    muon_lr: float = setting(0.02, "Muon's peak learning rate (with --optimizer muon)",
+                             within(0, None, low_open=True))
+    muon_momentum: float = setting(0.95, "Muon's (Nesterov) momentum",
+                                   within(0, 1, high_open=True))
+    # 0 as Keller Jordan's Muon; torch.optim.Muon's 0.1 would be lr * 0.1 per step.
+    muon_weight_decay: float = setting(0.0, "Muon's decoupled weight decay (times its lr)",
+                                       within(0, None))
+    muon_dtype: str = setting("auto", "dtype of Muon's Newton-Schulz iteration: auto (bf16 "
+                                      "on CUDA; on a CPU bf16 only where a one-time probe "
+                                      "finds it faster), float32, bfloat16",
+                              one_of(MUON_DTYPES))
+    # False: torch.optim.Muon's (a matrix is a parameter). True: modded-nanogpt's, whose
+    # q, k and v are matrices of their own.
+    muon_split_qkv: bool = setting(False, "Muon orthogonalises attention's fused q/k/v "
+                                          "projection as its three matrices (true) or as "
+                                          "one (false)", BOOLEAN)
+    # modded-nanogpt steps its embedding with Adam at many times the rest's rate: a row
+    # of a token's embedding is updated only where the token occurs.
+    embedding_lr: float | None = setting(
+        None, "AdamW's peak learning rate for the embeddings (tokens, learned positions; a "
+              "head tied to the tokens' too), on the same schedule (default learning_rate)",
+        Check(lambda v: v is None or (is_number(v) and 0 < v < float("inf")),
+              "a positive number"))
+    # nanoGPT evaluates at iter 0 too; a speedrun, which looks for the step a loss is
+    # reached, has no use for the loss at initialisation and waits for it at start-up.
+    eval_at_start: bool = setting(True, "evaluate before the first step (the loss at "
+                                        "initialisation)", BOOLEAN)
+    # gptlab.training.val_target: how the looks are placed and what decides.
+    stop_at_val: float | None = setting(
+        None, "end the run, with a checkpoint, once the loss over the whole val split (as "
+              "`gptlab eval` scores it) is at most this; looked at near where the target is "
+              "expected through growing samples of the split, the whole split deciding "
+              "(kept on resume)",
+        Check(lambda v: v is None or (is_number(v) and 0 < v < float("inf")),
+              "a positive number"))
+    stop_at_val_every: int = setting(10, "with stop_at_val: the fewest steps between two "
+                                         "looks at the val loss", POSITIVE)
+    # Unresolved (a Trainer given "auto" directly) it means "autocast".
+    attention_dtype: str = setting(
+        "auto", "what attention's softmax(QK^T)V computes in under autocast: auto (on a CPU "
+                "the --dtype probe times both; float32 unless autocast's is clearly faster; "
+                "elsewhere autocast), float32, autocast (autocast's dtype)",
+        one_of(ATTENTION_DTYPES))
+    # gptlab.training.allocator: a setting of the process, not of what is trained.
+    allocator: str = setting(
+        "retain", "on a CPU under glibc: retain (freed memory stays in the process for the "
+                  "next step's tensors, no page faults to fetch it again) or system (glibc's "
+                  "defaults)", one_of(ALLOCATORS))
+
+    def __post_init__(self) -> None:
+        _check_fields(self)
 
 
 @dataclass
@@ -152,67 +222,14 @@ class TrainConfig:
               "backward (ZeRO-3; false keeps them, ZeRO-2-like: more memory, less traffic)",
         BOOLEAN)
 
-    # The speed levers: what the speedrun's recipes change beyond the chapter's training
-    # loop (BENCHMARKS.md measures each). Off, or at the chapter's choice, by default.
-    # Muon (gptlab.training.muon) for the hidden weight matrices; embeddings, the head, norms and
-    # biases stay on AdamW. Its learning rate follows the same schedule, scaled by
-    # muon_lr / learning_rate.
-    optimizer: str = setting("adamw", "adamw, or muon (Muon for the hidden weight matrices, "
-                                      "AdamW for the rest)", one_of(OPTIMIZERS))
-    # 0.02 and 0.95: Keller Jordan's and torch.optim.Muon's defaults.
-    muon_lr: float = setting(0.02, "Muon's peak learning rate (with --optimizer muon)",
-                             within(0, None, low_open=True))
-    muon_momentum: float = setting(0.95, "Muon's (Nesterov) momentum",
-                                   within(0, 1, high_open=True))
-    # 0 as Keller Jordan's Muon; torch.optim.Muon's 0.1 would be lr * 0.1 per step.
-    muon_weight_decay: float = setting(0.0, "Muon's decoupled weight decay (times its lr)",
-                                       within(0, None))
-    muon_dtype: str = setting("auto", "dtype of Muon's Newton-Schulz iteration: auto (bf16 "
-                                      "on CUDA; on a CPU bf16 only where a one-time probe "
-                                      "finds it faster), float32, bfloat16",
-                              one_of(MUON_DTYPES))
-    # False: torch.optim.Muon's (a matrix is a parameter). True: modded-nanogpt's, whose
-    # q, k and v are matrices of their own.
-    muon_split_qkv: bool = setting(False, "Muon orthogonalises attention's fused q/k/v "
-                                          "projection as its three matrices (true) or as "
-                                          "one (false)", BOOLEAN)
-    # modded-nanogpt steps its embedding with Adam at many times the rest's rate: a row
-    # of a token's embedding is updated only where the token occurs.
-    embedding_lr: float | None = setting(
-        None, "AdamW's peak learning rate for the embeddings (tokens, learned positions; a "
-              "head tied to the tokens' too), on the same schedule (default learning_rate)",
-        Check(lambda v: v is None or (is_number(v) and 0 < v < float("inf")),
-              "a positive number"))
-    # nanoGPT evaluates at iter 0 too; a speedrun, which looks for the step a loss is
-    # reached, has no use for the loss at initialisation and waits for it at start-up.
-    eval_at_start: bool = setting(True, "evaluate before the first step (the loss at "
-                                        "initialisation)", BOOLEAN)
-    # gptlab.training.val_target: how the looks are placed and what decides.
-    stop_at_val: float | None = setting(
-        None, "end the run, with a checkpoint, once the loss over the whole val split (as "
-              "`gptlab eval` scores it) is at most this; looked at near where the target is "
-              "expected through growing samples of the split, the whole split deciding "
-              "(kept on resume)",
-        Check(lambda v: v is None or (is_number(v) and 0 < v < float("inf")),
-              "a positive number"))
-    stop_at_val_every: int = setting(10, "with stop_at_val: the fewest steps between two "
-                                         "looks at the val loss", POSITIVE)
-    # Unresolved (a Trainer given "auto" directly) it means "autocast".
-    attention_dtype: str = setting(
-        "auto", "what attention's softmax(QK^T)V computes in under autocast: auto (on a CPU "
-                "the --dtype probe times both; float32 unless autocast's is clearly faster; "
-                "elsewhere autocast), float32, autocast (autocast's dtype)",
-        one_of(ATTENTION_DTYPES))
-    # gptlab.training.allocator: a setting of the process, not of what is trained.
-    allocator: str = setting(
-        "retain", "on a CPU under glibc: retain (freed memory stays in the process for the "
-                  "next step's tensors, no page faults to fetch it again) or system (glibc's "
-                  "defaults)", one_of(ALLOCATORS))
+    # The speedrun's levers: the settings that are not the chapter's training loop.
+    speed: SpeedLevers = field(
+        default_factory=SpeedLevers,
+        metadata={"help": "the speed levers (SpeedLevers)",
+                  "check": Check(lambda v: isinstance(v, SpeedLevers), "a SpeedLevers")})
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            if f.metadata.get("check") is not None:
-                f.metadata["check"].apply(f.name, getattr(self, f.name))
+        _check_fields(self)
         require("min_lr", is_number(self.min_lr) and self.min_lr <= self.learning_rate,
                 "must be in [0, ", Setting("learning_rate"), f" = {self.learning_rate}]")
         if self.warmup_iters > self.max_iters:
@@ -228,12 +245,56 @@ class TrainConfig:
         POSITIVE.apply("checkpoint_interval", self.checkpoint_interval)
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as train.json holds them: the levers in their group,
+        {..., "speed": {"optimizer": ..., ...}}."""
         return dataclasses.asdict(self)
+
+    def flat(self) -> dict[str, Any]:
+        """Every setting by its own name, the levers beside the rest: as the flags and the
+        recipes spell them (from_dict takes this too)."""
+        return flat_settings(self.to_dict())
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
-        return from_dict(cls, without_retired(d, RETIRED_SETTINGS, "run's training settings"),
-                         "training settings", "training setting")
+        """The settings of a dict in train.json's spelling or in the flat one (flat(), the
+        recipes, the train.json of earlier versions): levers at its top level join its
+        speed group."""
+        d = without_retired(d, RETIRED_SETTINGS, "run's training settings")
+        if isinstance(d, dict):
+            group = d.get("speed", {})
+            if isinstance(group, SpeedLevers):
+                group = dataclasses.asdict(group)
+            loose = {k: d[k] for k in LEVERS if k in d}
+            if isinstance(group, dict):
+                _refuse_twice(group, loose)
+                group = {**group, **loose}
+            d = {**{k: v for k, v in d.items() if k not in loose},
+                 "speed": from_dict(SpeedLevers, group, "speed levers", "speed lever")}
+        return from_dict(cls, d, "training settings", "training setting")
+
+
+LEVERS = tuple(f.name for f in dataclasses.fields(SpeedLevers))
+
+
+def flat_settings(d: dict[str, Any]) -> dict[str, Any]:
+    """d (training settings in train.json's spelling) with its speed group's levers at its
+    top level, the spelling of the flags, the recipes and earlier train.json files; a dict
+    without the group is returned as it is. A lever both in the group and beside it with
+    another value is refused."""
+    group = d.get("speed")
+    if not isinstance(group, dict):
+        return d
+    rest = {k: v for k, v in d.items() if k != "speed"}
+    _refuse_twice(group, rest)
+    return {**rest, **group}
+
+
+def _refuse_twice(group: dict[str, Any], beside: dict[str, Any]) -> None:
+    """A lever in the speed group and beside it, with two values, is a contradiction."""
+    twice = sorted(k for k in group if k in beside and beside[k] != group[k])
+    if twice:
+        raise UsageError(f"training settings give {', '.join(twice)} twice, in speed and "
+                         f"beside it, with different values")
 
 
 def recipe(name: str, **overrides: Any) -> TrainConfig:
@@ -244,12 +305,13 @@ def recipe(name: str, **overrides: Any) -> TrainConfig:
 
 
 def with_settings(base: dict[str, Any], changes: dict[str, Any]) -> TrainConfig:
-    """base's settings with `changes` applied, and one rule for a new length: when
+    """base's settings with `changes` applied (each flat or in train.json's spelling, a
+    lever in either changing the other's), and one rule for a new length: when
     max_iters changes and lr_decay_iters / warmup_iters are not given with it, the decay
     follows the new length and the warm-up is cut to fit in it. A fine-tune (init_from)
     scales its warm-up with the length instead: the recipes' warm-up is for a run from
     random weights, and cut to fit a short fine-tune it would be the whole of it."""
-    settings = {**base, **changes}
+    settings = {**flat_settings(base), **flat_settings(changes)}
     if "max_iters" in changes:
         if "lr_decay_iters" not in changes:
             settings["lr_decay_iters"] = None  # None: max_iters

@@ -55,7 +55,8 @@ def estimate(model: GPTConfig, train: TrainConfig, fp32: bool) -> Footprint:
     per_layer = ACTIVATION_BYTES_16BIT * model.n_embd * tokens * (2 if fp32 else 1)
     logits = 2 * tokens * model.vocab_size * 4  # the logits and their gradient, fp32
     steps_tokens = tokens * train.gradient_accumulation_steps
-    per_param = ADAMW_FP32_BYTES_PER_PARAM if train.optimizer == "adamw" else MUON_BYTES_PER_PARAM
+    muon = train.speed.optimizer == "muon"
+    per_param = MUON_BYTES_PER_PARAM if muon else ADAMW_FP32_BYTES_PER_PARAM
     return Footprint(state=acc.total * per_param,
                      activations=model.n_layer * per_layer + logits,
                      flops_per_step=acc.flops_train_per_token * steps_tokens)

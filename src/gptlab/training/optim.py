@@ -42,19 +42,19 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device,
     optimizer "muon": Muon for the hidden weight matrices (gptlab.training.muon.hidden_matrices),
     this AdamW for the rest."""
     implementation = adamw or adamw_implementation(device)
-    if cfg.optimizer == "muon":
+    if cfg.speed.optimizer == "muon":
         matrices, rest = hidden_matrices(model)
         named = dict(model.named_parameters())
-        fused = fused_qkv_rows(model) if cfg.muon_split_qkv else {}
+        fused = fused_qkv_rows(model) if cfg.speed.muon_split_qkv else {}
         # a group per way of cutting the matrices into the ones Muon orthogonalises
         blocks = [None, *sorted(set(fused.values()))]
         groups = [[n for n in matrices if fused.get(n) == rows] for rows in blocks]
         muon = Muon([{"params": [named[n] for n in names], "row_blocks": rows,
-                      "lr_scale": cfg.muon_lr / cfg.learning_rate}
+                      "lr_scale": cfg.speed.muon_lr / cfg.learning_rate}
                      for names, rows in zip(groups, blocks, strict=True) if names],
-                    lr=cfg.muon_lr, momentum=cfg.muon_momentum,
-                    weight_decay=cfg.muon_weight_decay,
-                    ns_dtype=None if cfg.muon_dtype == "auto" else cfg.muon_dtype)
+                    lr=cfg.speed.muon_lr, momentum=cfg.speed.muon_momentum,
+                    weight_decay=cfg.speed.muon_weight_decay,
+                    ns_dtype=None if cfg.speed.muon_dtype == "auto" else cfg.speed.muon_dtype)
         # gptlab's AdamW (torch's step, not torch.optim's start-up) beside Muon
         return MuonWithAdamW(muon, _adamw([named[n] for n in rest], cfg, implementation,
                                           plain_optim.AdamW, embeddings(model)))
@@ -80,7 +80,7 @@ def _adamw(params: list[nn.Parameter], cfg: TrainConfig, implementation: str | N
     a group of their own, last (a run without it keeps the two groups its checkpoints
     hold), at embedding_lr / learning_rate of the schedule's rate."""
     params = [p for p in params if p.requires_grad]
-    apart = embedded if cfg.embedding_lr is not None else set()
+    apart = embedded if cfg.speed.embedding_lr is not None else set()
     groups = [
         {"params": [p for p in params if p.dim() >= 2 and id(p) not in apart],
          "weight_decay": cfg.weight_decay},
@@ -89,6 +89,6 @@ def _adamw(params: list[nn.Parameter], cfg: TrainConfig, implementation: str | N
     if any(id(p) in apart for p in params):
         groups.append({"params": [p for p in params if id(p) in apart],
                        "weight_decay": cfg.weight_decay,
-                       "lr_scale": cfg.embedding_lr / cfg.learning_rate})
+                       "lr_scale": cfg.speed.embedding_lr / cfg.learning_rate})
     extra = ADAMW_IMPLEMENTATIONS[implementation] if implementation is not None else {}
     return kind(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), **extra)

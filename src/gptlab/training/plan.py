@@ -33,7 +33,12 @@ from gptlab.loading import describe
 from gptlab.model.config import GPTConfig
 from gptlab.model.positional import check_context
 from gptlab.training import precision, rundir
-from gptlab.training.config import AFTER_DIVERGENCE, RESUME_OVERRIDES, TrainConfig
+from gptlab.training.config import (
+    AFTER_DIVERGENCE,
+    RESUME_OVERRIDES,
+    TrainConfig,
+    flat_settings,
+)
 
 FRESH, RESUME, FINE_TUNE = "fresh", "resume", "fine-tune"
 # What a resume may change (RESUME_OVERRIDES; AFTER_DIVERGENCE too once it diverged):
@@ -56,9 +61,9 @@ def check_settings(cfg: TrainConfig, config: GPTConfig, world_size: int) -> Layo
                ("dtype float16", cfg.dtype == "float16", "it needs a GradScaler; use bfloat16"),
                ("batch_rng nanogpt", cfg.batch_rng == "nanogpt",
                 "each rank would initialise different weights"),
-               ("stop_at_val", cfg.stop_at_val is not None,
+               ("stop_at_val", cfg.speed.stop_at_val is not None,
                 "its looks score a whole model on every rank; use --parallel ddp"),
-               ("optimizer muon", cfg.optimizer == "muon",
+               ("optimizer muon", cfg.speed.optimizer == "muon",
                 "Muon orthogonalises each whole matrix, and a rank holds only a shard; "
                 "use --parallel ddp"))
     for what, used, why in refused:  # what: a setting, perhaps with its value
@@ -196,7 +201,7 @@ def _started(model_config: GPTConfig | None, train_config: TrainConfig | None,
     """The configs of a fresh run or a fine-tune, overrides applied."""
     if train_config is None:
         raise UsageError("a fresh run needs a training config")
-    train_config = TrainConfig.from_dict({**train_config.to_dict(), **overrides})
+    train_config = TrainConfig.from_dict({**train_config.flat(), **overrides})
     if train_config.init_from is not None:
         start = Path(train_config.init_from)
         if start.exists() and run_dir.exists() and start.resolve() == run_dir.resolve():
@@ -220,7 +225,7 @@ def _resumed(model_config: GPTConfig | None, train_config: TrainConfig | None,
     rundir.check_resumable(run_dir)
     point = resume_point(rundir.load_checkpoint(run_dir, mmap=True))
     model_config = model_dir.load_config(run_dir)
-    saved = rundir.read_train_config(run_dir)
+    saved = flat_settings(rundir.read_train_config(run_dir))  # as the overrides name them
     diverged = rundir.divergence(run_dir, point.step)
     train_config, changes = _resumed_settings(saved, overrides, point, run_dir, diverged)
     _check_same_kind(point, train_config, saved)
@@ -253,8 +258,8 @@ def with_precision(plan: TrainPlan, ctx: Dist) -> tuple[TrainPlan, list[str]]:
     saying why): gptlab.training.precision decides on the first process for all, so every
     rank trains alike and train.json records what was used. Every rank calls it."""
     cfg = plan.train_config
-    if (cfg.dtype != "auto" and cfg.attention_dtype != "auto"
-            and not (cfg.optimizer == "muon" and cfg.muon_dtype == "auto")):
+    if (cfg.dtype != "auto" and cfg.speed.attention_dtype != "auto"
+            and not (cfg.speed.optimizer == "muon" and cfg.speed.muon_dtype == "auto")):
         return plan, []
     decided = [None, None]
     if ctx.is_main:

@@ -49,16 +49,16 @@ def resolve_settings(cfg, config: GPTConfig, device: torch.device):
     if cfg.dtype == "auto":
         changes["dtype"], why = resolve(config, cfg.batch_size, device)
         reasons.append(why)
-    if cfg.attention_dtype == "auto":
+    if cfg.speed.attention_dtype == "auto":
         changes["attention_dtype"], why = resolve_attention(
             config, cfg.batch_size, device, changes.get("dtype", cfg.dtype))
         reasons += [why] if why else []
-    if cfg.optimizer == "muon" and cfg.muon_dtype == "auto":
+    if cfg.speed.optimizer == "muon" and cfg.speed.muon_dtype == "auto":
         changes["muon_dtype"], why = resolve_muon(config, device)
         reasons.append(why)
     if not changes:
         return cfg, reasons
-    return type(cfg).from_dict({**cfg.to_dict(), **changes}), reasons
+    return type(cfg).from_dict({**cfg.flat(), **changes}), reasons
 
 
 def resolve_muon(config: GPTConfig, device: torch.device) -> tuple[str, str]:

@@ -1,4 +1,6 @@
-"""Training recipes as data (TrainConfig fields), each citing where its numbers come from.
+"""Training recipes as data (TrainConfig's settings, flat: the speed levers beside the rest,
+as the flags name them; TrainConfig.from_dict groups them), each citing where its numbers
+come from.
 A model preset of the same name picks its recipe up by default (`gptlab train --preset`)."""
 
 from __future__ import annotations

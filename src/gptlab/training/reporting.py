@@ -233,7 +233,8 @@ def require_logger(log: str) -> None:
 
 def hparams(model_config: dict[str, Any], train_config: dict[str, Any]) -> dict[str, Any]:
     """The two configs as TensorBoard hyper-parameters: model/... and train/..., each a
-    number, string or bool (None and nested values as their JSON)."""
+    number, string or bool (None and nested values as their JSON). train_config: flat
+    (TrainConfig.flat), so a lever reads train/muon_lr, as its flag and earlier runs name it."""
     out = {}
     for prefix, config in (("model", model_config), ("train", train_config)):
         for key, value in config.items():

@@ -178,7 +178,7 @@ def train(
 def _tune_allocator(cfg: TrainConfig) -> None:
     """allocator "retain" on a CPU (gptlab.training.allocator); a GPU's tensors do not come
     from malloc, and the process's own small ones gain nothing from it."""
-    if cfg.allocator == "retain" and pick_device(cfg.device).type == "cpu":
+    if cfg.speed.allocator == "retain" and pick_device(cfg.device).type == "cpu":
         allocator.retain_freed_memory()
 
 
@@ -269,14 +269,14 @@ def _train_on(plan: TrainPlan, state: dict[str, Any] | None, ctx: Dist, watch: _
         whole_val = met.whole
         reporter.whole_val({"kind": "whole_val", "step": met.step, "loss": met.whole,
                             "tokens": len(data.val) - 1, "autocast": met.whole_autocast})
-    elif status == "finished" and (cfg.whole_val or cfg.stop_at_val is not None):
+    elif status == "finished" and (cfg.whole_val or cfg.speed.stop_at_val is not None):
         try:
             whole_val = _whole_val(whole, data.val, reporter, trainer.step, ctx)
         except stopping.Interrupted as exc:  # the run is whole: say so, and what is missing
             raise ScoringInterrupted(exc.signum, plan.run_dir, trainer.step) from None
     target_step = met.step if met is not None else None
-    if target_step is None and cfg.stop_at_val is not None and whole_val is not None and (
-            status == "finished" and whole_val <= cfg.stop_at_val):
+    if target_step is None and cfg.speed.stop_at_val is not None and whole_val is not None and (
+            status == "finished" and whole_val <= cfg.speed.stop_at_val):
         target_step = trainer.step  # met by the end's whole score (float32), at the last step
     best = trainer.best_val if math.isfinite(trainer.best_val) else None
     return TrainResult(plan.run_dir, trainer.step, status, trainer.last_eval.get("train_loss"),
@@ -284,7 +284,7 @@ def _train_on(plan: TrainPlan, state: dict[str, Any] | None, ctx: Dist, watch: _
                        time.perf_counter() - watch.t0, is_main=ctx.is_main,
                        whole_val_loss=whole_val, eval_step=trainer.last_eval_step,
                        start_step=trainer.start_step, train_s=trainer.train_s,
-                       max_iters=cfg.max_iters, stop_at_val=cfg.stop_at_val,
+                       max_iters=cfg.max_iters, stop_at_val=cfg.speed.stop_at_val,
                        target_step=target_step)
 
 
@@ -292,10 +292,10 @@ def _val_target(plan: TrainPlan, watch: _Watch) -> ValTarget | None:
     """What looks at the whole val loss for stop_at_val (every rank holds a whole model:
     the plan refuses it with a sharded one)."""
     cfg = plan.train_config
-    if cfg.stop_at_val is None:
+    if cfg.speed.stop_at_val is None:
         return None
-    return ValTarget(cfg.stop_at_val, torch.from_numpy(plan.data.val.astype("int64")),
-                     plan.model_config.block_size, cfg.max_iters, cfg.stop_at_val_every,
+    return ValTarget(cfg.speed.stop_at_val, torch.from_numpy(plan.data.val.astype("int64")),
+                     plan.model_config.block_size, cfg.max_iters, cfg.speed.stop_at_val_every,
                      stop_requested=watch.stop.is_set)
 
 
@@ -384,7 +384,7 @@ def _open_run_dir(plan: TrainPlan, state: dict[str, Any] | None, watch: _Watch
     if cfg.log != "tensorboard":
         return reporter
     board = TensorBoardReporter(run_dir / rundir.TB_DIR,
-                                hparams(plan.model_config.to_dict(), cfg.to_dict()),
+                                hparams(plan.model_config.to_dict(), cfg.flat()),
                                 load_tokenizer(run_dir / rundir.TOKENIZER_FILE),
                                 resumed_at=state["step"] if state else None)
     return ReporterGroup(reporter, board)

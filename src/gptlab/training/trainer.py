@@ -139,7 +139,7 @@ class Trainer:
         self.optimizer = make_optimizer(model, cfg, ctx.device)
         self.amp_dtype = autocast_dtype(cfg.dtype, ctx.device)
         set_float32_attention(model, self.amp_dtype is not None
-                              and cfg.attention_dtype == "float32")
+                              and cfg.speed.attention_dtype == "float32")
         self.scaler = torch.amp.GradScaler(
             "cuda", enabled=self.amp_dtype == torch.float16 and ctx.device.type == "cuda")
         if cfg.compile:
@@ -159,7 +159,7 @@ class Trainer:
         # True from the start of an evaluation until it is recorded: a checkpoint saved in
         # between (a stop mid-evaluation) makes --resume run that evaluation first. Step
         # 0's evaluation is pending from the start, where the recipe has one.
-        self.eval_pending = cfg.eval_at_start
+        self.eval_pending = cfg.speed.eval_at_start
         self._unsaved = True  # state has moved on since the last checkpoint
         self.saved_step: int | None = None  # the step of the last checkpoint
         self.grad_norm: torch.Tensor | None = None  # of the last step, when clipping

@@ -42,9 +42,10 @@ class Task:
     description: str
 
     def settings(self, steps: int, every: int, seed: int) -> TrainConfig:
-        return TrainConfig(**{**TRAIN[self.name], "max_iters": steps, "eval_interval": every,
-                              "seed": seed, "warmup_iters": min(50, steps),
-                              "checkpoint_interval": max(every, 250)})
+        return TrainConfig.from_dict({**TRAIN[self.name], "max_iters": steps,
+                                      "eval_interval": every, "seed": seed,
+                                      "warmup_iters": min(50, steps),
+                                      "checkpoint_interval": max(every, 250)})
 
 
 # The interp test's recipe (INDUCTION_TRAINING there): AdamW at a constant 2e-3 after a
