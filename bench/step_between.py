@@ -4,9 +4,9 @@ change to the code (a refactor that must not change what is computed) costs time
 Each launch is the real command, `gptlab train --preset NAME` for a few dozen steps, run
 from one checkout's sources; its per-step times are read from the run's metrics.jsonl
 (tokens per step over the logged tokens/s), the first steps left out as warm-up. The
-checkouts take turns, A B A B ..., so a neighbour's load hits both alike; the figure is the
-ratio of their medians. Precisions are given (float32 throughout), so no timing probe runs
-and both sides compute the same thing.
+checkouts take turns, A B B A A B ..., so a neighbour's load, and whatever the launch before
+leaves behind, hits both alike; the figure is the ratio of their medians. Precisions are
+given (float32 throughout), so no timing probe runs and both sides compute the same thing.
 
     git worktree add /tmp/before <ref>
     python -m bench.step_between --before /tmp/before --text tests/assets/tinyshakespeare/input.txt
@@ -62,15 +62,23 @@ def compare(before: Path, after: Path, text: str, rounds: int, steps: int,
         data = prepare_data(text, Path(tmp) / "data")
         for preset in PRESETS:
             times: dict[str, list[float]] = {"before": [], "after": []}
+            # one launch's median per round and side: a launch's steps share its machine
+            # state, so the spread between launches is the figure's noise
+            launches: dict[str, list[float]] = {"before": [], "after": []}
             for r in range(rounds):
-                for side, checkout in (("before", before), ("after", after)):
-                    times[side] += step_ms(checkout, preset, data, Path(tmp) / "run", steps,
-                                           warmup)
-                log(f"{preset} round {r + 1}: before {statistics.median(times['before']):.1f}"
-                    f" ms, after {statistics.median(times['after']):.1f} ms")
+                # ABBA: the second launch of a pair ran 3-8% slower whichever code it had
+                # (a quiet 2-core VM), so each side goes first in every other round
+                pair = (("before", before), ("after", after))
+                for side, checkout in pair if r % 2 == 0 else pair[::-1]:
+                    ms = step_ms(checkout, preset, data, Path(tmp) / "run", steps, warmup)
+                    times[side] += ms
+                    launches[side].append(statistics.median(ms))
+                log(f"{preset} round {r + 1}: before {launches['before'][-1]:.1f} ms, "
+                    f"after {launches['after'][-1]:.1f} ms")
             medians = {side: statistics.median(v) for side, v in times.items()}
             out["presets"][preset] = {**{f"{s}_ms": m for s, m in medians.items()},
-                                      "after_over_before": medians["after"] / medians["before"]}
+                                      "after_over_before": medians["after"] / medians["before"],
+                                      "launch_medians_ms": launches}
     out["load_at_end"] = os.getloadavg()[0]
     return out
 
@@ -88,8 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     data = compare(args.before.resolve(), args.after.resolve(), args.text.read_text(),
                    args.rounds, args.steps, args.warmup)
     for preset, d in data["presets"].items():
+        spread = {s: f"{min(v):.1f}-{max(v):.1f}" for s, v in d["launch_medians_ms"].items()}
         print(f"{preset}: before {d['before_ms']:.1f} ms/step, after {d['after_ms']:.1f} "
-              f"({d['after_over_before']:.3f}x)")
+              f"({d['after_over_before']:.3f}x); launches before {spread['before']}, "
+              f"after {spread['after']} ms")
     write_result(args.out, "step_between", data)
     return 0
 

@@ -25,10 +25,12 @@ def test_the_checkouts_take_turns_and_the_ratio_is_of_their_medians(monkeypatch,
     data = between.compare(tmp_path / "before", tmp_path / "after", "abc " * 500, rounds=2,
                            steps=5, warmup=1, log=lambda _: None)
     first = between.PRESETS[0]
-    assert order[:4] == [("before", first), ("after", first)] * 2
+    assert order[:4] == [("before", first), ("after", first), ("after", first),
+                         ("before", first)]
     result = data["presets"][first]
     assert result["before_ms"] == statistics.median([10.0, 12.0, 11.0] * 2) == 11.0
     assert result["after_over_before"] == pytest.approx(16.0 / 11.0)
+    assert result["launch_medians_ms"] == {"before": [11.0, 11.0], "after": [16.0, 16.0]}
 
 
 @pytest.mark.slow
