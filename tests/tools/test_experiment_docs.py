@@ -114,3 +114,10 @@ def test_check_fails_on_a_disagreeing_page(tmp_path, monkeypatch, capsys):
     assert docs.main(["--check"]) == 1
     assert "disagrees" in capsys.readouterr().err
     assert docs.main([]) == 0 and docs.main(["--check"]) == 0
+
+
+def test_a_block_names_the_seeds_its_units_came_from():
+    assert "seeds 1337, 1338, 1339;" in docs.block("norm", _norm_results())
+    # features' units are slices of text, its models one seed's: the block names that seed
+    features = json.loads(docs.results_path("features").read_text())
+    assert f"seed {features['seed']};" in docs.block("features", features)
