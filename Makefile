@@ -39,11 +39,12 @@ check: $(VENV)/.test
 
 # Everything, as CI runs it (.ci/run): pyproject's testpaths include notebooks/, which nbmake
 # runs in quick mode (notebooks/conftest.py). --dist loadfile: a module's tests share one
-# worker, so its module fixtures (a trained model, a lab server and its browser) run once.
+# worker, so its module fixtures (a trained model, a lab server and its browser) run once;
+# --no-loadscope-reorder: the files go out in tests/conftest.py's order, the slow ones first.
 test: $(VENV)/.test
 	@command -v chromium >/dev/null || bash .ci/install-system-deps
 	$(VENV)/bin/ruff check src tests bench tools
-	$(PY) -m pytest -q -n auto --dist loadfile
+	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder
 
 # The documentation site (mkdocs.yml; the pages are docs/, the API reference comes from the
 # docstrings) into site/, offline. --strict: a broken link, anchor or reference fails.

@@ -49,6 +49,16 @@ if _WORKERS > 1 and "OMP_NUM_THREADS" not in os.environ:
     os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // _WORKERS))
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
+@pytest.hookimpl(trylast=True)  # after every marker is on (notebooks/conftest.py adds theirs)
+def pytest_collection_modifyitems(items):
+    """The files that hold slow tests first, each file's tests in their order: make test's
+    `--dist loadfile --no-loadscope-reorder` hands each worker the next file in this order,
+    so the long files start early and the many short ones fill the end. xdist's own order
+    (the most tests first) left a long file for last, one worker running it alone."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
+
+
 ASSETS = Path(__file__).parent / "assets"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -41,6 +41,7 @@ VIEWS = [
     ("13-head-view", "allheads", "hv-lines", []),
     ("4-learned-positions", "positions", "fig-learned-sim", []),
     ("14-experiments", "experiments", "exp-claims", []),
+    ("15-features", "features", "feat-along-token", []),
 ]
 LIVE_VIEW = "9-watch-it-learn"  # a training from the page: only with live_steps (minutes)
 STEPS_POSITION = 8  # view 12's stages follow this token: a few later ones are masked
