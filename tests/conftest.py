@@ -49,6 +49,7 @@ if _WORKERS > 1 and "OMP_NUM_THREADS" not in os.environ:
     os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // _WORKERS))
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
+
 @pytest.hookimpl(trylast=True)  # after every marker is on (notebooks/conftest.py adds theirs)
 def pytest_collection_modifyitems(items):
     """The files that hold slow tests first, each file's tests in their order: make test's
