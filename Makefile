@@ -31,8 +31,8 @@ demo: $(VENV)/.base
 	$(VENV)/bin/gptlab demo
 
 # The edit loop: lint and the fast tier, every test not marked slow (no long training,
-# torchrun, llama.cpp or browser; pyproject.toml registers the markers). -n auto: a
-# pytest-xdist worker and a half per core, one thread each (tests/conftest.py).
+# torchrun, llama.cpp or browser; pyproject.toml registers the markers). One pytest-xdist
+# worker per core: most tests are one-threaded work.
 check: $(VENV)/.test
 	$(VENV)/bin/ruff check src tests bench tools
 	$(PY) -m pytest -q -n auto -m "not slow"

@@ -40,20 +40,10 @@ atexit.register(shutil.rmtree, os.environ["GPTLAB_CACHE"], ignore_errors=True)
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-
-def pytest_xdist_auto_num_workers(config):
-    """`-n auto` (make check/test): a worker and a half per core, 3 on 2 cores. A test that
-    waits on a subprocess, a server or a browser leaves its core idle, and the third worker
-    fills it: make test on a quiet 2-core VM took 16 min 13 s with 2 workers, 14 min 51 s
-    with 3."""
-    cores = os.cpu_count() or 1
-    return cores + cores // 2
-
-
-# Under pytest-xdist each worker, and every process a test starts, gets its share of the
-# cores (at least one thread), not torch's default of all of them: two workers at two
-# OpenMP threads each on two cores spent their time waiting for each other (six heavy test
-# files: 370 s -> 231 s wall, 650 -> 397 s CPU). A count the user set stays.
+# Under pytest-xdist (make check/test: one worker per core) each worker, and every process
+# a test starts, gets its share of the cores, not torch's default of all of them: two
+# workers at two OpenMP threads each on two cores spent their time waiting for each other
+# (six heavy test files: 370 s -> 231 s wall, 650 -> 397 s CPU). A count the user set stays.
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1 and "OMP_NUM_THREADS" not in os.environ:
     os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // _WORKERS))
@@ -65,8 +55,7 @@ def pytest_collection_modifyitems(items):
     """The files that hold slow tests first, each file's tests in their order: make test's
     `--dist loadfile --no-loadscope-reorder` hands each worker the next file in this order,
     so the long files start early and the many short ones fill the end. xdist's own order
-    (the most tests first) left a long file for last, one worker running it alone (make test
-    with 2 workers: 16 min 54 s in that order, 16 min 13 s in this)."""
+    (the most tests first) left a long file for last, one worker running it alone."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow_files)
 
